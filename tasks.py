@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Project tasks that need only Python 3.11 and pip: ``demo``, ``test``, ``quick``, ``bench``.
+
+Usage:
+    python3 tasks.py demo     # venv + install + write a sample sharded dataset + read it
+    python3 tasks.py test     # venv + test deps + ruff + mypy + the whole pytest suite
+    python3 tasks.py quick    # the suite without the heavy marker (for development)
+    python3 tasks.py bench    # run the benchmarks in benchmarks/
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("UNDERTALE_DUCK_VENV", ROOT / ".venv"))
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+CONSTRAINTS = ROOT / "ci" / "constraints.txt"
+
+
+def run(*args: str | Path, **env: str) -> None:
+    """Run a command from the repository root, echoing it; exit with its status on failure."""
+    print("+", " ".join(str(a) for a in args), flush=True)
+    result = subprocess.run([str(a) for a in args], cwd=ROOT, env={**os.environ, **env})
+    if result.returncode != 0:
+        sys.exit(result.returncode)
+
+
+def ensure_venv(extra: str) -> None:
+    """Create .venv and install the package (with ``extra``) when its inputs changed."""
+    if not PY.exists():
+        print(f"+ creating virtual environment {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256()
+    for name in ("pyproject.toml", "ci/constraints.txt"):
+        digest.update((ROOT / name).read_bytes())
+    digest.update(extra.encode())
+    stamp = VENV / f".installed-{extra or 'base'}"
+    if stamp.exists() and stamp.read_text() == digest.hexdigest():
+        return
+    target = f".[{extra}]" if extra else "."
+    run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    run(PY, "-m", "pip", "install", "--quiet", "-c", CONSTRAINTS, "-e", target)
+    stamp.write_text(digest.hexdigest())
+
+
+def demo() -> None:
+    """Install the package and run examples/demo.py on a freshly written sample dataset."""
+    ensure_venv("")
+    run(PY, "examples/demo.py", "--out", "build/demo")
+
+
+def test(marker: str | None = None) -> None:
+    """Install test dependencies and run ruff, mypy and pytest."""
+    ensure_venv("test")
+    run(PY, "-m", "ruff", "check", "undertale_duck", "tests", "benchmarks", "examples", "tasks.py")
+    run(PY, "-m", "mypy")
+    args = ["-m", "pytest", "-q"]
+    if marker:
+        args += ["-m", marker]
+    run(PY, *args)
+
+
+def bench() -> None:
+    """Run every benchmark script's main() with its default (small) sweep."""
+    ensure_venv("test")
+    for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        run(PY, script)
+
+
+def main() -> None:
+    """Dispatch the task named on the command line."""
+    task = sys.argv[1] if len(sys.argv) > 1 else ""
+    if task == "demo":
+        demo()
+    elif task == "test":
+        test()
+    elif task == "quick":
+        test("not heavy")
+    elif task == "bench":
+        bench()
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

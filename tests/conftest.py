@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import datagen
+
+
+@pytest.fixture(scope="session")
+def uneven(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """Uneven shards (including 1-row and 0-row ones) and row groups, plus clutter files."""
+    root = tmp_path_factory.mktemp("uneven")
+    sizes = [150, 1, 0, 97, 300, 2]
+    datagen.write_shards(root, sizes, row_group_size=[40, 1, 1, 13, 128, 1])
+    (root / "_SUCCESS").write_text("")
+    (root / ".part-00000.parquet.crc").write_bytes(b"crc")
+    (root / "part-00001.parquet.crc").write_bytes(b"crc")
+    (root / "README.txt").write_text("not parquet")
+    (root / ".hidden.parquet").write_bytes(b"not parquet at all")
+    return root, sum(sizes)

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import datagen
+import pytest
+
+from undertale_duck import (
+    CorruptShardError,
+    NotParquetError,
+    ParquetDataset,
+    ShardChangedError,
+    SourceError,
+    UndertaleDuckError,
+)
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(SourceError, match="does not exist") as info:
+        ParquetDataset(missing)
+    assert str(missing) in str(info.value)
+    with pytest.raises(SourceError, match="does not exist"):
+        ParquetDataset([missing])
+
+
+def test_empty_directory_and_empty_glob(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="holds no Parquet files") as info:
+        ParquetDataset(tmp_path)
+    assert str(tmp_path) in str(info.value)
+    (tmp_path / "_SUCCESS").write_text("")
+    with pytest.raises(SourceError, match="holds no Parquet files"):
+        ParquetDataset(tmp_path)
+    with pytest.raises(SourceError, match="no Parquet files match"):
+        ParquetDataset(str(tmp_path / "*.parquet"))
+    with pytest.raises(SourceError, match="empty list"):
+        ParquetDataset([])
+
+
+def test_nested_directory_hint(tmp_path: Path) -> None:
+    datagen.write_shards(tmp_path / "year=2024", [5])
+    with pytest.raises(SourceError, match=r"\*\*/\*\.parquet"):
+        ParquetDataset(tmp_path)
+    assert len(ParquetDataset(str(tmp_path / "**" / "*.parquet"))) == 5
+
+
+def test_not_parquet(tmp_path: Path) -> None:
+    bad = tmp_path / "data.parquet"
+    bad.write_text("id,label\n1,2\n")
+    for source in (bad, tmp_path, [bad]):
+        with pytest.raises(NotParquetError) as info:
+            ParquetDataset(source)
+        assert str(bad) in str(info.value)
+        assert isinstance(info.value, UndertaleDuckError)
+
+
+def test_truncated_shard(tmp_path: Path) -> None:
+    paths = datagen.write_shards(tmp_path, [50, 50, 50])
+    data = paths[1].read_bytes()
+    paths[1].write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptShardError) as info:
+        ParquetDataset(tmp_path)
+    assert str(paths[1]) in str(info.value)
+    assert info.value.path == str(paths[1])
+
+
+def test_corrupt_data_page_names_shard_and_rows(tmp_path: Path) -> None:
+    paths = datagen.write_shards(tmp_path, [64, 64], row_group_size=32, compression="zstd")
+    data = bytearray(paths[1].read_bytes())
+    # scribble over the middle of the file (data pages), keep the footer intact
+    for k in range(200, 1200):
+        data[k] = (data[k] * 7 + 13) % 256
+    paths[1].write_bytes(bytes(data))
+    os.utime(paths[1], ns=(0, 0))
+    ds = ParquetDataset(tmp_path, window_bytes=1)
+    assert ds[0]["id"] == "row-00000000"  # the intact shard still reads
+    with pytest.raises(CorruptShardError) as info:
+        [ds[i] for i in range(64, 128)]
+    message = str(info.value)
+    assert str(paths[1]) in message
+    assert info.value.rows is not None and 64 <= info.value.rows[0] < 128
+    assert ds[63]["id"] == "row-00000063"
+
+
+def test_shard_replaced_after_open(tmp_path: Path) -> None:
+    paths = datagen.write_shards(tmp_path, [30, 30])
+    ds = ParquetDataset(tmp_path)
+    assert ds[0]["id"] == "row-00000000"
+    datagen.write_shards(tmp_path, [30, 31])  # shard 1 is rewritten with another row count
+    with pytest.raises(ShardChangedError, match="part-00001"):
+        ds[45]
+    paths[0].unlink()
+    ds2 = ParquetDataset(tmp_path)
+    assert len(ds2) == 31
+    ds.refresh()
+    assert len(ds) == 31
+
+
+def test_no_raw_traceback_from_cli_like_use(tmp_path: Path) -> None:
+    # the error type a user sees is ours, even from a fresh interpreter
+    code = (
+        "import undertale_duck as u\n"
+        "try:\n    u.ParquetDataset('/definitely/missing')\n"
+        "except u.UndertaleDuckError as e:\n    print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("SourceError dataset source /definitely/missing does not exist")

@@ -1,0 +1,409 @@
+"""Resolve a source into Parquet shards, read their footers once, and own the DuckDB connection."""
+
+from __future__ import annotations
+
+import contextlib
+import glob as globlib
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import sqlfiles
+from .errors import (
+    ArgumentError,
+    ColumnError,
+    CorruptShardError,
+    NotParquetError,
+    ShardChangedError,
+    SourceError,
+)
+
+PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+MAGIC = b"PAR1"
+_GLOB_CHARS = frozenset("*?[")
+
+SourceLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One Parquet file of a dataset, as its footer describes it.
+
+    Attributes:
+        path: Absolute path of the file.
+        rows: Number of rows in the file.
+        row_groups: ``(rows, uncompressed bytes)`` of each row group, in file order.
+        size: File size in bytes when the footer was read.
+        mtime_ns: Modification time in nanoseconds when the footer was read.
+        schema: The Arrow schema pyarrow reads from the footer.
+        created_by: The writer recorded in the footer.
+    """
+
+    path: str
+    rows: int
+    row_groups: tuple[tuple[int, int], ...]
+    size: int
+    mtime_ns: int
+    schema: pa.Schema
+    created_by: str
+
+    def check_unchanged(self) -> None:
+        """Check that the file on disk is still the one whose footer we read.
+
+        Raises:
+            ShardChangedError: If the file was deleted, replaced, truncated or extended.
+        """
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise ShardChangedError(
+                f"shard {self.path} disappeared after the dataset was opened ({exc.strerror}); "
+                "call refresh() to reopen the dataset as it is now",
+                self.path,
+            ) from None
+        if st.st_size != self.size or st.st_mtime_ns != self.mtime_ns:
+            raise ShardChangedError(
+                f"shard {self.path} changed on disk after the dataset was opened "
+                f"(size {self.size} -> {st.st_size} bytes, mtime changed: "
+                f"{st.st_mtime_ns != self.mtime_ns}); call refresh() to reopen the dataset "
+                "as it is now",
+                self.path,
+            )
+
+
+def _is_hidden(name: str) -> bool:
+    return name.startswith((".", "_")) or name.endswith(".crc")
+
+
+def _has_magic(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            if head != MAGIC:
+                return False
+            fh.seek(-4, os.SEEK_END)
+            return fh.read(4) == MAGIC
+    except OSError:
+        return False
+
+
+def _directory_files(directory: Path) -> list[str]:
+    """List the Parquet shards of a directory, sorted by name."""
+    files: list[str] = []
+    nested = False
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if _is_hidden(entry.name):
+            continue
+        if entry.is_dir():
+            nested = nested or any(
+                f.endswith(PARQUET_SUFFIXES) for _, _, fs in os.walk(entry.path) for f in fs
+            )
+            continue
+        if not entry.is_file():
+            continue
+        if entry.name.lower().endswith(PARQUET_SUFFIXES) or _has_magic(entry.path):
+            files.append(os.path.abspath(entry.path))
+    if not files:
+        hint = (
+            " (its subdirectories hold Parquet files: pass a glob such as "
+            f"'{directory}/**/*.parquet')"
+            if nested
+            else ""
+        )
+        raise SourceError(f"directory {directory} holds no Parquet files{hint}", str(directory))
+    return files
+
+
+def _glob_files(pattern: str) -> list[str]:
+    matches = sorted(globlib.glob(pattern, recursive=True))
+    files = [
+        os.path.abspath(m)
+        for m in matches
+        if os.path.isfile(m) and not _is_hidden(os.path.basename(m))
+    ]
+    if not files:
+        raise SourceError(f"no Parquet files match the pattern {pattern!r}", pattern)
+    return files
+
+
+def resolve(source: SourceLike) -> list[str]:
+    """Resolve a source into the ordered list of its Parquet shard paths.
+
+    Args:
+        source: One Parquet file; a directory of shards (sorted by name; hidden files,
+            ``_SUCCESS``, ``*.crc`` and other non-Parquet files ignored); a glob pattern;
+            or a list of files, kept in the given order.
+
+    Returns:
+        Absolute paths of the shards.
+
+    Raises:
+        SourceError: If a path does not exist, a directory holds no Parquet files, a glob
+            matches nothing, or the list is empty.
+    """
+    if isinstance(source, str | os.PathLike):
+        text = os.fspath(source)
+        if not text:
+            raise SourceError("the dataset source is an empty path", text)
+        path = Path(text).expanduser()
+        if path.is_dir():
+            return _directory_files(path)
+        if path.is_file():
+            return [str(path.absolute())]
+        if _GLOB_CHARS & set(text):
+            return _glob_files(str(path))
+        raise SourceError(f"dataset source {text} does not exist", text)
+    if isinstance(source, bytes):
+        raise SourceError("the dataset source must be a path, a glob or a list of paths, not bytes")
+    items = list(source)
+    if not items:
+        raise SourceError("the dataset source is an empty list of files")
+    files: list[str] = []
+    for item in items:
+        if not isinstance(item, str | os.PathLike):
+            raise SourceError(
+                f"the dataset source list holds {item!r}, which is not a path", str(item)
+            )
+        path = Path(os.fspath(item)).expanduser()
+        if path.is_dir():
+            files.extend(_directory_files(path))
+        elif path.is_file():
+            files.append(str(path.absolute()))
+        else:
+            raise SourceError(f"dataset file {os.fspath(item)} does not exist", os.fspath(item))
+    return files
+
+
+def read_footer(path: str) -> Shard:
+    """Read one shard's footer (no data pages).
+
+    Args:
+        path: Path of a Parquet file.
+
+    Returns:
+        The shard's description.
+
+    Raises:
+        NotParquetError: If the file is not a Parquet file.
+        CorruptShardError: If the footer is truncated or corrupt.
+        SourceError: If the file cannot be opened.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise SourceError(f"cannot open dataset file {path}: {exc.strerror}", path) from None
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise SourceError(f"cannot open dataset file {path}: {exc.strerror}", path) from None
+    if head != MAGIC:
+        raise NotParquetError(
+            f"{path} is not a Parquet file (it does not start with the Parquet magic bytes)", path
+        )
+    try:
+        meta = pq.read_metadata(path)
+        schema = meta.schema.to_arrow_schema()
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise CorruptShardError(
+            f"Parquet shard {path} is truncated or corrupt: its footer cannot be read ({exc})",
+            path,
+        ) from None
+    groups = []
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        groups.append((int(rg.num_rows), int(rg.total_byte_size)))
+    return Shard(
+        path=path,
+        rows=int(meta.num_rows),
+        row_groups=tuple(groups),
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        schema=schema,
+        created_by=str(meta.created_by or ""),
+    )
+
+
+def reference_schema(shards: Sequence[Shard], columns: Sequence[str] | None) -> pa.Schema:
+    """Return the dataset's schema: the first shard's, projected onto ``columns``.
+
+    Args:
+        shards: The dataset's shards (at least one).
+        columns: Column names to keep, in this order, or None for all.
+
+    Returns:
+        The Arrow schema of a row.
+
+    Raises:
+        ColumnError: If a requested column is not in the first shard.
+        ArgumentError: If ``columns`` is empty or names a column twice.
+    """
+    schema = shards[0].schema
+    if columns is None:
+        return schema
+    if isinstance(columns, str):
+        raise ArgumentError("columns must be a list of column names, not a single string")
+    cols = list(columns)
+    if not cols:
+        raise ArgumentError("columns must name at least one column (or be None for all)")
+    if len(set(cols)) != len(cols):
+        raise ArgumentError(f"columns names a column twice: {cols}")
+    missing = [c for c in cols if schema.get_field_index(c) < 0]
+    if missing:
+        raise ColumnError(
+            f"column(s) {missing} not found in {shards[0].path}; available columns: "
+            f"{schema.names}",
+            shards[0].path,
+        )
+    return pa.schema([schema.field(c) for c in cols], metadata=schema.metadata)
+
+
+# --------------------------------------------------------------------------- connections
+
+_LIVE: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+
+def _close_all_before_fork() -> None:
+    # A forked child that inherits a live DuckDB connection segfaults when it opens its own
+    # (DESIGN.md): close every connection in the parent; they reopen lazily.
+    for con in list(_LIVE):
+        con.close()
+
+
+os.register_at_fork(before=_close_all_before_fork)
+
+
+class Connection:
+    """A per-process in-memory DuckDB database with the ``dataset`` view and per-thread cursors.
+
+    The database is opened lazily, closed before any ``fork()`` and never pickled, so a
+    dataset is safe to use from DataLoader workers under every start method.
+
+    Args:
+        files: Shard paths the ``dataset`` view covers.
+        columns: Columns the view exposes.
+        config: DuckDB settings applied when the database opens.
+    """
+
+    def __init__(
+        self, files: Sequence[str], columns: Sequence[str], config: dict[str, Any] | None = None
+    ) -> None:
+        self._files = list(files)
+        self._columns = list(columns)
+        self._config = dict(config or {})
+        self._lock = threading.Lock()
+        self._db: duckdb.DuckDBPyConnection | None = None
+        self._pid = -1
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._generation = 0
+        _LIVE.add(self)
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        db = duckdb.connect(":memory:", config=self._config)
+        files = "[" + ", ".join(sqlfiles.quote_literal(f) for f in self._files) + "]"
+        db.execute(
+            sqlfiles.render(
+                "dataset_view", files=files, columns=sqlfiles.column_list(self._columns)
+            )
+        )
+        return db
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """Return this thread's cursor on the process's database, opening it if needed.
+
+        Returns:
+            A DuckDB connection object private to the calling thread.
+        """
+        pid = os.getpid()
+        cur = getattr(self._local, "cursor", None)
+        if cur is not None and self._local.generation == self._generation and self._pid == pid:
+            return cur  # type: ignore[no-any-return]
+        with self._lock:
+            if self._db is None or self._pid != pid:
+                self._db = None
+                self._cursors = []
+                self._db = self._open()
+                self._pid = pid
+                self._generation += 1
+            cur = self._db.cursor()
+            self._cursors.append(cur)
+            self._local.cursor = cur
+            self._local.generation = self._generation
+            return cur
+
+    def close(self) -> None:
+        """Close the database and every cursor; the next :meth:`cursor` reopens it."""
+        with self._lock:
+            if self._db is not None and self._pid == os.getpid():
+                for cur in self._cursors:
+                    with contextlib.suppress(duckdb.Error):
+                        cur.close()
+                with contextlib.suppress(duckdb.Error):
+                    self._db.close()
+            self._db = None
+            self._cursors = []
+            self._generation += 1
+
+
+class Source:
+    """The resolved shards of a dataset with their footers, offsets and reference schema.
+
+    Args:
+        source: A file, directory, glob or list of files (see :func:`resolve`).
+        columns: Columns to keep, or None for all.
+
+    Raises:
+        SourceError: If the source cannot be resolved or a shard cannot be read.
+    """
+
+    def __init__(self, source: SourceLike, columns: Sequence[str] | None = None) -> None:
+        self.spec = source if isinstance(source, str) else _describe(source)
+        self.shards: tuple[Shard, ...] = tuple(read_footer(p) for p in resolve(source))
+        self.schema = reference_schema(self.shards, columns)
+        self.columns: tuple[str, ...] = tuple(self.schema.names)
+        offsets = [0]
+        for shard in self.shards:
+            offsets.append(offsets[-1] + shard.rows)
+        self.offsets: tuple[int, ...] = tuple(offsets)
+
+    @property
+    def rows(self) -> int:
+        """Total number of rows over all shards."""
+        return self.offsets[-1]
+
+    @property
+    def paths(self) -> list[str]:
+        """Shard paths in dataset order."""
+        return [s.path for s in self.shards]
+
+    def connection(self, config: dict[str, Any] | None = None) -> Connection:
+        """Return a new lazily opened :class:`Connection` with the ``dataset`` view.
+
+        Args:
+            config: DuckDB settings.
+
+        Returns:
+            The connection holder (nothing is opened until first use).
+        """
+        return Connection(self.paths, self.columns, config)
+
+
+def _describe(source: object) -> str:
+    if isinstance(source, os.PathLike):
+        return str(os.fspath(source))
+    try:
+        items = [str(os.fspath(s)) for s in source]  # type: ignore[attr-defined]
+    except TypeError:
+        return repr(source)
+    if len(items) <= 3:
+        return ", ".join(items)
+    return f"{items[0]}, ... ({len(items)} files)"

@@ -1,0 +1,172 @@
+"""Pure window arithmetic: global index <-> (shard, local row) and row-group-aligned windows."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Bytes per row assumed when a footer records no uncompressed size for a row group.
+FALLBACK_ROW_BYTES = 256
+
+
+@dataclass(frozen=True)
+class Window:
+    """A contiguous row range of one shard, read by one query.
+
+    Attributes:
+        shard: Index of the shard in the dataset.
+        start: First local row (inclusive) in the shard.
+        stop: Last local row (exclusive) in the shard.
+        offset: Global index of ``start``.
+    """
+
+    shard: int
+    start: int
+    stop: int
+    offset: int
+
+    @property
+    def rows(self) -> int:
+        """Number of rows in the window."""
+        return self.stop - self.start
+
+    @property
+    def end(self) -> int:
+        """Global index one past the window's last row."""
+        return self.offset + self.rows
+
+
+def default_window_bytes(memory_bytes: int) -> int:
+    """Choose the target window size for a cache of ``memory_bytes``.
+
+    A window is a sixteenth of the cache, between 1 MiB and 64 MiB, so the cache holds
+    many windows while each query still spans whole row groups.
+
+    Args:
+        memory_bytes: The cache limit in bytes.
+
+    Returns:
+        Target uncompressed bytes per window.
+    """
+    return max(1 << 20, min(64 << 20, memory_bytes // 16))
+
+
+def plan(
+    shards: Sequence[Sequence[tuple[int, int]]], target_bytes: int
+) -> list[Window]:
+    """Cut every shard into windows aligned to its row groups.
+
+    Consecutive row groups of one shard are merged while the window stays within
+    ``target_bytes``; a row group larger than ``target_bytes`` is split into equal pieces.
+    Empty row groups and shards produce no windows.
+
+    Args:
+        shards: For each shard, ``(rows, uncompressed bytes)`` of each row group.
+        target_bytes: Target uncompressed size of a window.
+
+    Returns:
+        Windows in global order; together they cover every row exactly once.
+
+    Raises:
+        ValueError: If ``target_bytes`` is not positive or a row count is negative.
+    """
+    if target_bytes <= 0:
+        raise ValueError(f"target_bytes must be positive, got {target_bytes}")
+    windows: list[Window] = []
+    offset = 0
+    for shard_index, groups in enumerate(shards):
+        for start, stop in shard_ranges(groups, target_bytes):
+            windows.append(Window(shard_index, start, stop, offset))
+            offset += stop - start
+    return windows
+
+
+def shard_ranges(groups: Sequence[tuple[int, int]], target_bytes: int) -> list[tuple[int, int]]:
+    """Cut one shard's row groups into local ``(start, stop)`` row ranges.
+
+    Args:
+        groups: ``(rows, uncompressed bytes)`` of each row group.
+        target_bytes: Target uncompressed size of a range.
+
+    Returns:
+        Non-empty ranges in order, covering every row of the shard once.
+
+    Raises:
+        ValueError: If a row count is negative.
+    """
+    ranges: list[tuple[int, int]] = []
+    local = 0  # first row of the current row group
+    start = 0  # first row of the range being accumulated
+    pending = 0  # bytes accumulated since ``start``
+    for rows, nbytes in groups:
+        if rows < 0:
+            raise ValueError(f"negative row count {rows} in a row group")
+        if rows == 0:
+            continue
+        size = nbytes if nbytes > 0 else rows * FALLBACK_ROW_BYTES
+        if size > target_bytes or pending + size > target_bytes:
+            if local > start:
+                ranges.append((start, local))
+            start, pending = local, 0
+        if size > target_bytes:
+            pieces = min(rows, math.ceil(size / target_bytes))
+            for p in range(pieces):
+                ranges.append((local + rows * p // pieces, local + rows * (p + 1) // pieces))
+            start = local + rows
+        else:
+            pending += size
+        local += rows
+    if local > start:
+        ranges.append((start, local))
+    return ranges
+
+
+def starts(windows: Sequence[Window]) -> list[int]:
+    """Return the global start index of each window, for :func:`locate`.
+
+    Args:
+        windows: Windows in global order.
+
+    Returns:
+        ``[w.offset for w in windows]``.
+    """
+    return [w.offset for w in windows]
+
+
+def locate(window_starts: Sequence[int], index: int) -> int:
+    """Return the position of the window holding a global row index.
+
+    Args:
+        window_starts: Global start of each window, ascending (from :func:`starts`).
+        index: A global row index, already known to be in range.
+
+    Returns:
+        The window's position in the plan.
+    """
+    return bisect.bisect_right(window_starts, index) - 1
+
+
+def normalize_index(index: object, length: int) -> int:
+    """Turn a user's index into a non-negative in-range integer, as Python sequences do.
+
+    Args:
+        index: Any integer-like value (``int``, numpy integer, 0-d integer tensor).
+        length: Length of the sequence.
+
+    Returns:
+        The index in ``[0, length)``.
+
+    Raises:
+        TypeError: If ``index`` is not an integer.
+        IndexError: If ``index`` is out of range.
+    """
+    if isinstance(index, bool) or not hasattr(index, "__index__"):
+        raise TypeError(f"dataset indices must be integers, not {type(index).__name__}")
+    i = int(index.__index__())
+    if i < 0:
+        i += length
+    if not 0 <= i < length:
+        raise IndexError(f"dataset index {index} out of range for {length} rows")
+    return i
