@@ -22,6 +22,7 @@ VENV = Path(os.environ.get("UNDERTALE_DUCK_VENV", ROOT / ".venv"))
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 CONSTRAINTS = ROOT / "ci" / "constraints.txt"
+LINTED = ("undertale_duck", "tests", "benchmarks", "examples", "tasks.py")
 
 
 def run(*args: str | Path, **env: str) -> None:
@@ -59,7 +60,8 @@ def demo() -> None:
 def test(marker: str | None = None) -> None:
     """Install test dependencies and run ruff, mypy and pytest."""
     ensure_venv("test")
-    run(PY, "-m", "ruff", "check", "undertale_duck", "tests", "benchmarks", "examples", "tasks.py")
+    lint = [p for p in LINTED if (ROOT / p).exists()]
+    run(PY, "-m", "ruff", "check", *lint)
     run(PY, "-m", "mypy")
     args = ["-m", "pytest", "-q"]
     if marker:
