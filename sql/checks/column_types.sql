@@ -1,0 +1,4 @@
+-- The DuckDB types of one shard's columns: binding reads only the footer, no rows are scanned.
+SELECT *
+FROM read_parquet($path)
+LIMIT 0

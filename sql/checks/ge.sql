@@ -1,0 +1,2 @@
+-- violation of Field(ge=...): the value is below the bound
+{value} < {bound}

@@ -1,0 +1,2 @@
+-- violation of Field(gt=...)
+{value} <= {bound}

@@ -1,0 +1,2 @@
+-- violation of Field(le=...)
+{value} > {bound}

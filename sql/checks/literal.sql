@@ -1,0 +1,2 @@
+-- violation of Literal[...]: the value is not one of the allowed values
+NOT list_contains({bound}, {value})

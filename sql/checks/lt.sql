@@ -1,0 +1,2 @@
+-- violation of Field(lt=...)
+{value} >= {bound}

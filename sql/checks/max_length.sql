@@ -1,0 +1,2 @@
+-- violation of Field(max_length=...)
+{length}({value}) > {bound}

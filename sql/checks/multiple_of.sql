@@ -1,0 +1,2 @@
+-- violation of Field(multiple_of=...)
+{value} % {bound} <> 0

@@ -1,0 +1,13 @@
+-- Rows holding a duplicated value of one column, counted per shard (run only when the
+-- uniqueness check found duplicates).
+WITH duplicated AS (
+    SELECT {value} AS v
+    FROM read_parquet($files)
+    WHERE {value} IS NOT NULL
+    GROUP BY v
+    HAVING count(*) > 1
+)
+SELECT "__undertale_shard" AS shard, count(*) AS violations
+FROM read_parquet($files, filename = '__undertale_shard')
+WHERE {value} IN (SELECT v FROM duplicated)
+GROUP BY ALL

@@ -1,0 +1,210 @@
+"""Schema classes, the Unique marker, schema loading and the Python -> DuckDB type mapping."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from pathlib import Path
+from typing import Annotated, Literal
+
+import duckdb
+import pytest
+from pydantic import BaseModel, Field
+
+from undertale_duck import ArgumentError, schema
+from undertale_duck.checks import mismatch, row_checks, targets
+
+SEED_FIELDS = {
+    "Dataset": {"id"},
+    "TokenizedDataset": {"id", "tokens", "mask"},
+    "TokenizedClassificationDataset": {"id", "tokens", "mask", "label"},
+    "SourceDataset": {"id", "source"},
+    "SummarizedMixin": {"summary"},
+    "SummarizedSourceDataset": {"id", "source", "summary"},
+    "BinaryDataset": {"id", "binary"},
+    "BinaryDatasetWithSource": {"id", "binary", "source"},
+    "FunctionDataset": {"id", "name"},
+    "FunctionDatasetWithSource": {"id", "name", "source"},
+    "DisassembledFunctionDataset": {"id", "name", "disassembly"},
+    "DisassembledFunctionDatasetWithSource": {"id", "name", "disassembly", "source"},
+    "SummarizedDisassembledFunctionDatasetWithSource": {
+        "id",
+        "name",
+        "disassembly",
+        "source",
+        "summary",
+    },
+    "VulnerabilityMixin": {"vulnerability"},
+    "VulnerabilityDisassembledFunctionDatasetWithSource": {
+        "id",
+        "name",
+        "disassembly",
+        "source",
+        "vulnerability",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEED_FIELDS))
+def test_builtin_schemas_have_the_seed_fields(name: str) -> None:
+    cls = getattr(schema, name)
+    assert schema.BUILTIN[name] is cls
+    assert set(cls.model_fields) == SEED_FIELDS[name]
+    assert schema.load(name) is cls
+
+
+def test_id_is_unique_and_required() -> None:
+    (target,) = [t for t in targets(schema.Dataset) if t.label == "id"]
+    assert any(schema.is_unique_marker(m) for m in target.metadata)
+    assert not target.nullable and target.required
+    assert schema.TokenizedDataset(id="a", tokens=[1], mask=[1]).tokens == [1]
+
+
+def test_targets_nullable_defaults_and_nested() -> None:
+    class Point(BaseModel):
+        x: int
+        y: float | None = None
+
+    class S(BaseModel):
+        a: int | None
+        b: Annotated[str, Field(min_length=2)] = "xx"
+        p: Point | None
+
+    got = {t.label: (t.nullable, t.required) for t in targets(S)}
+    assert got == {
+        "a": (True, True),
+        "b": (False, False),
+        "p": (True, True),
+        "p.x": (False, True),
+        "p.y": (True, False),
+    }
+
+
+def test_row_checks_from_field_constraints() -> None:
+    class S(BaseModel):
+        n: int = Field(ge=0, lt=10, multiple_of=2)
+        s: str | None = Field(default=None, pattern=r"^a", min_length=1, max_length=4)
+        k: Literal["x", "y"]
+        t: list[int] = Field(max_length=3)
+        u: list[int | None] | None
+
+    by_label: dict[str, list[str]] = {}
+    for t in targets(S):
+        by_label[t.label] = [c.description for c in row_checks(t)]
+    assert by_label["n"] == ["n is not null", "n >= 0", "n < 10", "n is a multiple of 2"]
+    assert by_label["s"] == ["length(s) >= 1", "length(s) <= 4", "s matches '^a'"]
+    assert by_label["k"] == ["k is not null", "k in {'x', 'y'}"]
+    assert by_label["t"] == ["t is not null", "t has no null elements", "length(t) <= 3"]
+    assert by_label["u"] == []
+
+
+@pytest.mark.parametrize(
+    ("annotation", "ok", "bad"),
+    [
+        (
+            int,
+            ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "UBIGINT"],
+            ["DOUBLE", "VARCHAR", "BOOLEAN", "DECIMAL(10,2)"],
+        ),
+        (float, ["FLOAT", "DOUBLE", "DECIMAL(10,2)", "INTEGER"], ["VARCHAR", "BOOLEAN"]),
+        (str, ["VARCHAR"], ["BLOB", "INTEGER", "VARCHAR[]"]),
+        (bytes, ["BLOB"], ["VARCHAR"]),
+        (bool, ["BOOLEAN"], ["INTEGER"]),
+        (
+            dt.datetime,
+            ["TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "TIMESTAMPTZ"],
+            ["DATE", "VARCHAR"],
+        ),
+        (dt.date, ["DATE"], ["TIMESTAMP"]),
+        (decimal.Decimal, ["DECIMAL(18,3)"], ["DOUBLE"]),
+        (list[int], ["INTEGER[]", "TINYINT[]", "BIGINT[4]"], ["DOUBLE[]", "INTEGER", "VARCHAR"]),
+        (list[list[int]], ["BIGINT[][]"], ["BIGINT[]"]),
+        (list[str] | None, ["VARCHAR[]"], ["INTEGER[]"]),
+        (dict[str, int], ["MAP(VARCHAR, INTEGER)"], ["MAP(INTEGER, INTEGER)", "VARCHAR"]),
+        (Literal["a", "b"], ["VARCHAR"], ["INTEGER"]),
+        (Literal[1, 2], ["INTEGER", "UTINYINT"], ["VARCHAR"]),
+    ],
+)
+def test_type_mapping(annotation: object, ok: list[str], bad: list[str]) -> None:
+    for name in ok:
+        assert mismatch(annotation, duckdb.sqltype(name)) is None, name
+    for name in bad:
+        reason = mismatch(annotation, duckdb.sqltype(name))
+        assert reason is not None, name
+        assert "found " in reason and "expected" in reason, reason
+
+
+def test_type_mapping_for_nested_models() -> None:
+    class Point(BaseModel):
+        x: int
+        tags: list[str]
+        note: str | None = None
+
+    assert mismatch(Point, duckdb.sqltype("STRUCT(x BIGINT, tags VARCHAR[])")) is None
+    assert mismatch(Point, duckdb.sqltype("STRUCT(x BIGINT, tags VARCHAR[], z INT)")) is None
+    missing = mismatch(Point, duckdb.sqltype("STRUCT(x BIGINT)"))
+    assert missing is not None and "'tags'" in missing
+    wrong = mismatch(Point, duckdb.sqltype("STRUCT(x VARCHAR, tags VARCHAR[])"))
+    assert wrong is not None and "'x'" in wrong
+    assert mismatch(list[Point], duckdb.sqltype("STRUCT(x INT, tags VARCHAR[])[]")) is None
+    assert mismatch(Point, duckdb.sqltype("VARCHAR")) is not None
+
+
+def test_load_forms(tmp_path: Path) -> None:
+    file = tmp_path / "my_schemas.py"
+    file.write_text(
+        "from pydantic import BaseModel\n"
+        "from undertale_duck.schema import Dataset\n"
+        "class Funcs(Dataset):\n"
+        "    name: str\n"
+        "NOT_A_MODEL = 3\n"
+    )
+    loaded = schema.load(f"{file}:Funcs")
+    assert set(loaded.model_fields) == {"id", "name"}
+    assert schema.load("undertale_duck.schema:BinaryDataset") is schema.BinaryDataset
+    assert schema.load("undertale_duck.schema:TokenizedDataset") is schema.TokenizedDataset
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("NoSuchSchema", "unknown schema"),
+        ("no_such_module_xyz:Thing", "cannot import module"),
+        ("undertale_duck.schema:Nope", "has no attribute"),
+        ("undertale_duck.schema:Unique", "not a pydantic BaseModel"),
+        ("missing/file.py:Thing", "does not exist"),
+        (":Thing", "must look like"),
+    ],
+)
+def test_load_errors(spec: str, message: str) -> None:
+    with pytest.raises(ArgumentError, match=message):
+        schema.load(spec)
+
+
+def test_load_file_that_fails_to_import(tmp_path: Path) -> None:
+    file = tmp_path / "broken.py"
+    file.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(ArgumentError, match="boom"):
+        schema.load(f"{file}:X")
+
+
+def test_check_schema_refuses_instances() -> None:
+    with pytest.raises(ArgumentError, match="BaseModel subclass"):
+        schema.check_schema(schema.Dataset(id="x"))
+    with pytest.raises(ArgumentError):
+        schema.check_schema(dict)
+
+
+def test_load_module_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cwd_schemas_for_test.py").write_text(
+        "from undertale_duck.schema import FunctionDataset\n"
+        "class Mine(FunctionDataset):\n"
+        "    size: int\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    before = list(__import__("sys").path)
+    loaded = schema.load("cwd_schemas_for_test:Mine")
+    assert set(loaded.model_fields) == {"id", "name", "size"}
+    assert __import__("sys").path == before  # the working directory was not left on sys.path
