@@ -1,0 +1,251 @@
+"""``load()``: a resumable DataLoader over a validated ``ParquetDataset`` and a ChunkedSampler."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from torch.utils.data import DataLoader, get_worker_info
+
+from .dataset import ParquetDataset
+from .errors import ArgumentError
+from .sampler import ChunkedSampler, worker_windows
+from .source import SourceLike
+
+
+def default_start_method() -> str:
+    """Return the start method ``load()`` gives DataLoader workers.
+
+    ``fork`` on Linux: ``source.py`` closes every DuckDB connection of the process before a
+    ``fork()`` (a child inheriting a live connection crashes) and the dataset reopens its own
+    lazily, so forked workers are safe; they start in milliseconds without re-importing
+    torch, and collators may be lambdas or closures. Elsewhere ``spawn`` (macOS's and
+    Windows' default): the dataset pickles without its connection and cache.
+
+    Returns:
+        ``"fork"`` or ``"spawn"``.
+    """
+    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
+
+
+class ChunkedLoader(DataLoader[Any]):
+    """A ``DataLoader`` that counts the batches it hands out, so its sampler can resume.
+
+    Batches prefetched by workers are not counted; only those the loop received. Built by
+    :func:`load`; construct it as a ``DataLoader`` with a :class:`ChunkedSampler` as
+    ``sampler``. With any other sampler it is a plain ``DataLoader``.
+    """
+
+    @property
+    def chunked_sampler(self) -> ChunkedSampler | None:
+        """The loader's ``ChunkedSampler``, if it has one."""
+        sampler = self.sampler
+        return sampler if isinstance(sampler, ChunkedSampler) else None
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        """Iterate the batches, recording in the sampler how many samples were handed out."""
+        sampler = self.chunked_sampler
+        if sampler is None or self.batch_size is None:
+            return super().__iter__()
+        self._hint(sampler, self.batch_size)
+        sampler.consumed = sampler.resume_at
+        return _Counting(super().__iter__(), sampler, self.batch_size)
+
+    def _hint(self, sampler: ChunkedSampler, batch: int) -> None:
+        """Give each reader of a shuffled epoch its window order, for read-ahead."""
+        dataset = self.dataset
+        if not sampler.shuffle or not isinstance(dataset, ParquetDataset):
+            return
+        init = self.worker_init_fn
+        if self.num_workers > 0 and (self.persistent_workers or not isinstance(init, WorkerHints)):
+            # persistent workers start once: a hint would go stale after their first epoch
+            return
+        order = sampler.order()[sampler.resume_at :]
+        starts = [w.offset for w in dataset.windows]
+        hints = worker_windows(order, starts, batch, self.num_workers)
+        if isinstance(init, WorkerHints) and self.num_workers > 0:
+            init.orders = hints
+        else:
+            dataset.prefetch(hints[0])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the sampler's epoch and the samples consumed in it (see ``ChunkedSampler``).
+
+        Returns:
+            The state, or ``{}`` without a ``ChunkedSampler``.
+        """
+        sampler = self.chunked_sampler
+        return {} if sampler is None else sampler.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next iteration yield exactly the batches not consumed before ``state``.
+
+        Args:
+            state: A dict from :meth:`state_dict` (``{}`` changes nothing).
+
+        Raises:
+            ArgumentError: If the state does not fit this loader's sampler.
+        """
+        sampler = self.chunked_sampler
+        if state and sampler is not None:
+            sampler.load_state_dict(state)
+
+
+class WorkerHints:
+    """A ``worker_init_fn`` that gives each worker its window order for read-ahead.
+
+    :class:`ChunkedLoader` fills :attr:`orders` before it starts the workers of a shuffled
+    epoch; each worker then calls ``ParquetDataset.prefetch`` with its own windows, and the
+    user's ``worker_init_fn`` after that.
+
+    Args:
+        user: The user's ``worker_init_fn``, or None.
+    """
+
+    def __init__(self, user: Callable[[int], None] | None = None) -> None:
+        self.user = user
+        self.orders: list[list[int]] = []
+
+    def __call__(self, worker_id: int) -> None:
+        """Set this worker's read-ahead order, then run the user's ``worker_init_fn``.
+
+        Args:
+            worker_id: The worker's number.
+        """
+        info = get_worker_info()
+        if info is not None and worker_id < len(self.orders):
+            dataset = info.dataset
+            if isinstance(dataset, ParquetDataset):
+                dataset.prefetch(self.orders[worker_id])
+        if self.user is not None:
+            self.user(worker_id)
+
+
+class _Counting(Iterator[Any]):
+    """Wraps a DataLoader iterator and counts the samples it handed out."""
+
+    def __init__(self, inner: Iterator[Any], sampler: ChunkedSampler, batch: int) -> None:
+        self._inner = inner
+        self._sampler = sampler
+        self._batch = batch
+
+    def __next__(self) -> Any:
+        item = next(self._inner)
+        sampler = self._sampler
+        sampler.consumed = min(sampler.consumed + self._batch, len(sampler))
+        return item
+
+    def __len__(self) -> int:
+        return len(self._inner)  # type: ignore[arg-type]
+
+
+def load(
+    path: SourceLike | ParquetDataset,
+    schema: Any,
+    collator: Callable[[list[dict[str, Any]]], Any] | None,
+    batch: int,
+    workers: int = 0,
+    memory: int = 4096,
+    *,
+    shuffle: bool = False,
+    seed: int = 0,
+    mix: int = 1,
+    ranks: int | None = None,
+    rank: int | None = None,
+    pin_memory: bool = False,
+    persistent_workers: bool = False,
+    prefetch_factor: int | None = None,
+    multiprocessing_context: str | None = None,
+    timeout: float = 0,
+    worker_init_fn: Callable[[int], None] | None = None,
+    columns: Sequence[str] | None = None,
+    window_bytes: int | None = None,
+    duckdb_config: Mapping[str, Any] | None = None,
+) -> ChunkedLoader:
+    """Build a DataLoader for the dataset at ``path``.
+
+    The dataset is validated against ``schema`` first; indices come from a
+    :class:`ChunkedSampler` (each rank and each worker reads contiguous windows); workers start
+    with :func:`default_start_method` unless ``multiprocessing_context`` says otherwise.
+
+    Args:
+        path: A Parquet file, a directory of shards, a glob or a list of files (see
+            ``ParquetDataset``), or an open ``ParquetDataset``.
+        schema: Expected dataset schema (a schema class); None skips validation.
+        collator: Turns a list of row dicts into a batch (``collate_fn``); None keeps lists.
+        batch: Batch size.
+        workers: Number of worker processes; 0 reads in the main process.
+        memory: Window cache limit in megabytes, per process.
+        shuffle: Shuffle windows and the rows inside them, per epoch (``set_epoch``).
+        seed: Shuffle seed.
+        mix: With ``shuffle``, how many windows' rows are mixed together.
+        ranks: Distributed ranks (from ``torch.distributed`` by default).
+        rank: This rank (from ``torch.distributed`` by default).
+        pin_memory: Passed to ``DataLoader``.
+        persistent_workers: Passed to ``DataLoader`` (needs ``workers > 0``).
+        prefetch_factor: Passed to ``DataLoader`` (needs ``workers > 0``).
+        multiprocessing_context: Worker start method (``fork``, ``spawn``, ``forkserver``).
+        timeout: Passed to ``DataLoader``.
+        worker_init_fn: Passed to ``DataLoader``.
+        columns: Columns to read (all by default).
+        window_bytes: Target window size in bytes (see ``ParquetDataset``).
+        duckdb_config: DuckDB settings (see ``ParquetDataset``).
+
+    Returns:
+        A :class:`ChunkedLoader` (a ``DataLoader`` with ``state_dict``/``load_state_dict``).
+
+    Raises:
+        SchemaError: If the dataset does not conform to ``schema``.
+        SourceError: If the dataset cannot be opened.
+        ArgumentError: If an argument is out of range.
+    """
+    if isinstance(path, ParquetDataset):
+        dataset = path
+    else:
+        dataset = ParquetDataset(
+            path, memory, columns=columns, window_bytes=window_bytes, duckdb_config=duckdb_config
+        )
+    if schema is not None:
+        dataset.validate(schema)
+    sampler = ChunkedSampler(
+        dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix
+    )
+    if workers == 0 and (persistent_workers or prefetch_factor is not None):
+        raise ArgumentError(
+            "persistent_workers and prefetch_factor need workers > 0; got workers=0"
+        )
+    if prefetch_factor is not None and (
+        isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int)
+        or prefetch_factor < 1
+    ):
+        raise ArgumentError(f"prefetch_factor must be an integer >= 1, got {prefetch_factor!r}")
+    context = None
+    if workers > 0:
+        method = multiprocessing_context or default_start_method()
+        if method not in multiprocessing.get_all_start_methods():
+            raise ArgumentError(
+                f"multiprocessing_context must be one of "
+                f"{multiprocessing.get_all_start_methods()}, got {method!r}"
+            )
+        context = multiprocessing.get_context(method)
+    return ChunkedLoader(
+        dataset,
+        batch_size=batch,
+        sampler=sampler,
+        num_workers=workers,
+        collate_fn=collator if collator is not None else _as_list,
+        pin_memory=pin_memory,
+        persistent_workers=persistent_workers,
+        prefetch_factor=prefetch_factor,
+        multiprocessing_context=context,
+        timeout=timeout,
+        worker_init_fn=WorkerHints(worker_init_fn) if workers > 0 else worker_init_fn,
+    )
+
+
+def _as_list(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return rows
