@@ -1,0 +1,487 @@
+"""Describe a dataset from its footers: shards, totals, column types, statistics, schema drift."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import sqlfiles
+from .dataset import default_duckdb_config
+from .errors import SourceError
+from .output import aligned, cell, jsonable
+from .source import Shard, duckdb_path, read_footer, resolve
+
+
+@dataclass
+class ShardInfo:
+    """One shard as describe reports it.
+
+    Attributes:
+        path: Absolute path.
+        rows: Rows from the footer (0 when unreadable).
+        row_groups: Number of row groups.
+        bytes: File size in bytes.
+        created_by: The writer recorded in the footer.
+        columns: ``(name, DuckDB type)`` pairs in file order.
+        error: Why the shard cannot be read, or None.
+    """
+
+    path: str
+    rows: int = 0
+    row_groups: int = 0
+    bytes: int = 0
+    created_by: str = ""
+    columns: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class ColumnInfo:
+    """One column as describe reports it.
+
+    Attributes:
+        name: Column name.
+        type: DuckDB type in the first readable shard that has the column.
+        shards: Number of readable shards that have the column.
+        null_count: NULLs over those shards, or None when some footer has no statistics.
+        min: Smallest value, or None when unknown (or every value is NULL).
+        max: Largest value, or None when unknown.
+        min_length: For list columns after ``--scan``: the shortest list.
+        max_length: For list columns after ``--scan``: the longest list.
+    """
+
+    name: str
+    type: str
+    shards: int = 0
+    null_count: int | None = 0
+    min: Any = None
+    max: Any = None
+    min_length: int | None = None
+    max_length: int | None = None
+    _known: bool = True
+
+    def _merge_min_max(self, lo: Any, hi: Any) -> None:
+        try:
+            if lo is not None:
+                self.min = lo if self.min is None else min(self.min, lo)
+            if hi is not None:
+                self.max = hi if self.max is None else max(self.max, hi)
+        except TypeError:  # drifting types cannot be compared
+            self.min = self.max = None
+            self._known = False
+
+
+@dataclass
+class Drift:
+    """How one shard's columns differ from the first readable shard's.
+
+    Attributes:
+        path: The shard.
+        missing: Columns of the first shard that this shard lacks.
+        extra: Columns this shard has that the first shard lacks.
+        changed: ``(column, this shard's type, first shard's type)`` for type changes.
+    """
+
+    path: str
+    missing: list[str]
+    extra: list[str]
+    changed: list[tuple[str, str, str]]
+
+
+@dataclass
+class Description:
+    """Everything ``undertale-duck describe`` reports.
+
+    Attributes:
+        source: The source as given.
+        shards: Every resolved shard, readable or not, in dataset order.
+        columns: The first readable shard's columns, then columns only other shards have.
+        drift: Shards whose columns differ from the first readable shard's.
+        scanned: Whether statistics come from a full scan (exact) or from footers.
+    """
+
+    source: str
+    shards: list[ShardInfo]
+    columns: list[ColumnInfo]
+    drift: list[Drift]
+    scanned: bool
+
+    @property
+    def errors(self) -> list[ShardInfo]:
+        """Shards that cannot be read."""
+        return [s for s in self.shards if s.error is not None]
+
+    @property
+    def rows(self) -> int:
+        """Total rows over the readable shards."""
+        return sum(s.rows for s in self.shards)
+
+    @property
+    def bytes(self) -> int:
+        """Total file bytes over every shard."""
+        return sum(s.bytes for s in self.shards)
+
+    @property
+    def row_groups(self) -> int:
+        """Total row groups over the readable shards."""
+        return sum(s.row_groups for s in self.shards)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the description as JSON-ready data (values converted like ``sql --format json``).
+
+        Returns:
+            A mapping with ``source``, ``totals``, ``shards``, ``columns``, ``drift``,
+            ``errors`` and ``statistics`` (``"footer"`` or ``"scan"``).
+        """
+        return {
+            "source": self.source,
+            "statistics": "scan" if self.scanned else "footer",
+            "totals": {
+                "shards": len(self.shards),
+                "rows": self.rows,
+                "row_groups": self.row_groups,
+                "bytes": self.bytes,
+            },
+            "shards": [
+                {
+                    "path": s.path,
+                    "rows": s.rows,
+                    "row_groups": s.row_groups,
+                    "bytes": s.bytes,
+                    "created_by": s.created_by,
+                    "error": s.error,
+                }
+                for s in self.shards
+            ],
+            "columns": [
+                {
+                    "name": c.name,
+                    "type": c.type,
+                    "shards": c.shards,
+                    "null_count": c.null_count,
+                    "min": jsonable(c.min),
+                    "max": jsonable(c.max),
+                    **(
+                        {"min_length": c.min_length, "max_length": c.max_length}
+                        if c.min_length is not None
+                        else {}
+                    ),
+                }
+                for c in self.columns
+            ],
+            "drift": [
+                {
+                    "path": d.path,
+                    "missing": d.missing,
+                    "extra": d.extra,
+                    "changed": [{"column": n, "type": t, "expected": e} for n, t, e in d.changed],
+                }
+                for d in self.drift
+            ],
+            "errors": [{"path": s.path, "error": s.error} for s in self.errors],
+        }
+
+    def to_text(self) -> str:
+        """Return the description as aligned plain text for a terminal or a pipe.
+
+        Returns:
+            The text, ending with a newline.
+        """
+        base = _common_dir([s.path for s in self.shards])
+        out = [
+            f"dataset {self.source}",
+            f"  {len(self.shards)} shard{_s(len(self.shards))}, {self.rows:,} rows, "
+            f"{self.row_groups:,} row groups, {_size(self.bytes)}",
+            "",
+            f"shards (in {base})" if base else "shards",
+        ]
+        rows = [
+            [
+                os.path.relpath(s.path, base) if base else s.path,
+                f"{s.rows:,}" if s.error is None else "-",
+                str(s.row_groups) if s.error is None else "-",
+                _size(s.bytes),
+                s.created_by if s.error is None else f"UNREADABLE: {s.error}",
+            ]
+            for s in self.shards
+        ]
+        out.append(aligned(["path", "rows", "row groups", "size", "writer"], rows).rstrip("\n"))
+        kind = "full scan" if self.scanned else "footer statistics; exact values: --scan"
+        out += ["", f"columns ({kind})"]
+        readable = len(self.shards) - len(self.errors)
+        crows = []
+        for c in self.columns:
+            nulls = "?" if c.null_count is None else f"{c.null_count:,}"
+            row = [c.name, c.type, nulls, _stat(c.min, c), _stat(c.max, c)]
+            if c.min_length is not None:
+                row[3] = f"len {c.min_length}"
+                row[4] = f"len {c.max_length}"
+            if c.shards != readable:
+                row[1] += f" (in {c.shards} of {readable} shards)"
+            crows.append(row)
+        out.append(aligned(["name", "type", "nulls", "min", "max"], crows).rstrip("\n"))
+        if not self.scanned and any("?" in row[2:] for row in crows):
+            out.append("  (? = not in the footers: a nested column, or no statistics written)")
+        out.append("")
+        if not self.drift:
+            out.append("schema drift: none (every readable shard has the same columns and types)")
+        else:
+            out.append(
+                f"schema drift: {len(self.drift)} shard{_s(len(self.drift))} differ "
+                "from the first shard"
+            )
+            for d in self.drift:
+                name = os.path.relpath(d.path, base) if base else d.path
+                parts = []
+                if d.missing:
+                    parts.append("missing " + ", ".join(d.missing))
+                if d.extra:
+                    parts.append("extra " + ", ".join(d.extra))
+                parts += [f"{n} is {t} (expected {e})" for n, t, e in d.changed]
+                out.append(f"  {name}: " + "; ".join(parts))
+        if self.errors:
+            out += ["", f"unreadable shards: {len(self.errors)}"]
+            out += [f"  {s.path}: {s.error}" for s in self.errors]
+        return "\n".join(out) + "\n"
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _stat(value: Any, column: ColumnInfo) -> str:
+    if not column._known:
+        return "?"
+    if value is None:
+        return "-"
+    return cell(value, 32)
+
+
+def _common_dir(paths: list[str]) -> str:
+    if not paths:
+        return ""
+    try:
+        return os.path.commonpath([os.path.dirname(p) for p in paths])
+    except ValueError:
+        return ""
+
+
+def _is_nested(duck_type: str) -> bool:
+    return duck_type.endswith("]") or duck_type.startswith(("STRUCT", "MAP", "UNION"))
+
+
+def _is_list(duck_type: str) -> bool:
+    return duck_type.endswith("[]")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_shard(con: duckdb.DuckDBPyConnection, path: str) -> tuple[ShardInfo, Shard | None]:
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        return ShardInfo(path, error=f"cannot open: {exc.strerror}"), None
+    try:
+        shard = read_footer(path)
+    except SourceError as exc:
+        return ShardInfo(path, bytes=size, error=_reason(str(exc), path)), None
+    info = ShardInfo(
+        path=path,
+        rows=shard.rows,
+        row_groups=len(shard.row_groups),
+        bytes=shard.size,
+        created_by=shard.created_by,
+    )
+    try:
+        params = {"path": duckdb_path(path)}
+        table = con.sql(sqlfiles.load("describe_columns"), params=params).to_arrow_table()
+    except SourceError as exc:
+        info.error = str(exc)
+        return info, None
+    except duckdb.Error as exc:
+        info.error = "DuckDB cannot read its schema: " + " ".join(str(exc).split())
+        return info, None
+    info.columns = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
+    return info, shard
+
+
+def _reason(message: str, path: str) -> str:
+    # our SourceError messages start with the path; the report already shows it
+    text = message.replace(f"Parquet shard {path} ", "").replace(f"{path} ", "")
+    return text
+
+
+def _footer_stats(path: str) -> dict[str, tuple[int | None, Any, Any, bool]]:
+    """Per top-level primitive column: (null count, min, max, statistics complete)."""
+    meta = pq.read_metadata(path)
+    stats: dict[str, tuple[int | None, Any, Any, bool]] = {}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        if group.num_rows == 0:
+            continue
+        for j in range(group.num_columns):
+            chunk = group.column(j)
+            name = chunk.path_in_schema
+            if "." in name and name not in meta.schema.names:
+                continue  # a leaf of a nested column: footer statistics do not describe rows
+            nulls, lo, hi, known = stats.get(name, (0, None, None, True))
+            st = chunk.statistics
+            if st is None or not st.has_null_count:
+                nulls = None
+            elif nulls is not None:
+                nulls += int(st.null_count)
+            if st is not None and st.has_min_max:
+                try:
+                    lo = st.min if lo is None else min(lo, st.min)
+                    hi = st.max if hi is None else max(hi, st.max)
+                except TypeError:
+                    known = False
+            elif st is None or st.null_count != chunk.num_values:
+                known = known and group.num_rows == 0
+            stats[name] = (nulls, lo, hi, known)
+    return stats
+
+
+def _scan_stats(
+    con: duckdb.DuckDBPyConnection, path: str, columns: list[tuple[str, str]]
+) -> dict[str, tuple[int, Any, Any, bool]]:
+    parts = []
+    for k, (name, duck_type) in enumerate(columns):
+        q = sqlfiles.quote_identifier(name)
+        parts.append(f"count(*) - count({q}) AS n_{k}")
+        if _is_list(duck_type):
+            parts += [f"min(len({q})) AS lo_{k}", f"max(len({q})) AS hi_{k}"]
+        elif _is_nested(duck_type):
+            parts += [f"NULL AS lo_{k}", f"NULL AS hi_{k}"]
+        else:
+            parts += [f"min({q}) AS lo_{k}", f"max({q}) AS hi_{k}"]
+    text = sqlfiles.render("describe_scan", aggregates=", ".join(parts))
+    row = con.sql(text, params={"path": duckdb_path(path)}).to_arrow_table().to_pylist()[0]
+    return {
+        name: (int(row[f"n_{k}"]), row[f"lo_{k}"], row[f"hi_{k}"], _is_list(duck_type))
+        for k, (name, duck_type) in enumerate(columns)
+    }
+
+
+def describe(
+    source: str | os.PathLike[str],
+    *,
+    scan: bool = False,
+    progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+) -> Description:
+    """Describe a dataset from its shards' footers (and, with ``scan``, one full scan).
+
+    Unreadable shards (not Parquet, corrupt footer) are reported in the result instead of
+    stopping the description; shards whose columns or types differ are reported as drift.
+
+    Args:
+        source: A Parquet file, a directory of shards, or a glob (as ``ParquetDataset`` takes).
+        scan: Read every value for exact null counts, min/max (and list lengths).
+        progress: Wraps the iteration over shard numbers during a scan (e.g. ``tqdm``).
+
+    Returns:
+        The description.
+
+    Raises:
+        SourceError: If the source resolves to no file at all.
+    """
+    paths = resolve(source)
+    config = {k: v for k, v in default_duckdb_config().items()}
+    con = duckdb.connect(":memory:", config=config)
+    try:
+        infos: list[ShardInfo] = []
+        for path in paths:
+            info, _ = _read_shard(con, path)
+            infos.append(info)
+        readable = [s for s in infos if s.error is None]
+        reference = dict(readable[0].columns) if readable else {}
+        columns: dict[str, ColumnInfo] = {
+            name: ColumnInfo(name, duck_type) for name, duck_type in reference.items()
+        }
+        drift: list[Drift] = []
+        for s in readable:
+            mine = dict(s.columns)
+            for name, duck_type in s.columns:
+                columns.setdefault(name, ColumnInfo(name, duck_type)).shards += 1
+            missing = [n for n in reference if n not in mine]
+            extra = [n for n in mine if n not in reference]
+            changed = [(n, mine[n], t) for n, t in reference.items() if n in mine and mine[n] != t]
+            if missing or extra or changed:
+                drift.append(Drift(s.path, missing, extra, changed))
+        indices: Iterable[int] = range(len(infos))
+        if scan and progress is not None:
+            indices = progress(indices)
+        for k in indices:
+            s = infos[k]
+            if s.error is not None:
+                continue
+            try:
+                if scan:
+                    stats: dict[str, tuple[int | None, Any, Any, bool]] = dict(
+                        _scan_stats(con, s.path, s.columns)
+                    )
+                else:
+                    stats = _footer_stats(s.path)
+            except (duckdb.Error, OSError, pa.ArrowException) as exc:
+                s.error = "cannot be read: " + " ".join(str(exc).split())
+                continue
+            for name, duck_type in s.columns:
+                c = columns[name]
+                if duck_type != c.type:
+                    c.null_count = None
+                    c._known = False
+                    continue
+                got = stats.get(name)
+                if got is None:
+                    if _is_nested(duck_type):  # footer statistics do not describe whole values
+                        c.null_count = None
+                        c._known = False
+                    continue  # else: a shard without row groups adds nothing
+                nulls, lo, hi, flag = got
+                if nulls is None or c.null_count is None:
+                    c.null_count = None
+                else:
+                    c.null_count += nulls
+                if scan and flag:  # list lengths
+                    if lo is not None:
+                        c.min_length = lo if c.min_length is None else min(c.min_length, lo)
+                    if hi is not None:
+                        c.max_length = hi if c.max_length is None else max(c.max_length, hi)
+                    c._known = False
+                    continue
+                if not scan and not flag:
+                    c._known = False
+                if c._known:
+                    c._merge_min_max(lo, hi)
+        for c in columns.values():
+            if not c._known:
+                c.min = c.max = None
+        # shards that failed during the statistics pass no longer count as readable
+        for s in infos:
+            if s.error is not None:
+                s.columns = []
+        return Description(
+            source=os.fspath(source),
+            shards=infos,
+            columns=list(columns.values()),
+            drift=[d for d in drift if not any(x.path == d.path and x.error for x in infos)],
+            scanned=scan,
+        )
+    finally:
+        con.close()

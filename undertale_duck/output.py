@@ -1,0 +1,512 @@
+r"""Write query results (Arrow record batches) as a table, CSV, JSON, JSON Lines or Parquet.
+
+Conventions shared by every text format (documented in README.md, "Command line"):
+
+- ``bytes`` values are written as standard base64 strings in CSV, JSON and JSON Lines, and as
+  ``\xNN`` escapes in tables;
+- dates and times are ISO 8601 (``2024-01-01T00:00:05``), decimals and UUIDs are strings;
+- floats that JSON cannot hold (NaN and the infinities) are the strings ``"NaN"``,
+  ``"Infinity"`` and ``"-Infinity"``;
+- lists, structs and maps are nested JSON (in CSV: JSON text in the field); maps are lists
+  of ``[key, value]`` pairs;
+- in CSV, NULL is an empty field and an empty string is ``""``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import decimal
+import io
+import json
+import math
+import os
+import tempfile
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import ArgumentError, QueryError
+
+#: Every output format, in the order ``--help`` lists them.
+FORMATS = ("table", "csv", "json", "jsonl", "parquet")
+
+#: Output formats guessed from an ``--output`` file's suffix when ``--format`` is not given.
+SUFFIX_FORMATS = {
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".parq": "parquet",
+    ".pq": "parquet",
+    ".txt": "table",
+}
+
+#: Longest text shown in one table cell before it is cut with an ellipsis.
+CELL_WIDTH = 40
+
+#: Narrowest a column is cut to when a table must shrink to fit a terminal.
+MIN_COLUMN = 10
+
+#: Rows shown by a table when no limit is given.
+TABLE_ROWS = 100
+
+
+def choose_format(requested: str | None, output: str | None, stdout_is_tty: bool) -> str:
+    """Pick the output format.
+
+    Args:
+        requested: The ``--format`` value, or None when it was not given.
+        output: The ``--output`` path, or None for standard output.
+        stdout_is_tty: Whether standard output is a terminal.
+
+    Returns:
+        ``requested`` when given; else the format of the output file's suffix (CSV for an
+        unknown suffix); else ``table`` on a terminal and ``csv`` in a pipe.
+
+    Raises:
+        ArgumentError: If ``parquet`` is asked for without an output file.
+    """
+    fmt = requested
+    if fmt is None:
+        if output is not None:
+            fmt = SUFFIX_FORMATS.get(Path(output).suffix.lower(), "csv")
+        else:
+            fmt = "table" if stdout_is_tty else "csv"
+    if fmt not in FORMATS:
+        raise ArgumentError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "parquet" and output is None:
+        raise ArgumentError(
+            "--format parquet needs --output FILE (Parquet is not written to a pipe)"
+        )
+    return fmt
+
+
+# --------------------------------------------------------------------------- value conversion
+
+
+def jsonable(value: Any) -> Any:
+    """Convert a value from pyarrow's ``as_py()`` into something ``json.dumps`` writes losslessly.
+
+    Args:
+        value: A Python value as pyarrow returns it.
+
+    Returns:
+        The value with bytes as base64, dates/times as ISO 8601, decimals and UUIDs as strings,
+        non-finite floats as ``"NaN"``/``"Infinity"``/``"-Infinity"``, and containers converted
+        recursively (maps, which pyarrow returns as lists of pairs, become lists of pairs).
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        if math.isnan(value):
+            return "NaN"
+        return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return _iso_duration(value)
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def _iso_duration(value: dt.timedelta) -> str:
+    seconds = value.total_seconds()
+    sign = "-" if seconds < 0 else ""
+    days, rest = divmod(abs(value), dt.timedelta(days=1))
+    text = f"{rest.total_seconds():.6f}".rstrip("0").rstrip(".")
+    return f"{sign}P{days}DT{text}S"
+
+
+def text_value(value: Any) -> str:
+    """Render one value for CSV: strings as they are, everything else as JSON text.
+
+    Args:
+        value: A Python value as pyarrow returns it (not None).
+
+    Returns:
+        The field text.
+    """
+    converted = jsonable(value)
+    if isinstance(converted, str):
+        return converted
+    if isinstance(converted, bool):
+        return "true" if converted else "false"
+    return json.dumps(converted, ensure_ascii=False, separators=(",", ":"))
+
+
+def cell(value: Any, width: int = CELL_WIDTH) -> str:
+    r"""Render one value for a terminal table: one line, at most ``width`` characters.
+
+    Args:
+        value: A Python value as pyarrow returns it.
+        width: The longest text kept; longer text is cut and ends with ``…``.
+
+    Returns:
+        The cell text (``NULL`` for None; bytes as ``\xNN`` escapes; control characters
+        escaped so that a row stays on one line).
+    """
+    if value is None:
+        text = "NULL"
+    elif isinstance(value, bytes | bytearray):
+        text = repr(bytes(value))[2:-1]
+    elif isinstance(value, str):
+        text = value.encode("unicode_escape").decode("ascii") if not value.isprintable() else value
+    elif isinstance(value, dt.datetime):
+        text = value.isoformat(sep=" ")
+    elif isinstance(value, float | int | bool | dt.date | dt.time | decimal.Decimal | uuid.UUID):
+        text = str(value)
+    else:
+        text = json.dumps(jsonable(value), ensure_ascii=False, separators=(", ", ": "))
+    if len(text) > width:
+        text = text[: max(width - 1, 1)] + "…"
+    return text
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def limit(batches: Iterable[pa.RecordBatch], rows: int | None) -> Iterator[pa.RecordBatch]:
+    """Yield batches until ``rows`` rows have been yielded (all of them when None).
+
+    Args:
+        batches: Record batches.
+        rows: The most rows to yield, or None.
+
+    Yields:
+        The batches, the last one sliced to fit.
+    """
+    left = rows
+    for batch in batches:
+        if left is None:
+            yield batch
+            continue
+        if left <= 0:
+            return
+        if batch.num_rows > left:
+            batch = batch.slice(0, left)
+        left -= batch.num_rows
+        yield batch
+
+
+def _unique_names(schema: pa.Schema, fmt: str) -> None:
+    names = schema.names
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise QueryError(
+            f"the result has several columns named {', '.join(duplicates)}, which {fmt} cannot "
+            "hold; give them distinct names with AS"
+        )
+
+
+def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[Any]]:
+    for batch in batches:
+        columns = [column.to_pylist() for column in batch.columns]
+        yield from (list(r) for r in zip(*columns, strict=True))
+
+
+def _csv_field(value: Any) -> str:
+    if value is None:
+        return ""
+    text = text_value(value)
+    if text == "" or any(c in text for c in ',"\r\n') or text != text.strip(" "):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[str]) -> int:
+    """Write a header line and one CSV line per row.
+
+    Args:
+        schema: The result's schema (its names make the header).
+        batches: The result's record batches.
+        out: A text stream.
+
+    Returns:
+        The number of rows written.
+    """
+    out.write(",".join(_csv_field(n) for n in schema.names) + "\n")
+    count = 0
+    for values in _rows(batches):
+        out.write(",".join(_csv_field(v) for v in values) + "\n")
+        count += 1
+    return count
+
+
+def _json_line(names: Sequence[str], values: Sequence[Any]) -> str:
+    record = {name: jsonable(v) for name, v in zip(names, values, strict=True)}
+    return json.dumps(record, ensure_ascii=False, allow_nan=False)
+
+
+def write_jsonl(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[str]) -> int:
+    """Write one JSON object per line (JSON Lines).
+
+    Args:
+        schema: The result's schema.
+        batches: The result's record batches.
+        out: A text stream.
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        QueryError: If two result columns have the same name.
+    """
+    _unique_names(schema, "JSON")
+    count = 0
+    for values in _rows(batches):
+        out.write(_json_line(schema.names, values) + "\n")
+        count += 1
+    return count
+
+
+def write_json(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[str]) -> int:
+    """Write one JSON array of objects, one object per row and per line.
+
+    Args:
+        schema: The result's schema.
+        batches: The result's record batches.
+        out: A text stream.
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        QueryError: If two result columns have the same name.
+    """
+    _unique_names(schema, "JSON")
+    count = 0
+    out.write("[")
+    for values in _rows(batches):
+        out.write(("," if count else "") + "\n" + _json_line(schema.names, values))
+        count += 1
+    out.write("\n]\n" if count else "]\n")
+    return count
+
+
+def write_parquet(schema: pa.Schema, batches: Iterable[pa.RecordBatch], path: str) -> int:
+    """Write the result as one Parquet file.
+
+    Args:
+        schema: The result's schema.
+        batches: The result's record batches.
+        path: The file to write (the caller makes it atomic and safe).
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        QueryError: If two result columns have the same name.
+    """
+    _unique_names(schema, "Parquet")
+    count = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+            count += batch.num_rows
+    return count
+
+
+def write_table(
+    schema: pa.Schema,
+    batches: Iterable[pa.RecordBatch],
+    out: IO[str],
+    *,
+    max_rows: int | None = TABLE_ROWS,
+    width: int | None = None,
+    color: bool = False,
+) -> int:
+    """Write an aligned table of at most ``max_rows`` rows and a row count line.
+
+    Args:
+        schema: The result's schema (column headers).
+        batches: The result's record batches.
+        out: A text stream.
+        max_rows: The most rows shown; when the result has more, the count line says so.
+        width: Terminal width; None lets every column take the room it needs.
+        color: Whether to use terminal colors.
+
+    Returns:
+        The number of rows shown.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    shown: list[list[str]] = []
+    more = False
+    for values in _rows(batches):
+        if max_rows is not None and len(shown) >= max_rows:
+            more = True
+            break
+        shown.append([cell(v) for v in values])
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
+    natural = [
+        max([len(cell(name)), *(len(r[i]) for r in shown)]) for i, name in enumerate(schema.names)
+    ]
+    smallest = [min(n, MIN_COLUMN) for n in natural]
+    for name, field, least in zip(schema.names, schema, smallest, strict=True):
+        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+        table.add_column(
+            cell(name),
+            justify="right" if numeric else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=least,
+        )
+    for values in shown:
+        table.add_row(*values)
+    if width is None or sum(smallest) + 3 * len(smallest) > width:
+        # a table takes only the room it needs; one that cannot fit a terminal even with
+        # its columns cut short is not squeezed into unreadable slivers (the terminal wraps)
+        width = 1_000_000
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        soft_wrap=False,
+    )
+    if schema.names:
+        console.print(table)
+    n = len(shown)
+    if more:
+        console.print(
+            f"(more than {n} rows; the first {n} are shown: use --limit N, or --format csv for all)"
+        )
+    else:
+        console.print(f"({n} row{'' if n == 1 else 's'})")
+    out.writelines(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+    return n
+
+
+def aligned(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+    """Lay out plain text columns (no colors, no box), one line per row.
+
+    Args:
+        headers: Column titles.
+        rows: Cell texts, already rendered (see :func:`cell`).
+        indent: Text put before every line.
+
+    Returns:
+        The lines, each ending with a newline.
+    """
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    lines = []
+    for r in [list(headers), ["-" * w for w in widths], *rows]:
+        text = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+        lines.append((indent + text).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- safe output files
+
+
+def check_output_path(
+    output: str,
+    *,
+    shards: Sequence[str],
+    directories: Sequence[str],
+    force: bool,
+) -> str:
+    """Refuse output paths that would touch the dataset or overwrite a file by surprise.
+
+    Args:
+        output: The ``--output`` path.
+        shards: The dataset's shard paths (never written, also not through a link).
+        directories: Directories whose whole tree belongs to the dataset.
+        force: Whether an existing file (outside the dataset) may be replaced.
+
+    Returns:
+        The absolute output path.
+
+    Raises:
+        ArgumentError: If the path is a shard, lies inside a dataset directory, is a directory,
+            its directory does not exist, or it exists and ``force`` is False.
+    """
+    if not output:
+        raise ArgumentError("--output must name a file")
+    path = os.path.abspath(os.path.expanduser(output))
+    real = os.path.realpath(path)
+    real_shards = {os.path.realpath(s) for s in shards}
+    if real in real_shards or _same_file_as_any(path, shards):
+        raise ArgumentError(
+            f"--output {output} is a shard of the dataset; the dataset is read-only: choose a "
+            "file outside the dataset"
+        )
+    for directory in directories:
+        root = os.path.realpath(directory)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            raise ArgumentError(
+                f"--output {output} lies inside the dataset directory {directory}; the dataset "
+                "is read-only (a new file there would become part of it): choose a path outside it"
+            )
+    if os.path.isdir(path):
+        raise ArgumentError(f"--output {output} is a directory; name a file")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise ArgumentError(f"--output {output}: directory {parent} does not exist")
+    if os.path.lexists(path) and not force:
+        raise ArgumentError(f"--output {output} already exists; pass --force to replace it")
+    return path
+
+
+def _same_file_as_any(path: str, shards: Sequence[str]) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    for shard in shards:
+        try:
+            other = os.stat(shard)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino):
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def atomic_file(path: str) -> Iterator[str]:
+    """Yield a temporary path beside ``path`` and move it onto ``path`` only on success.
+
+    Args:
+        path: The final file.
+
+    Yields:
+        The temporary file's path; it is removed when the block raises.
+    """
+    directory, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
