@@ -1,0 +1,284 @@
+"""Benchmark helpers: data generation, the seed's strategy, the decode limit, RSS sampling."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from torch.utils.data import Dataset, Sampler
+
+TOKENS = 512
+ROW_GROUP = 10_000
+RESULTS = Path(__file__).resolve().parent / "results"
+DATA = Path(os.environ.get("UNDERTALE_DUCK_BENCH_DATA", Path(__file__).resolve().parent.parent
+                           / "build" / "bench-data"))
+
+
+# --------------------------------------------------------------------------- data
+
+def schema() -> pa.Schema:
+    """Benchmark rows: ``id`` string, ``tokens`` list<int32>, ``mask`` list<int8>, ``label``."""
+    return pa.schema([("id", pa.string()), ("tokens", pa.list_(pa.int32())),
+                      ("mask", pa.list_(pa.int8())), ("label", pa.int64())])
+
+
+def make_table(start: int, rows: int, tokens: int = TOKENS) -> pa.Table:
+    """Rows ``start..start+rows-1``; every value is a function of the global row index."""
+    index = np.arange(start, start + rows, dtype=np.int64)
+    mixed = (index[:, None].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             + np.arange(tokens, dtype=np.uint64)[None, :] * np.uint64(0xBF58476D1CE4E5B9))
+    mixed ^= mixed >> np.uint64(29)
+    mixed *= np.uint64(0x94D049BB133111EB)
+    mixed ^= mixed >> np.uint64(32)
+    toks = (mixed % np.uint64(50_000)).astype(np.int32)  # token ids: a hash of (row, position)
+    lengths = (index % tokens) + 1
+    mask = (np.arange(tokens)[None, :] < lengths[:, None]).astype(np.int8)
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * tokens)
+    return pa.Table.from_arrays(
+        [pa.array([f"row-{i:09d}" for i in index.tolist()], pa.string()),
+         pa.ListArray.from_arrays(offsets, pa.array(toks.ravel())),
+         pa.ListArray.from_arrays(offsets, pa.array(mask.ravel())),
+         pa.array(index % 1000)],
+        schema=schema(),
+    )
+
+
+def write_dataset(shards: int, rows_per_shard: int, *, root: Path | None = None,
+                  row_group: int = ROW_GROUP, tokens: int = TOKENS) -> Path:
+    """Write (or reuse) ``shards`` Parquet shards of ``rows_per_shard`` rows each.
+
+    Returns:
+        The dataset directory.
+    """
+    root = root or DATA
+    directory = root / f"s{shards}x{rows_per_shard}-rg{row_group}-t{tokens}"
+    done = directory / "_SUCCESS"
+    if done.exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    for k in range(shards):
+        path = directory / f"part-{k:05d}.parquet"
+        with pq.ParquetWriter(path, schema(), compression="snappy") as writer:
+            for start in range(0, rows_per_shard, row_group):
+                n = min(row_group, rows_per_shard - start)
+                writer.write_table(make_table(k * rows_per_shard + start, n, tokens),
+                                   row_group_size=row_group)
+    done.write_text("")
+    return directory
+
+
+def shard_paths(directory: Path) -> list[Path]:
+    """The dataset's shards in order."""
+    return sorted(directory.glob("*.parquet"))
+
+
+def dataset_bytes(directory: Path) -> int:
+    """Uncompressed bytes of the dataset according to the footers."""
+    total = 0
+    for path in shard_paths(directory):
+        meta = pq.read_metadata(path)
+        total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    return total
+
+
+# --------------------------------------------------------------------------- seed baseline
+
+class SeedDataset(Dataset[dict[str, Any]]):
+    """The seed's strategy: whole shards in an LRU of ``memory`` MB; per row slice + as_py()."""
+
+    def __init__(self, directory: Path, memory: int = 4096) -> None:
+        self.paths = shard_paths(directory)
+        self.rows = [pq.read_metadata(p).num_rows for p in self.paths]
+        self.starts = np.cumsum([0, *self.rows])
+        self.limit = memory << 20
+        self.cache: OrderedDict[int, pa.Table] = OrderedDict()
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def _shard(self, k: int) -> pa.Table:
+        table = self.cache.get(k)
+        if table is None:
+            table = pq.read_table(self.paths[k])
+            self.cache[k] = table
+            while sum(t.nbytes for t in self.cache.values()) > self.limit and len(self.cache) > 1:
+                self.cache.popitem(last=False)
+        self.cache.move_to_end(k)
+        return table
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        k = int(np.searchsorted(self.starts, index, side="right")) - 1
+        row = self._shard(k).slice(index - int(self.starts[k]), 1)
+        return {name: row.column(name)[0].as_py() for name in row.column_names}
+
+
+# --------------------------------------------------------------------------- decode limit
+
+def decode_limit(directory: Path, columns: Sequence[str] = ("id", "tokens", "mask", "label"),
+                 batch: int = 256) -> tuple[int, float]:
+    """Raw pyarrow sequential decode of ``columns`` of every shard, to tensors per batch.
+
+    Returns:
+        ``(rows, seconds)``.
+    """
+    rows = 0
+    t0 = time.perf_counter()
+    for path in shard_paths(directory):
+        table = pq.read_table(path, columns=list(columns))
+        for start in range(0, table.num_rows, batch):
+            part = table.slice(start, batch)
+            out: dict[str, Any] = {}
+            for name in part.column_names:
+                col = part.column(name).combine_chunks()
+                if pa.types.is_list(col.type):
+                    values = col.values.to_numpy()
+                    off = col.offsets.to_numpy()
+                    width = (off[-1] - off[0]) // max(len(col), 1)
+                    out[name] = torch.from_numpy(values[off[0]:off[-1]].reshape(-1, width).copy())
+                elif pa.types.is_integer(col.type):
+                    out[name] = torch.from_numpy(col.to_numpy().copy())
+                else:
+                    out[name] = col.to_pylist()
+            rows += part.num_rows
+    return rows, time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------- orders
+
+class WindowShuffleSampler(Sampler[int]):
+    """Locality-aware shuffle: windows in random order, rows shuffled within each window.
+
+    The same order ChunkedSampler(shuffle=True) produces for one rank and no workers; used
+    when that sampler is not available.
+    """
+
+    def __init__(self, bounds: Sequence[tuple[int, int]], seed: int = 0) -> None:
+        self.bounds = list(bounds)
+        self.seed = seed
+
+    def window_order(self) -> list[int]:
+        """The order in which windows are visited."""
+        rng = np.random.default_rng(self.seed)
+        return [int(k) for k in rng.permutation(len(self.bounds))]
+
+    def __iter__(self) -> Iterator[int]:
+        rng = np.random.default_rng(self.seed + 1)
+        for k in self.window_order():
+            a, b = self.bounds[k]
+            yield from (a + rng.permutation(b - a)).tolist()
+
+    def __len__(self) -> int:
+        return sum(b - a for a, b in self.bounds)
+
+
+def contiguous_batches(n: int, batch: int, workers: int) -> list[list[int]]:
+    """Batches such that DataLoader's round-robin gives each worker one contiguous range."""
+    if workers <= 1:
+        return [list(range(a, min(a + batch, n))) for a in range(0, n, batch)]
+    per = -(-n // workers)
+    ranges = [[list(range(a, min(a + batch, min(w * per + per, n))))
+               for a in range(w * per, min(w * per + per, n), batch)] for w in range(workers)]
+    out: list[list[int]] = []
+    for k in range(max(len(r) for r in ranges)):
+        for r in ranges:
+            if k < len(r):
+                out.append(r[k])
+    return out
+
+
+# --------------------------------------------------------------------------- measuring
+
+@dataclass
+class RSSTrace:
+    """RSS of this process (and its children) sampled in a background thread."""
+
+    interval: float = 0.02
+    samples: list[tuple[float, int]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> RSSTrace:
+        proc = psutil.Process()
+        t0 = time.perf_counter()
+
+        def run() -> None:
+            while not self._stop.is_set():
+                rss = proc.memory_info().rss
+                for child in proc.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        rss += child.memory_info().rss
+                self.samples.append((time.perf_counter() - t0, rss))
+                self._stop.wait(self.interval)
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def peak(self) -> int:
+        """Highest RSS seen, bytes."""
+        return max((r for _, r in self.samples), default=psutil.Process().memory_info().rss)
+
+
+@dataclass
+class EpochResult:
+    """One timed pass over a loader."""
+
+    rows: int
+    seconds: float
+    first_batch: float
+
+    @property
+    def rate(self) -> float:
+        """Rows per second."""
+        return self.rows / self.seconds if self.seconds > 0 else float("nan")
+
+
+def time_epoch(batches: Iterable[Any], count: Callable[[Any], int]) -> EpochResult:
+    """Iterate ``batches`` once; time the whole pass and the first batch."""
+    gc.collect()
+    t0 = time.perf_counter()
+    first = float("nan")
+    rows = 0
+    for b in batches:
+        if rows == 0:
+            first = time.perf_counter() - t0
+        rows += count(b)
+    return EpochResult(rows, time.perf_counter() - t0, first)
+
+
+def batch_rows(batch: Any) -> int:
+    """Rows in a collated batch (a dict of tensors / lists) or a list of rows."""
+    if isinstance(batch, dict):
+        value = next(iter(batch.values()))
+        return len(value)
+    return len(batch)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Render a GitHub-flavoured markdown table."""
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+        return str(v)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+
+@pytest.mark.heavy
+def test_throughput_benchmark_runs(tmp_path: Path) -> None:
+    import bench_throughput
+
+    results = bench_throughput.main([
+        "--shards", "2", "--rows", "600", "--batch", "64", "--seed-rows", "200",
+        "--workers", "0,1", "--no-hf", "--data", str(tmp_path / "data"),
+        "--out", str(tmp_path / "out"),
+    ])
+    assert results["entries"]
+    assert all(math.isfinite(e["rate"]) and e["rate"] > 0 for e in results["entries"])
+    assert all(math.isfinite(v) for v in results["ratios"].values())
+    assert (tmp_path / "out" / "throughput.md").read_text().count("|") > 10
+    assert all(p.stat().st_size > 0 for p in results["plots"])
+
+
+@pytest.mark.heavy
+def test_sizes_benchmark_runs(tmp_path: Path) -> None:
+    import bench_sizes
+
+    results = bench_sizes.main([
+        "--sizes", "400,800", "--shards", "2", "--batch", "64", "--seed-rows", "100",
+        "--memory", "2", "--memory-rows", "1200", "--data", str(tmp_path / "data"),
+        "--out", str(tmp_path / "out"),
+    ])
+    assert len(results["sizes"]) == 2
+    for entry in results["sizes"]:
+        assert all(math.isfinite(entry[k]) and entry[k] > 0 for k in ("decode", "ours", "seed"))
+    assert math.isfinite(results["over_mb"]) and results["memory"]["rows"] > 0
+    assert all(p.stat().st_size > 0 for p in results["plots"])

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from undertale_duck import ArgumentError
+from undertale_duck.collate import collate
+from undertale_duck.dataset import RowBatch
+
+
+def test_fixed_length_lists_and_numbers_are_stacked() -> None:
+    rows = [{"id": f"r{i}", "tokens": [i, i + 1, i + 2], "label": i % 3, "w": i / 2}
+            for i in range(4)]
+    batch = collate(rows)
+    assert list(batch) == ["id", "tokens", "label", "w"]
+    assert batch["id"] == ["r0", "r1", "r2", "r3"]
+    assert batch["tokens"].tolist() == [[i, i + 1, i + 2] for i in range(4)]
+    assert batch["tokens"].dtype == torch.int64
+    assert batch["label"].tolist() == [0, 1, 2, 0]
+    assert batch["w"].dtype == torch.float32 or batch["w"].dtype == torch.float64
+    assert batch["w"].tolist() == [0.0, 0.5, 1.0, 1.5]
+
+
+def test_ragged_lists_are_padded_with_a_mask() -> None:
+    rows = [{"tokens": [1, 2, 3]}, {"tokens": []}, {"tokens": [7]}]
+    batch = collate(rows, padding_value=-1)
+    assert batch["tokens"].tolist() == [[1, 2, 3], [-1, -1, -1], [7, -1, -1]]
+    assert batch["tokens_mask"].tolist() == [[True, True, True], [False] * 3,
+                                             [True, False, False]]
+    assert list(batch) == ["tokens", "tokens_mask"]
+
+
+def test_partial_sets_options_for_a_dataloader() -> None:
+    fn = functools.partial(collate, padding_value=9, mask_suffix="_valid")
+    batch = fn([{"x": [1]}, {"x": [1, 2]}])
+    assert batch["x"].tolist() == [[1, 9], [1, 2]]
+    assert batch["x_valid"].tolist() == [[True, False], [True, True]]
+
+
+def test_strings_bytes_none_and_lists_of_strings_stay_lists() -> None:
+    rows = [{"s": "a", "b": b"x", "n": None, "tags": ["p", "q"], "opt": 1},
+            {"s": "b", "b": b"", "n": 3, "tags": ["r"], "opt": None}]
+    batch = collate(rows)
+    assert batch["s"] == ["a", "b"]
+    assert batch["b"] == [b"x", b""]
+    assert batch["n"] == [None, 3]
+    assert batch["tags"] == [["p", "q"], ["r"]]
+    assert batch["opt"] == [1, None]
+
+
+def test_lists_holding_none_stay_lists() -> None:
+    rows = [{"x": [1, None]}, {"x": [2, 3]}]
+    assert collate(rows)["x"] == [[1, None], [2, 3]]
+    rows = [{"x": [1, None, 4]}, {"x": [2]}]
+    assert collate(rows)["x"] == [[1, None, 4], [2]]
+
+
+def test_structs_are_collated_recursively() -> None:
+    rows = [{"point": {"x": 1, "tags": ["a"]}}, {"point": {"x": 2, "tags": []}}]
+    batch = collate(rows)
+    assert batch["point"]["x"].tolist() == [1, 2]
+    assert batch["point"]["tags"] == [["a"], []]
+
+
+def test_numpy_values() -> None:
+    rows = [{"a": np.arange(3, dtype=np.int32) + i, "s": np.int64(i), "u": np.uint32(i),
+             "r": np.arange(i, dtype=np.float32)} for i in range(3)]
+    batch = collate(rows)
+    assert batch["a"].dtype == torch.int32
+    assert batch["a"].tolist() == [[0, 1, 2], [1, 2, 3], [2, 3, 4]]
+    assert batch["s"].tolist() == [0, 1, 2] and batch["s"].dtype == torch.int64
+    assert batch["u"].tolist() == [0, 1, 2] and batch["u"].dtype == torch.int64
+    assert batch["r"].tolist() == [[0, 0], [0, 0], [0, 1]]
+    assert batch["r_mask"].tolist() == [[False, False], [True, False], [True, True]]
+
+
+def test_tensor_values() -> None:
+    rows = [{"t": torch.tensor([i, i]), "z": torch.tensor(i), "v": torch.ones(i + 1)}
+            for i in range(3)]
+    batch = collate(rows)
+    assert batch["t"].tolist() == [[0, 0], [1, 1], [2, 2]]
+    assert batch["z"].tolist() == [0, 1, 2]
+    assert batch["v"].tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    assert batch["v_mask"].sum().item() == 6
+
+
+def test_errors_name_the_problem() -> None:
+    with pytest.raises(ArgumentError, match="tokens_mask"):
+        collate([{"tokens": [1], "tokens_mask": 1}, {"tokens": [1, 2], "tokens_mask": 2}])
+    with pytest.raises(ArgumentError, match="row 1"):
+        collate([{"a": 1}, {"b": 1}])
+    assert collate([]) == {}
+
+
+def test_row_batch_fast_path_matches_and_notices_changes() -> None:
+    whole = torch.arange(12).reshape(3, 4)
+    batch = RowBatch(["x", "s"], 3, {"x": whole}, {"s": ["0", "1", "2"]})
+    assert not batch.materialized
+    out = collate(batch)
+    assert out["x"] is whole and out["s"] == ["0", "1", "2"]
+    assert not batch.materialized  # no row dict was built
+    assert [(r["x"].tolist(), r["s"]) for r in batch] == [(whole[k].tolist(), str(k))
+                                                          for k in range(3)]
+    assert RowBatch(["s"], 2, {}, {"s": ["a", "b"]}) == [{"s": "a"}, {"s": "b"}]
+    assert batch.materialized and collate(batch)["x"] is whole
+    assert collate(list(batch))["x"].tolist() == whole.tolist()
+    batch[1]["x"] = torch.zeros(4, dtype=torch.int64)  # a transform replaced a value
+    assert collate(batch)["x"].tolist() == [[0, 1, 2, 3], [0, 0, 0, 0], [8, 9, 10, 11]]
+    batch.append({"x": torch.ones(4, dtype=torch.int64), "s": "3"})
+    assert len(batch) == 4 and collate(batch)["x"].shape == (4, 4)
+    del batch[0]
+    assert collate(batch)["s"] == ["1", "2", "3"]
+
+
+def test_row_batch_of_numpy_columns() -> None:
+    whole = np.arange(6, dtype=np.uint16).reshape(2, 3)
+    batch = RowBatch(["a", "r"], 2, {"a": whole}, {"r": [np.arange(1), np.arange(2)]})
+    out = collate(batch)
+    assert out["a"].dtype == torch.int64 and out["a"].tolist() == whole.tolist()
+    assert out["r"].tolist() == [[0, 0], [0, 1]] and out["r_mask"].tolist() == [[True, False],
+                                                                                [True, True]]
+    with pytest.raises(ArgumentError, match="a_mask"):
+        collate(RowBatch(["a", "a_mask"], 2, {}, {"a": [[1], [1, 2]], "a_mask": [0, 0]}))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.integers(-1000, 1000), max_size=6), min_size=1, max_size=8))
+def test_padding_and_mask_reconstruct_the_lists(lists: list[list[int]]) -> None:
+    batch = collate([{"x": v} for v in lists])
+    if len({len(v) for v in lists}) == 1:
+        assert batch["x"].tolist() == lists
+        return
+    values, mask = batch["x"], batch["x_mask"]
+    assert [values[k][mask[k]].tolist() for k in range(len(lists))] == lists

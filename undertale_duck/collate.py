@@ -1,0 +1,199 @@
+"""Collate dataset rows into a batch: stack fixed-length lists, pad ragged ones with a mask."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .dataset import RowBatch
+from .errors import ArgumentError
+
+_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
+
+#: Suffix of the mask key added next to a padded column.
+MASK_SUFFIX = "_mask"
+
+
+def collate(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    padding_value: float = 0,
+    mask_suffix: str = MASK_SUFFIX,
+) -> dict[str, Any]:
+    """Turn a list of rows (``{column: value}``) into one batch ``{column: tensor or list}``.
+
+    Works on rows of every ``format`` of :class:`~undertale_duck.ParquetDataset`:
+
+    - numbers (Python, numpy or 0-d tensors) become a 1-d tensor;
+    - lists, numpy arrays or tensors of numbers of one length become a stacked tensor
+      ``[batch, length, ...]``;
+    - lists, arrays or 1-d tensors of numbers of different lengths are padded at the end
+      with ``padding_value`` to ``[batch, longest]``, and a boolean tensor
+      ``{column}{mask_suffix}`` (True on real values) is added;
+    - nested mappings (structs) are collated recursively;
+    - rows from ``ParquetDataset(format="numpy" | "torch")`` (a ``RowBatch``) already carry
+      their numeric columns batched: those are returned without stacking again;
+    - everything else (strings, bytes, dates, lists of strings, values with ``None``) is kept
+      as a Python list of the rows' values.
+
+    Use ``functools.partial(collate, padding_value=-1)`` to change the options in a
+    ``DataLoader``.
+
+    Args:
+        rows: The rows of a batch; all must have the same keys.
+        padding_value: Value used to pad ragged lists.
+        mask_suffix: Suffix of the mask key added for each padded column.
+
+    Returns:
+        The batch, with the rows' keys in order (each mask right after its column).
+
+    Raises:
+        ArgumentError: If the rows' keys differ, or a mask key would overwrite a column.
+    """
+    if not rows:
+        return {}
+    columnar = rows if isinstance(rows, RowBatch) else None
+    if columnar is not None and not columnar.materialized:
+        keys = columnar.keys()
+    else:
+        first = rows[0].keys()
+        for k, row in enumerate(rows):
+            if row.keys() != first:
+                raise ArgumentError(
+                    f"collate: row {k} has keys {sorted(row)} but row 0 has {sorted(first)}; "
+                    "every row of a batch needs the same columns"
+                )
+        keys = list(first)
+    out: dict[str, Any] = {}
+    for key in keys:
+        if columnar is not None:
+            whole = columnar.batched(key)
+            if whole is not None:
+                out[key] = whole if isinstance(whole, torch.Tensor) else _from_numpy(whole)
+                continue
+            values = columnar.column(key)
+        else:
+            values = [row[key] for row in rows]
+        batch, mask = _column(values, padding_value, mask_suffix)
+        out[key] = batch
+        if mask is not None:
+            mask_key = f"{key}{mask_suffix}"
+            if mask_key in keys:
+                raise ArgumentError(
+                    f"collate: column {key!r} is ragged and needs a padding mask, but its mask "
+                    f"key {mask_key!r} is already a column; pass another mask_suffix"
+                )
+            out[mask_key] = mask
+    return out
+
+
+def _column(
+    values: list[Any], padding_value: float, mask_suffix: str
+) -> tuple[Any, torch.Tensor | None]:
+    first = values[0]
+    if isinstance(first, torch.Tensor):
+        if all(isinstance(v, torch.Tensor) for v in values):
+            return _tensors(values, padding_value)
+        return values, None
+    if isinstance(first, np.ndarray):
+        if all(isinstance(v, np.ndarray) and v.dtype.kind in "biuf" for v in values):
+            return _arrays(values, padding_value)
+        return values, None
+    if isinstance(first, _NUMBER):
+        if all(isinstance(v, _NUMBER) for v in values):
+            return _numbers(values), None
+        return values, None
+    if isinstance(first, list | tuple):
+        if all(isinstance(v, list | tuple) for v in values):
+            return _lists(values, padding_value)
+        return values, None
+    if isinstance(first, Mapping):
+        if all(isinstance(v, Mapping) for v in values):
+            try:
+                return collate(values, padding_value=padding_value, mask_suffix=mask_suffix), None
+            except ArgumentError:
+                return values, None
+        return values, None
+    return values, None
+
+
+def _numbers(values: list[Any]) -> Any:
+    if any(isinstance(v, np.generic) for v in values):
+        array = np.asarray(values)
+        if array.dtype.kind in "biuf":
+            return _from_numpy(array)
+        return values
+    try:
+        return torch.tensor(values)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        return values
+
+
+def _from_numpy(array: np.ndarray[Any, Any]) -> torch.Tensor:
+    if array.dtype.kind == "u" and array.dtype.itemsize > 1:
+        array = array.astype(np.int64)  # torch has no general unsigned 16/32/64-bit support
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def _tensors(values: list[torch.Tensor], padding_value: float) -> tuple[Any, torch.Tensor | None]:
+    shape = values[0].shape
+    if all(v.shape == shape for v in values):
+        return torch.stack(values), None
+    if all(v.dim() == 1 for v in values):
+        return _pad(values, padding_value)
+    return values, None
+
+
+def _arrays(
+    values: list[np.ndarray[Any, Any]], padding_value: float
+) -> tuple[Any, torch.Tensor | None]:
+    shape = values[0].shape
+    if all(v.shape == shape for v in values):
+        return _from_numpy(np.stack(values)), None
+    if all(v.ndim == 1 for v in values):
+        return _pad([_from_numpy(v) for v in values], padding_value)
+    return values, None
+
+
+def _pad(values: list[torch.Tensor], padding_value: float) -> tuple[torch.Tensor, torch.Tensor]:
+    lengths = torch.tensor([len(v) for v in values], dtype=torch.int64)
+    width = int(lengths.max()) if len(values) else 0
+    dtype = values[0].dtype
+    for v in values[1:]:
+        dtype = torch.promote_types(dtype, v.dtype)
+    out = torch.full((len(values), width), padding_value, dtype=dtype)
+    mask = torch.arange(width)[None, :] < lengths[:, None]
+    if width:
+        out[mask] = torch.cat([v.to(dtype) for v in values])
+    return out, mask
+
+
+def _lists(values: list[Any], padding_value: float) -> tuple[Any, torch.Tensor | None]:
+    lengths = [len(v) for v in values]
+    if all(n == lengths[0] for n in lengths):
+        if lengths[0] and not isinstance(values[0][0], (*_NUMBER, list, tuple)):
+            return values, None
+        try:
+            return torch.tensor(values), None
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            return values, None
+    flat = list(itertools.chain.from_iterable(values))
+    if not all(isinstance(v, _NUMBER) for v in flat):
+        return values, None
+    try:
+        data = torch.tensor(flat)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        return values, None
+    width = max(lengths)
+    size = torch.tensor(lengths, dtype=torch.int64)
+    mask = torch.arange(width)[None, :] < size[:, None]
+    out = torch.full((len(values), width), padding_value, dtype=data.dtype)
+    out[mask] = data
+    return out, mask
+
+
+__all__ = ["MASK_SUFFIX", "collate"]
