@@ -55,6 +55,13 @@ def demo() -> None:
     """Install the package and run examples/demo.py on a freshly written sample dataset."""
     ensure_venv("")
     run(PY, "examples/demo.py", "--out", "build/demo")
+    cli = BIN / ("undertale-duck.exe" if os.name == "nt" else "undertale-duck")
+    query = (
+        "SELECT label, count(*) AS n, avg(list_sum(mask)) AS mean_length "
+        "FROM dataset GROUP BY label ORDER BY label"
+    )
+    run(cli, "sql", "build/demo/train", query, "--format", "table")
+    run(cli, "describe", "build/demo/train")
 
 
 def test(marker: str | None = None) -> None:

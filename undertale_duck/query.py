@@ -18,6 +18,89 @@ READ_ONLY_STATEMENTS = frozenset(
 
 Params = Mapping[str, Any] | Sequence[Any] | None
 
+#: Functions refused in any statement: they run SQL given as text (``query``,
+#: ``json_execute_serialized_sql``), which would bypass the statement check, or have side
+#: effects such as writing log or profile files anywhere (``enable_logging``).
+UNSAFE_FUNCTIONS = frozenset(
+    {
+        "query",
+        "query_table",
+        "json_execute_serialized_sql",
+        "enable_logging",
+        "disable_logging",
+        "truncate_duckdb_logs",
+        "enable_profiling",
+        "disable_profiling",
+        "checkpoint",
+        "force_checkpoint",
+        "create_external_resource",
+        "register_external_resource",
+        "register_external_resource_type",
+        "deregister_external_resource",
+        "destroy_external_resource",
+        "add_grammar_extension",
+        "remove_grammar_extension",
+    }
+)
+
+
+def _tokens(query: str) -> list[tuple[str, Any]]:
+    """The SQL's tokens as ``(text, type)``, comments left out."""
+    spans = duckdb.tokenize(query)
+    out = []
+    for k, (start, kind) in enumerate(spans):
+        end = spans[k + 1][0] if k + 1 < len(spans) else len(query)
+        if kind != duckdb.token_type.comment:
+            out.append((query[start:end].strip(), kind))
+    return out
+
+
+def _unsafe_calls(query: str) -> list[str]:
+    """Names of :data:`UNSAFE_FUNCTIONS` called anywhere in the SQL (quoted or not)."""
+    tokens = _tokens(query)
+    names = (duckdb.token_type.identifier, duckdb.token_type.keyword)
+    found = []
+    for k, (text, kind) in enumerate(tokens):
+        if kind not in names:
+            continue
+        name = text[1:-1].replace('""', '"') if text.startswith('"') else text
+        if name.lower() in UNSAFE_FUNCTIONS and k + 1 < len(tokens) and tokens[k + 1][0][:1] == "(":
+            found.append(name)
+    return found
+
+
+def _explained_type(statement_text: str) -> duckdb.StatementType | None:
+    """The type of the statement an ``EXPLAIN [ANALYZE] [(options)]`` wraps, or None."""
+    tokens = _tokens(statement_text)
+    k = 0
+    if k < len(tokens) and tokens[k][0].upper() == "EXPLAIN":
+        k += 1
+    if k < len(tokens) and tokens[k][0].upper() in ("ANALYZE", "ANALYSE"):
+        k += 1
+    if k < len(tokens) and tokens[k][0].startswith("("):
+        depth = 0
+        while k < len(tokens):
+            depth += tokens[k][0].count("(") - tokens[k][0].count(")")
+            k += 1
+            if depth <= 0:
+                break
+    if k >= len(tokens):
+        return None
+    rest = statement_text[_offset(statement_text, tokens, k) :]
+    try:
+        inner = duckdb.extract_statements(rest)
+    except duckdb.Error:
+        return None
+    return inner[0].type if len(inner) == 1 else None
+
+
+def _offset(text: str, tokens: list[tuple[str, Any]], k: int) -> int:
+    """Character offset just after tokens ``0..k-1`` (where the rest of the SQL starts)."""
+    position = 0
+    for token, _ in tokens[:k]:
+        position = text.find(token, position) + len(token)
+    return position
+
 
 def check_read_only(query: str) -> None:
     """Refuse SQL that is not made of read-only statements.
@@ -36,7 +119,20 @@ def check_read_only(query: str) -> None:
         raise QueryError(f"SQL error: {_one_line(exc)}") from None
     if not statements:
         raise QueryError("the query holds no SQL statement")
+    unsafe = _unsafe_calls(query)
+    if unsafe:
+        raise ReadOnlyError(
+            f"function {unsafe[0]}() is refused: it runs SQL given as text or changes state "
+            "(writes files, settings or logs); the dataset is read-only through undertale_duck"
+        )
     for statement in statements:
+        if statement.type == duckdb.StatementType.EXPLAIN and _explained_type(
+            statement.query
+        ) != duckdb.StatementType.SELECT:
+            raise ReadOnlyError(
+                "EXPLAIN is allowed only for a SELECT statement (EXPLAIN ANALYZE runs the "
+                "statement it explains): the dataset is read-only through undertale_duck"
+            )
         if statement.type not in READ_ONLY_STATEMENTS:
             kind = statement.type.name
             raise ReadOnlyError(

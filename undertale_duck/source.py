@@ -45,6 +45,8 @@ class Shard:
         mtime_ns: Modification time in nanoseconds when the footer was read.
         schema: The Arrow schema pyarrow reads from the footer.
         created_by: The writer recorded in the footer.
+        inode: ``(device, inode)`` of the file when the footer was read, so a file replaced
+            by a rename with the same size and modification time is still detected.
     """
 
     path: str
@@ -54,6 +56,7 @@ class Shard:
     mtime_ns: int
     schema: pa.Schema
     created_by: str
+    inode: tuple[int, int] = (0, 0)
 
     def check_unchanged(self) -> None:
         """Check that the file on disk is still the one whose footer we read.
@@ -69,12 +72,13 @@ class Shard:
                 "call refresh() to reopen the dataset as it is now",
                 self.path,
             ) from None
-        if st.st_size != self.size or st.st_mtime_ns != self.mtime_ns:
+        replaced = self.inode != (0, 0) and (st.st_dev, st.st_ino) != self.inode
+        if st.st_size != self.size or st.st_mtime_ns != self.mtime_ns or replaced:
             raise ShardChangedError(
                 f"shard {self.path} changed on disk after the dataset was opened "
                 f"(size {self.size} -> {st.st_size} bytes, mtime changed: "
-                f"{st.st_mtime_ns != self.mtime_ns}); call refresh() to reopen the dataset "
-                "as it is now",
+                f"{st.st_mtime_ns != self.mtime_ns}, replaced by another file: {replaced}); "
+                "call refresh() to reopen the dataset as it is now",
                 self.path,
             )
 
@@ -229,7 +233,74 @@ def read_footer(path: str) -> Shard:
         mtime_ns=st.st_mtime_ns,
         schema=schema,
         created_by=str(meta.created_by or ""),
+        inode=(st.st_dev, st.st_ino),
     )
+
+
+def duckdb_path(path: str) -> str:
+    """Return a path as DuckDB's ``read_parquet`` must be given it to read exactly that file.
+
+    DuckDB expands ``*``, ``?`` and ``[`` as glob patterns in every path it reads, also in
+    bound parameters, so ``a[1].parquet`` would read ``a1.parquet`` and ``x*.parquet`` every
+    file starting with ``x``. Each such character is written as a one-character class
+    (``[*]``, ``[?]``, ``[[]``), which DuckDB's glob matches literally.
+
+    Args:
+        path: An absolute file path.
+
+    Returns:
+        The path with glob characters escaped (unchanged when it holds none).
+
+    Raises:
+        SourceError: If the path holds a backslash as well as a glob character: DuckDB's
+            glob then splits the path at the backslash and no escaping reaches the file.
+    """
+    if not _GLOB_CHARS & set(path):
+        return path
+    if "\\" in path:
+        raise SourceError(
+            f"dataset file {path!r} cannot be read through DuckDB: its path holds a backslash "
+            "and one of the glob characters * ? [ , a combination DuckDB's glob cannot match "
+            "literally; rename the file or its directory",
+            path,
+        )
+    return "".join(f"[{c}]" if c in _GLOB_CHARS else c for c in path)
+
+
+def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
+    """Refuse column names that DuckDB would bind to the wrong column.
+
+    DuckDB matches identifiers case-insensitively, even quoted ones, so in a file with
+    columns ``A`` and ``a`` both names select ``A``; and the row-number column a window
+    query needs clashes with a data column named ``file_row_number``.
+
+    Args:
+        shards: The dataset's shards.
+        columns: The columns the dataset reads.
+
+    Raises:
+        ColumnError: If a column read shares its name, ignoring case, with another column
+            of a shard, or a shard has a column named ``file_row_number``.
+    """
+    wanted = {c.casefold() for c in columns}
+    for shard in shards:
+        seen: dict[str, str] = {}
+        for name in shard.schema.names:
+            folded = name.casefold()
+            if folded == "file_row_number":
+                raise ColumnError(
+                    f"shard {shard.path} has a column named {name!r}, which clashes with the "
+                    "row-number column DuckDB adds to read a window; rename that column",
+                    shard.path,
+                )
+            if folded in seen and folded in wanted:
+                raise ColumnError(
+                    f"shard {shard.path} has columns {seen[folded]!r} and {name!r}, which differ "
+                    "only in case; DuckDB matches column names case-insensitively and would "
+                    "return one for the other: rename one of them or leave both out of columns",
+                    shard.path,
+                )
+            seen.setdefault(folded, name)
 
 
 def reference_schema(shards: Sequence[Shard], columns: Sequence[str] | None) -> pa.Schema:
@@ -309,7 +380,7 @@ class Connection:
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         db = duckdb.connect(":memory:", config=self._config)
-        files = "[" + ", ".join(sqlfiles.quote_literal(f) for f in self._files) + "]"
+        files = "[" + ", ".join(sqlfiles.quote_literal(duckdb_path(f)) for f in self._files) + "]"
         db.execute(
             sqlfiles.render(
                 "dataset_view", files=files, columns=sqlfiles.column_list(self._columns)
@@ -370,6 +441,9 @@ class Source:
         self.shards: tuple[Shard, ...] = tuple(read_footer(p) for p in resolve(source))
         self.schema = reference_schema(self.shards, columns)
         self.columns: tuple[str, ...] = tuple(self.schema.names)
+        for shard in self.shards:
+            duckdb_path(shard.path)  # refuse paths DuckDB cannot read before any query
+        check_column_names(self.shards, self.columns)
         offsets = [0]
         for shard in self.shards:
             offsets.append(offsets[-1] + shard.rows)
@@ -384,6 +458,15 @@ class Source:
     def paths(self) -> list[str]:
         """Shard paths in dataset order."""
         return [s.path for s in self.shards]
+
+    def check_unchanged(self) -> None:
+        """Check that no shard changed on disk since its footer was read.
+
+        Raises:
+            ShardChangedError: If a shard was deleted, replaced, truncated or extended.
+        """
+        for shard in self.shards:
+            shard.check_unchanged()
 
     def connection(self, config: dict[str, Any] | None = None) -> Connection:
         """Return a new lazily opened :class:`Connection` with the ``dataset`` view.
