@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import schema
 from .checks import CheckResult, ValidationReport
-from .collate import collate
-from .dataset import ParquetDataset
 from .errors import (
     ArgumentError,
     ColumnError,
@@ -20,11 +18,23 @@ from .errors import (
     SourceError,
     UndertaleDuckError,
 )
-from .loader import load
-from .sampler import ChunkedSampler
 
 if TYPE_CHECKING:
+    from .collate import collate
     from .datamodule import DataModule
+    from .dataset import ParquetDataset
+    from .loader import load
+    from .sampler import ChunkedSampler
+
+#: Names imported on first use: they pull in torch (and lightning for DataModule), which the
+#: command line's SQL, describe and validate commands do not need.
+_LAZY = {
+    "ParquetDataset": "dataset",
+    "ChunkedSampler": "sampler",
+    "load": "loader",
+    "DataModule": "datamodule",
+    "collate": "collate",
+}
 
 __version__ = "0.1.0"
 
@@ -52,9 +62,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # DataModule imports lightning (slow); import it only when asked for.
-    if name == "DataModule":
-        from .datamodule import DataModule
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'undertale_duck' has no attribute {name!r}")
+    import importlib
 
-        return DataModule
-    raise AttributeError(f"module 'undertale_duck' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

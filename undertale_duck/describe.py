@@ -12,10 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import sqlfiles
-from .dataset import default_duckdb_config
 from .errors import SourceError
 from .output import aligned, cell, jsonable
-from .source import Shard, duckdb_path, read_footer, resolve
+from .source import Shard, default_duckdb_config, duckdb_path, read_footer, resolve
 
 
 @dataclass
