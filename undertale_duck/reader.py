@@ -19,6 +19,13 @@ from .errors import CorruptShardError, ShardChangedError, SourceError
 from .source import Connection, Source, duckdb_path
 from .windows import Window
 
+#: Rows per Arrow record batch asked of DuckDB for a window (its vector size). The batches are
+#: copied into one chunk per column anyway; small ones are cheaper for DuckDB to build than
+#: its 131072-row default, whose list buffers grow by reallocation (measured on 512-token
+#: rows, paired A/B in one process: read plus copy of a window ~10% faster; workers=0 epoch
+#: to tensors 1.23x, 8 of 8 repeats).
+ARROW_BATCH_ROWS = 2048
+
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Give a DuckDB result the Arrow types pyarrow reads from the footer, where they differ.
@@ -317,7 +324,8 @@ class WindowReader:
         shard.check_unchanged()
         params = {"path": duckdb_path(shard.path), "start": win.start, "stop": win.stop}
         try:
-            table = self.connection.cursor().sql(self._sql, params=params).to_arrow_table()
+            relation = self.connection.cursor().sql(self._sql, params=params)
+            table = relation.to_arrow_table(ARROW_BATCH_ROWS)
         except duckdb.BinderException as exc:
             shard.check_unchanged()
             raise SourceError(
