@@ -389,3 +389,18 @@ def test_limit_yields_exactly_min_of_rows(n: int, cap: int) -> None:
     batches = [pa.record_batch({"x": list(range(k, k + 7))}) for k in range(0, n, 7)]
     got = [b.num_rows for b in output.limit(batches, cap)]
     assert sum(got) == min(cap, sum(b.num_rows for b in batches))
+
+
+def test_sql_and_describe_do_not_import_torch(data: Path) -> None:
+    # the view alone is attached: no torch import, so the commands start quickly
+    code = (
+        "import sys\n"
+        "from undertale_duck.cli import main\n"
+        f"assert main(['sql', {str(data)!r}, 'SELECT count(*) AS n FROM dataset']) == 0\n"
+        f"assert main(['describe', {str(data)!r}]) == 0\n"
+        "print('torch' in sys.modules, 'lightning' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.splitlines()[-1] == "False False"
+    assert result.stdout.splitlines()[1] == str(sum(SIZES))
