@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError
 from undertale_duck.collate import collate
-from undertale_duck.dataset import RowBatch
+from undertale_duck.rows import RowBatch
 
 
 def test_fixed_length_lists_and_numbers_are_stacked() -> None:

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 
 from undertale_duck import ArgumentError, ParquetDataset
 from undertale_duck.collate import collate
-from undertale_duck.dataset import RowBatch
+from undertale_duck.rows import RowBatch
 
 
 def plain(value: Any) -> Any:

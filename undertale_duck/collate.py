@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .dataset import RowBatch
 from .errors import ArgumentError
+from .rows import RowBatch
 
 _NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
 

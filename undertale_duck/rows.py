@@ -1,0 +1,360 @@
+"""Turn window tables into rows: exact ``as_py()`` dicts, or column-wise numpy/torch batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, MutableSequence
+from typing import Any, Literal, overload
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+Row = dict[str, Any]
+
+#: What ``ParquetDataset(format=...)`` accepts.
+Format = Literal["python", "numpy", "torch"]
+FORMATS: tuple[str, ...] = ("python", "numpy", "torch")
+
+_NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
+
+
+def _is_numeric(dtype: pa.DataType) -> bool:
+    return any(check(dtype) for check in _NUMERIC)
+
+
+class RowBatch(MutableSequence[Row]):
+    """The rows ``__getitems__`` returns in the ``numpy`` and ``torch`` formats.
+
+    A mutable sequence of row dicts (it behaves like a list and compares equal to one) that
+    holds the batch column-wise: numeric columns as one array or tensor each (rows along
+    the first axis). The row dicts are only built when the rows are first accessed, so
+    :func:`undertale_duck.collate` turns an untouched batch into tensors without any per-row
+    work; once rows are accessed, each row's numeric values are views of the batched ones.
+
+    Args:
+        names: Column names, in order.
+        length: Number of rows.
+        whole: Batched numeric columns (numpy arrays or tensors).
+        values: Per-row values of the other columns.
+    """
+
+    def __init__(
+        self, names: list[str], length: int, whole: dict[str, Any], values: dict[str, list[Any]]
+    ) -> None:
+        self._names = names
+        self._length = length
+        self._whole = whole
+        self._values = values
+        self._rows: list[Row] | None = None
+        self._built: dict[str, list[Any]] = {}
+
+    # -------------------------------------------------------------- columnar access
+    def keys(self) -> list[str]:
+        """Column names of the rows."""
+        return list(self._names)
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the row dicts have been built (rows were accessed)."""
+        return self._rows is not None
+
+    def batched(self, key: str) -> Any | None:
+        """Return column ``key`` as one array or tensor, or None if it has none.
+
+        None also when the rows were changed since: a row's value for ``key`` is no longer
+        the view of the batched column it was built as.
+
+        Args:
+            key: A column name.
+
+        Returns:
+            A numpy array or tensor with one row per row of the batch, or None.
+        """
+        whole = self._whole.get(key)
+        if whole is None or self._rows is None:
+            return whole
+        built = self._built.get(key)
+        if built is None or len(built) != len(self._rows):
+            return None
+        for row, value in zip(self._rows, built, strict=True):
+            if row.get(key, None) is not value:
+                return None
+        return whole
+
+    def column(self, key: str) -> list[Any]:
+        """Return the rows' values of column ``key`` (without building the row dicts).
+
+        Args:
+            key: A column name.
+
+        Returns:
+            One value per row.
+
+        Raises:
+            KeyError: If a row has no such column.
+        """
+        if self._rows is not None:
+            return [row[key] for row in self._rows]
+        if key in self._values:
+            return self._values[key]
+        return self._split(key)
+
+    def _split(self, key: str) -> list[Any]:
+        whole = self._whole[key]
+        return list(whole.unbind(0)) if isinstance(whole, torch.Tensor) else list(whole)
+
+    @property
+    def rows(self) -> list[Row]:
+        """The row dicts (built on first access)."""
+        if self._rows is None:
+            columns = []
+            for key in self._names:
+                if key in self._values:
+                    columns.append(self._values[key])
+                else:
+                    self._built[key] = self._split(key)
+                    columns.append(self._built[key])
+            names = self._names
+            rows = [dict(zip(names, vals, strict=True)) for vals in zip(*columns, strict=True)]
+            self._rows = rows if columns else [{} for _ in range(self._length)]
+        return self._rows
+
+    # -------------------------------------------------------------- list behaviour
+    def __len__(self) -> int:
+        return self._length if self._rows is None else len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        return self.rows[index]
+
+    @overload
+    def __setitem__(self, index: int, value: Row) -> None: ...
+
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[Row]) -> None: ...
+
+    def __setitem__(self, index: int | slice, value: Any) -> None:
+        self.rows[index] = value
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self.rows[index]
+
+    def insert(self, index: int, value: Row) -> None:
+        """Insert a row before ``index`` (as ``list.insert``)."""
+        self.rows.insert(index, value)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RowBatch):
+            return self.rows == other.rows
+        if isinstance(other, list):
+            return self.rows == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RowBatch({self.rows!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_row_batch, (self.rows,))
+
+
+def _row_batch(rows: list[Row]) -> list[Row]:
+    return rows
+
+
+Selection = slice | np.ndarray[Any, np.dtype[np.int64]]
+
+
+def _part(data: pa.Table | pa.ChunkedArray, sel: Selection) -> Any:
+    if isinstance(sel, slice):
+        return data.slice(sel.start, sel.stop - sel.start)
+    return data.take(pa.array(sel, type=pa.int64()))
+
+
+def select(table: pa.Table, sel: Selection, fmt: Format) -> MutableSequence[Row]:
+    """Rows ``sel`` (a slice or local indices) of a window, converted column by column."""
+    names = table.column_names
+    if fmt == "python":
+        part = _part(table, sel)
+        columns = [part.column(i).to_pylist() for i in range(part.num_columns)]
+        return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+    whole: dict[str, Any] = {}
+    values: dict[str, list[Any]] = {}
+    length = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
+    for name, chunked in zip(names, table.columns, strict=True):
+        converted = _gather(chunked, sel, fmt)
+        if converted is None:
+            converted = _convert(_part(chunked, sel), fmt)
+        if isinstance(converted, list):
+            values[name] = converted
+        else:
+            whole[name] = converted
+    return RowBatch(list(names), length, whole, values)
+
+
+def _gather(chunked: pa.ChunkedArray, sel: Selection, fmt: Format) -> Any | None:
+    """Numbers and equal-length lists of numbers straight from the window's buffers, or None.
+
+    Arrow's ``take`` on list columns is slow (it takes every list element one by one); a
+    numpy gather on the window's values copies just the selected rows.
+    """
+    if chunked.num_chunks != 1:
+        return None
+    array = chunked.chunk(0)
+    dtype = array.type
+    if array.null_count or pa.types.is_boolean(dtype):
+        return None
+    if pa.types.is_integer(dtype) or pa.types.is_floating(dtype):
+        data = np.array(array.to_numpy(zero_copy_only=False)[sel], copy=True)
+        return _to_tensor(data) if fmt == "torch" else data
+    if not (pa.types.is_list(dtype) or pa.types.is_large_list(dtype)):
+        return None
+    child = dtype.value_type
+    if not (pa.types.is_integer(child) or pa.types.is_floating(child)):
+        return None
+    offsets = array.offsets.to_numpy()
+    if isinstance(sel, slice):  # only the selected rows' lengths matter
+        bounds = offsets[sel.start:sel.stop + 1]
+        if len(bounds) < 2:
+            return None
+        width = int(bounds[1] - bounds[0])
+        if not (np.diff(bounds) == width).all():
+            return None
+        flat = array.values.slice(int(bounds[0]), int(bounds[-1] - bounds[0]))
+        if flat.null_count:
+            return None
+        matrix = flat.to_numpy(zero_copy_only=False).reshape(len(bounds) - 1, width)
+        data = np.array(matrix, copy=True)
+        return _to_tensor(data) if fmt == "torch" else data
+    if len(sel) == 0 or array.values.null_count:
+        return None
+    # Row k of a (rows, width) view of the values is right if row k starts at base + k*width
+    # and holds width values: checked for the selected rows only (O(batch), not O(window)).
+    base = int(offsets[0])
+    starts = offsets[sel]
+    width = int(offsets[sel[0] + 1] - starts[0])
+    rows = len(array)
+    if (
+        int(offsets[-1]) - base != rows * width
+        or not (offsets[sel + 1] - starts == width).all()
+        or not (starts - base == sel * width).all()
+    ):
+        return None
+    values = array.values.to_numpy(zero_copy_only=False)[base:base + rows * width]
+    data = np.array(values.reshape(rows, width)[sel], copy=True)
+    return _to_tensor(data) if fmt == "torch" else data
+
+
+def merge(
+    parts: list[MutableSequence[Row]], back: np.ndarray[Any, np.dtype[np.int64]]
+) -> MutableSequence[Row]:
+    """Join per-window rows (in window order) and put them back in request order."""
+    if not all(isinstance(p, RowBatch) for p in parts):
+        rows = [r for p in parts for r in p]
+        return [rows[k] for k in back.tolist()]
+    batches: list[RowBatch] = [p for p in parts if isinstance(p, RowBatch)]
+    names = batches[0].keys()
+    whole: dict[str, Any] = {}
+    values: dict[str, list[Any]] = {}
+    for name in names:
+        pieces: list[Any] = [b.batched(name) for b in batches]
+        first = pieces[0]
+        if first is not None and all(
+            p is not None and type(p) is type(first) and p.shape[1:] == first.shape[1:]
+            and p.dtype == first.dtype for p in pieces
+        ):
+            if isinstance(first, torch.Tensor):
+                whole[name] = torch.cat(pieces)[torch.from_numpy(back)]
+            else:
+                whole[name] = np.concatenate(pieces)[back]
+        else:
+            column = [v for b in batches for v in b.column(name)]
+            values[name] = [column[k] for k in back.tolist()]
+    return RowBatch(names, len(back), whole, values)
+
+
+def _convert(chunked: pa.ChunkedArray, fmt: Format) -> Any:
+    """A column as one array/tensor (equal-shape numbers) or as a list of per-row values."""
+    dtype = chunked.type
+    if _is_numeric(dtype):
+        return _scalars(_single(chunked), fmt)
+    if (
+        pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
+        or pa.types.is_fixed_size_list(dtype)
+    ) and _is_numeric(dtype.value_type):
+        converted = _lists(_single(chunked), fmt)
+        if converted is not None:
+            return converted
+    return list(chunked.to_pylist())
+
+
+def _single(chunked: pa.ChunkedArray) -> pa.Array:
+    return chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
+
+
+def _to_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
+    if array.dtype.kind == "u" and array.dtype.itemsize > 1:
+        array = array.astype(np.int64)  # torch lacks general unsigned 16/32/64-bit support
+    return torch.from_numpy(array)
+
+
+def _with_nulls(values: list[Any], array: pa.Array) -> list[Any]:
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    for k in np.flatnonzero(~valid).tolist():
+        values[k] = None
+    return values
+
+
+def _scalars(array: pa.Array, fmt: Format) -> Any:
+    """Numbers as one array/tensor; with nulls, a list of scalars and None."""
+    nulls = array.null_count
+    if nulls:
+        filled = array.fill_null(False if pa.types.is_boolean(array.type) else 0)
+        data = np.array(filled.to_numpy(zero_copy_only=False), copy=True)
+    else:
+        data = np.array(array.to_numpy(zero_copy_only=False), copy=True)
+    whole: Any = _to_tensor(data) if fmt == "torch" else data
+    if not nulls:
+        return whole
+    values = list(whole.unbind(0)) if fmt == "torch" else list(data)
+    return _with_nulls(values, array)
+
+
+def _lists(array: pa.Array, fmt: Format) -> Any:
+    """Lists of numbers: one 2-d array/tensor if equal lengths, else a list of 1-d ones.
+
+    Returns None when a list holds a null value (the column keeps its ``as_py()`` values).
+    """
+    n = len(array)
+    if pa.types.is_fixed_size_list(array.type):
+        size = array.type.list_size
+        offsets = (np.arange(n + 1, dtype=np.int64) + array.offset) * size
+    else:
+        offsets = array.offsets.to_numpy().astype(np.int64, copy=False)
+    first, last = int(offsets[0]), int(offsets[-1])
+    flat = array.values.slice(first, last - first)
+    if flat.null_count:
+        return None
+    data = np.array(flat.to_numpy(zero_copy_only=False), copy=True)
+    lengths = np.diff(offsets)
+    values: list[Any]
+    if n and (lengths == lengths[0]).all():
+        matrix = data.reshape(n, int(lengths[0]))
+        whole: Any = _to_tensor(matrix) if fmt == "torch" else matrix
+        if not array.null_count:
+            return whole
+        values = list(whole.unbind(0)) if fmt == "torch" else list(matrix)
+    elif fmt == "torch":
+        values = list(torch.split(_to_tensor(data), lengths.tolist()))
+    else:
+        values = list(np.split(data, np.cumsum(lengths)[:-1]))
+    return _with_nulls(values, array) if array.null_count else values
