@@ -76,7 +76,7 @@ def _expected() -> list[dict[str, object]]:
 
 def test_window_larger_than_limit_is_served_not_kept(tmp_path: Path) -> None:
     datagen.write_shards(tmp_path, [300], row_group_size=300)
-    ds = ParquetDataset(tmp_path, memory=0.001)  # about 1 KB: smaller than the one window
+    ds = ParquetDataset(tmp_path, memory=0.001, window_bytes=1 << 20)  # one window > 1 KB
     assert ds[299]["id"] == "row-00000299"
     assert ds[0]["id"] == "row-00000000"
     stats = ds.cache_stats

@@ -92,3 +92,6 @@ def test_default_window_bytes_bounds() -> None:
     assert win.default_window_bytes(0) == 1 << 20
     assert win.default_window_bytes(4096 << 20) == 64 << 20
     assert win.default_window_bytes(256 << 20) == 16 << 20
+    assert win.default_window_bytes(16 << 20) == 1 << 20
+    assert win.default_window_bytes(1 << 20) == 512 << 10  # a window must fit a tiny budget
+    assert win.default_window_bytes(1) == 1

@@ -50,7 +50,7 @@ class DataModule(lightning.LightningDataModule):
         collator: Dataset collator (``collate_fn``).
         batch: Batch size.
         workers: Number of DataLoader workers; 0 reads in the main process.
-        memory: Window cache limit in megabytes, per process.
+        memory: Memory budget in megabytes per process (cached windows plus a read).
         test: Path to the test dataset (for ``trainer.test``).
         predict: Path to the prediction dataset (for ``trainer.predict``).
         shuffle: Shuffle the training split.
@@ -70,7 +70,7 @@ class DataModule(lightning.LightningDataModule):
         collator: Callable[[list[dict[str, Any]]], Any] | None,
         batch: int,
         workers: int = 0,
-        memory: int = 4096,
+        memory: float = 4096,
         *,
         test: SourceLike | None = None,
         predict: SourceLike | None = None,

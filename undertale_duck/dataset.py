@@ -31,14 +31,20 @@ class ParquetDataset(Dataset[Row]):
     """A Parquet-backed dataset with random access through a byte-bounded window cache.
 
     Rows are read in *windows* (contiguous row ranges aligned to the shards' row groups), one
-    DuckDB query per window, and windows are kept in an LRU cache of at most ``memory``
-    megabytes per process. The shards are also attached as a DuckDB view named ``dataset``
-    for :meth:`sql`.
+    DuckDB query per window, and windows are kept in an LRU cache. ``memory`` is the data
+    budget of each process: part of it is kept free for the transient memory of reading a
+    window (DuckDB decodes whole row groups; estimated from the footers and the windows
+    read, see :func:`windows.read_reserve`), the rest caches windows. The shards are also
+    attached as a DuckDB view named ``dataset`` for :meth:`sql`.
 
     Args:
         source: A Parquet file, a directory of shards (sorted by name; hidden files,
             ``_SUCCESS``, ``*.crc`` and non-Parquet files ignored), a glob, or a list of files.
-        memory: Cache limit in megabytes, per process.
+        memory: Memory budget in megabytes, per process, for cached windows plus one window
+            read in flight. If it cannot hold a read and one window, one window (if it fits
+            in the budget at all) is cached anyway and a :class:`MemoryBudgetWarning` says
+            how much is needed. A window larger than the whole budget is served, not kept;
+            0 caches nothing.
         columns: Columns to keep (in this order); None keeps all.
         window_bytes: Target uncompressed bytes per window; by default a sixteenth of
             ``memory`` between 1 MiB and 64 MiB.
@@ -64,7 +70,7 @@ class ParquetDataset(Dataset[Row]):
     def __init__(
         self,
         source: SourceLike,
-        memory: int = 4096,
+        memory: float = 4096,
         *,
         columns: Sequence[str] | None = None,
         window_bytes: int | None = None,

@@ -67,3 +67,7 @@ class QueryError(UndertaleDuckError):
 
 class ReadOnlyError(QueryError):
     """A statement would write to, modify or delete the dataset's files."""
+
+
+class MemoryBudgetWarning(UserWarning):
+    """``memory`` is too small to cache a window beside the memory one window read needs."""

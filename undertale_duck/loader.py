@@ -149,7 +149,7 @@ def load(
     collator: Callable[[list[dict[str, Any]]], Any] | None,
     batch: int,
     workers: int = 0,
-    memory: int = 4096,
+    memory: float = 4096,
     *,
     shuffle: bool = False,
     seed: int = 0,
@@ -179,7 +179,7 @@ def load(
         collator: Turns a list of row dicts into a batch (``collate_fn``); None keeps lists.
         batch: Batch size.
         workers: Number of worker processes; 0 reads in the main process.
-        memory: Window cache limit in megabytes, per process.
+        memory: Memory budget in megabytes per process (cached windows plus a read).
         shuffle: Shuffle windows and the rows inside them, per epoch (``set_epoch``).
         seed: Shuffle seed.
         mix: With ``shuffle``, how many windows' rows are mixed together.

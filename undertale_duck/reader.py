@@ -6,6 +6,7 @@ import atexit
 import itertools
 import os
 import threading
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Hashable, Sequence
@@ -15,9 +16,9 @@ import pyarrow as pa
 
 from . import sqlfiles
 from .cache import WindowCache, table_bytes
-from .errors import CorruptShardError, ShardChangedError, SourceError
+from .errors import CorruptShardError, MemoryBudgetWarning, ShardChangedError, SourceError
 from .source import Connection, Source, duckdb_path
-from .windows import Window
+from .windows import Window, max_touched_bytes, read_reserve
 
 #: Rows per Arrow record batch asked of DuckDB for a window (its vector size). The batches are
 #: copied into one chunk per column anyway; small ones are cheaper for DuckDB to build than
@@ -25,6 +26,11 @@ from .windows import Window
 #: rows, paired A/B in one process: read plus copy of a window ~10% faster; workers=0 epoch
 #: to tensors 1.23x, 8 of 8 repeats).
 ARROW_BATCH_ROWS = 2048
+
+#: Fixed transient bytes of one window read besides its row groups and result (DuckDB's
+#: vectors, page buffers and per-query state; measured 4-8 MiB on 2,500-25,000-row windows).
+READ_OVERHEAD_BYTES = 18 << 20
+MIB = 1 << 20
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -62,11 +68,60 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 class BudgetCache(WindowCache):
-    """A :class:`WindowCache` that can make room ahead of a read, so reads stay in the budget.
+    """A :class:`WindowCache` inside a memory budget that also pays for the reads in flight.
+
+    The budget is split: ``reserve`` bytes are kept free for the transient memory of window
+    reads (DuckDB's decode buffers and Arrow result), and the cache holds at most
+    ``budget - reserve`` bytes of windows. Room for a window about to be read is made
+    before the read (:meth:`make_room`), so cached plus incoming windows stay in the limit.
 
     Args:
-        limit: Maximum bytes held by the cache plus the reads it made room for.
+        limit: The whole budget in bytes (cache plus reserve).
     """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.budget = limit
+        self.reserve = 0
+
+    def set_reserve(self, nbytes: int, floor: int = 0) -> None:
+        """Keep ``nbytes`` of the budget free for reads, evicting windows beyond the rest.
+
+        Args:
+            nbytes: Transient bytes a read needs (see :func:`windows.read_reserve`).
+            floor: The cache's share never drops below ``min(budget, floor)`` because of the
+                reserve (one window: without it every batch would read its window again).
+        """
+        with self._lock:
+            limit = max(self.budget - max(0, int(nbytes)), min(self.budget, int(floor)))
+            self.reserve = self.budget - limit
+            self.limit = limit
+            self._trim(0)
+
+    def _trim(self, nbytes: int, keep: Hashable | None = None) -> None:
+        lru = self._lru
+        while lru.currsize + nbytes > self.limit and len(lru) > (1 if keep in lru else 0):
+            lru.popitem()
+
+    def put(self, key: Hashable, table: pa.Table) -> bool:
+        """Keep a table, evicting least recently used ones to stay within the cache's share.
+
+        Args:
+            key: The cache key.
+            table: The table to keep.
+
+        Returns:
+            True if the table is now cached; False if it is larger than the cache's share.
+        """
+        with self._lock:
+            size = table_bytes(table)
+            if self.limit == 0 or size > self.limit:
+                self._oversized += 1
+                return False
+            self._lru.pop(key, None)
+            self._trim(size)
+            self._lru[key] = table
+            return True
 
     def make_room(self, nbytes: int, keep: Hashable | None = None) -> bool:
         """Evict least recently used windows until ``nbytes`` more would fit in the limit.
@@ -82,8 +137,7 @@ class BudgetCache(WindowCache):
             lru = self._lru
             if keep is not None and keep in lru:
                 lru.get(keep)  # mark most recently used so popitem takes the others first
-            while lru.currsize + nbytes > self.limit and len(lru) > (1 if keep in lru else 0):
-                lru.popitem()
+            self._trim(nbytes, keep)
             return bool(lru.currsize + nbytes <= self.limit)
 
 
@@ -144,12 +198,46 @@ class WindowReader:
         self._sql = sqlfiles.render("read_window", columns=sqlfiles.column_list(source.columns))
         self._next: dict[int, int] = {}
         self._row_bytes = 0.0
+        groups = [shard.row_groups for shard in source.shards]
+        self._max_rows = max((w.rows for w in windows), default=0)
+        self._max_touched = max_touched_bytes(windows, groups)
+        encoded = sum(max(b, 0) for g in groups for _, b in g)
+        self._row_bytes_guess = encoded / max(1, sum(w.rows for w in windows))
+        self._warned = False
+        self._update_reserve()
         self._reset_read_ahead()
         _READERS.add(self)
+
+    def _update_reserve(self) -> None:
+        """Set aside, in a :class:`BudgetCache`, the transient memory of one window read.
+
+        Warns once (:class:`MemoryBudgetWarning`) if the budget cannot hold the reserve and
+        one window: the cache then keeps one window anyway and RSS exceeds the budget.
+        """
+        cache = self.cache
+        if not isinstance(cache, BudgetCache) or cache.budget == 0:
+            return
+        row_bytes = self._row_bytes or self._row_bytes_guess
+        window = int(self._max_rows * row_bytes) + 1
+        reserve = read_reserve(self._max_rows, row_bytes, self._max_touched, READ_OVERHEAD_BYTES)
+        cache.set_reserve(reserve, floor=window)
+        if cache.budget < reserve + window and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"memory={cache.budget / MIB:.3g} MB is below what reading this dataset "
+                f"needs: its largest window holds about {window / MIB:.3g} MiB and a read "
+                f"needs about {reserve / MIB:.3g} MiB more (DuckDB decodes whole row groups, "
+                f"here up to {self._max_touched / MIB:.3g} MiB encoded); the process will use "
+                f"about {(reserve + window) / MIB:.3g} MiB for data. Raise memory, or pass a "
+                "smaller window_bytes (a row group is the smallest read).",
+                MemoryBudgetWarning,
+                stacklevel=2,
+            )
 
     # ------------------------------------------------------------------ read-ahead
     def _reset_read_ahead(self) -> None:
         self._cond = threading.Condition(threading.Lock())
+        self._row_lock = threading.Lock()
         self._queue: deque[int] = deque()
         self._in_flight: int | None = None
         self._thread: threading.Thread | None = None
@@ -356,7 +444,11 @@ class WindowReader:
         # up to 1.7x). One copy per window read; DuckDB's buffers are freed right away.
         table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
         if table.num_rows:
-            self._row_bytes = max(self._row_bytes, table_bytes(table) / table.num_rows)
+            row_bytes = table_bytes(table) / table.num_rows
+            with self._row_lock:  # the consumer and the read-ahead thread both read
+                if row_bytes > self._row_bytes:
+                    self._row_bytes = row_bytes
+                    self._update_reserve()
         return table
 
 
@@ -365,4 +457,4 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-__all__ = ["BudgetCache", "ShardChangedError", "WindowReader", "conform"]
+__all__ = ["BudgetCache", "MemoryBudgetWarning", "ShardChangedError", "WindowReader", "conform"]

@@ -41,16 +41,19 @@ class Window:
 def default_window_bytes(memory_bytes: int) -> int:
     """Choose the target window size for a cache of ``memory_bytes``.
 
-    A window is a sixteenth of the cache, between 1 MiB and 64 MiB, so the cache holds
-    many windows while each query still spans whole row groups.
+    A window is a sixteenth of the budget, between 1 MiB and 64 MiB, so the cache holds
+    many windows while each query still spans whole row groups; under a 2 MiB budget it is
+    half the budget (a 1 MiB window could never be kept). Row groups stay the floor.
 
     Args:
-        memory_bytes: The cache limit in bytes.
+        memory_bytes: The memory budget in bytes (0: nothing is cached).
 
     Returns:
         Target uncompressed bytes per window.
     """
-    return max(1 << 20, min(64 << 20, memory_bytes // 16))
+    if memory_bytes <= 0:
+        return 1 << 20
+    return max(min(1 << 20, max(1, memory_bytes // 2)), min(64 << 20, memory_bytes // 16))
 
 
 def plan(
@@ -121,6 +124,83 @@ def shard_ranges(groups: Sequence[tuple[int, int]], target_bytes: int) -> list[t
     if local > start:
         ranges.append((start, local))
     return ranges
+
+
+def touched_bytes(window: Window, groups: Sequence[tuple[int, int]]) -> int:
+    """Return the footer bytes of the row groups a window overlaps (what a read must decode).
+
+    DuckDB reads and decodes a window's row groups from their first page, so a window inside
+    a large row group costs that whole group's encoded size, not only its own rows.
+
+    Args:
+        window: A window of the shard described by ``groups``.
+        groups: ``(rows, uncompressed bytes)`` of each row group of that shard.
+
+    Returns:
+        Sum of the (uncompressed, still encoded) sizes of the overlapped row groups; a group
+        without a recorded size counts ``FALLBACK_ROW_BYTES`` per row.
+    """
+    total = 0
+    local = 0
+    for rows, nbytes in groups:
+        if local >= window.stop:
+            break
+        if rows > 0 and local + rows > window.start:
+            total += nbytes if nbytes > 0 else rows * FALLBACK_ROW_BYTES
+        local += rows
+    return total
+
+
+def max_touched_bytes(
+    windows: Sequence[Window], shards: Sequence[Sequence[tuple[int, int]]]
+) -> int:
+    """Return the largest :func:`touched_bytes` over a plan, in ``O(W log G)``.
+
+    Args:
+        windows: The window plan.
+        shards: For each shard, ``(rows, uncompressed bytes)`` of each row group.
+
+    Returns:
+        The most encoded bytes any one window's read decodes (0 for no windows).
+    """
+    prefix: dict[int, tuple[list[int], list[int]]] = {}
+    best = 0
+    for w in windows:
+        if w.shard not in prefix:
+            ends, sizes, local, total = [], [0], 0, 0
+            for rows, nbytes in shards[w.shard]:
+                local += max(rows, 0)
+                if rows > 0:
+                    total += nbytes if nbytes > 0 else rows * FALLBACK_ROW_BYTES
+                ends.append(local)
+                sizes.append(total)
+            prefix[w.shard] = (ends, sizes)
+        ends, sizes = prefix[w.shard]
+        first = bisect.bisect_right(ends, w.start)  # first group ending after ``start``
+        last = bisect.bisect_left(ends, w.stop)  # group holding row ``stop - 1``
+        best = max(best, sizes[min(last, len(ends) - 1) + 1] - sizes[first])
+    return best
+
+
+def read_reserve(window_rows: int, row_bytes: float, touched: int, overhead: int) -> int:
+    """Return the transient memory one window read needs beside the window it produces.
+
+    Measured (DuckDB 2.0.1, see DESIGN.md): a read holds the encoded row groups it decodes,
+    DuckDB's Arrow result (up to 1.7x the window, with spare capacity; counted as 2x) and
+    our exact copy of it, which the cache counts (room is made for it separately). So the
+    reserve is the encoded bytes touched plus twice the window's Arrow bytes plus a fixed
+    ``overhead``.
+
+    Args:
+        window_rows: Rows in the window.
+        row_bytes: Arrow bytes per row (measured on windows read so far, or estimated).
+        touched: Encoded bytes of the row groups the window overlaps (:func:`touched_bytes`).
+        overhead: Fixed bytes per read (DuckDB's vectors and page buffers).
+
+    Returns:
+        Bytes to keep free for the read, on top of the cached windows.
+    """
+    return int(2 * window_rows * row_bytes) + touched + overhead
 
 
 def starts(windows: Sequence[Window]) -> list[int]:
