@@ -137,7 +137,9 @@ def main() -> None:
     parser.add_argument("--window-kb", type=int, default=256, help="target window size")
     parser.add_argument("--run", type=int, default=5_000, help="rows per sorted label run")
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--memory", type=int, default=4, help="cache megabytes")
+    parser.add_argument("--memory", type=int, default=16,
+                        help="memory budget (MB): ~12 MiB is kept for a window read, the rest "
+                        "caches windows")
     parser.add_argument("--mix", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--no-epoch", action="store_true", help="skip the timed epochs")
     parser.add_argument("--json", type=Path, default=RESULTS / "bench_shuffle.json")

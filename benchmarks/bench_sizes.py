@@ -216,8 +216,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--cache", type=int, default=4096, help="cache MB during the size sweep")
     p.add_argument("--seed-rows", type=int, default=10_000)
-    p.add_argument("--memory", type=float, default=48, help="memory=M (MB) of the RSS run")
-    p.add_argument("--memory-rows", type=int, default=100_000,
+    p.add_argument("--memory", type=float, default=96, help="memory=M (MB) of the RSS run")
+    p.add_argument("--memory-rows", type=int, default=200_000,
                    help="rows of the RSS run's dataset (at least 5x M is the target)")
     p.add_argument("--data", type=Path, default=common.DATA)
     p.add_argument("--out", type=Path, default=common.RESULTS)

@@ -140,9 +140,9 @@ def test_max_touched_bytes_examples() -> None:
 
 
 def test_read_reserve_formula() -> None:
-    assert win.read_reserve(10, 2.5, 100, 7) == 50 + 100 + 7
+    assert win.read_reserve(10, 2.5, 100, 7) == 50 + 200 + 7
     assert win.read_reserve(3, 0.5, 0, 0) == 3
-    assert win.read_reserve(0, 1000.0, 11, 5) == 16
+    assert win.read_reserve(0, 1000.0, 11, 5) == 27
     assert win.read_reserve(7, 1 / 3, 0, 0) == int(14 / 3)
 
 
@@ -488,9 +488,9 @@ def test_warning_when_a_read_measures_more_than_the_footers(tmp_path: Path) -> N
     pq.write_table(table, tmp_path / "dict.parquet")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = ParquetDataset(tmp_path, memory=24, read_ahead=False)
+        ds = ParquetDataset(tmp_path, memory=18, read_ahead=False)
         reader = ds.reader
-        assert _budget_warnings(caught) == []  # the footers' guess fits in 24 MB
+        assert _budget_warnings(caught) == []  # the footers' guess fits in 18 MB
         reserve_before = _cache(ds).reserve
         assert ds[n - 1] == {"idx": n - 1, "text": "q" * 1000 + str((n - 1) % 3)}
         messages = _budget_warnings(caught)

@@ -20,16 +20,17 @@ from .errors import CorruptShardError, MemoryBudgetWarning, ShardChangedError, S
 from .source import Connection, Source, duckdb_path
 from .windows import Window, max_touched_bytes, read_reserve
 
-#: Rows per Arrow record batch asked of DuckDB for a window (its vector size). The batches are
-#: copied into one chunk per column anyway; small ones are cheaper for DuckDB to build than
-#: its 131072-row default, whose list buffers grow by reallocation (measured on 512-token
-#: rows, paired A/B in one process: read plus copy of a window ~10% faster; workers=0 epoch
-#: to tensors 1.23x, 8 of 8 repeats).
+#: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
+#: are cheaper for DuckDB to build than its 131072-row default, whose list buffers grow by
+#: reallocation and keep spare capacity (measured on 512-token rows, paired A/B in one
+#: process: workers=0 epoch to tensors 1.23x, 8 of 8 repeats). The batches are then copied
+#: into one chunk per column.
 ARROW_BATCH_ROWS = 2048
 
 #: Fixed transient bytes of one window read besides its row groups and result (DuckDB's
-#: vectors, page buffers and per-query state; measured 4-8 MiB on 2,500-25,000-row windows).
-READ_OVERHEAD_BYTES = 18 << 20
+#: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
+#: 0.06 to 62 MiB (DESIGN.md, "Notes from the memory budget").
+READ_OVERHEAD_BYTES = 12 << 20
 MIB = 1 << 20
 
 
@@ -195,7 +196,9 @@ class WindowReader:
         self.cache = cache
         self.connection = connection
         self.read_ahead = read_ahead
-        self._sql = sqlfiles.render("read_window", columns=sqlfiles.column_list(source.columns))
+        columns = sqlfiles.column_list(source.columns)
+        self._sql = sqlfiles.render("read_window", columns=columns)
+        self._sql_file = sqlfiles.render("read_file", columns=columns)
         self._next: dict[int, int] = {}
         self._row_bytes = 0.0
         groups = [shard.row_groups for shard in source.shards]
@@ -410,9 +413,13 @@ class WindowReader:
         win = self.windows[position]
         shard = self.source.shards[win.shard]
         shard.check_unchanged()
-        params = {"path": duckdb_path(shard.path), "start": win.start, "stop": win.stop}
+        params: dict[str, object] = {"path": duckdb_path(shard.path)}
+        sql = self._sql_file
+        if win.start != 0 or win.stop != shard.rows:
+            sql = self._sql
+            params.update(start=win.start, stop=win.stop)
         try:
-            relation = self.connection.cursor().sql(self._sql, params=params)
+            relation = self.connection.cursor().sql(sql, params=params)
             table = relation.to_arrow_table(ARROW_BATCH_ROWS)
         except duckdb.BinderException as exc:
             shard.check_unchanged()
@@ -439,9 +446,10 @@ class WindowReader:
             )
         table = conform(table, self.source.schema)
         # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
-        # sliced or gathered without per-element work across chunk boundaries, and the cache
-        # counts what is really held (DuckDB's result buffers carry spare capacity, measured
-        # up to 1.7x). One copy per window read; DuckDB's buffers are freed right away.
+        # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row batches
+        # cost the consumer 3-4x more CPU than this copy saves the reader, see DESIGN.md), and
+        # the cache counts what is really held. One copy per window read; DuckDB's buffers
+        # are freed right away.
         table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
         if table.num_rows:
             row_bytes = table_bytes(table) / table.num_rows

@@ -185,22 +185,23 @@ def max_touched_bytes(
 def read_reserve(window_rows: int, row_bytes: float, touched: int, overhead: int) -> int:
     """Return the transient memory one window read needs beside the window it produces.
 
-    Measured (DuckDB 2.0.1, see DESIGN.md): a read holds the encoded row groups it decodes,
-    DuckDB's Arrow result (up to 1.7x the window, with spare capacity; counted as 2x) and
-    our exact copy of it, which the cache counts (room is made for it separately). So the
-    reserve is the encoded bytes touched plus twice the window's Arrow bytes plus a fixed
-    ``overhead``.
+    Measured (DuckDB 2.0.1, see DESIGN.md): a read holds the row groups it decodes (their
+    compressed pages and the decompressed ones: counted as twice their encoded size from the
+    footer) and, while DuckDB builds the Arrow result, its vectors and batches besides the
+    window the cache then counts (counted as twice the window; room for the window itself
+    is made separately).
 
     Args:
         window_rows: Rows in the window.
         row_bytes: Arrow bytes per row (measured on windows read so far, or estimated).
         touched: Encoded bytes of the row groups the window overlaps (:func:`touched_bytes`).
-        overhead: Fixed bytes per read (DuckDB's vectors and page buffers).
+        overhead: Fixed bytes per read (DuckDB's vectors and per-query state).
 
     Returns:
-        Bytes to keep free for the read, on top of the cached windows.
+        ``2 * window_rows * row_bytes + 2 * touched + overhead``: bytes to keep free for the
+        read, on top of the cached windows.
     """
-    return int(2 * window_rows * row_bytes) + touched + overhead
+    return int(2 * window_rows * row_bytes) + 2 * touched + overhead
 
 
 def starts(windows: Sequence[Window]) -> list[int]:

@@ -1,0 +1,5 @@
+-- One window that covers its whole shard: every row in file order (the connection keeps
+-- preserve_insertion_order on). Without read_window.sql's file_row_number column and filter
+-- the read is about 10% faster (measured on 25,000-row shards of 512-token rows).
+SELECT {columns}
+FROM read_parquet($path);
