@@ -91,7 +91,8 @@ def _hf(directory: Path, args: argparse.Namespace) -> tuple[common.EpochResult, 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the sweep; return the measurements."""
-    directory = common.write_dataset(args.shards, args.rows, root=args.data)
+    directory = common.write_dataset(args.shards, args.rows, root=args.data,
+                                     row_group=args.row_group)
     results: dict[str, Any] = {"rows": args.shards * args.rows, "batch": args.batch,
                                "memory_mb": args.memory, "entries": []}
     traces: dict[str, list[tuple[float, int]]] = {}
@@ -242,6 +243,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--rows", type=int, default=25_000, help="rows per shard")
+    p.add_argument("--row-group", type=int, default=common.ROW_GROUP,
+                   help="rows per row group (pyarrow's writer default is 1Mi: one per shard)")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--memory", type=int, default=4096, help="cache MB (ours and the seed's)")
     p.add_argument("--workers", type=lambda s: [int(w) for w in s.split(",")],
