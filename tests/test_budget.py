@@ -368,7 +368,7 @@ def test_full_pass_within_a_large_budget(
     max_rows = max(w.rows for w in ds.windows)
     assert reader._row_bytes > 0
     expected_reserve = win.read_reserve(
-        max_rows, reader._row_bytes, touched, readermod.READ_OVERHEAD_BYTES
+        max_rows, reader._row_bytes, touched, readermod.READ_OVERHEAD_BYTES + reader.retained
     )
     assert cache.reserve == expected_reserve
     assert ds.cache_stats.limit + cache.reserve == ds.memory_bytes
@@ -541,4 +541,51 @@ def test_floor_only_budget_reads_each_window_about_once(
     second = ds.cache_stats
     assert second.misses - first.misses <= n_windows + 2
     assert second.hits > 0
+    ds.close()
+
+
+# ---------------------------------------------------------------------------- 7. DuckDB allocator
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 1 << 40), st.integers(1, 256))
+def test_allocator_config_bounds(memory: int, threads: int) -> None:
+    from undertale_duck.source import FLUSH_THRESHOLD_MAX, FLUSH_THRESHOLD_MIN, allocator_config
+
+    settings_, retained = allocator_config(memory, threads)
+    value = settings_["allocator_flush_threshold"]
+    assert settings_["allocator_bulk_deallocation_flush_threshold"] == value
+    assert value.endswith("MB")
+    threshold = int(value[:-2]) << 20
+    assert FLUSH_THRESHOLD_MIN <= threshold <= FLUSH_THRESHOLD_MAX
+    assert retained == (threshold - FLUSH_THRESHOLD_MIN) * (threads + 1)
+    # what DuckDB may keep beyond the baseline stays a small part of the budget
+    assert retained <= max(0, memory) * (threads + 1) // (16 * threads)
+    bigger, _ = allocator_config(memory * 2, threads)
+    assert int(bigger["allocator_flush_threshold"][:-2]) >= int(value[:-2])
+
+
+def test_dataset_reserves_what_duckdb_may_keep(
+    megabyte: tuple[Path, list[dict[str, object]]],
+) -> None:
+    root, expected = megabyte
+    ds = ParquetDataset(root, memory=4096, read_ahead=False)
+    assert ds[3] == expected[3]
+    reader = ds.reader
+    threads = int(ds.duckdb_config["threads"])
+    from undertale_duck.source import allocator_config
+
+    setting, retained = allocator_config(ds.memory_bytes, threads)
+    assert reader.retained == retained > 0
+    shown = reader.connection.cursor().sql(
+        "SELECT current_setting('allocator_flush_threshold')"
+    ).fetchall()[0][0]
+    assert shown.replace(" ", "").upper().startswith(setting["allocator_flush_threshold"][:-2])
+    assert _cache(ds).reserve >= retained
+    ds.close()
+    # a threshold given by the user is kept, and nothing extra is reserved for it
+    ds = ParquetDataset(root, memory=4096, read_ahead=False,
+                        duckdb_config={"allocator_flush_threshold": "8MB"})
+    assert ds[3] == expected[3]
+    assert ds.reader.retained == 0
     ds.close()

@@ -22,6 +22,7 @@ from .source import (
     Connection,
     Source,
     SourceLike,
+    allocator_config,
     default_duckdb_config,
     worker_duckdb_config,
 )
@@ -117,12 +118,19 @@ class ParquetDataset(Dataset[Row]):
             if info is not None:  # a DataLoader worker process: share the cores and memory
                 tuned = worker_duckdb_config(info.num_workers)
                 config.update({k: v for k, v in tuned.items() if k not in self._user_config})
+            retained = 0
+            if not self._user_config & {
+                "allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold"
+            }:
+                allocator, retained = allocator_config(self.memory_bytes, config["threads"])
+                config.update(allocator)
             self._reader = WindowReader(
                 self.source,
                 self.windows,
                 BudgetCache(self.memory_bytes),
                 Connection(self.source.paths, self.source.columns, config),
                 read_ahead=self.read_ahead,
+                retained=retained,
             )
             if self._order:
                 self._reader.set_order(self._order)

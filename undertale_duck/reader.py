@@ -180,6 +180,8 @@ class WindowReader:
         cache: Where window tables are kept.
         connection: The process's DuckDB connection holder.
         read_ahead: Whether to read the next window in the background.
+        retained: Bytes DuckDB's allocator may keep between reads (see
+            :func:`source.allocator_config`), added to the read reserve.
     """
 
     def __init__(
@@ -190,8 +192,10 @@ class WindowReader:
         connection: Connection,
         *,
         read_ahead: bool = True,
+        retained: int = 0,
     ) -> None:
         self.source = source
+        self.retained = retained
         self.windows = windows
         self.cache = cache
         self.connection = connection
@@ -222,7 +226,9 @@ class WindowReader:
             return
         row_bytes = self._row_bytes or self._row_bytes_guess
         window = int(self._max_rows * row_bytes) + 1
-        reserve = read_reserve(self._max_rows, row_bytes, self._max_touched, READ_OVERHEAD_BYTES)
+        reserve = read_reserve(
+            self._max_rows, row_bytes, self._max_touched, READ_OVERHEAD_BYTES + self.retained
+        )
         cache.set_reserve(reserve, floor=window)
         if cache.budget < reserve + window and not self._warned:
             self._warned = True
