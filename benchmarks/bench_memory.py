@@ -25,6 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+
 RESULTS = Path(__file__).resolve().parent / "results"
 MIB = 1 << 20
 
@@ -109,27 +113,6 @@ class RSSSampler:
         self._thread.join()
 
 
-def _reset_peak() -> bool:
-    # Linux: writing 5 to clear_refs resets the VmHWM high-water mark to the current RSS.
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _hwm() -> int | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def soak(
     data: Path, memory: int, epochs: int, row_bytes: int, window_bytes: int | None, batch: int
 ) -> dict[str, Any]:
@@ -173,7 +156,7 @@ def soak(
     n = len(ds)
     gc.collect()
     footprint = sampler.rss()
-    hwm_ok = _reset_peak()
+    hwm_ok = common.reset_peak()
     sampler.start()
     rng = np.random.default_rng(0)
     checked = 0
@@ -214,7 +197,7 @@ def soak(
             )
     sampler.stop()
     ds.close()  # stop the read-ahead thread before the interpreter exits
-    hwm = _hwm() if hwm_ok else None
+    hwm = (common.peak_rss() or None) if hwm_ok else None
     peak = max(max(s[1] for s in sampler.samples), hwm or 0)
     return {
         "rows": n,

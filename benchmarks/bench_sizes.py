@@ -24,42 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 
-def _hwm_reset() -> bool:
-    """Reset the kernel's RSS high-water mark (Linux ``clear_refs``); False if unsupported."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _rss_split() -> dict[str, int]:
-    """Resident bytes by kind: ``anon`` (heap, data) and ``file`` (library code, mapped files)."""
-    out = {"anon": 0, "file": 0}
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(("RssAnon:", "RssFile:")):
-                    out["anon" if line.startswith("RssAnon") else "file"] = (
-                        int(line.split()[1]) * 1024)
-    except OSError:
-        pass
-    return out
-
-
-def _hwm() -> int:
-    """The RSS high-water mark since the last reset (``VmHWM``), 0 if unknown."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def _epoch(directory: str | Path, memory: float, batch: int, workers: int,
            opts: dict[str, Any]) -> tuple[Any, common.EpochResult]:
     """One epoch to collated tensors through ChunkedSampler and a DataLoader."""
@@ -101,7 +65,7 @@ def _child(directory: str, memory: float, batch: int, workers: int, config: str 
     gc.collect()
     proc = psutil.Process()
     footprint = proc.memory_info().rss
-    split = {"imports": _rss_split()}
+    split = {"imports": common.rss_split()}
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         tiny = common.write_dataset(1, 2 * batch, root=Path(tmp), row_group=batch)
         ds, _ = _epoch(tiny, memory, batch, workers, opts)
@@ -109,13 +73,13 @@ def _child(directory: str, memory: float, batch: int, workers: int, config: str 
         del ds
     gc.collect()
     warm = proc.memory_info().rss
-    split["warm"] = _rss_split()
-    hwm_ok = _hwm_reset()
+    split["warm"] = common.rss_split()
+    hwm_ok = common.reset_peak()
     with common.RSSTrace(interval=0.01) as trace:
         ds, result = _epoch(directory, memory, batch, workers, opts)
         stats = ds.cache_stats if workers == 0 else None
-    peak = max(trace.peak, _hwm() if hwm_ok else 0)
-    split["end"] = _rss_split()
+    peak = max(trace.peak, common.peak_rss() if hwm_ok else 0)
+    split["end"] = common.rss_split()
     print(json.dumps({
         "footprint": footprint, "warm": warm, "peak": peak, "split": split,
         "rows": result.rows,

@@ -238,6 +238,41 @@ class RSSTrace:
         return max((r for _, r in self.samples), default=psutil.Process().memory_info().rss)
 
 
+def _status_kib(*keys: str) -> dict[str, int]:
+    """Fields of ``/proc/self/status`` in bytes (empty where unsupported)."""
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in keys:
+                    out[key] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def reset_peak() -> bool:
+    """Reset the kernel's RSS high-water mark (Linux ``clear_refs``); False if unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss() -> int:
+    """The RSS high-water mark since the last :func:`reset_peak` (``VmHWM``), 0 if unknown."""
+    return _status_kib("VmHWM").get("VmHWM", 0)
+
+
+def rss_split() -> dict[str, int]:
+    """Resident bytes by kind: ``anon`` (heap, data) and ``file`` (library code, mapped files)."""
+    found = _status_kib("RssAnon", "RssFile")
+    return {"anon": found.get("RssAnon", 0), "file": found.get("RssFile", 0)}
+
+
 @dataclass
 class EpochResult:
     """One timed pass over a loader."""

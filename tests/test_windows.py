@@ -95,3 +95,9 @@ def test_default_window_bytes_bounds() -> None:
     assert win.default_window_bytes(16 << 20) == 1 << 20
     assert win.default_window_bytes(1 << 20) == 512 << 10  # a window must fit a tiny budget
     assert win.default_window_bytes(1) == 1
+
+
+def test_group_bytes_falls_back_per_row_when_the_footer_has_no_size() -> None:
+    assert win.group_bytes(10, 4096) == 4096
+    assert win.group_bytes(10, 0) == 10 * win.FALLBACK_ROW_BYTES
+    assert win.group_bytes(10, -1) == 10 * win.FALLBACK_ROW_BYTES

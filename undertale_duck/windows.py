@@ -11,6 +11,19 @@ from dataclasses import dataclass
 FALLBACK_ROW_BYTES = 256
 
 
+def group_bytes(rows: int, nbytes: int) -> int:
+    """Return the bytes a row group counts for: its footer size, else a per-row estimate.
+
+    Args:
+        rows: Rows in the group.
+        nbytes: Uncompressed bytes the footer records (0 or less when unknown).
+
+    Returns:
+        ``nbytes`` if positive, else ``rows * FALLBACK_ROW_BYTES``.
+    """
+    return nbytes if nbytes > 0 else rows * FALLBACK_ROW_BYTES
+
+
 @dataclass(frozen=True)
 class Window:
     """A contiguous row range of one shard, read by one query.
@@ -108,7 +121,7 @@ def shard_ranges(groups: Sequence[tuple[int, int]], target_bytes: int) -> list[t
             raise ValueError(f"negative row count {rows} in a row group")
         if rows == 0:
             continue
-        size = nbytes if nbytes > 0 else rows * FALLBACK_ROW_BYTES
+        size = group_bytes(rows, nbytes)
         if size > target_bytes or pending + size > target_bytes:
             if local > start:
                 ranges.append((start, local))
@@ -146,7 +159,7 @@ def touched_bytes(window: Window, groups: Sequence[tuple[int, int]]) -> int:
         if local >= window.stop:
             break
         if rows > 0 and local + rows > window.start:
-            total += nbytes if nbytes > 0 else rows * FALLBACK_ROW_BYTES
+            total += group_bytes(rows, nbytes)
         local += rows
     return total
 
@@ -171,7 +184,7 @@ def max_touched_bytes(
             for rows, nbytes in shards[w.shard]:
                 local += max(rows, 0)
                 if rows > 0:
-                    total += nbytes if nbytes > 0 else rows * FALLBACK_ROW_BYTES
+                    total += group_bytes(rows, nbytes)
                 ends.append(local)
                 sizes.append(total)
             prefix[w.shard] = (ends, sizes)
