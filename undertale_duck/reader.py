@@ -209,7 +209,7 @@ class WindowReader:
         self._max_rows = max((w.rows for w in windows), default=0)
         self._max_touched = max_touched_bytes(windows, groups)
         encoded = sum(max(b, 0) for g in groups for _, b in g)
-        self._row_bytes_guess = encoded / max(1, sum(w.rows for w in windows))
+        self._row_bytes_guess = encoded / max(1, source.rows)
         self._warned = False
         self._update_reserve()
         self._reset_read_ahead()
