@@ -30,8 +30,8 @@ def _epoch(directory: str | Path, memory: float, batch: int, workers: int,
     from torch.utils.data import DataLoader
 
     from undertale_duck import ParquetDataset
-    from undertale_duck.collate import collate
-    from undertale_duck.sampler import ChunkedSampler
+    from undertale_duck.training.collate import collate
+    from undertale_duck.training.sampler import ChunkedSampler
 
     ds = ParquetDataset(directory, memory=memory, format="torch",
                         window_bytes=opts.get("window_bytes"), duckdb_config=opts.get("duckdb"))
@@ -55,9 +55,9 @@ def _child(directory: str, memory: float, batch: int, workers: int, config: str 
 
     import psutil
 
-    import undertale_duck.collate
     import undertale_duck.dataset
-    import undertale_duck.sampler  # noqa: F401
+    import undertale_duck.training.collate
+    import undertale_duck.training.sampler  # noqa: F401
 
     with contextlib.suppress(ImportError):
         import pandas  # noqa: F401  (pyarrow imports it on its first conversion)

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from undertale_duck import ParquetDataset
-from undertale_duck.collate import collate
+from undertale_duck.training.collate import collate
 
 try:
-    from undertale_duck.sampler import ChunkedSampler
+    from undertale_duck.training.sampler import ChunkedSampler
 except ImportError:  # pragma: no cover - the sampler is optional for the benchmark
     ChunkedSampler = None  # type: ignore[assignment,misc]
 

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import MemoryBudgetWarning, ParquetDataset
-from undertale_duck import reader as readermod
-from undertale_duck import windows as win
-from undertale_duck.cache import table_bytes
-from undertale_duck.reader import BudgetCache
+from undertale_duck.core import reader as readermod
+from undertale_duck.core import windows as win
+from undertale_duck.core.cache import table_bytes
+from undertale_duck.core.reader import BudgetCache
 
 FB = win.FALLBACK_ROW_BYTES
 #: ``memory`` is megabytes and may be fractional, though ``ParquetDataset`` annotates it ``int``.
@@ -550,7 +550,11 @@ def test_floor_only_budget_reads_each_window_about_once(
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 1 << 40), st.integers(1, 256))
 def test_allocator_config_bounds(memory: int, threads: int) -> None:
-    from undertale_duck.source import FLUSH_THRESHOLD_MAX, FLUSH_THRESHOLD_MIN, allocator_config
+    from undertale_duck.core.source import (
+        FLUSH_THRESHOLD_MAX,
+        FLUSH_THRESHOLD_MIN,
+        allocator_config,
+    )
 
     settings_, retained = allocator_config(memory, threads)
     value = settings_["allocator_flush_threshold"]
@@ -573,7 +577,7 @@ def test_dataset_reserves_what_duckdb_may_keep(
     assert ds[3] == expected[3]
     reader = ds.reader
     threads = int(ds.duckdb_config["threads"])
-    from undertale_duck.source import allocator_config
+    from undertale_duck.core.source import allocator_config
 
     setting, retained = allocator_config(ds.memory_bytes, threads)
     assert reader.retained == retained > 0

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from undertale_duck import ParquetDataset, SchemaError, schema
-from undertale_duck.checks import CheckResult, ValidationReport, report_for
+from undertale_duck.validation.checks import CheckResult, ValidationReport, report_for
 
 SHARD = 50
 SHARDS = 4

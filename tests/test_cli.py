@@ -22,7 +22,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from undertale_duck import cli, output
+from undertale_duck.cli import app as cli
+from undertale_duck.cli import output
 
 SIZES = [30, 0, 25, 5]
 TOTAL = sum(SIZES)

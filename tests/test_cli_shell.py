@@ -15,7 +15,7 @@ from pathlib import Path
 import datagen
 import pytest
 
-from undertale_duck.shell import statement_complete
+from undertale_duck.cli.shell import statement_complete
 
 SIZES = [12, 0, 9]
 TOTAL = sum(SIZES)

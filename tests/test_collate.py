@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError
-from undertale_duck.collate import collate
-from undertale_duck.rows import RowBatch
+from undertale_duck.core.rows import RowBatch
+from undertale_duck.training.collate import collate
 
 
 def test_fixed_length_lists_and_numbers_are_stacked() -> None:

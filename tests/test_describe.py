@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from undertale_duck import describe
+from undertale_duck.cli import describe
 
 SIZES = [40, 0, 23, 9]
 TOTAL = sum(SIZES)

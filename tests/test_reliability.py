@@ -18,7 +18,7 @@ import pytest
 from torch.utils.data import DataLoader, Subset
 
 from undertale_duck import CorruptShardError, ParquetDataset, ShardChangedError
-from undertale_duck.dataset import default_duckdb_config
+from undertale_duck.core.source import default_duckdb_config
 
 Row = dict[str, Any]
 

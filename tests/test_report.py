@@ -14,8 +14,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from undertale_duck import ArgumentError, ValidationReport, schema
-from undertale_duck.checks import report_for
-from undertale_duck.report import FORMATS, render, to_html, to_json, to_markdown, to_text
+from undertale_duck.validation.checks import report_for
+from undertale_duck.validation.render import FORMATS, render, to_html, to_json, to_markdown, to_text
 
 
 class S(BaseModel):

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from undertale_duck import ArgumentError, schema
-from undertale_duck.checks import mismatch, row_checks, targets
+from undertale_duck.validation.checks import mismatch, row_checks, targets
 
 SEED_FIELDS = {
     "Dataset": {"id"},

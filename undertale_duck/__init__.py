@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import schema
-from .checks import CheckResult, ValidationReport
 from .errors import (
     ArgumentError,
     ColumnError,
@@ -19,22 +18,23 @@ from .errors import (
     SourceError,
     UndertaleDuckError,
 )
+from .validation.checks import CheckResult, ValidationReport
 
 if TYPE_CHECKING:
-    from .collate import collate
-    from .datamodule import DataModule
     from .dataset import ParquetDataset
-    from .loader import load
-    from .sampler import ChunkedSampler
+    from .training.collate import collate
+    from .training.datamodule import DataModule
+    from .training.loader import load
+    from .training.sampler import ChunkedSampler
 
 #: Names imported on first use: they pull in torch (and lightning for DataModule), which the
 #: command line's SQL, describe and validate commands do not need.
 _LAZY = {
     "ParquetDataset": "dataset",
-    "ChunkedSampler": "sampler",
-    "load": "loader",
-    "DataModule": "datamodule",
-    "collate": "collate",
+    "ChunkedSampler": "training.sampler",
+    "load": "training.loader",
+    "DataModule": "training.datamodule",
+    "collate": "training.collate",
 }
 
 __version__ = "0.1.0"

@@ -9,9 +9,9 @@ from typing import Any
 
 import lightning
 
-from .errors import ArgumentError
+from ..core.source import SourceLike
+from ..errors import ArgumentError
 from .loader import ChunkedLoader, load
-from .source import SourceLike
 
 #: ``load()`` keywords the DataModule sets itself; every other keyword option passes through.
 _OWN = frozenset({"shuffle", "ranks", "rank"})

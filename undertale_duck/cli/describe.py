@@ -11,10 +11,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import sqlfiles
-from .errors import SourceError
+from ..core import sqlfiles
+from ..core.source import Shard, default_duckdb_config, duckdb_path, read_footer, resolve
+from ..errors import SourceError
 from .output import aligned, cell, jsonable
-from .source import Shard, default_duckdb_config, duckdb_path, read_footer, resolve
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from .errors import QueryError, ReadOnlyError
+from ..errors import QueryError, ReadOnlyError
 
 #: Statement kinds that only read. Everything else (COPY, ATTACH, CREATE, INSERT, SET,
 #: INSTALL/LOAD, EXPORT, ...) could write files, change settings or replace the view.

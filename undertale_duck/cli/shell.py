@@ -13,9 +13,9 @@ from typing import IO
 import duckdb
 import pyarrow as pa
 
+from ..core import query as querymod
+from ..errors import ArgumentError, QueryError
 from . import output
-from . import query as querymod
-from .errors import ArgumentError, QueryError
 
 PROMPT = "duck> "
 CONTINUATION = "  ...> "

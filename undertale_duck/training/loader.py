@@ -9,10 +9,10 @@ from typing import Any
 
 from torch.utils.data import DataLoader, get_worker_info
 
-from .dataset import ParquetDataset
-from .errors import ArgumentError
+from ..core.source import SourceLike
+from ..dataset import ParquetDataset
+from ..errors import ArgumentError
 from .sampler import ChunkedSampler, worker_windows
-from .source import SourceLike
 
 
 def default_start_method() -> str:

@@ -17,8 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import sqlfiles
-from .errors import (
+from ..errors import (
     ArgumentError,
     ColumnError,
     CorruptShardError,
@@ -26,6 +25,7 @@ from .errors import (
     ShardChangedError,
     SourceError,
 )
+from . import sqlfiles
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 MAGIC = b"PAR1"

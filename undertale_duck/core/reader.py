@@ -14,9 +14,9 @@ from collections.abc import Hashable, Sequence
 import duckdb
 import pyarrow as pa
 
+from ..errors import CorruptShardError, MemoryBudgetWarning, ShardChangedError, SourceError
 from . import sqlfiles
 from .cache import WindowCache, table_bytes
-from .errors import CorruptShardError, MemoryBudgetWarning, ShardChangedError, SourceError
 from .source import Connection, Source, duckdb_path
 from .windows import Window, max_touched_bytes, read_reserve
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import ArgumentError
-from .rows import RowBatch
+from ..core.rows import RowBatch
+from ..errors import ArgumentError
 
 _NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
 

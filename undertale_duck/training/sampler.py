@@ -10,8 +10,8 @@ import numpy.typing as npt
 import torch.distributed as dist
 from torch.utils.data.distributed import DistributedSampler
 
-from .dataset import ParquetDataset
-from .errors import ArgumentError
+from ..dataset import ParquetDataset
+from ..errors import ArgumentError
 
 #: Rows per shuffle unit for datasets that are not a ``ParquetDataset`` (which has windows).
 DEFAULT_CHUNK = 1024

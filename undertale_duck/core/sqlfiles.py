@@ -6,9 +6,9 @@ import functools
 from collections.abc import Iterable
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent  # undertale_duck/core
 #: Installed wheels ship ``sql/`` inside the package; a source checkout keeps it beside it.
-SQL_DIRS = (_PACKAGE / "sql", _PACKAGE.parent / "sql")
+SQL_DIRS = (_PACKAGE.parent / "sql", _PACKAGE.parent.parent / "sql")
 
 
 @functools.cache

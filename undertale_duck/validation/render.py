@@ -6,8 +6,8 @@ import html
 import json
 from collections.abc import Callable, Sequence
 
+from ..errors import ArgumentError
 from .checks import CheckResult, Example, ValidationReport
-from .errors import ArgumentError
 
 #: The formats :func:`render` accepts.
 FORMATS = ("text", "json", "markdown", "html")

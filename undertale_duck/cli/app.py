@@ -15,11 +15,11 @@ from typing import IO, TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from .errors import ArgumentError, QueryError, UndertaleDuckError
+from ..errors import ArgumentError, QueryError, UndertaleDuckError
 
 if TYPE_CHECKING:
-    from .dataset import ParquetDataset as ParquetDatasetT
-    from .source import Connection, Source
+    from ..core.source import Connection, Source
+    from ..dataset import ParquetDataset as ParquetDatasetT
 
 #: Exit statuses shared by every subcommand.
 EXIT_OK = 0
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect, query and validate sharded Parquet datasets through DuckDB.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from . import __version__
+    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -134,7 +134,7 @@ def _subparser(
 @contextlib.contextmanager
 def _open_dataset(source: str, columns: str | None = None) -> Iterator[ParquetDatasetT]:
     # closed on the way out: its read-ahead thread must not be inside DuckDB at exit
-    from .dataset import ParquetDataset
+    from ..dataset import ParquetDataset
 
     names = None
     if columns is not None:
@@ -152,7 +152,7 @@ def _open_dataset(source: str, columns: str | None = None) -> Iterator[ParquetDa
 def _open_view(source: str) -> Iterator[tuple[Source, Connection]]:
     # The `dataset` view alone, as ParquetDataset attaches it, without importing torch (the
     # `sql` and `shell` commands need no rows as Python objects): starts about 2 s faster.
-    from .source import Source, default_duckdb_config
+    from ..core.source import Source, default_duckdb_config
 
     src = Source(source)
     con = src.connection(default_duckdb_config())
@@ -249,8 +249,8 @@ def _sql(args: argparse.Namespace) -> int:
 def _run_sql(
     src: Source, con: Connection, args: argparse.Namespace, text: str, fmt: str
 ) -> int:
+    from ..core import query as querymod
     from . import output
-    from . import query as querymod
 
     target = None
     if args.output is not None:
@@ -543,7 +543,9 @@ _REPORT_SUFFIXES = {".json": "json", ".md": "markdown", ".markdown": "markdown",
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from . import checks, report, schema
+    from ..validation import checks
+    from ..validation import render as report
+    from ..validation import schemas as schema
 
     model = schema.load(args.schema)
     fmt: str = args.format or _REPORT_SUFFIXES.get(Path(args.output or "").suffix.lower(), "text")
@@ -595,8 +597,8 @@ def register_validate(commands: argparse._SubParsersAction[_Parser]) -> None:
     Args:
         commands: The subparsers of the top-level parser.
     """
-    from .checks import DEFAULT_EXAMPLES
-    from .report import FORMATS
+    from ..validation.checks import DEFAULT_EXAMPLES
+    from ..validation.render import FORMATS
 
     summary = "Check every shard of a dataset against a schema and print a validation report."
     p: argparse.ArgumentParser = commands.add_parser(

@@ -21,10 +21,10 @@ from typing import Any, Literal
 import duckdb
 from pydantic import BaseModel, Field
 
-from . import schema as schemamod
-from . import sqlfiles
-from .errors import SourceError
-from .source import Shard, SourceLike, duckdb_path, read_footer, resolve
+from ..core import sqlfiles
+from ..core.source import Shard, SourceLike, duckdb_path, read_footer, resolve
+from ..errors import SourceError
+from . import schemas as schemamod
 
 #: Called before each query with a short label (the CLI drives a progress bar with it).
 Progress = Callable[[str], None]

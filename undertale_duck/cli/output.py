@@ -31,7 +31,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import ArgumentError, QueryError
+from ..errors import ArgumentError, QueryError
 
 #: Every output format, in the order ``--help`` lists them.
 FORMATS = ("table", "csv", "json", "jsonl", "parquet")

@@ -1,0 +1,363 @@
+"""``ShardDataset``: the core map-style torch Dataset over Parquet shards, read by window."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableSequence, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from torch.utils.data import Dataset
+
+from ..errors import ArgumentError, QueryError
+from . import query as querymod
+from . import windows as win
+from .cache import CacheStats
+from .reader import BudgetCache, WindowReader
+from .rows import FORMATS, Format, Row, merge, select
+from .source import (
+    Connection,
+    Source,
+    SourceLike,
+    allocator_config,
+    default_duckdb_config,
+    worker_duckdb_config,
+)
+
+
+class ShardDataset(Dataset[Row]):
+    """A Parquet-backed dataset with random access through a byte-bounded window cache.
+
+    Rows are read in *windows* (contiguous row ranges aligned to the shards' row groups), one
+    DuckDB query per window, and windows are kept in an LRU cache. ``memory`` is the data
+    budget of each process: part of it is kept free for the transient memory of reading a
+    window (DuckDB decodes whole row groups; estimated from the footers and the windows
+    read, see :func:`windows.read_reserve`), the rest caches windows. The shards are also
+    attached as a DuckDB view named ``dataset`` for :meth:`sql`.
+
+    Args:
+        source: A Parquet file, a directory of shards (sorted by name; hidden files,
+            ``_SUCCESS``, ``*.crc`` and non-Parquet files ignored), a glob, or a list of files.
+        memory: Memory budget in megabytes, per process, for cached windows plus one window
+            read in flight. If it cannot hold a read and one window, one window (if it fits
+            in the budget at all) is cached anyway and a :class:`MemoryBudgetWarning` says
+            how much is needed. A window larger than the whole budget is served, not kept;
+            0 caches nothing.
+        columns: Columns to keep (in this order); None keeps all.
+        window_bytes: Target uncompressed bytes per window; by default a sixteenth of
+            ``memory`` between 1 MiB and 64 MiB.
+        duckdb_config: DuckDB settings overriding :func:`default_duckdb_config`.
+        format: How row values are returned. ``"python"`` (default): exactly pyarrow's
+            ``as_py()`` values, as the seed did. ``"numpy"``: numeric columns become numpy
+            scalars and lists of numbers 1-d numpy arrays; ``"torch"``: the same as tensors
+            (0-d for scalars). Both are built column-wise from one Arrow slice or take per
+            window, without Python lists; other types (strings, structs, nested lists, lists
+            holding nulls) keep their ``as_py()`` values and nulls are ``None``. Arrays and
+            tensors never share memory with the cache.
+        read_ahead: Read the next window in a background thread while one is consumed
+            (the next in the :meth:`prefetch` order, else the following window when access
+            is sequential), within the ``memory`` budget.
+
+    Raises:
+        SourceError: If the source cannot be resolved or a shard's footer cannot be read
+            (``NotParquetError``, ``CorruptShardError`` and ``ColumnError`` are subclasses).
+        ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number, or
+            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``.
+    """
+
+    def __init__(
+        self,
+        source: SourceLike,
+        memory: float = 4096,
+        *,
+        columns: Sequence[str] | None = None,
+        window_bytes: int | None = None,
+        duckdb_config: Mapping[str, Any] | None = None,
+        format: Format = "python",
+        read_ahead: bool = True,
+    ) -> None:
+        if format not in FORMATS:
+            raise ArgumentError(f"format must be one of {list(FORMATS)}, got {format!r}")
+        self.format: Format = format
+        self.read_ahead = bool(read_ahead)
+        self._order: list[int] | None = None
+        if isinstance(memory, bool) or not isinstance(memory, int | float) or memory < 0:
+            raise ArgumentError(f"memory must be a number of megabytes >= 0, got {memory!r}")
+        if window_bytes is not None and (
+            isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1
+        ):
+            raise ArgumentError(f"window_bytes must be a positive integer, got {window_bytes!r}")
+        self.memory = memory
+        self.memory_bytes = int(memory * (1 << 20))
+        if isinstance(columns, str):
+            raise ArgumentError("columns must be a list of column names, not a single string")
+        self._columns = None if columns is None else list(columns)
+        self.window_bytes = window_bytes or win.default_window_bytes(self.memory_bytes)
+        self.duckdb_config = {**default_duckdb_config(), **(duckdb_config or {})}
+        self._user_config = frozenset(duckdb_config or {})
+        self._open(source)
+
+    def _open(self, source: SourceLike) -> None:
+        self._spec = source
+        self.source = Source(source, self._columns)
+        self.windows = win.plan([s.row_groups for s in self.source.shards], self.window_bytes)
+        self._starts = win.starts(self.windows)
+        self._starts_array = np.asarray(self._starts, dtype=np.int64)
+        self._reader: WindowReader | None = None
+
+    # ------------------------------------------------------------------ lazy process state
+    @property
+    def reader(self) -> WindowReader:
+        """The process's window reader (connection and cache), created on first use."""
+        if self._reader is None:
+            config = dict(self.duckdb_config)
+            info = torch.utils.data.get_worker_info()
+            if info is not None:  # a DataLoader worker process: share the cores and memory
+                tuned = worker_duckdb_config(info.num_workers)
+                config.update({k: v for k, v in tuned.items() if k not in self._user_config})
+            retained = 0
+            if not self._user_config & {
+                "allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold"
+            }:
+                allocator, retained = allocator_config(self.memory_bytes, config["threads"])
+                config.update(allocator)
+            self._reader = WindowReader(
+                self.source,
+                self.windows,
+                BudgetCache(self.memory_bytes),
+                Connection(self.source.paths, self.source.columns, config),
+                read_ahead=self.read_ahead,
+                retained=retained,
+            )
+            if self._order:
+                self._reader.set_order(self._order)
+        return self._reader
+
+    def prefetch(self, windows: Sequence[int] | None) -> None:
+        """Tell this process's reader the order in which it will consume windows.
+
+        A read-ahead hint for locality-aware orders that are not sequential (a sampler that
+        shuffles windows): while window ``windows[k]`` is consumed, ``windows[k + 1]`` is read
+        in the background, and ``windows[0]`` is read right away. Positions index
+        :attr:`windows` (see :meth:`window_of`). The hint is kept when the dataset is pickled
+        to workers; call it again to replace it, or with None to clear it. Without a hint,
+        sequential access is detected by itself.
+
+        Args:
+            windows: Window positions in the order they will be consumed, or None.
+
+        Raises:
+            IndexError: If a position is outside the window plan.
+        """
+        order = None if windows is None else [int(p) for p in windows]
+        bad = [p for p in order or [] if not 0 <= p < len(self.windows)]
+        if bad:
+            raise IndexError(
+                f"window position {bad[0]} out of range for {len(self.windows)} windows"
+            )
+        self._order = order
+        if self._reader is not None or order:
+            self.reader.set_order(order)
+
+    def window_of(self, index: int) -> int:
+        """Return the position in :attr:`windows` of the window holding row ``index``.
+
+        Args:
+            index: A global row index (negative counts from the end).
+
+        Returns:
+            The window's position.
+
+        Raises:
+            IndexError: If the index is out of range.
+            TypeError: If the index is not an integer.
+        """
+        return win.locate(self._starts, win.normalize_index(index, len(self)))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_reader"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def refresh(self) -> None:
+        """Reopen the dataset as it is on disk now (re-reading footers, emptying the cache).
+
+        Raises:
+            SourceError: If the source can no longer be resolved or read.
+        """
+        self.close()
+        self._open(self._spec)
+
+    def close(self) -> None:
+        """Close this process's DuckDB connection and empty the cache (reopened on next use)."""
+        if self._reader is not None:
+            self._reader.stop_read_ahead()
+            self._reader.connection.close()
+            self._reader.cache.clear()
+        self._reader = None
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def columns(self) -> list[str]:
+        """Names of the columns each row holds."""
+        return list(self.source.columns)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Arrow schema of a row (the first shard's, projected onto ``columns``)."""
+        return self.source.schema
+
+    @property
+    def shards(self) -> list[str]:
+        """Paths of the shards, in dataset order."""
+        return self.source.paths
+
+    @property
+    def cache_stats(self) -> CacheStats:
+        """Hit, miss and eviction counts and bytes held by this process's cache."""
+        return self.reader.cache.stats
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """Return the shard and local row number of a global index.
+
+        Args:
+            index: A global row index (negative counts from the end).
+
+        Returns:
+            ``(shard path, local row)``.
+
+        Raises:
+            IndexError: If the index is out of range.
+            TypeError: If the index is not an integer.
+        """
+        i = win.normalize_index(index, len(self))
+        w = self.windows[win.locate(self._starts, i)]
+        return self.source.shards[w.shard].path, w.start + (i - w.offset)
+
+    def __len__(self) -> int:
+        return self.source.rows
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.source.spec!r}, memory={self.memory}, rows={len(self)}, "
+            f"shards={len(self.source.shards)}, windows={len(self.windows)})"
+        )
+
+    # ------------------------------------------------------------------ rows
+    def __getitem__(self, index: int) -> Row:
+        """Return one row as ``{column: value}`` with the values pyarrow's ``as_py()`` gives.
+
+        Args:
+            index: Global row index; negative indices count from the end.
+
+        Returns:
+            The row.
+
+        Raises:
+            IndexError: If the index is out of range.
+            TypeError: If the index is not an integer.
+            SourceError: If the shard changed on disk or cannot be decoded.
+        """
+        i = win.normalize_index(index, len(self))
+        position = win.locate(self._starts, i)
+        table = self.reader.window(position)
+        local = i - self.windows[position].offset
+        return select(table, slice(local, local + 1), self.format)[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> MutableSequence[Row]:
+        """Return many rows, reading each window they touch once (torch's batched fetch).
+
+        Args:
+            indices: Global row indices, in any order, repeats allowed.
+
+        Returns:
+            The rows in the order of ``indices``: a list in the ``python`` format; in the
+            ``numpy``/``torch`` formats a :class:`RowBatch` (a list-like sequence that keeps
+            the batch column-wise for :func:`undertale_duck.collate`).
+
+        Raises:
+            IndexError: If an index is out of range.
+            TypeError: If an index is not an integer.
+            SourceError: If a shard changed on disk or cannot be decoded.
+        """
+        index = self._normalize(indices)
+        if len(index) == 0:
+            return []
+        positions = np.searchsorted(self._starts_array, index, side="right") - 1
+        if positions[0] == positions[-1] and (positions == positions[0]).all():
+            return self._window_part(int(positions[0]), index)
+        order = np.argsort(positions, kind="stable")
+        cuts = np.flatnonzero(np.diff(positions[order])) + 1
+        groups = np.split(order, cuts)
+        last = len(groups) - 1
+        parts = [
+            self._window_part(
+                int(positions[m[0]]), index[m], advance=k == last, first=int(positions[order[0]])
+            )
+            for k, m in enumerate(groups)
+        ]
+        return merge(parts, np.argsort(order, kind="stable"))
+
+    def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """Check and normalize many indices at once (negative ones count from the end)."""
+        n = len(self)
+        if isinstance(indices, torch.Tensor):
+            indices = indices.tolist()
+        array = np.asarray(indices)
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            return np.fromiter(
+                (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
+            )
+        index = array.astype(np.int64, copy=False)
+        if index.size and (index.min() < -n or index.max() >= n):
+            bad = next(int(i) for i in index if not -n <= i < n)
+            raise IndexError(f"dataset index {bad} out of range for {n} rows")
+        return np.where(index < 0, index + n, index)
+
+    def _window_part(
+        self,
+        position: int,
+        index: np.ndarray[Any, np.dtype[np.int64]],
+        *,
+        advance: bool = True,
+        first: int | None = None,
+    ) -> MutableSequence[Row]:
+        """The rows at global ``index`` (all in window ``position``): one slice or one take."""
+        table = self.reader.window(position, advance=advance, first=first)
+        local = index - self.windows[position].offset
+        start = int(local[0])
+        if int(local[-1]) - start == len(local) - 1 and (
+            len(local) < 2 or bool((np.diff(local) == 1).all())
+        ):
+            return select(table, slice(start, start + len(local)), self.format)
+        return select(table, local, self.format)
+
+    # ------------------------------------------------------------------ SQL
+    def sql(self, query: str, params: querymod.Params = None) -> pa.Table:
+        """Run read-only SQL in which ``dataset`` is the view over every shard.
+
+        Args:
+            query: SQL text, e.g. ``"SELECT label, count(*) FROM dataset GROUP BY label"``.
+            params: Values for ``$name`` (mapping) or ``?`` (sequence) placeholders.
+
+        Returns:
+            The result as an Arrow table.
+
+        Raises:
+            QueryError: If the SQL fails.
+            ReadOnlyError: If the SQL would write or change state (``COPY``, ``ATTACH`` ...).
+            ShardChangedError: If a shard changed on disk since the dataset was opened
+                (checked before and after the query, so no answer mixes two versions).
+        """
+        self.source.check_unchanged()
+        try:
+            result = querymod.run(self.reader.connection.cursor(), query, params)
+        except QueryError:
+            self.source.check_unchanged()  # a shard changing mid-query is the real cause
+            raise
+        self.source.check_unchanged()
+        return result

@@ -1,0 +1,1 @@
+"""Training glue: the chunked sampler, the resumable loader, collate and the DataModule."""

@@ -1,0 +1,1 @@
+"""Validation: pydantic schemas as SQL checks over every shard, the report, its renderers."""
