@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
+from ..common.jsonvalue import jsonable
 from ..errors import ArgumentError, QueryError, UndertaleDuckError
 
 if TYPE_CHECKING:
@@ -432,7 +433,6 @@ def register_head(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _row(args: argparse.Namespace) -> int:
-    from . import output
 
     with _open_dataset(args.source, args.columns) as ds:
         total = len(ds)
@@ -450,7 +450,7 @@ def _row(args: argparse.Namespace) -> int:
             "index": index,
             "shard": shard,
             "shard_row": local,
-            "row": output.jsonable(values),
+            "row": jsonable(values),
         }
         print(json.dumps(record, ensure_ascii=False, allow_nan=False, indent=2))
         return EXIT_OK

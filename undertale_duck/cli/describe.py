@@ -11,10 +11,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..common.jsonvalue import jsonable
+from ..common.text import aligned
 from ..core import sqlfiles
 from ..core.source import Shard, default_duckdb_config, duckdb_path, read_footer, resolve
 from ..errors import SourceError
-from .output import aligned, cell, jsonable
+from .output import cell
 
 
 @dataclass

@@ -14,13 +14,11 @@ Conventions shared by every text format (documented in README.md, "Command line"
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as dt
 import decimal
 import io
 import json
-import math
 import os
 import tempfile
 import uuid
@@ -31,6 +29,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..common.jsonvalue import jsonable
 from ..errors import ArgumentError, QueryError
 
 #: Every output format, in the order ``--help`` lists them.
@@ -89,48 +88,6 @@ def choose_format(requested: str | None, output: str | None, stdout_is_tty: bool
 
 
 # --------------------------------------------------------------------------- value conversion
-
-
-def jsonable(value: Any) -> Any:
-    """Convert a value from pyarrow's ``as_py()`` into something ``json.dumps`` writes losslessly.
-
-    Args:
-        value: A Python value as pyarrow returns it.
-
-    Returns:
-        The value with bytes as base64, dates/times as ISO 8601, decimals and UUIDs as strings,
-        non-finite floats as ``"NaN"``/``"Infinity"``/``"-Infinity"``, and containers converted
-        recursively (maps, which pyarrow returns as lists of pairs, become lists of pairs).
-    """
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        if math.isnan(value):
-            return "NaN"
-        return "Infinity" if value > 0 else "-Infinity"
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return _iso_duration(value)
-    if isinstance(value, decimal.Decimal | uuid.UUID):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return str(value)
-
-
-def _iso_duration(value: dt.timedelta) -> str:
-    seconds = value.total_seconds()
-    sign = "-" if seconds < 0 else ""
-    days, rest = divmod(abs(value), dt.timedelta(days=1))
-    text = f"{rest.total_seconds():.6f}".rstrip("0").rstrip(".")
-    return f"{sign}P{days}DT{text}S"
 
 
 def text_value(value: Any) -> str:
@@ -397,27 +354,6 @@ def write_table(
         console.print(f"({n} row{'' if n == 1 else 's'})")
     out.writelines(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
     return n
-
-
-def aligned(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
-    """Lay out plain text columns (no colors, no box), one line per row.
-
-    Args:
-        headers: Column titles.
-        rows: Cell texts, already rendered (see :func:`cell`).
-        indent: Text put before every line.
-
-    Returns:
-        The lines, each ending with a newline.
-    """
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-    lines = []
-    for r in [list(headers), ["-" * w for w in widths], *rows]:
-        text = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
-        lines.append((indent + text).rstrip())
-    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- safe output files

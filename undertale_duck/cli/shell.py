@@ -13,6 +13,7 @@ from typing import IO
 import duckdb
 import pyarrow as pa
 
+from ..common.text import aligned
 from ..core import query as querymod
 from ..errors import ArgumentError, QueryError
 from . import output
@@ -200,7 +201,7 @@ class Shell:
             self._execute(SCHEMA_QUERY, number)
         elif word == ".shards":
             rows = [[p, f"{r:,}"] for p, r in self._shards]
-            self.out.write(output.aligned(["shard", "rows"], rows, indent=""))
+            self.out.write(aligned(["shard", "rows"], rows, indent=""))
         elif word == ".format":
             if arg not in ("table", "csv", "json", "jsonl"):
                 self._error(f".format takes table, csv, json or jsonl, got {arg!r}", number)

@@ -1,0 +1,1 @@
+"""Conventions shared by every layer: JSON values, plain-text helpers."""
