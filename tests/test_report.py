@@ -14,8 +14,15 @@ import pytest
 from pydantic import BaseModel, Field
 
 from undertale_duck import ArgumentError, ValidationReport, schema
-from undertale_duck.validation.checks import report_for
-from undertale_duck.validation.render import FORMATS, render, to_html, to_json, to_markdown, to_text
+from undertale_duck.validation.render import (
+    REPORT_FORMATS,
+    render,
+    to_html,
+    to_json,
+    to_markdown,
+    to_text,
+)
+from undertale_duck.validation.runner import report_for
 
 
 class S(BaseModel):
@@ -158,7 +165,7 @@ def test_render_dispatch(reports: tuple[ValidationReport, ValidationReport]) -> 
     report = reports[0]
     assert render(report, "json") == to_json(report)
     assert render(report, "md") == to_markdown(report)
-    for fmt in FORMATS:
+    for fmt in REPORT_FORMATS:
         assert render(report, fmt).endswith("\n")
     with pytest.raises(ArgumentError, match="unknown report format"):
         render(report, "xml")
