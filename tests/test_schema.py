@@ -15,7 +15,7 @@ from undertale_duck import ArgumentError, schema
 from undertale_duck.validation.plan import row_checks
 from undertale_duck.validation.targets import mismatch, targets
 
-SEED_FIELDS = {
+ORIGINAL_FIELDS = {
     "Dataset": {"id"},
     "TokenizedDataset": {"id", "tokens", "mask"},
     "TokenizedClassificationDataset": {"id", "tokens", "mask", "label"},
@@ -46,11 +46,11 @@ SEED_FIELDS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SEED_FIELDS))
-def test_builtin_schemas_have_the_seed_fields(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(ORIGINAL_FIELDS))
+def test_builtin_schemas_have_the_original_fields(name: str) -> None:
     cls = getattr(schema, name)
     assert schema.BUILTIN[name] is cls
-    assert set(cls.model_fields) == SEED_FIELDS[name]
+    assert set(cls.model_fields) == ORIGINAL_FIELDS[name]
     assert schema.load_schema(name) is cls
 
 

@@ -1,4 +1,4 @@
-"""Dataset schemas as pydantic classes: the seed's built-in set, the ``Unique`` marker, loading."""
+"""Dataset schemas: the built-in set of undertale's original dataset module, Unique, loading."""
 
 from __future__ import annotations
 
