@@ -51,8 +51,8 @@ def validation_demo(data: Path, out: Path) -> None:
     """Validate the sample against a built-in schema, then a copy with planted problems."""
     from undertale_duck import SchemaError
     from undertale_duck.schema import TokenizedClassificationDataset
-    from undertale_duck.validation.checks import report_for
     from undertale_duck.validation.render import render
+    from undertale_duck.validation.runner import report_for
 
     ds = ParquetDataset(data, memory=64)
     ds.validate(TokenizedClassificationDataset)  # raises SchemaError if any check fails

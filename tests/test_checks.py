@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 from collections.abc import Callable
@@ -17,7 +18,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from undertale_duck import ParquetDataset, SchemaError, schema
-from undertale_duck.validation.checks import CheckResult, ValidationReport, report_for
+from undertale_duck.validation.model import CheckResult, ValidationReport
+from undertale_duck.validation.runner import report_for
 
 SHARD = 50
 SHARDS = 4
@@ -346,7 +348,7 @@ def test_nested_struct_fields(tmp_path: Path) -> None:
     assert tags.violations == sum(1 for i in range(100) if i % 3 == 2)
     blob = by(report, "length", "blob")
     assert blob.violations == sum(1 for i in range(100) if i % 4 == 3)
-    assert blob.examples[0].value == "0x" + bytes([3, 4, 5]).hex()
+    assert blob.examples[0].value == base64.b64encode(bytes([3, 4, 5])).decode()  # common.jsonvalue
     assert by(report, "literal", "category").passed  # dictionary-encoded strings
     assert by(report, "type", "point").passed
 
@@ -562,3 +564,27 @@ def test_glob_characters_in_shard_names_are_read_literally(tmp_path: Path) -> No
     assert unique.violations == 2
     assert sorted(e.index for e in unique.examples) == [0, 3]
     assert all(e.shard == str(tmp_path / "a[1].parquet") for e in unique.examples)
+
+
+def test_example_values_follow_the_one_json_convention(tmp_path: Path) -> None:
+    """Examples go through common.jsonvalue: bytes base64, non-finite floats as JSON text."""
+    import json
+
+    from undertale_duck.common.jsonvalue import jsonable
+
+    scores = [0.5, float("nan"), float("inf"), 2.0, 0.25]
+    blobs = [b"", b"\x00\xff", b"ab", b"\x01\x02\x03", b"x"]
+    pq.write_table(pa.table({"score": scores, "blob": blobs}), tmp_path / "a.parquet")
+
+    class S(BaseModel):
+        score: float = Field(le=1)
+        blob: bytes = Field(max_length=2)
+
+    report = report_for(tmp_path, S)
+    score = by(report, "range", "score")
+    assert [(e.index, e.value) for e in score.examples] == [(1, "NaN"), (2, "Infinity"), (3, 2.0)]
+    blob = by(report, "length", "blob")
+    assert [e.value for e in blob.examples] == [base64.b64encode(b"\x01\x02\x03").decode()]
+    assert all(e.value == jsonable(e.value) for c in report.checks for e in c.examples)
+    # strict JSON: no bare NaN/Infinity constants anywhere in the report
+    json.loads(report.model_dump_json(), parse_constant=lambda c: pytest.fail(f"bare {c}"))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Annotated, Literal
@@ -14,8 +17,15 @@ import pytest
 from pydantic import BaseModel, Field
 
 from undertale_duck import ArgumentError, ValidationReport, schema
-from undertale_duck.validation.checks import report_for
-from undertale_duck.validation.render import FORMATS, render, to_html, to_json, to_markdown, to_text
+from undertale_duck.validation.render import (
+    REPORT_FORMATS,
+    render,
+    to_html,
+    to_json,
+    to_markdown,
+    to_text,
+)
+from undertale_duck.validation.runner import report_for
 
 
 class S(BaseModel):
@@ -158,7 +168,38 @@ def test_render_dispatch(reports: tuple[ValidationReport, ValidationReport]) -> 
     report = reports[0]
     assert render(report, "json") == to_json(report)
     assert render(report, "md") == to_markdown(report)
-    for fmt in FORMATS:
+    for fmt in REPORT_FORMATS:
         assert render(report, fmt).endswith("\n")
     with pytest.raises(ArgumentError, match="unknown report format"):
         render(report, "xml")
+
+
+def test_render_depends_only_on_the_report_model() -> None:
+    """Importing the renderers loads the model, never the check engine (or DuckDB's queries)."""
+    engine = ["runner", "state", "layout", "rowscan", "unique", "plan", "targets"]
+    code = (
+        "import sys, json\n"
+        "import undertale_duck.validation.render\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    loaded = set(json.loads(proc.stdout))
+    assert "undertale_duck.validation.model" in loaded
+    assert not {f"undertale_duck.validation.{m}" for m in engine} & loaded
+
+
+def test_text_tables_right_align_counts(
+    reports: tuple[ValidationReport, ValidationReport],
+) -> None:
+    lines = to_text(reports[0]).splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("status"))
+    end = lines[header].index("violations") + len("violations")
+    for line in lines[header + 2 : header + 2 + len(reports[0].checks)]:
+        assert line[end - 1] != " " and line[end] == " ", line  # numbers end under the header
+    shards = lines.index("shards with problems:") + 1
+    rows_end = lines[shards].index(" rows") + len(" rows")
+    for line in lines[shards + 2 :]:
+        assert line[rows_end - 1] != " " and line[rows_end] == " ", line

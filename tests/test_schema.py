@@ -12,9 +12,10 @@ import pytest
 from pydantic import BaseModel, Field
 
 from undertale_duck import ArgumentError, schema
-from undertale_duck.validation.checks import mismatch, row_checks, targets
+from undertale_duck.validation.plan import row_checks
+from undertale_duck.validation.targets import mismatch, targets
 
-SEED_FIELDS = {
+ORIGINAL_FIELDS = {
     "Dataset": {"id"},
     "TokenizedDataset": {"id", "tokens", "mask"},
     "TokenizedClassificationDataset": {"id", "tokens", "mask", "label"},
@@ -45,12 +46,12 @@ SEED_FIELDS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SEED_FIELDS))
-def test_builtin_schemas_have_the_seed_fields(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(ORIGINAL_FIELDS))
+def test_builtin_schemas_have_the_original_fields(name: str) -> None:
     cls = getattr(schema, name)
     assert schema.BUILTIN[name] is cls
-    assert set(cls.model_fields) == SEED_FIELDS[name]
-    assert schema.load(name) is cls
+    assert set(cls.model_fields) == ORIGINAL_FIELDS[name]
+    assert schema.load_schema(name) is cls
 
 
 def test_id_is_unique_and_required() -> None:
@@ -159,10 +160,10 @@ def test_load_forms(tmp_path: Path) -> None:
         "    name: str\n"
         "NOT_A_MODEL = 3\n"
     )
-    loaded = schema.load(f"{file}:Funcs")
+    loaded = schema.load_schema(f"{file}:Funcs")
     assert set(loaded.model_fields) == {"id", "name"}
-    assert schema.load("undertale_duck.schema:BinaryDataset") is schema.BinaryDataset
-    assert schema.load("undertale_duck.schema:TokenizedDataset") is schema.TokenizedDataset
+    assert schema.load_schema("undertale_duck.schema:BinaryDataset") is schema.BinaryDataset
+    assert schema.load_schema("undertale_duck.schema:TokenizedDataset") is schema.TokenizedDataset
 
 
 @pytest.mark.parametrize(
@@ -178,14 +179,14 @@ def test_load_forms(tmp_path: Path) -> None:
 )
 def test_load_errors(spec: str, message: str) -> None:
     with pytest.raises(ArgumentError, match=message):
-        schema.load(spec)
+        schema.load_schema(spec)
 
 
 def test_load_file_that_fails_to_import(tmp_path: Path) -> None:
     file = tmp_path / "broken.py"
     file.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(ArgumentError, match="boom"):
-        schema.load(f"{file}:X")
+        schema.load_schema(f"{file}:X")
 
 
 def test_check_schema_refuses_instances() -> None:
@@ -205,6 +206,6 @@ def test_load_module_from_the_working_directory(
     )
     monkeypatch.chdir(tmp_path)
     before = list(__import__("sys").path)
-    loaded = schema.load("cwd_schemas_for_test:Mine")
+    loaded = schema.load_schema("cwd_schemas_for_test:Mine")
     assert set(loaded.model_fields) == {"id", "name", "size"}
     assert __import__("sys").path == before  # the working directory was not left on sys.path

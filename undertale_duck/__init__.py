@@ -18,7 +18,7 @@ from .errors import (
     SourceError,
     UndertaleDuckError,
 )
-from .validation.checks import CheckResult, ValidationReport
+from .validation.model import CheckResult, ValidationReport
 
 if TYPE_CHECKING:
     from .dataset import ParquetDataset

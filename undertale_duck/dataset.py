@@ -6,7 +6,8 @@ from pydantic import BaseModel
 
 from .core.dataset import ShardDataset
 from .errors import SchemaError
-from .validation import checks
+from .validation import runner
+from .validation.model import ValidationReport
 
 
 class ParquetDataset(ShardDataset):
@@ -18,7 +19,7 @@ class ParquetDataset(ShardDataset):
     core free of any dependency on validation.
     """
 
-    def report(self, schema: type[BaseModel]) -> checks.ValidationReport:
+    def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
 
         Args:
@@ -30,7 +31,7 @@ class ParquetDataset(ShardDataset):
         Raises:
             ArgumentError: If ``schema`` is not a pydantic model class.
         """
-        return checks.run(
+        return runner.run(
             schema,
             self.source.shards,
             self.reader.connection.cursor(),

@@ -338,19 +338,11 @@ def register_sql(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    from ..common.progress import progress_bar
     from . import describe
 
-    progress = None
-    if args.scan and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        def progress(items: Iterable[int]) -> Iterable[int]:
-            bar: Iterable[int] = tqdm(
-                list(items), desc="scanning shards", unit="shard", file=sys.stderr
-            )
-            return bar
-
-    report = describe.describe(args.source, scan=args.scan, progress=progress)
+    with progress_bar("scanning shards", unit=" shards") as progress:
+        report = describe.describe(args.source, scan=args.scan, progress=progress)
     if args.format == "json":
         json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -543,32 +535,19 @@ _REPORT_SUFFIXES = {".json": "json", ".md": "markdown", ".markdown": "markdown",
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ..validation import checks
+    from ..common.progress import progress_bar
     from ..validation import render as report
+    from ..validation import runner
     from ..validation import schemas as schema
 
-    model = schema.load(args.schema)
+    model = schema.load_schema(args.schema)
     fmt: str = args.format or _REPORT_SUFFIXES.get(Path(args.output or "").suffix.lower(), "text")
     if args.output is not None:
         target = os.path.realpath(args.output)
         if os.path.isdir(target):
             raise ArgumentError(f"--output {args.output} is a directory; give a file name")
-    bar = None
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(desc="validating", unit=" queries", file=sys.stderr, leave=False)
-
-    def progress(label: str) -> None:
-        if bar is not None:
-            bar.set_description_str(label, refresh=False)
-            bar.update(1)
-
-    try:
-        result = checks.report_for(args.source, model, examples=args.examples, progress=progress)
-    finally:
-        if bar is not None:
-            bar.close()
+    with progress_bar("validating", unit=" queries") as progress:
+        result = runner.report_for(args.source, model, examples=args.examples, progress=progress)
     text = report.render(result, fmt)
     if args.output is None:
         sys.stdout.write(text)
@@ -597,8 +576,8 @@ def register_validate(commands: argparse._SubParsersAction[_Parser]) -> None:
     Args:
         commands: The subparsers of the top-level parser.
     """
-    from ..validation.checks import DEFAULT_EXAMPLES
-    from ..validation.render import FORMATS
+    from ..validation.render import REPORT_FORMATS
+    from ..validation.runner import DEFAULT_EXAMPLES
 
     summary = "Check every shard of a dataset against a schema and print a validation report."
     p: argparse.ArgumentParser = commands.add_parser(
@@ -633,7 +612,7 @@ def register_validate(commands: argparse._SubParsersAction[_Parser]) -> None:
     p.add_argument(
         "--format",
         "-f",
-        choices=FORMATS,
+        choices=REPORT_FORMATS,
         help="report format (default: text, or --output's suffix)",
     )
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..common.jsonvalue import jsonable
+from ..common.progress import Progress
 from ..common.text import aligned
 from ..core import sqlfiles
 from ..core.source import Shard, default_duckdb_config, duckdb_path, read_footer, resolve
@@ -384,7 +384,7 @@ def describe(
     source: str | os.PathLike[str],
     *,
     scan: bool = False,
-    progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    progress: Progress | None = None,
 ) -> Description:
     """Describe a dataset from its shards' footers (and, with ``scan``, one full scan).
 
@@ -394,7 +394,7 @@ def describe(
     Args:
         source: A Parquet file, a directory of shards, or a glob (as ``ParquetDataset`` takes).
         scan: Read every value for exact null counts, min/max (and list lengths).
-        progress: Wraps the iteration over shard numbers during a scan (e.g. ``tqdm``).
+        progress: Called with each shard's file name before it is scanned.
 
     Returns:
         The description.
@@ -425,11 +425,9 @@ def describe(
             changed = [(n, mine[n], t) for n, t in reference.items() if n in mine and mine[n] != t]
             if missing or extra or changed:
                 drift.append(Drift(s.path, missing, extra, changed))
-        indices: Iterable[int] = range(len(infos))
-        if scan and progress is not None:
-            indices = progress(indices)
-        for k in indices:
-            s = infos[k]
+        for s in infos:
+            if scan and progress is not None:
+                progress(os.path.basename(s.path))
             if s.error is not None:
                 continue
             try:

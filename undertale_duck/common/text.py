@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
@@ -19,22 +19,33 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def aligned(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+def aligned(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    indent: str = "  ",
+    *,
+    right: Collection[int] = (),
+) -> str:
     """Lay out plain text columns (no colors, no box), one line per row.
 
     Args:
         headers: Column titles.
-        rows: Cell texts, already rendered (see :func:`cell`).
+        rows: Cell texts, already rendered (e.g. with ``cli.output.cell``).
         indent: Text put before every line.
+        right: Numbers of the columns to right-align (numbers, counts); others are left-aligned.
 
     Returns:
-        The lines, each ending with a newline.
+        The lines (header, a dashed rule, the rows), trailing spaces removed, each ending with a
+        newline.
     """
     widths = [len(h) for h in headers]
     for r in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
     lines = []
     for r in [list(headers), ["-" * w for w in widths], *rows]:
-        text = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+        text = "  ".join(
+            c.rjust(w) if k in right else c.ljust(w)
+            for k, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
         lines.append((indent + text).rstrip())
     return "\n".join(lines) + "\n"

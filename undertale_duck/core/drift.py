@@ -39,22 +39,24 @@ def reference_columns(shards: Sequence[Mapping[str, str]]) -> dict[str, str]:
     """The reference schema: the column layout most shards share (ties go to the earliest).
 
     Using the most common layout rather than the first shard's means one odd shard is named
-    as the drifting one wherever it sits in the directory.
+    as the drifting one wherever it sits in the directory. Layouts are compared by column
+    names and types, not column order (drift ignores order, so the vote does too).
 
     Args:
         shards: Each shard's ``{column: type}`` in column order (types as text).
 
     Returns:
-        The reference ``{column: type}``; empty when there are no shards.
+        The reference ``{column: type}``, in the column order of the earliest shard with that
+        layout; empty when there are no shards.
     """
     if not shards:
         return {}
-    keys = [tuple(s.items()) for s in shards]
+    keys = [frozenset(s.items()) for s in shards]
     counts = Counter(keys)
     best = max(counts.values())
-    for key in keys:  # first layout reaching the highest count
+    for key, columns in zip(keys, shards, strict=True):  # first layout reaching the top count
         if counts[key] == best:
-            return dict(key)
+            return dict(columns)
     raise AssertionError("unreachable")
 
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
+from ..common.text import aligned
 from ..errors import ArgumentError
-from .checks import CheckResult, Example, ValidationReport
+from .model import CheckResult, Example, ValidationReport
 
-#: The formats :func:`render` accepts.
-FORMATS = ("text", "json", "markdown", "html")
+#: The report formats :func:`render` accepts (``"md"`` is accepted for ``"markdown"`` too).
+REPORT_FORMATS = ("text", "json", "markdown", "html")
 
 
 def render(report: ValidationReport, fmt: str = "text") -> str:
-    """Render a report in one of :data:`FORMATS`.
+    """Render a report in one of :data:`REPORT_FORMATS`.
 
     Args:
         report: The validation report.
@@ -34,7 +35,8 @@ def render(report: ValidationReport, fmt: str = "text") -> str:
         "html": to_html,
     }
     if fmt not in renderers:
-        raise ArgumentError(f"unknown report format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        choices = ", ".join(REPORT_FORMATS)
+        raise ArgumentError(f"unknown report format {fmt!r}: choose one of {choices}")
     return renderers[fmt](report)
 
 
@@ -71,21 +73,6 @@ def _headline(report: ValidationReport) -> str:
 # ------------------------------------------------------------------------------------ text
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [
-            c.rjust(w) if k in right else c.ljust(w)
-            for k, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(parts).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-
-
 def to_text(report: ValidationReport) -> str:
     """Render a report as aligned plain-text tables for a terminal.
 
@@ -103,7 +90,8 @@ def to_text(report: ValidationReport) -> str:
         "",
     ]
     rows = [[_status(c), c.check, c.column or "-", _count(c), c.description] for c in report.checks]
-    out += _table(["status", "check", "column", "violations", "requirement"], rows, {3})
+    headers = ["status", "check", "column", "violations", "requirement"]
+    out.append(aligned(headers, rows, indent="", right={3}).removesuffix("\n"))
     for check in report.failed:
         out += ["", f"{check.check} {check.column or ''}".rstrip() + f": {check.description}"]
         if check.error:
@@ -117,7 +105,8 @@ def to_text(report: ValidationReport) -> str:
             [s.path, "-" if s.rows is None else str(s.rows), str(s.violations), s.error or ""]
             for s in bad
         ]
-        out += _table(["shard", "rows", "violations", "error"], shard_rows, {1, 2})
+        headers = ["shard", "rows", "violations", "error"]
+        out.append(aligned(headers, shard_rows, indent="", right={1, 2}).removesuffix("\n"))
     return "\n".join(out) + "\n"
 
 
@@ -318,4 +307,4 @@ def to_html(report: ValidationReport) -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = ["FORMATS", "render", "to_html", "to_json", "to_markdown", "to_text"]
+__all__ = ["REPORT_FORMATS", "render", "to_html", "to_json", "to_markdown", "to_text"]

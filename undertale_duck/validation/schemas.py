@@ -1,4 +1,4 @@
-"""Dataset schemas as pydantic classes: the seed's built-in set, the ``Unique`` marker, loading."""
+"""Dataset schemas: the built-in set of undertale's original dataset module, Unique, loading."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def check_schema(schema: object) -> type[BaseModel]:
     )
 
 
-def load(spec: str) -> type[BaseModel]:
+def load_schema(spec: str) -> type[BaseModel]:
     """Find a schema class from its command-line spelling.
 
     Args:
@@ -265,5 +265,5 @@ __all__ = [
     "VulnerabilityMixin",
     "check_schema",
     "is_unique_marker",
-    "load",
+    "load_schema",
 ]

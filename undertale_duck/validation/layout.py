@@ -1,0 +1,129 @@
+"""Shard layouts: group shards by DuckDB schema; the shard_schema, present and type checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from ..common.text import first_line
+from ..core import sqlfiles
+from ..core.drift import schema_drift
+from ..core.source import duckdb_path
+from .model import Example
+from .state import PRESENT, PRESENT_OPTIONAL, SAME_LAYOUT, RunState, ShardGroup, Tally
+from .targets import Target, describe_type, field_type, mismatch
+
+
+def shard_groups(state: RunState) -> list[ShardGroup]:
+    """Group readable shards by their DuckDB schema (one footer bind per Arrow schema).
+
+    Shards whose schema DuckDB cannot bind are recorded in ``state.errors``. Columns are
+    compared by name, so shards with the same columns in another order share a group.
+
+    Args:
+        state: The run.
+
+    Returns:
+        The groups, ordered by their first shard.
+    """
+    by_arrow: dict[tuple[tuple[str, str], ...], list[int]] = {}
+    for i in state.readable():
+        shard = state.shards[i]
+        assert shard is not None
+        key = tuple((f.name, str(f.type)) for f in shard.schema)
+        by_arrow.setdefault(key, []).append(i)
+    sql = sqlfiles.load("checks/column_types")
+    by_duck: dict[tuple[tuple[str, str], ...], ShardGroup] = {}
+    for members in by_arrow.values():
+        state.step("schemas")
+        try:
+            rel = state.cursor.sql(sql, params={"path": duckdb_path(state.paths[members[0]])})
+            columns = dict(zip(rel.columns, rel.types, strict=True))
+        except duckdb.Error as exc:
+            for i in members:
+                state.errors[i] = f"the schema cannot be read: {first_line(exc)}"
+            continue
+        key = tuple(sorted((name, str(t)) for name, t in columns.items()))  # by name
+        if key in by_duck:
+            by_duck[key].indices.extend(members)
+        else:
+            by_duck[key] = ShardGroup(list(members), columns)
+    groups = list(by_duck.values())
+    for group in groups:
+        group.indices.sort()
+    groups.sort(key=lambda g: g.indices[0])
+    return groups
+
+
+def _fail_shard(state: RunState, tally: Tally, index: int, value: str) -> None:
+    """Count every row of a shard against a shard-level check, with the shard as an example."""
+    tally.add(state.paths[index], state.rows(index))
+    tally.failed_shards = True
+    if len(tally.examples) < state.limit:
+        tally.examples.append(Example(shard=state.paths[index], value=value))
+
+
+def layout_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
+    """Run the ``shard_schema`` check and each top-level column's ``present`` and ``type``.
+
+    ``shard_schema`` uses the one definition of drift (:func:`undertale_duck.core.drift.
+    schema_drift`): the layout most shards share is the reference, so one odd shard is named
+    wherever it sits. Shards missing a required column (or an optional column that other shards
+    have) fail ``present``; shards whose column type does not satisfy the field fail ``type``.
+
+    Args:
+        state: The run.
+        groups: The readable shards grouped by DuckDB schema.
+    """
+    sql = sqlfiles.load("checks/column_types").strip()
+    drift = state.tally("shard_schema", None, SAME_LAYOUT)
+    drift.sql.append(sql)
+    layouts = {i: {n: str(t) for n, t in g.types.items()} for g in groups for i in g.indices}
+    # keyed by shard number: a list source may name one file twice
+    for odd in schema_drift([(str(i), layouts[i]) for i in sorted(layouts)]):
+        _fail_shard(state, drift, int(odd.path), odd.summary())
+    for target in state.targets:
+        if len(target.path) != 1:
+            continue
+        column = target.path[0]
+        present = state.tally(
+            "present", target.label, PRESENT if target.required else PRESENT_OPTIONAL
+        )
+        typed = state.tally("type", target.label, describe_type(target.annotation))
+        present.sql.append(sql)
+        typed.sql.append(sql)
+        anywhere = any(column in g.types for g in groups)
+        for group in groups:
+            if column not in group.types:
+                if not target.required and not anywhere:
+                    continue  # an optional column absent everywhere is fine
+                for i in group.indices:
+                    _fail_shard(state, present, i, "column missing")
+                continue
+            reason = mismatch(target.annotation, group.types[column])
+            if reason is not None:
+                for i in group.indices:
+                    _fail_shard(state, typed, i, reason)
+
+
+def compatible_type(state: RunState, target: Target, group: ShardGroup) -> Any | None:
+    """The DuckDB type of a target in a group, or None when absent or incompatible.
+
+    Args:
+        state: The run.
+        target: A column or struct field of the schema.
+        group: Shards sharing one DuckDB schema.
+
+    Returns:
+        The target's type in these shards, or None when its column is missing there or of a
+        type the field does not accept (the ``type`` check reports that; value checks skip it).
+    """
+    root = group.types.get(target.path[0])
+    if root is None:
+        return None
+    top = next((t for t in state.targets if t.path == target.path[:1]), None)
+    if top is not None and mismatch(top.annotation, root) is not None:
+        return None
+    return field_type(root, target.path[1:])

@@ -1,0 +1,138 @@
+"""The validation report model: Example, CheckResult, ShardSummary, ValidationReport (pydantic)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+#: The kinds of check a report holds (``CheckResult.check``).
+CheckKind = Literal[
+    "readable",
+    "shard_schema",
+    "present",
+    "type",
+    "not_null",
+    "unique",
+    "range",
+    "length",
+    "pattern",
+    "literal",
+    "multiple_of",
+]
+
+
+class Example(BaseModel):
+    """One offending row (or, for shard-level checks, one offending shard).
+
+    Attributes:
+        index: Global row index in the dataset (None for shard-level checks).
+        shard: Path of the shard.
+        row: Row number inside the shard (None for shard-level checks).
+        value: The offending value, made JSON-safe and shortened for display (for shard-level
+            checks: the type found, or the error).
+    """
+
+    index: int | None = None
+    shard: str
+    row: int | None = None
+    value: Any = None
+
+
+class CheckResult(BaseModel):
+    """The outcome of one check.
+
+    Attributes:
+        check: Kind of check: ``readable``, ``shard_schema``, ``present``, ``type``,
+            ``not_null``, ``unique``, ``range``, ``length``, ``pattern``, ``literal`` or
+            ``multiple_of``.
+        column: The column (``parent.child`` inside structs), or None for dataset-wide checks.
+        description: What the check requires, e.g. ``label >= 0``.
+        passed: Whether no row (and no shard) violates it.
+        violations: Offending rows (for ``unique``: rows whose value occurs more than once;
+            for ``present``, ``type`` and ``shard_schema``: rows of the offending shards; for
+            ``readable``: unreadable shards).
+        per_shard: Violations per shard path (only shards with violations).
+        examples: A few offending rows in dataset order (for ``unique``: grouped by value).
+        condition: SQL condition true for an offending row, when the check is per row.
+        sql: The query that ran (``$files`` is the list of shard paths).
+        error: Why the check could not run, when it could not (it then counts as failed).
+    """
+
+    check: CheckKind
+    column: str | None = None
+    description: str = ""
+    passed: bool
+    violations: int = 0
+    per_shard: dict[str, int] = Field(default_factory=dict)
+    examples: list[Example] = Field(default_factory=list)
+    condition: str | None = None
+    sql: str = ""
+    error: str | None = None
+
+
+class ShardSummary(BaseModel):
+    """One shard as validation saw it.
+
+    Attributes:
+        path: The shard's path.
+        rows: Rows from its footer (None when unreadable).
+        readable: Whether its footer and data could be read.
+        violations: Violations of all checks in this shard together.
+        error: Why it could not be read.
+    """
+
+    path: str
+    rows: int | None
+    readable: bool = True
+    violations: int = 0
+    error: str | None = None
+
+
+class ValidationReport(BaseModel):
+    """Every check of a schema over every shard of a dataset.
+
+    Attributes:
+        passed: True when every check passed.
+        source: The dataset source as given.
+        schema_name: The schema class, ``module.Class``.
+        rows: Rows over all readable shards.
+        shards: Number of shards (readable or not).
+        checks: Every check, in a stable order (dataset-wide checks first, then by column).
+        shard_summaries: Per-shard row and violation counts, in dataset order.
+        seconds: Wall-clock time the checks took.
+    """
+
+    passed: bool
+    source: str
+    schema_name: str
+    rows: int
+    shards: int
+    checks: list[CheckResult]
+    shard_summaries: list[ShardSummary] = Field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        """The checks that failed."""
+        return [c for c in self.checks if not c.passed]
+
+    def summary(self) -> str:
+        """Return a one-paragraph summary naming each failed check with its count.
+
+        Returns:
+            ``"... passed N checks"`` or a list of the failed checks.
+        """
+        head = f"{self.source} against {self.schema_name} ({self.rows} rows, {self.shards} shards)"
+        if self.passed:
+            return f"{head}: all {len(self.checks)} checks passed"
+        parts = []
+        for c in self.failed:
+            where = f"({c.column})" if c.column else ""
+            unit = "shards" if c.check == "readable" else "rows"
+            what = c.error if c.error else f"{c.violations} {unit}"
+            parts.append(f"{c.check}{where}: {what} [{c.description}]")
+        return f"{head}: {len(parts)} of {len(self.checks)} checks failed: " + "; ".join(parts)
+
+
+__all__ = ["CheckKind", "CheckResult", "Example", "ShardSummary", "ValidationReport"]

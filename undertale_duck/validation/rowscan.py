@@ -1,0 +1,159 @@
+"""Row checks: one aggregate scan per shard group counts every per-row check, then examples."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
+
+from ..common.text import first_line
+from ..core import sqlfiles
+from .layout import compatible_type
+from .model import Example
+from .plan import NULL_TEMPLATES, RowCheck, bound_value, condition, row_checks, value_sql
+from .state import RunState, ShardGroup, Tally, display
+from .targets import Target
+
+#: Checks that a failing row scan does not touch (they are decided from footers or elsewhere).
+_NOT_ROW_CHECKS = frozenset({"readable", "shard_schema", "present", "type", "unique"})
+
+
+def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
+    """Count every per-row check over one group of shards in one scan; keep examples.
+
+    Checks that do not apply to the group's column type become errors; null checks that the
+    footers' statistics already prove are not scanned; a scan that fails is rerun shard by
+    shard so one unreadable shard does not hide the others' counts.
+
+    Args:
+        state: The run.
+        group: Shards sharing one DuckDB schema.
+    """
+    files = state.files(group.indices)
+    counts: list[str] = []
+    params: dict[str, Any] = {"files": files}
+    planned: list[tuple[RowCheck, str, dict[str, Any]]] = []
+    no_null_leaves: set[str] | None = None
+    for target in state.targets:
+        dtype = compatible_type(state, target, group)
+        if dtype is None:
+            for check in row_checks(target):
+                state.tally(check.kind, target.label, check.description)
+            continue
+        for check in row_checks(target):
+            tally = state.tally(check.kind, target.label, check.description)
+            name = f"p{len(planned)}" if check.bound is not None else None
+            cond = condition(check, dtype, name)
+            if cond is None:
+                tally.error = tally.error or (
+                    f"{check.template} does not apply to {target.label} of type {dtype}"
+                )
+                continue
+            bound = {name: bound_value(check.bound)} if name else {}
+            if check.kind == "pattern" and not _pattern_ok(state, check, tally):
+                continue
+            if check.template in NULL_TEMPLATES and len(target.path) == 1:
+                if no_null_leaves is None:
+                    no_null_leaves = _columns_without_null_leaves(state, files)
+                if target.path[0] in no_null_leaves:  # the footers prove it: no scan
+                    tally.condition = tally.condition or cond
+                    tally.sql.append(sqlfiles.load("checks/leaf_nulls").strip())
+                    continue
+            tally.condition = tally.condition or cond
+            counts.append(f'count_if({cond}) AS "c{len(planned)}"')
+            params.update(bound)
+            planned.append((check, cond, bound))
+    if not planned:
+        return
+    sql = sqlfiles.render("checks/aggregate", counts=",\n    ".join(counts))
+    state.step("row checks")
+    try:
+        rows = state.query(sql, params)
+    except duckdb.Error:
+        rows = _per_shard(state, group, sql, params)
+        group.indices = [i for i in group.indices if i not in state.errors]
+    for row in rows:
+        shard = row[0]
+        for k, (check, _, _) in enumerate(planned):
+            state.tallies[check.key].add(shard, int(row[2 + k] or 0))
+    for check, cond, bound in planned:
+        tally = state.tallies[check.key]
+        tally.sql.append(sql)
+        if tally.violations and len(tally.examples) < state.limit:
+            _examples(state, tally, group, check.target, cond, bound)
+
+
+def _columns_without_null_leaves(state: RunState, files: Sequence[str]) -> set[str]:
+    """Top-level columns whose leaves record zero nulls in every chunk's statistics."""
+    state.step("statistics")
+    try:
+        rows = state.query(sqlfiles.load("checks/leaf_nulls"), {"files": list(files)})
+    except duckdb.Error:
+        return set()
+    clean: dict[str, bool] = {}
+    for path, chunks, without_nulls in rows:
+        column = str(path).split(", ")[0]
+        clean[column] = clean.get(column, True) and chunks == without_nulls
+    return {column for column, ok in clean.items() if ok}
+
+
+def _pattern_ok(state: RunState, check: RowCheck, tally: Tally) -> bool:
+    """Whether DuckDB accepts a pattern; when not, the check gets an error saying why."""
+    try:
+        state.query(sqlfiles.load("checks/pattern_valid"), {"pattern": check.bound})
+    except duckdb.Error as exc:
+        tally.error = f"pattern {check.bound!r} is not a valid regular expression: " + (
+            first_line(exc)
+        )
+        return False
+    return True
+
+
+def _per_shard(
+    state: RunState, group: ShardGroup, sql: str, params: Mapping[str, Any]
+) -> list[tuple[Any, ...]]:
+    """Rerun a failed group scan shard by shard; unreadable shards become errors."""
+    rows: list[tuple[Any, ...]] = []
+    for i in group.indices:
+        path = state.paths[i]
+        state.step("row checks (per shard)")
+        try:
+            rows.extend(state.query(sql, {**params, "files": [path]}))
+            continue
+        except duckdb.Error as exc:
+            failure = first_line(exc)
+        if not state.decodes(i):
+            continue
+        for key in state.order:  # readable, but the checks themselves fail on it
+            tally = state.tallies[key]
+            if tally.check not in _NOT_ROW_CHECKS:
+                tally.error = tally.error or f"the check query failed on {path}: {failure}"
+    return rows
+
+
+def _examples(
+    state: RunState,
+    tally: Tally,
+    group: ShardGroup,
+    target: Target,
+    cond: str,
+    bound: Mapping[str, Any],
+) -> None:
+    """Add the first offending rows of one check in a group, in dataset order."""
+    sql = sqlfiles.render("checks/examples", value=value_sql(target.path), violation=cond)
+    state.step("examples")
+    try:
+        rows = state.query(
+            sql,
+            {
+                "files": state.files(group.indices),
+                "offsets": [state.offsets[i] for i in group.indices],
+                "limit": state.limit - len(tally.examples),
+                **bound,
+            },
+        )
+    except duckdb.Error:
+        return
+    for index, shard, row, value in sorted(rows, key=lambda r: int(r[0])):
+        tally.examples.append(Example(index=index, shard=shard, row=row, value=display(value)))

@@ -1,0 +1,185 @@
+"""Run every check of a schema over every shard and build the ValidationReport."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
+from pydantic import BaseModel
+
+from ..common.progress import Progress
+from ..core.source import Shard, SourceLike, read_footer, resolve
+from ..errors import SourceError
+from . import schemas
+from .layout import layout_checks, shard_groups
+from .model import Example, ShardSummary, ValidationReport
+from .rowscan import row_checks_for_group
+from .state import PRESENT, PRESENT_OPTIONAL, READABLE, SAME_LAYOUT, RunState
+from .targets import describe_type
+from .unique import unique_checks
+
+#: How many offending rows each failed check keeps as examples by default.
+DEFAULT_EXAMPLES = 5
+
+
+def schema_name(model: type[BaseModel]) -> str:
+    """Name a schema class for a report: ``module.Class``, or ``file.py:Class`` for a file.
+
+    Args:
+        model: The schema class.
+
+    Returns:
+        The name.
+    """
+    module = sys.modules.get(model.__module__)
+    path = getattr(module, "__file__", None)
+    if model.__module__.startswith(schemas.FILE_MODULE_PREFIX) and path:
+        return f"{path}:{model.__qualname__}"
+    return f"{model.__module__}.{model.__qualname__}"
+
+
+def _validate(state: RunState) -> ValidationReport:
+    """Run every check in report order (dataset-wide first, then by column); build the report."""
+    start = time.perf_counter()
+    readable = state.tally("readable", None, READABLE)
+    state.tally("shard_schema", None, SAME_LAYOUT)
+    for target in state.targets:
+        if len(target.path) == 1:
+            need = PRESENT if target.required else PRESENT_OPTIONAL
+            state.tally("present", target.label, need)
+            state.tally("type", target.label, describe_type(target.annotation))
+    for i, shard in enumerate(state.shards):
+        if shard is not None and i not in state.errors:
+            try:
+                shard.check_unchanged()
+            except SourceError as exc:
+                state.errors[i] = str(exc)
+    groups = shard_groups(state)
+    layout_checks(state, groups)
+    for group in groups:
+        row_checks_for_group(state, group)
+    unique_checks(state, groups)
+    for i, message in sorted(state.errors.items()):
+        readable.add(state.paths[i], 1)
+        readable.examples.append(Example(shard=state.paths[i], value=message))
+    results = [state.tallies[k].finish() for k in state.order]
+    summaries = []
+    for i, path in enumerate(state.paths):
+        ok = i not in state.errors and state.shards[i] is not None
+        summaries.append(
+            ShardSummary(
+                path=path,
+                rows=state.rows(i) if ok else None,
+                readable=ok,
+                violations=sum(r.per_shard.get(path, 0) for r in results if r.check != "readable"),
+                error=state.errors.get(i),
+            )
+        )
+    return ValidationReport(
+        passed=all(r.passed for r in results),
+        source="",
+        schema_name=schema_name(state.model),
+        rows=sum(state.rows(i) for i in state.readable()),
+        shards=len(state.paths),
+        checks=results,
+        shard_summaries=summaries,
+        seconds=round(time.perf_counter() - start, 4),
+    )
+
+
+def run(
+    schema: type[BaseModel],
+    shards: Sequence[Shard],
+    cursor: duckdb.DuckDBPyConnection,
+    *,
+    source: str = "",
+    examples: int = DEFAULT_EXAMPLES,
+    progress: Progress | None = None,
+) -> ValidationReport:
+    """Check every shard of an opened dataset against a schema.
+
+    Args:
+        schema: A pydantic model class (see :mod:`undertale_duck.schema`).
+        shards: The dataset's shards, footers already read.
+        cursor: A DuckDB connection to run the checks on.
+        source: How the dataset was given, for the report.
+        examples: Offending rows to keep per failed check.
+        progress: Called before each query with a short label.
+
+    Returns:
+        The report; problems in the data are failed checks, never exceptions.
+
+    Raises:
+        ArgumentError: If ``schema`` is not a pydantic model class.
+    """
+    model = schemas.check_schema(schema)
+    state = RunState(model, shards, [s.path for s in shards], {}, cursor, examples, progress)
+    report = _validate(state)
+    report.source = source
+    return report
+
+
+def report_for(
+    source: SourceLike,
+    schema: type[BaseModel],
+    *,
+    examples: int = DEFAULT_EXAMPLES,
+    progress: Progress | None = None,
+    duckdb_config: Mapping[str, Any] | None = None,
+) -> ValidationReport:
+    """Validate a dataset given as a path, also when some shards cannot be read at all.
+
+    Shards whose footer is truncated or corrupt, or that are not Parquet files, become a
+    failed ``readable`` check naming the file; the other shards are checked as usual.
+
+    Args:
+        source: A Parquet file, a directory of shards, a glob or a list of files.
+        schema: A pydantic model class.
+        examples: Offending rows to keep per failed check.
+        progress: Called before each query with a short label.
+        duckdb_config: DuckDB settings for the connection the checks run on.
+
+    Returns:
+        The report.
+
+    Raises:
+        SourceError: If the source itself cannot be resolved (no such path, no Parquet files).
+        ArgumentError: If ``schema`` is not a pydantic model class.
+    """
+    model = schemas.check_schema(schema)
+    paths = resolve(source)
+    shards: list[Shard | None] = []
+    errors: dict[int, str] = {}
+    for i, path in enumerate(paths):
+        if progress is not None:
+            progress("footers")
+        try:
+            shards.append(read_footer(path))
+        except SourceError as exc:
+            shards.append(None)
+            errors[i] = str(exc)
+    config: dict[str, Any] = {
+        "preserve_insertion_order": True,
+        "autoinstall_known_extensions": False,
+    }
+    config.update(duckdb_config or {})
+    connection = duckdb.connect(":memory:", config=config)
+    try:
+        state = RunState(model, shards, paths, errors, connection, examples, progress)
+        report = _validate(state)
+    finally:
+        connection.close()
+    if isinstance(source, str | os.PathLike):
+        report.source = os.fspath(source)
+    else:
+        names = [os.fspath(p) for p in source]
+        more = f", ... ({len(names)} files)" if len(names) > 3 else ""
+        report.source = ", ".join(names[: 1 if more else 3]) + more
+    return report
+
+
+__all__ = ["DEFAULT_EXAMPLES", "report_for", "run", "schema_name"]

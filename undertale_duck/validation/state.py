@@ -1,0 +1,205 @@
+"""One validation run's shared state: shards, one tally per check, the DuckDB cursor, progress."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
+from pydantic import BaseModel
+
+from ..common.jsonvalue import jsonable
+from ..common.progress import Progress
+from ..common.text import first_line
+from ..core import sqlfiles
+from ..core.source import Shard, duckdb_path
+from .model import CheckKind, CheckResult, Example
+from .targets import targets
+
+#: Descriptions of the dataset-wide and per-column structural checks.
+READABLE = "every shard can be read (footer and checked columns)"
+SAME_LAYOUT = "every shard has the same columns and types"
+PRESENT = "column in every shard"
+PRESENT_OPTIONAL = "column in every shard or in none (the field has a default)"
+
+#: Longest JSON text of an example value kept in a report (longer values are cut).
+MAX_VALUE_CHARS = 120
+
+#: A check's identity: (kind, column or "", description).
+CheckKey = tuple[str, str, str]
+
+
+@dataclasses.dataclass
+class ShardGroup:
+    """Readable shards that share one DuckDB schema (checked with one scan).
+
+    Attributes:
+        indices: Shard numbers, ascending.
+        types: ``{column: duckdb.DuckDBPyType}`` in the first member's column order.
+    """
+
+    indices: list[int]
+    types: dict[str, Any]
+
+
+@dataclasses.dataclass
+class Tally:
+    """A check's counts, examples and SQL, accumulated over shard groups until the report."""
+
+    check: CheckKind
+    column: str | None
+    description: str
+    violations: int = 0
+    per_shard: Counter[str] = dataclasses.field(default_factory=Counter)
+    examples: list[Example] = dataclasses.field(default_factory=list)
+    condition: str | None = None
+    sql: list[str] = dataclasses.field(default_factory=list)
+    error: str | None = None
+    failed_shards: bool = False
+
+    def add(self, shard: str, count: int) -> None:
+        """Count ``count`` violations in one shard."""
+        if count:
+            self.violations += count
+            self.per_shard[shard] += count
+
+    def finish(self) -> CheckResult:
+        """The check's result for the report (each distinct query once)."""
+        sql = "\n;\n".join(dict.fromkeys(self.sql))
+        return CheckResult(
+            check=self.check,
+            column=self.column,
+            description=self.description,
+            passed=self.violations == 0 and self.error is None and not self.failed_shards,
+            violations=self.violations,
+            per_shard=dict(self.per_shard),
+            examples=self.examples,
+            condition=self.condition,
+            sql=sql,
+            error=self.error,
+        )
+
+
+def display(value: Any) -> Any:
+    """Make an example value JSON-safe (the one convention: common.jsonvalue) and short.
+
+    Args:
+        value: A value as DuckDB returns it.
+
+    Returns:
+        The JSON value, or its JSON text cut to :data:`MAX_VALUE_CHARS` with an ellipsis
+        (and the item count for containers) when longer.
+    """
+    safe = jsonable(value)
+    text = json.dumps(safe, ensure_ascii=False)
+    if len(text) <= MAX_VALUE_CHARS:
+        return safe
+    size = f" ({len(value)} items)" if isinstance(value, list | dict) else ""
+    return text[: MAX_VALUE_CHARS - 1] + "…" + size
+
+
+def _bind_paths(sql: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Escape shard paths for ``read_parquet`` (which globs ``*?[``), keeping the real ones.
+
+    ``$path``/``$files`` are what DuckDB reads; ``$paths`` (when the SQL uses it) holds the
+    real paths, which is what DuckDB reports in the ``filename`` column.
+    """
+    bound = dict(params)
+    if "path" in bound:
+        bound["path"] = duckdb_path(bound["path"])
+    if "files" in bound:
+        real = list(bound["files"])
+        bound["files"] = [duckdb_path(f) for f in real]
+        if "$paths" in sql:
+            bound["paths"] = real
+    return bound
+
+
+class RunState:
+    """One validation run: the shards, the tallies in report order, the cursor and progress.
+
+    Attributes:
+        model: The schema class.
+        shards: Footers by shard number (None for shards whose footer cannot be read).
+        paths: Shard paths by shard number.
+        errors: Why shards are unreadable, by shard number (grows while checks run).
+        cursor: The DuckDB connection the checks run on.
+        limit: Examples kept per failed check.
+        offsets: Global index of each shard's first row (unreadable footers count 0 rows).
+        targets: The schema's columns and struct fields.
+        tallies: One tally per check.
+        order: Check keys in report order.
+    """
+
+    def __init__(
+        self,
+        model: type[BaseModel],
+        shards: Sequence[Shard | None],
+        paths: Sequence[str],
+        errors: Mapping[int, str],
+        cursor: duckdb.DuckDBPyConnection,
+        examples: int,
+        progress: Progress | None,
+    ) -> None:
+        self.model = model
+        self.shards = list(shards)
+        self.paths = list(paths)
+        self.errors = dict(errors)
+        self.cursor = cursor
+        self.limit = examples
+        self._progress = progress
+        offsets = [0]
+        for shard in self.shards:
+            offsets.append(offsets[-1] + (shard.rows if shard is not None else 0))
+        self.offsets = offsets
+        self.targets = targets(model)
+        self.tallies: dict[CheckKey, Tally] = {}
+        self.order: list[CheckKey] = []
+
+    def step(self, label: str) -> None:
+        """Report progress before a query."""
+        if self._progress is not None:
+            self._progress(label)
+
+    def tally(self, kind: CheckKind, column: str | None, description: str) -> Tally:
+        """The tally of a check, created (and placed in report order) on first use."""
+        key = (kind, column or "", description)
+        if key not in self.tallies:
+            self.tallies[key] = Tally(kind, column, description)
+            self.order.append(key)
+        return self.tallies[key]
+
+    def rows(self, index: int) -> int:
+        """Rows of one shard from its footer (0 when its footer is unreadable)."""
+        shard = self.shards[index]
+        return shard.rows if shard is not None else 0
+
+    def query(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run a query with shard paths escaped for ``read_parquet``; return every row."""
+        rows: list[tuple[Any, ...]] = self.cursor.execute(sql, _bind_paths(sql, params)).fetchall()
+        return rows
+
+    def files(self, indices: Sequence[int]) -> list[str]:
+        """The paths of some shards."""
+        return [self.paths[i] for i in indices]
+
+    def decodes(self, index: int) -> bool:
+        """Decode every column of one shard; record it as unreadable when that fails."""
+        readable_sql = sqlfiles.load("checks/readable").strip()
+        tally = self.tallies[("readable", "", READABLE)]
+        if readable_sql not in tally.sql:
+            tally.sql.append(readable_sql)
+        self.step("readable")
+        try:
+            self.query(readable_sql, {"path": self.paths[index]})
+        except duckdb.Error as exc:
+            self.errors[index] = f"data cannot be decoded: {first_line(exc)}"
+            return False
+        return True
+
+    def readable(self) -> list[int]:
+        """Shard numbers whose footer was read and that no check found unreadable so far."""
+        return [i for i, s in enumerate(self.shards) if s is not None and i not in self.errors]

@@ -1,0 +1,305 @@
+"""Schema class -> column targets, and whether a DuckDB column type satisfies a field's type."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import types
+import typing
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import duckdb
+from pydantic import BaseModel
+
+INTEGER_TYPES = frozenset(
+    {
+        "tinyint",
+        "smallint",
+        "integer",
+        "bigint",
+        "hugeint",
+        "utinyint",
+        "usmallint",
+        "uinteger",
+        "ubigint",
+        "uhugeint",
+    }
+)
+FLOAT_TYPES = frozenset({"float", "double", "decimal"}) | INTEGER_TYPES
+TIMESTAMP_TYPES = frozenset(
+    {"timestamp", "timestamp with time zone", "timestamp_ms", "timestamp_ns", "timestamp_s"}
+)
+LIST_TYPES = frozenset({"list", "array"})
+
+#: Which DuckDB types (by ``DuckDBPyType.id``) satisfy each scalar Python type.
+SCALAR_TYPES: dict[type, frozenset[str]] = {
+    bool: frozenset({"boolean"}),
+    int: INTEGER_TYPES,
+    float: FLOAT_TYPES,
+    str: frozenset({"varchar", "enum"}),
+    bytes: frozenset({"blob"}),
+    dt.datetime: TIMESTAMP_TYPES,
+    dt.date: frozenset({"date"}),
+    dt.time: frozenset({"time", "time with time zone"}),
+    dt.timedelta: frozenset({"interval"}),
+    decimal.Decimal: frozenset({"decimal"}),
+    uuid.UUID: frozenset({"uuid"}),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A column, or a field of a struct column, that a schema field describes.
+
+    Attributes:
+        label: ``column`` or ``column.field`` for nested models.
+        path: Column name then struct field names.
+        annotation: The Python type with ``None`` removed from a union.
+        nullable: Whether ``None`` is allowed.
+        required: Whether the field has no default (a column with a default may be absent).
+        metadata: Pydantic constraint objects of the field.
+    """
+
+    label: str
+    path: tuple[str, ...]
+    annotation: Any
+    nullable: bool
+    required: bool
+    metadata: tuple[Any, ...]
+
+
+def strip_optional(annotation: Any) -> tuple[Any, bool]:
+    """Remove ``None`` (and ``Annotated``) from a type annotation.
+
+    Args:
+        annotation: A field's annotation, e.g. ``int | None``.
+
+    Returns:
+        The annotation without ``None`` and whether ``None`` is allowed.
+    """
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        rest = [a for a in args if a is not type(None)]
+        nullable = len(rest) != len(args)
+        if len(rest) == 1:
+            inner, inner_nullable = strip_optional(rest[0])
+            return inner, nullable or inner_nullable
+        return typing.Union[tuple(rest)], nullable  # noqa: UP007
+    if origin is typing.Annotated:
+        return strip_optional(typing.get_args(annotation)[0])
+    return annotation, annotation is type(None) or annotation is Any
+
+
+def model_class(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model class an annotation names (a nested struct), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target]:
+    """List the columns (and nested struct fields) a schema describes, in field order.
+
+    Args:
+        model: A pydantic model class.
+        prefix: The struct path above this model (for nested models).
+
+    Returns:
+        One target per field, depth first.
+    """
+    out: list[Target] = []
+    for name, info in model.model_fields.items():
+        column = info.alias or name
+        annotation, nullable = strip_optional(info.annotation)
+        path = (*prefix, column)
+        out.append(
+            Target(
+                label=".".join(path),
+                path=path,
+                annotation=annotation,
+                nullable=nullable,
+                required=info.is_required(),
+                metadata=tuple(info.metadata),
+            )
+        )
+        nested = model_class(annotation)
+        if nested is not None:
+            out.extend(targets(nested, path))
+    return out
+
+
+# =========================================================================== type compatibility
+
+
+def describe_type(annotation: Any) -> str:
+    """Describe which DuckDB types satisfy a Python type.
+
+    Args:
+        annotation: A Python type annotation (``None`` already stripped).
+
+    Returns:
+        Text such as ``"any integer type"`` or ``"list of any integer type"``.
+    """
+    annotation, _ = strip_optional(annotation)
+    if annotation is Any or annotation is object:
+        return "any type"
+    if annotation in SCALAR_TYPES:
+        names = {
+            bool: "BOOLEAN",
+            int: "any integer type",
+            float: "any float, decimal or integer type",
+            str: "VARCHAR",
+            bytes: "BLOB",
+            dt.datetime: "TIMESTAMP",
+            dt.date: "DATE",
+            dt.time: "TIME",
+            dt.timedelta: "INTERVAL",
+            decimal.Decimal: "DECIMAL",
+            uuid.UUID: "UUID",
+        }
+        return names[annotation]
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (list, set, frozenset, tuple) or is_sequence(origin):
+        inner = args[0] if args else Any
+        return f"list of {describe_type(inner)}"
+    if origin in (dict,) or _is_mapping(origin):
+        key, value = (*args, Any, Any)[:2]
+        return f"MAP of {describe_type(key)} to {describe_type(value)}"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe_type(a) for a in args)
+    model = model_class(annotation)
+    if model is not None:
+        return f"STRUCT with the fields of {model.__name__}"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "one of " + ", ".join(repr(m.value) for m in annotation)
+    return f"any type ({annotation!r} is not checked)"
+
+
+def is_sequence(origin: Any) -> bool:
+    """Whether a generic origin is a sequence type other than ``str`` (a list column)."""
+    return isinstance(origin, type) and issubclass(origin, Sequence) and origin is not str
+
+
+def _is_mapping(origin: Any) -> bool:
+    return isinstance(origin, type) and issubclass(origin, Mapping)
+
+
+def _children(dtype: Any) -> list[tuple[str, Any]]:
+    try:
+        return list(dtype.children)
+    except duckdb.Error:
+        return []
+
+
+def mismatch(annotation: Any, dtype: Any) -> str | None:
+    """Tell why a DuckDB type does not satisfy a Python type.
+
+    Args:
+        annotation: The Python type (``X | None`` allowed).
+        dtype: A ``duckdb.DuckDBPyType``.
+
+    Returns:
+        None when compatible, else a short reason.
+    """
+    annotation, _ = strip_optional(annotation)
+    kind = str(dtype.id)
+    if kind == "null" or annotation is Any or annotation is object:
+        return None  # an all-NULL column is compatible with anything (not_null decides)
+    found = str(dtype)
+    if annotation in SCALAR_TYPES:
+        if kind in SCALAR_TYPES[annotation]:
+            return None
+        return f"found {found}, expected {describe_type(annotation)}"
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal:
+        values = [a.value if isinstance(a, enum.Enum) else a for a in args]
+        kinds = {type(v) for v in values}
+        if any(kind in SCALAR_TYPES.get(k, frozenset()) for k in kinds):
+            return None
+        return f"found {found}, expected a type holding {describe_type(annotation)}"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return mismatch(Literal[tuple(m.value for m in annotation)], dtype)
+    if origin in (list, set, frozenset, tuple) or is_sequence(origin):
+        if kind not in LIST_TYPES:
+            return f"found {found}, expected {describe_type(annotation)}"
+        inner = args[0] if args else Any
+        child = dict(_children(dtype)).get("child")
+        reason = None if child is None else mismatch(inner, child)
+        return None if reason is None else f"list element: {reason}"
+    if origin is dict or _is_mapping(origin):
+        if kind != "map":
+            return f"found {found}, expected {describe_type(annotation)}"
+        key, value = (*args, Any, Any)[:2]
+        children = dict(_children(dtype))
+        for part, python, duck in (("key", key, children.get("key")), ("value", value, None)):
+            duck = children.get(part) if duck is None else duck
+            reason = None if duck is None else mismatch(python, duck)
+            if reason is not None:
+                return f"map {part}: {reason}"
+        return None
+    if origin in (typing.Union, types.UnionType):
+        reasons = [mismatch(a, dtype) for a in args]
+        if any(r is None for r in reasons):
+            return None
+        return f"found {found}, expected {describe_type(annotation)}"
+    model = model_class(annotation)
+    if model is not None:
+        if kind != "struct":
+            return f"found {found}, expected {describe_type(annotation)}"
+        fields = dict(_children(dtype))
+        for name, info in model.model_fields.items():
+            column = info.alias or name
+            if column not in fields:
+                if info.is_required():
+                    return f"STRUCT {found} has no field {column!r}"
+                continue
+            reason = mismatch(info.annotation, fields[column])
+            if reason is not None:
+                return f"field {column!r}: {reason}"
+        return None
+    return None  # types we cannot judge are accepted (described as "not checked")
+
+
+def field_type(dtype: Any, path: Sequence[str]) -> Any | None:
+    """The DuckDB type of a struct field path inside a column type, or None when absent.
+
+    Args:
+        dtype: The column's ``duckdb.DuckDBPyType``.
+        path: Struct field names below the column (empty for the column itself).
+
+    Returns:
+        The field's type, or None when a step is not a struct or has no such field.
+    """
+    for name in path:
+        if str(dtype.id) != "struct":
+            return None
+        dtype = dict(_children(dtype)).get(name)
+        if dtype is None:
+            return None
+    return dtype
+
+
+__all__ = [
+    "FLOAT_TYPES",
+    "INTEGER_TYPES",
+    "LIST_TYPES",
+    "SCALAR_TYPES",
+    "TIMESTAMP_TYPES",
+    "Target",
+    "describe_type",
+    "field_type",
+    "is_sequence",
+    "mismatch",
+    "model_class",
+    "strip_optional",
+    "targets",
+]
