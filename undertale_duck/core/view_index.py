@@ -300,7 +300,8 @@ def index_view(
     from .windows import view_plan
 
     listed = sqlfiles.column_list(columns)
-    window_sql = sqlfiles.render("view_window", columns=listed, view=view.window_sql)
+    template = "view_window" if view.side_tables else "view_window_scan"
+    window_sql = sqlfiles.render(template, columns=listed, view=view.window_sql)
     locate_sql = sqlfiles.render("view_index", columns=listed, view=view.index_sql)
 
     def setup(con: duckdb.DuckDBPyConnection) -> None:
