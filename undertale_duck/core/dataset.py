@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableSequence, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import torch
 from torch.utils.data import Dataset
 
-from ..errors import ArgumentError, QueryError
+from ..errors import ArgumentError, QueryError, ShardChangedError
 from . import query as querymod
 from . import windows as win
 from .cache import CacheStats
@@ -22,8 +25,11 @@ from .source import (
     SourceLike,
     allocator_config,
     default_duckdb_config,
+    duckdb_path,
     worker_duckdb_config,
 )
+from .view import check as check_view
+from .view_index import IndexedView, SideTable, index_view, side_tables
 
 
 class ShardDataset(Dataset[Row]):
@@ -58,12 +64,20 @@ class ShardDataset(Dataset[Row]):
         read_ahead: Read the next window in a background thread while one is consumed
             (the next in the :meth:`prefetch` order, else the following window when access
             is sequential), within the ``memory`` budget.
+        query: Make the dataset a *view*: SQL over ``dataset`` (every row of every shard)
+            that can be answered row by row: computed columns, a ``WHERE`` filter, lookups
+            joined from ``tables``. ``ds[i]`` is the i-th row of its result in shard and row
+            order and ``len(ds)`` is exact; one indexing pass counts the rows each window
+            keeps and is kept on disk (see docs/views.md).
+        where: Shorthand for ``query="SELECT * FROM dataset WHERE <where>"``.
+        tables: Side tables a view joins: ``{name: Parquet/CSV path or pyarrow.Table}``.
 
     Raises:
         SourceError: If the source cannot be resolved or a shard's footer cannot be read
             (``NotParquetError``, ``CorruptShardError`` and ``ColumnError`` are subclasses).
         ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number, or
             ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``.
+        QueryError: If a view's query is not row by row (naming the construct) or fails.
     """
 
     def __init__(
@@ -76,7 +90,20 @@ class ShardDataset(Dataset[Row]):
         duckdb_config: Mapping[str, Any] | None = None,
         format: Format = "python",
         read_ahead: bool = True,
+        query: str | None = None,
+        where: str | None = None,
+        tables: Mapping[str, SideTable] | None = None,
     ) -> None:
+        if query is not None and where is not None:
+            raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
+        if where is not None:
+            if not isinstance(where, str) or not where.strip():
+                raise ArgumentError(f"where must be an SQL condition, got {where!r}")
+            query = f"SELECT * FROM dataset WHERE {where}"
+        if tables and query is None:
+            raise ArgumentError("tables= is for views: pass query= joining them as well")
+        self.query = query
+        self._tables = dict(tables or {})
         if format not in FORMATS:
             raise ArgumentError(f"format must be one of {list(FORMATS)}, got {format!r}")
         self.format: Format = format
@@ -102,6 +129,18 @@ class ShardDataset(Dataset[Row]):
         self._spec = source
         self.source = Source(source, self._columns)
         self.windows = win.plan([s.row_groups for s in self.source.shards], self.window_bytes)
+        self.view: IndexedView | None = None
+        if self.query is not None:
+            self.view = index_view(
+                check_view(self.query, self._tables),
+                side_tables(self._tables),
+                self.source.shards,
+                self.source.columns,
+                self.windows,
+                self._connect,
+            )
+            self.windows = self.view.windows
+        self._length = self.windows[-1].end if self.windows else 0
         self._starts = win.starts(self.windows)
         self._starts_array = np.asarray(self._starts, dtype=np.int64)
         self._reader: WindowReader | None = None
@@ -126,9 +165,16 @@ class ShardDataset(Dataset[Row]):
                 self.source,
                 self.windows,
                 BudgetCache(self.memory_bytes),
-                Connection(self.source.paths, self.source.columns, config),
+                Connection(
+                    self.source.paths,
+                    self.source.columns,
+                    config,
+                    None if self.view is None else self.view.setup,
+                ),
                 read_ahead=self.read_ahead,
                 retained=retained,
+                view_sql=None if self.view is None else self.view.window_sql,
+                schema=None if self.view is None else self.view.schema,
             )
             if self._order:
                 self._reader.set_order(self._order)
@@ -175,6 +221,13 @@ class ShardDataset(Dataset[Row]):
         """
         return win.locate(self._starts, win.normalize_index(index, len(self)))
 
+    def _connect(
+        self, setup: Callable[[duckdb.DuckDBPyConnection], None]
+    ) -> duckdb.DuckDBPyConnection:
+        """Open a database with the ``dataset`` view for one-off work (a view's indexing)."""
+        holder = Connection(self.source.paths, self.source.columns, self.duckdb_config, setup)
+        return holder.cursor()
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_reader"] = None
@@ -203,13 +256,30 @@ class ShardDataset(Dataset[Row]):
     # ------------------------------------------------------------------ metadata
     @property
     def columns(self) -> list[str]:
-        """Names of the columns each row holds."""
-        return list(self.source.columns)
+        """Names of the columns each row holds (a view's: those its query returns)."""
+        return list(self.schema.names)
 
     @property
     def schema(self) -> pa.Schema:
-        """Arrow schema of a row (the first shard's, projected onto ``columns``)."""
-        return self.source.schema
+        """Arrow schema of a row (the first shard's projected onto ``columns``, or the view's)."""
+        return self.source.schema if self.view is None else self.view.schema
+
+    @property
+    def fingerprint(self) -> str:
+        """A short stable hash of the query, the columns and every shard's identity.
+
+        Equal fingerprints mean the same rows in the same order; a loader's saved state
+        carries it, so resuming against other data is refused.
+        """
+        payload = {
+            "query": None if self.view is None else self.view.query.sql,
+            "sides": [] if self.view is None else [s.fingerprint for s in self.view.sides],
+            "columns": self.columns,
+            "shards": [
+                [s.path, s.rows, s.size, s.mtime_ns, list(s.inode)] for s in self.source.shards
+            ],
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
     def shards(self) -> list[str]:
@@ -236,10 +306,21 @@ class ShardDataset(Dataset[Row]):
         """
         i = win.normalize_index(index, len(self))
         w = self.windows[win.locate(self._starts, i)]
-        return self.source.shards[w.shard].path, w.start + (i - w.offset)
+        shard = self.source.shards[w.shard]
+        if self.view is None:
+            return shard.path, w.start + (i - w.offset)
+        params = {"path": duckdb_path(shard.path), "start": w.start, "stop": w.stop}
+        rows = self.reader.connection.cursor().execute(self.view.locate_sql, params).fetchall()
+        if len(rows) != w.rows:
+            raise ShardChangedError(
+                f"the view keeps {len(rows)} rows of local rows {w.start}..{w.stop - 1} of "
+                f"shard {shard.path} where its index says {w.rows}; call refresh()",
+                shard.path,
+            )
+        return shard.path, int(rows[i - w.offset][0])
 
     def __len__(self) -> int:
-        return self.source.rows
+        return self._length
 
     def __repr__(self) -> str:
         return (

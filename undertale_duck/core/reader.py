@@ -193,8 +193,12 @@ class WindowReader:
         *,
         read_ahead: bool = True,
         retained: int = 0,
+        view_sql: str | None = None,
+        schema: pa.Schema | None = None,
     ) -> None:
         self.source = source
+        self.schema = source.schema if schema is None else schema
+        self._view_sql = view_sql
         self.retained = retained
         self.windows = windows
         self.cache = cache
@@ -421,7 +425,10 @@ class WindowReader:
         shard.check_unchanged()
         params: dict[str, object] = {"path": duckdb_path(shard.path)}
         sql = self._sql_file
-        if win.start != 0 or win.stop != shard.rows:
+        if self._view_sql is not None:
+            sql = self._view_sql
+            params.update(start=win.start, stop=win.stop)
+        elif win.start != 0 or win.stop != shard.rows:
             sql = self._sql
             params.update(start=win.start, stop=win.stop)
         try:
@@ -443,14 +450,23 @@ class WindowReader:
                 (win.offset, win.end),
             ) from None
         shard.check_unchanged()
+        if self._view_sql is not None:  # drop the row-number columns the view carried
+            table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
         if table.num_rows != win.rows:
+            if win.kept is not None:
+                raise ShardChangedError(
+                    f"the view kept {table.num_rows} rows of local rows {win.start}.."
+                    f"{win.stop - 1} of shard {shard.path} where its index promises {win.rows}; "
+                    "a side table changed since the view was indexed: call refresh()",
+                    shard.path,
+                )
             raise CorruptShardError(
                 f"shard {shard.path} returned {table.num_rows} rows for local rows "
                 f"{win.start}..{win.stop - 1} where its footer promises {win.rows}",
                 shard.path,
                 (win.offset, win.end),
             )
-        table = conform(table, self.source.schema)
+        table = conform(table, self.schema)
         # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
         # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row batches
         # cost the consumer 3-4x more CPU than this copy saves the reader, see DESIGN.md), and

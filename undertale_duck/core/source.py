@@ -8,7 +8,7 @@ import os
 import tempfile
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -459,11 +459,17 @@ class Connection:
         files: Shard paths the ``dataset`` view covers.
         columns: Columns the view exposes.
         config: DuckDB settings applied when the database opens.
+        setup: Called with the database once it is open (registers a view's side tables).
     """
 
     def __init__(
-        self, files: Sequence[str], columns: Sequence[str], config: dict[str, Any] | None = None
+        self,
+        files: Sequence[str],
+        columns: Sequence[str],
+        config: dict[str, Any] | None = None,
+        setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
     ) -> None:
+        self._setup = setup
         self._files = list(files)
         self._columns = list(columns)
         self._config = dict(config or {})
@@ -483,6 +489,8 @@ class Connection:
                 "dataset_view", files=files, columns=sqlfiles.column_list(self._columns)
             )
         )
+        if self._setup is not None:  # a view's side tables
+            self._setup(db)
         return db
 
     def cursor(self) -> duckdb.DuckDBPyConnection:

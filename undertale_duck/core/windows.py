@@ -32,17 +32,25 @@ class Window:
         shard: Index of the shard in the dataset.
         start: First local row (inclusive) in the shard.
         stop: Last local row (exclusive) in the shard.
-        offset: Global index of ``start``.
+        offset: Global index of the window's first row.
+        kept: For a view (a query over the dataset), how many of the source rows
+            ``[start, stop)`` the query keeps; None for a plain dataset (all of them).
     """
 
     shard: int
     start: int
     stop: int
     offset: int
+    kept: int | None = None
 
     @property
     def rows(self) -> int:
-        """Number of rows in the window."""
+        """Number of rows the window serves (the rows a view keeps, for a view)."""
+        return self.stop - self.start if self.kept is None else self.kept
+
+    @property
+    def span(self) -> int:
+        """Number of source rows the window covers in its shard."""
         return self.stop - self.start
 
     @property
@@ -264,3 +272,32 @@ def normalize_index(index: object, length: int) -> int:
     if not 0 <= i < length:
         raise IndexError(f"dataset index {index} out of range for {length} rows")
     return i
+
+
+def view_plan(windows: Sequence[Window], kept: Sequence[int]) -> list[Window]:
+    """Turn a dataset's window plan into a view's: each window serves the rows it keeps.
+
+    Windows keeping no row are dropped, so every window of a view serves at least one row
+    and global indices stay dense.
+
+    Args:
+        windows: The dataset's windows (``kept`` None).
+        kept: For each window, how many of its source rows the view keeps.
+
+    Returns:
+        The view's windows, with ``offset`` counting only kept rows.
+
+    Raises:
+        ValueError: If the lengths differ or a count is outside ``[0, window rows]``.
+    """
+    if len(windows) != len(kept):
+        raise ValueError(f"{len(kept)} counts for {len(windows)} windows")
+    out: list[Window] = []
+    offset = 0
+    for w, n in zip(windows, kept, strict=True):
+        if not 0 <= n <= w.span:
+            raise ValueError(f"window {w} cannot keep {n} rows")
+        if n:
+            out.append(Window(w.shard, w.start, w.stop, offset, n))
+            offset += n
+    return out

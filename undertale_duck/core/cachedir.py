@@ -1,0 +1,91 @@
+"""The library's own cache directory on local disk, and atomic writes of files into it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import ArgumentError
+
+#: Environment variable naming the cache directory (default: the user's cache directory).
+CACHE_ENV = "UNDERTALE_DUCK_CACHE"
+
+
+def cache_root() -> Path:
+    """The root of undertale_duck's caches: ``$UNDERTALE_DUCK_CACHE``, else the user cache dir.
+
+    Returns:
+        ``$UNDERTALE_DUCK_CACHE``, else ``$XDG_CACHE_HOME/undertale_duck``, else
+        ``~/.cache/undertale_duck``.
+    """
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base).expanduser().resolve() / "undertale_duck"
+
+
+def cache_dir(kind: str, protected: list[str] | None = None) -> Path:
+    """Create (mode 0700) and return the cache subdirectory ``kind``.
+
+    Args:
+        kind: Subdirectory name, e.g. ``"views"``.
+        protected: Directories holding dataset shards; a cache inside one is refused, since
+            we never write into a dataset.
+
+    Returns:
+        The directory.
+
+    Raises:
+        ArgumentError: If the cache directory lies inside a protected directory or cannot be
+            created.
+    """
+    root = cache_root()
+    path = root / kind
+    for directory in protected or []:
+        real = Path(directory).resolve()
+        if path == real or real in path.parents:
+            raise ArgumentError(
+                f"the cache directory {path} lies inside the dataset directory {real}; set "
+                f"{CACHE_ENV} to a directory outside the dataset"
+            )
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ArgumentError(
+            f"cannot create the cache directory {path}: {exc.strerror}; set {CACHE_ENV} to a "
+            "writable directory"
+        ) from None
+    return path
+
+
+def write_atomic(directory: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` to ``directory/name`` atomically: a private temp file, then a rename.
+
+    Readers never see a half-written file; concurrent writers of the same name each write
+    a complete file and the last rename wins (every writer writes the same content).
+
+    Args:
+        directory: A cache directory from :func:`cache_dir`.
+        name: The file name (no path separators).
+        data: The bytes.
+
+    Returns:
+        The final path.
+    """
+    if os.sep in name or name in (".", ".."):
+        raise ValueError(f"bad cache file name {name!r}")
+    fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, directory / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return directory / name

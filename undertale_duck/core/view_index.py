@@ -1,0 +1,337 @@
+"""The indexing pass of a view: how many rows of each window the query keeps, kept on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ArgumentError, QueryError, SourceError
+from . import sqlfiles
+from .cachedir import cache_dir, write_atomic
+from .source import Shard, duckdb_path
+from .view import ViewQuery
+from .windows import Window
+
+#: Bumped whenever the index format or the meaning of a count changes.
+INDEX_VERSION = 1
+#: Source rows fetched per batch while counting (bounds the pass's memory).
+INDEX_BATCH_ROWS = 1 << 16
+
+SideTable: TypeAlias = str | os.PathLike[str] | pa.Table
+
+
+@dataclass(frozen=True)
+class Side:
+    """A side table a view may join: a Parquet or CSV file, or an Arrow table.
+
+    Attributes:
+        name: The name the query uses.
+        path: The file, when the table is read from one.
+        table: The Arrow table, when one was passed.
+        fingerprint: What identifies its content (file identity, or the table's hash).
+    """
+
+    name: str
+    path: str | None
+    table: pa.Table | None
+    fingerprint: str
+
+    def register(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Make the table visible to queries on ``con`` under :attr:`name`."""
+        if self.table is not None:
+            con.register("__ud_side_arrow", self.table)
+            try:
+                con.execute(
+                    sqlfiles.render("side_arrow", table=sqlfiles.quote_identifier(self.name))
+                )
+            finally:
+                con.unregister("__ud_side_arrow")
+            return
+        assert self.path is not None
+        template = "side_csv" if self.path.lower().endswith((".csv", ".tsv")) else "side_parquet"
+        con.execute(
+            sqlfiles.render(
+                template,
+                table=sqlfiles.quote_identifier(self.name),
+                path=sqlfiles.quote_literal(duckdb_path(self.path)),
+            )
+        )
+
+
+def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
+    """Check the ``tables=`` argument of a view and fingerprint each table.
+
+    Args:
+        tables: ``{name: path to a Parquet/CSV file, or a pyarrow.Table}``.
+
+    Returns:
+        One :class:`Side` per table, sorted by name.
+
+    Raises:
+        ArgumentError: If a name or a table is not usable.
+    """
+    out = []
+    for name, value in sorted((tables or {}).items()):
+        if not isinstance(name, str) or not name or name.lower() == "dataset":
+            raise ArgumentError(f"tables= names must be non-empty and not 'dataset', got {name!r}")
+        if isinstance(value, pa.Table):
+            digest = hashlib.sha256()
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, value.schema) as writer:
+                writer.write_table(value)
+            digest.update(sink.getvalue().to_pybytes())
+            out.append(Side(name, None, value, f"arrow:{digest.hexdigest()}"))
+            continue
+        if not isinstance(value, str | os.PathLike):
+            raise ArgumentError(
+                f"tables[{name!r}] must be a path to a Parquet or CSV file or a pyarrow.Table, "
+                f"got {type(value).__name__}"
+            )
+        path = os.path.abspath(os.fspath(value))
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise ArgumentError(f"tables[{name!r}]: cannot read {path}: {exc.strerror}") from None
+        out.append(Side(name, path, None, f"file:{path}:{st.st_size}:{st.st_mtime_ns}"))
+    return tuple(out)
+
+
+def index_key(
+    view: ViewQuery,
+    columns: Sequence[str],
+    shards: Sequence[Shard],
+    windows: Sequence[Window],
+    sides: Sequence[Side],
+) -> str:
+    """A stable hash of everything a view's row counts depend on.
+
+    Args:
+        view: The checked query.
+        columns: The dataset's columns.
+        shards: The shards, with their identities (path, size, mtime, inode).
+        windows: The dataset's window plan.
+        sides: The side tables.
+
+    Returns:
+        A hex digest; equal keys mean equal counts.
+    """
+    payload = {
+        "version": INDEX_VERSION,
+        "query": view.index_sql,
+        "columns": list(columns),
+        "shards": [[s.path, s.rows, s.size, s.mtime_ns, list(s.inode)] for s in shards],
+        "windows": [[w.shard, w.start, w.stop] for w in windows],
+        "sides": [[s.name, s.fingerprint] for s in sides],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def load_counts(key: str, protected: list[str]) -> list[int] | None:
+    """The counts stored for ``key``, or None when there are none (or they are unreadable)."""
+    path = cache_dir("views", protected) / f"{key}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    counts = data.get("counts") if isinstance(data, dict) else None
+    if data.get("key") != key or not isinstance(counts, list):
+        return None
+    if not all(isinstance(c, int) and c >= 0 for c in counts):
+        return None
+    return counts
+
+
+def save_counts(key: str, counts: Sequence[int], protected: list[str]) -> Path:
+    """Store the counts for ``key`` in the views cache (atomically)."""
+    data = json.dumps({"key": key, "counts": list(counts)}).encode()
+    return write_atomic(cache_dir("views", protected), f"{key}.json", data)
+
+
+def count_rows(
+    cursor: duckdb.DuckDBPyConnection,
+    view: ViewQuery,
+    columns: Sequence[str],
+    shards: Sequence[Shard],
+    windows: Sequence[Window],
+    progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+) -> list[int]:
+    """Run the indexing pass: for each window, how many of its source rows the view keeps.
+
+    One query per shard reads only the columns the view's filter and joins need; source row
+    numbers stream back in batches and are counted per window with numpy.
+
+    Args:
+        cursor: A connection with the side tables registered.
+        view: The checked query.
+        columns: The dataset's columns.
+        shards: The shards.
+        windows: The dataset's window plan.
+        progress: Wraps the shard indices to draw a progress bar.
+
+    Returns:
+        One count per window, in plan order.
+
+    Raises:
+        QueryError: If the query fails or a join gives a source row more than once.
+        SourceError: If a shard cannot be read.
+    """
+    sql = sqlfiles.render(
+        "view_index", columns=sqlfiles.column_list(columns), view=view.index_sql
+    )
+    by_shard: dict[int, list[int]] = {}
+    for k, w in enumerate(windows):
+        by_shard.setdefault(w.shard, []).append(k)
+    counts = [0] * len(windows)
+    shard_indices: Iterable[int] = sorted(by_shard)
+    if progress is not None:
+        shard_indices = progress(shard_indices)
+    for s in shard_indices:
+        shard = shards[s]
+        positions = by_shard[s]
+        bounds = np.asarray([windows[k].start for k in positions], dtype=np.int64)
+        seen = np.zeros(shard.rows, dtype=bool)
+        shard.check_unchanged()
+        try:
+            params = {"path": duckdb_path(shard.path), "start": 0, "stop": shard.rows}
+            reader: Any = cursor.sql(sql, params=params).to_arrow_reader(INDEX_BATCH_ROWS)
+            per_window = np.zeros(len(positions), dtype=np.int64)
+            for batch in reader:
+                rows = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+                if rows.size == 0:
+                    continue
+                if rows.min() < 0 or rows.max() >= shard.rows:
+                    raise SourceError(
+                        f"shard {shard.path} holds rows its footer does not count "
+                        f"({shard.rows} rows); the file is inconsistent",
+                        shard.path,
+                    )
+                if seen[rows].any() or np.unique(rows).size != rows.size:
+                    raise QueryError(
+                        f"view query returns a row of shard {shard.path} more than once: a "
+                        "joined side table has several rows for one key; make the join key "
+                        "unique in the side table"
+                    )
+                seen[rows] = True
+                which = np.searchsorted(bounds, rows, side="right") - 1
+                per_window += np.bincount(which, minlength=len(positions))
+        except duckdb.Error as exc:
+            shard.check_unchanged()
+            text = " ".join(str(exc).split())
+            raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
+        shard.check_unchanged()
+        for k, n in zip(positions, per_window.tolist(), strict=True):
+            counts[k] = int(n)
+    return counts
+
+
+def tty_progress(items: Iterable[int], total: int) -> Iterable[int]:
+    """A progress bar on stderr over the shards when stderr is a terminal, else nothing."""
+    if not sys.stderr.isatty():
+        return items
+    from tqdm import tqdm
+
+    bar: Any = tqdm(items, total=total, desc="indexing view", unit="shard", leave=False)
+    return bar  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class IndexedView:
+    """A view ready to serve: the checked query, its side tables, windows and schema.
+
+    Attributes:
+        query: The checked query.
+        sides: The side tables.
+        windows: The view's windows (each keeps at least one row).
+        schema: The Arrow schema of a view row.
+        window_sql: ``sql/view_window.sql`` rendered for this view.
+        locate_sql: ``sql/view_index.sql`` rendered for this view.
+        reused: Whether the counts came from the on-disk index.
+    """
+
+    query: ViewQuery
+    sides: tuple[Side, ...]
+    windows: list[Window]
+    schema: pa.Schema
+    window_sql: str
+    locate_sql: str
+    reused: bool
+
+    def setup(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Register the side tables and ``dataset_view`` on a newly opened database."""
+        for side in self.sides:
+            side.register(con)
+        con.execute(sqlfiles.render("view_define", view=self.query.sql))
+
+
+def index_view(
+    view: ViewQuery,
+    sides: tuple[Side, ...],
+    shards: Sequence[Shard],
+    columns: Sequence[str],
+    windows: Sequence[Window],
+    connect: Callable[[Callable[[duckdb.DuckDBPyConnection], None]], duckdb.DuckDBPyConnection],
+) -> IndexedView:
+    """Count the rows a view keeps in each window (or reuse the counts on disk).
+
+    Args:
+        view: The checked query.
+        sides: Its side tables.
+        shards: The dataset's shards.
+        columns: The dataset's columns.
+        windows: The dataset's window plan.
+        connect: Opens a database with the ``dataset`` view, calling the given setup on it.
+
+    Returns:
+        The :class:`IndexedView`.
+
+    Raises:
+        QueryError: If the query fails to bind or run, or a join repeats rows.
+    """
+    from .windows import view_plan
+
+    listed = sqlfiles.column_list(columns)
+    template = "view_window" if view.side_tables else "view_window_scan"
+    window_sql = sqlfiles.render(template, columns=listed, view=view.window_sql)
+    locate_sql = sqlfiles.render("view_index", columns=listed, view=view.index_sql)
+
+    def setup(con: duckdb.DuckDBPyConnection) -> None:
+        for side in sides:
+            side.register(con)
+
+    protected = sorted({os.path.dirname(s.path) for s in shards})
+    key = index_key(view, columns, shards, windows, sides)
+    con = connect(setup)
+    try:
+        first = shards[0] if shards else None
+        params = {"path": duckdb_path(first.path) if first else "", "start": 0, "stop": 0}
+        try:
+            result: Any = con.sql(window_sql, params=params).to_arrow_table()
+            schema = result.schema
+        except duckdb.Error as exc:
+            text = " ".join(str(exc).split())
+            raise QueryError(f"view query cannot run over the dataset: {text}") from None
+        schema = pa.schema([f for f in schema if not f.name.startswith("__ud_")])
+        counts = load_counts(key, protected)
+        reused = counts is not None and len(counts) == len(windows)
+        if not reused:
+            counts = count_rows(
+                con, view, columns, shards, windows,
+                lambda items: tty_progress(items, len({w.shard for w in windows})),
+            )
+            save_counts(key, counts, protected)
+    finally:
+        con.close()
+    assert counts is not None
+    return IndexedView(
+        view, sides, view_plan(windows, counts), schema, window_sql, locate_sql, reused
+    )
