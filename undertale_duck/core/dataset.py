@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from collections.abc import Callable, Mapping, MutableSequence, Sequence
@@ -17,8 +18,9 @@ from ..errors import ArgumentError, QueryError, ShardChangedError
 from . import query as querymod
 from . import windows as win
 from .cache import CacheStats
+from .gather import gather
 from .reader import BudgetCache, WindowReader
-from .rows import FORMATS, Format, Row, merge, select
+from .rows import FORMATS, Format, Row, Selection, merge, select
 from .source import (
     Connection,
     Source,
@@ -365,6 +367,9 @@ class ShardDataset(Dataset[Row]):
             TypeError: If an index is not an integer.
             SourceError: If a shard changed on disk or cannot be decoded.
         """
+        run = self._run_of(indices)
+        if run is not None:
+            return run
         index = self._normalize(indices)
         if len(index) == 0:
             return []
@@ -375,13 +380,42 @@ class ShardDataset(Dataset[Row]):
         cuts = np.flatnonzero(np.diff(positions[order])) + 1
         groups = np.split(order, cuts)
         last = len(groups) - 1
+        first = int(positions[order[0]])
+        if self.format != "python":
+            tables = []
+            selections: list[Selection] = []
+            for k, m in enumerate(groups):
+                p = int(positions[m[0]])
+                tables.append(self.reader.window(p, advance=k == last, first=first))
+                selections.append(_local(index[m] - self.windows[p].offset))
+            return gather(tables, selections, groups, len(index), self.format)
         parts = [
-            self._window_part(
-                int(positions[m[0]]), index[m], advance=k == last, first=int(positions[order[0]])
-            )
+            self._window_part(int(positions[m[0]]), index[m], advance=k == last, first=first)
             for k, m in enumerate(groups)
         ]
         return merge(parts, np.argsort(order, kind="stable"))
+
+    def _run_of(self, indices: Sequence[int]) -> MutableSequence[Row] | None:
+        """The rows of a list of consecutive ascending indices inside one window, else None.
+
+        The common batch (a sequential or ``ChunkedSampler`` order hands torch's batch
+        sampler's lists of ints): recognised with one list comparison, served by one slice.
+        """
+        if type(indices) is not list or not indices:
+            return None
+        start = indices[0]
+        n = len(indices)
+        if type(start) is not int or start < 0 or indices != list(range(start, start + n)):
+            return None
+        position = bisect.bisect_right(self._starts, start) - 1
+        window = self.windows[position] if position >= 0 else None
+        if window is None or start + n > window.end:
+            return None
+        table = self.reader.window(position)
+        local = slice(start - window.offset, start - window.offset + n)
+        if self.format == "python":
+            return select(table, local, self.format)
+        return gather([table], [local], None, n, self.format)
 
     def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
         """Check and normalize many indices at once (negative ones count from the end)."""
@@ -409,13 +443,11 @@ class ShardDataset(Dataset[Row]):
     ) -> MutableSequence[Row]:
         """The rows at global ``index`` (all in window ``position``): one slice or one take."""
         table = self.reader.window(position, advance=advance, first=first)
-        local = index - self.windows[position].offset
-        start = int(local[0])
-        if int(local[-1]) - start == len(local) - 1 and (
-            len(local) < 2 or bool((np.diff(local) == 1).all())
-        ):
-            return select(table, slice(start, start + len(local)), self.format)
-        return select(table, local, self.format)
+        sel = _local(index - self.windows[position].offset)
+        if self.format == "python":
+            return select(table, sel, self.format)
+        return gather([table], [sel], None, len(index), self.format)
+
 
     # ------------------------------------------------------------------ SQL
     def sql(self, query: str, params: querymod.Params = None) -> pa.Table:
@@ -442,3 +474,13 @@ class ShardDataset(Dataset[Row]):
             raise
         self.source.check_unchanged()
         return result
+
+
+def _local(local: np.ndarray[Any, np.dtype[np.int64]]) -> Selection:
+    """Local rows as a slice when they are consecutive and ascending, else as the array."""
+    start = int(local[0])
+    if int(local[-1]) - start == len(local) - 1 and (
+        len(local) < 2 or bool((np.diff(local) == 1).all())
+    ):
+        return slice(start, start + len(local))
+    return local
