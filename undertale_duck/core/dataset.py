@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import os
 from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from typing import Any
 
@@ -18,6 +19,14 @@ from ..errors import ArgumentError, QueryError, ShardChangedError
 from . import query as querymod
 from . import windows as win
 from .cache import CacheStats
+from .disk_tier import (
+    DiskStats,
+    DiskTier,
+    TieredCache,
+    default_directory,
+    prepare_directory,
+    window_keys,
+)
 from .gather import gather
 from .reader import BudgetCache, WindowReader
 from .rows import FORMATS, Format, Row, Selection, merge, select
@@ -73,12 +82,24 @@ class ShardDataset(Dataset[Row]):
             keeps and is kept on disk (see docs/views.md).
         where: Shorthand for ``query="SELECT * FROM dataset WHERE <where>"``.
         tables: Side tables a view joins: ``{name: Parquet/CSV path or pyarrow.Table}``.
+        disk: Size in megabytes of a local disk tier, or None (default) for none. Each
+            window decoded is written once, as an Arrow IPC file, to ``disk_dir`` and read
+            back memory-mapped, so no window is decoded twice while its file is there and
+            rows come from the operating system's page cache (shared by DataLoader workers,
+            reclaimable; not counted in ``memory``, which then only pays for reads in
+            flight). For uniform random access (``shuffle=True``) over data larger than
+            ``memory``. The directory's window files are kept within ``disk`` megabytes
+            (least recently used removed first); files of changed shards are never read.
+        disk_dir: Directory of the disk tier; by default ``$UNDERTALE_DUCK_CACHE/windows``,
+            else ``~/.cache/undertale_duck/windows``. Never inside, above or beside the
+            dataset's directories.
 
     Raises:
         SourceError: If the source cannot be resolved or a shard's footer cannot be read
             (``NotParquetError``, ``CorruptShardError`` and ``ColumnError`` are subclasses).
-        ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number, or
-            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``.
+        ArgumentError: If ``memory``, ``window_bytes`` or ``disk`` is not a sensible number,
+            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``, or ``disk_dir``
+            overlaps the dataset or cannot be created.
         QueryError: If a view's query is not row by row (naming the construct) or fails.
     """
 
@@ -95,6 +116,8 @@ class ShardDataset(Dataset[Row]):
         query: str | None = None,
         where: str | None = None,
         tables: Mapping[str, SideTable] | None = None,
+        disk: float | None = None,
+        disk_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if query is not None and where is not None:
             raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
@@ -117,6 +140,14 @@ class ShardDataset(Dataset[Row]):
             isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1
         ):
             raise ArgumentError(f"window_bytes must be a positive integer, got {window_bytes!r}")
+        if disk is not None and (
+            isinstance(disk, bool) or not isinstance(disk, int | float) or not disk >= 0
+        ):
+            raise ArgumentError(f"disk must be a number of megabytes >= 0 or None, got {disk!r}")
+        if disk_dir is not None and disk is None:
+            raise ArgumentError("disk_dir needs disk= (the disk tier's size in megabytes)")
+        self.disk = disk
+        self._disk_spec = disk_dir
         self.memory = memory
         self.memory_bytes = int(memory * (1 << 20))
         if isinstance(columns, str):
@@ -146,6 +177,11 @@ class ShardDataset(Dataset[Row]):
         self._starts = win.starts(self.windows)
         self._starts_array = np.asarray(self._starts, dtype=np.int64)
         self._reader: WindowReader | None = None
+        self.disk_dir: str | None = None
+        if self.disk:
+            self.disk_dir = prepare_directory(
+                self._disk_spec or default_directory(), self.source.paths
+            )
 
     # ------------------------------------------------------------------ lazy process state
     @property
@@ -163,10 +199,24 @@ class ShardDataset(Dataset[Row]):
             }:
                 allocator, retained = allocator_config(self.memory_bytes, config["threads"])
                 config.update(allocator)
+            cache = BudgetCache(self.memory_bytes)
+            if self.disk_dir is not None and self.disk:
+                view = None if self.view is None else [
+                    self.view.query.sql, [side.fingerprint for side in self.view.sides]
+                ]
+                tier = DiskTier(
+                    self.disk_dir,
+                    int(self.disk * (1 << 20)),
+                    window_keys(self.source, self.windows, self.schema, view),
+                    self.source,
+                    self.windows,
+                    self.columns,
+                )
+                cache = TieredCache(self.memory_bytes, tier)
             self._reader = WindowReader(
                 self.source,
                 self.windows,
-                BudgetCache(self.memory_bytes),
+                cache,
                 Connection(
                     self.source.paths,
                     self.source.columns,
@@ -293,6 +343,12 @@ class ShardDataset(Dataset[Row]):
         """Hit, miss and eviction counts and bytes held by this process's cache."""
         return self.reader.cache.stats
 
+    @property
+    def disk_stats(self) -> DiskStats | None:
+        """This process's disk tier counters (windows served, written, removed), or None."""
+        cache = self.reader.cache
+        return cache.tier.stats if isinstance(cache, TieredCache) else None
+
     def locate(self, index: int) -> tuple[str, int]:
         """Return the shard and local row number of a global index.
 
@@ -378,22 +434,42 @@ class ShardDataset(Dataset[Row]):
             return self._window_part(int(positions[0]), index)
         order = np.argsort(positions, kind="stable")
         cuts = np.flatnonzero(np.diff(positions[order])) + 1
+        if self.format != "python":
+            return self._gather(index, positions[order], order, cuts)
         groups = np.split(order, cuts)
         last = len(groups) - 1
         first = int(positions[order[0]])
-        if self.format != "python":
-            tables = []
-            selections: list[Selection] = []
-            for k, m in enumerate(groups):
-                p = int(positions[m[0]])
-                tables.append(self.reader.window(p, advance=k == last, first=first))
-                selections.append(_local(index[m] - self.windows[p].offset))
-            return gather(tables, selections, groups, len(index), self.format)
         parts = [
             self._window_part(int(positions[m[0]]), index[m], advance=k == last, first=first)
             for k, m in enumerate(groups)
         ]
         return merge(parts, np.argsort(order, kind="stable"))
+
+    def _gather(
+        self,
+        index: np.ndarray[Any, np.dtype[np.int64]],
+        sorted_positions: np.ndarray[Any, np.dtype[np.int64]],
+        order: np.ndarray[Any, np.dtype[np.int64]],
+        cuts: np.ndarray[Any, np.dtype[np.int64]],
+    ) -> MutableSequence[Row]:
+        """The rows of a batch touching several windows (numpy and torch formats)."""
+        local = index[order] - self._starts_array[sorted_positions]
+        bounds = [0, *cuts.tolist(), len(order)]
+        heads = sorted_positions[bounds[:-1]].tolist()
+        last = len(heads) - 1
+        tables = []
+        selections: list[Selection] = []
+        places = []
+        for k, position in enumerate(heads):
+            a, b = bounds[k], bounds[k + 1]
+            tables.append(self.reader.window(position, advance=k == last, first=heads[0]))
+            if b - a == 1:
+                start = int(local[a])
+                selections.append(slice(start, start + 1))
+            else:
+                selections.append(_local(local[a:b]))
+            places.append(order[a:b])
+        return gather(tables, selections, places, len(index), self.format)
 
     def _run_of(self, indices: Sequence[int]) -> MutableSequence[Row] | None:
         """The rows of a list of consecutive ascending indices inside one window, else None.
