@@ -18,6 +18,7 @@ from torch.utils.data import Dataset
 from ..errors import ArgumentError, QueryError, ShardChangedError
 from . import query as querymod
 from . import windows as win
+from .access import AccessMonitor
 from .cache import CacheStats
 from .disk_tier import (
     DiskStats,
@@ -177,6 +178,7 @@ class ShardDataset(Dataset[Row]):
         self._starts = win.starts(self.windows)
         self._starts_array = np.asarray(self._starts, dtype=np.int64)
         self._reader: WindowReader | None = None
+        self._monitor: AccessMonitor | None = None
         self.disk_dir: str | None = None
         if self.disk:
             self.disk_dir = prepare_directory(
@@ -230,6 +232,11 @@ class ShardDataset(Dataset[Row]):
             )
             if self._order:
                 self._reader.set_order(self._order)
+            if not isinstance(cache, TieredCache) and self.windows:
+                data = sum(max(b, 0) for s in self.source.shards for _, b in s.row_groups)
+                self._monitor = AccessMonitor(
+                    len(self) / len(self.windows), self.memory, data / (1 << 20)
+                )
         return self._reader
 
     def prefetch(self, windows: Sequence[int] | None) -> None:
@@ -283,6 +290,7 @@ class ShardDataset(Dataset[Row]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_reader"] = None
+        state["_monitor"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -405,7 +413,9 @@ class ShardDataset(Dataset[Row]):
         position = win.locate(self._starts, i)
         table = self.reader.window(position)
         local = i - self.windows[position].offset
-        return select(table, slice(local, local + 1), self.format)[0]
+        row = select(table, slice(local, local + 1), self.format)[0]
+        self._watch(1)
+        return row
 
     def __getitems__(self, indices: Sequence[int]) -> MutableSequence[Row]:
         """Return many rows, reading each window they touch once (torch's batched fetch).
@@ -423,6 +433,16 @@ class ShardDataset(Dataset[Row]):
             TypeError: If an index is not an integer.
             SourceError: If a shard changed on disk or cannot be decoded.
         """
+        rows = self._rows_of(indices)
+        self._watch(len(rows))
+        return rows
+
+    def _watch(self, rows: int) -> None:
+        monitor = self._monitor
+        if monitor is not None and monitor.active and self._reader is not None:
+            monitor.served(rows, self._reader.cache)
+
+    def _rows_of(self, indices: Sequence[int]) -> MutableSequence[Row]:
         run = self._run_of(indices)
         if run is not None:
             return run

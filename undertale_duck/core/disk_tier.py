@@ -174,6 +174,8 @@ class DiskTier:
         # together they exceed it by at most that much each between scans.
         self._slack = self.limit // 64
         self._hits = self._writes = self._removed = self._skipped = 0
+        with contextlib.suppress(OSError):  # checked by prepare_directory; a write that
+            os.makedirs(directory, mode=0o700, exist_ok=True)  # fails keeps it in memory
 
     def path(self, position: int) -> str:
         """Return the file of window ``position``."""
