@@ -97,6 +97,19 @@ def test_column_projection_gets_its_own_files(data: tuple[Path, int], tmp_path: 
     assert full[7] == expected[7]
 
 
+def test_a_view_gets_its_own_files(data: tuple[Path, int], tmp_path: Path) -> None:
+    root, total = data
+    cache = tmp_path / "cache"
+    expected = [r for r in datagen.expected(total) if r["label"] == 3]
+    view = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache, where="label = 3")
+    plain_ds = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache)
+    assert plain_ds[5] == datagen.expected(6)[5]
+    assert view.__getitems__(list(range(len(view)))) == expected
+    again = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache, where="label = 3")
+    assert again.__getitems__(list(range(len(again)))[::-1]) == expected[::-1]
+    assert again.cache_stats.misses == 0
+
+
 def test_directory_never_in_above_or_beside_the_dataset(data: tuple[Path, int]) -> None:
     root, _ = data
     for bad in (root, root / "cache", root / "sub" / "deeper", root.parent):
@@ -196,6 +209,10 @@ class _Source:
     shards = (_Shard(),)
 
 
+def _tier(directory: str, limit: int, keys: list[str], windows: list[Window]) -> DiskTier:
+    return DiskTier(directory, limit, keys, _Source(), windows, ["id", "x"])  # type: ignore[arg-type]
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     limit=st.integers(2_000, 60_000),
@@ -209,7 +226,7 @@ def test_bound_and_values_under_any_sequence(
     directory = str(tmp_path_factory.mktemp("tier"))
     windows = [Window(0, 0, rows, 0) for rows in sizes]
     keys = [f"{k:064x}" for k in range(12)]
-    tier = DiskTier(directory, limit, keys, _Source(), windows)  # type: ignore[arg-type]
+    tier = _tier(directory, limit, keys, windows)
     tables = [_table(k + 1, rows) for k, rows in enumerate(sizes)]
     for write, k in ops:
         if write:
@@ -228,14 +245,14 @@ def test_least_recently_used_files_go_first(tmp_path: Path) -> None:
     windows = [Window(0, 0, 200, 0) for _ in range(4)]
     keys = [f"{k:064x}" for k in range(4)]
     tables = [_table(k + 1, 200) for k in range(4)]
-    probe = DiskTier(str(tmp_path / "probe"), 1 << 30, keys, _Source(), windows)  # type: ignore[arg-type]
+    probe = _tier(str(tmp_path / "probe"), 1 << 30, keys, windows)
     probe.put(0, tables[0])
     size = os.path.getsize(probe.path(0))
-    tier = DiskTier(str(tmp_path / "t"), 3 * size, keys, _Source(), windows)  # type: ignore[arg-type]
+    tier = _tier(str(tmp_path / "t"), 3 * size, keys, windows)
     for k in range(3):
         assert tier.put(k, tables[k])
         os.utime(tier.path(k), ns=(10**18 + k * 10**9, 10**18 + k * 10**9))
-    other = DiskTier(str(tmp_path / "t"), 3 * size, keys, _Source(), windows)  # type: ignore[arg-type]
+    other = _tier(str(tmp_path / "t"), 3 * size, keys, windows)
     assert other.get(0) is not None  # reading window 0 makes it the most recent
     assert other.put(3, tables[3])
     assert [os.path.exists(other.path(k)) for k in range(4)] == [True, False, True, True]
@@ -279,7 +296,7 @@ def test_processes_racing_on_one_directory(data: tuple[Path, int], tmp_path: Pat
         p.join(timeout=60)
     assert all(isinstance(r, tuple) and r[0] == "ok" for r in results), results
     assert sum(r[1] for r in results) > 0
-    held, files = DiskTier(str(cache), 1, [], None, []).scan()  # type: ignore[arg-type]
+    held, files = _tier(str(cache), 1, [], []).scan()
     # The bound (0.05 MB) holds up to the windows the three processes wrote at once.
     largest = max(os.path.getsize(p) for _, _, p in files)
     assert held <= 0.05 * (1 << 20) + 3 * largest
