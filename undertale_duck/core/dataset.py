@@ -503,12 +503,15 @@ class ShardDataset(Dataset[Row]):
         n = len(indices)
         if type(start) is not int or start < 0 or indices != list(range(start, start + n)):
             return None
-        position = bisect.bisect_right(self._starts, start) - 1
-        window = self.windows[position] if position >= 0 else None
-        if window is None or start + n > window.end:
+        starts = self._starts
+        position = bisect.bisect_right(starts, start) - 1
+        if position < 0 or start + n > (
+            starts[position + 1] if position + 1 < len(starts) else self._length
+        ):
             return None
         table = self.reader.window(position)
-        local = slice(start - window.offset, start - window.offset + n)
+        offset = starts[position]
+        local = slice(start - offset, start - offset + n)
         if self.format == "python":
             return select(table, local, self.format)
         return gather([table], [local], None, n, self.format)
