@@ -230,6 +230,7 @@ class ShardDataset(Dataset[Row]):
                 view_sql=None if self.view is None else self.view.window_sql,
                 schema=None if self.view is None else self.view.schema,
             )
+            self._reader.threads = int(config.get("threads", 1))
             if self._order:
                 self._reader.set_order(self._order)
             if not isinstance(cache, TieredCache) and self.windows:

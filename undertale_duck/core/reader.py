@@ -15,7 +15,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import CorruptShardError, MemoryBudgetWarning, ShardChangedError, SourceError
-from . import sqlfiles
+from . import arrow_read, sqlfiles
 from .cache import WindowCache, table_bytes
 from .source import Connection, Source, duckdb_path
 from .windows import Window, max_touched_bytes, read_reserve
@@ -204,6 +204,10 @@ class WindowReader:
         self.cache = cache
         self.connection = connection
         self.read_ahead = read_ahead
+        #: Decode windows of plain datasets with pyarrow (:mod:`arrow_read`), in parallel
+        #: when ``threads > 1``; views and anything pyarrow cannot read go through DuckDB.
+        self.direct = True
+        self.threads = 1
         columns = sqlfiles.column_list(source.columns)
         self._sql = sqlfiles.render("read_window", columns=columns)
         self._sql_file = sqlfiles.render("read_file", columns=columns)
@@ -431,9 +435,14 @@ class WindowReader:
         elif win.start != 0 or win.stop != shard.rows:
             sql = self._sql
             params.update(start=win.start, stop=win.stop)
+        direct = None
+        if self._view_sql is None and self.direct:
+            direct = arrow_read.read(shard, win, self.source.columns, threads=self.threads > 1)
         try:
-            relation = self.connection.cursor().sql(sql, params=params)
-            table = relation.to_arrow_table(ARROW_BATCH_ROWS)
+            table = direct
+            if table is None:
+                relation = self.connection.cursor().sql(sql, params=params)
+                table = relation.to_arrow_table(ARROW_BATCH_ROWS)
         except duckdb.BinderException as exc:
             shard.check_unchanged()
             raise SourceError(
@@ -472,7 +481,8 @@ class WindowReader:
         # cost the consumer 3-4x more CPU than this copy saves the reader, see DESIGN.md), and
         # the cache counts what is really held. One copy per window read; DuckDB's buffers
         # are freed right away.
-        table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
+        if direct is None:  # pyarrow's buffers are exactly sized already
+            table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
         if table.num_rows:
             row_bytes = table_bytes(table) / table.num_rows
             with self._row_lock:  # the consumer and the read-ahead thread both read
