@@ -23,7 +23,6 @@ Scenarios (torch ``DataLoader``, ``format="torch"`` + ``collate`` for ours):
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import resource
@@ -81,9 +80,9 @@ def measure(batches: Iterable[Any], limit: int | None = None) -> Entry:
         if limit is not None and k + 1 >= limit:
             break
     seconds = time.perf_counter() - wall
+    used = time.process_time() - cpu
     del iterator, batches  # a DataLoader's workers are joined (and reaped) here
-    gc.collect()
-    used = time.process_time() - cpu + _children_cpu() - children
+    used += _children_cpu() - children
     return {"rows": rows, "seconds": seconds, "rate": rows / seconds,
             "cpu_us_per_row": used / max(rows, 1) * 1e6, "first_batch": first}
 
@@ -399,7 +398,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="MB for the random-access runs (data should be several times this)")
     p.add_argument("--first-memory", type=float, default=256, help="MB for the first epoch")
     p.add_argument("--disk", type=float, default=4096, help="MB of disk tier")
-    p.add_argument("--random-batches", type=int, default=3,
+    p.add_argument("--random-batches", type=int, default=2,
                    help="batches timed for random access without the disk tier (slow)")
     p.add_argument("--workers", type=lambda s: [int(w) for w in s.split(",")],
                    default=[0, 1, 2, 4])
