@@ -16,18 +16,11 @@ from torch.utils.data import Dataset
 from ..errors import ArgumentError, QueryError, ShardChangedError
 from . import query as querymod
 from . import windows as win
-from .cache import CacheStats
-from .reader import BudgetCache, WindowReader
+from .cache import CacheStats, WindowCache
+from .duck import allocator_config, default_duckdb_config, duckdb_path, worker_duckdb_config
+from .reader import WindowReader
 from .rows import FORMATS, Format, Row, merge, select
-from .source import (
-    Connection,
-    Source,
-    SourceLike,
-    allocator_config,
-    default_duckdb_config,
-    duckdb_path,
-    worker_duckdb_config,
-)
+from .source import Connection, Source, SourceLike
 from .view import check as check_view
 from .view_index import IndexedView, SideTable, index_view, side_tables
 
@@ -164,7 +157,7 @@ class ShardDataset(Dataset[Row]):
             self._reader = WindowReader(
                 self.source,
                 self.windows,
-                BudgetCache(self.memory_bytes),
+                WindowCache(self.memory_bytes),
                 Connection(
                     self.source.paths,
                     self.source.columns,
@@ -289,7 +282,7 @@ class ShardDataset(Dataset[Row]):
     @property
     def cache_stats(self) -> CacheStats:
         """Hit, miss and eviction counts and bytes held by this process's cache."""
-        return self.reader.cache.stats
+        return self.reader.cache.stats()
 
     def locate(self, index: int) -> tuple[str, int]:
         """Return the shard and local row number of a global index.

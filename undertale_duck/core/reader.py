@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import atexit
 import itertools
-import os
 import threading
 import warnings
-import weakref
-from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 
 import duckdb
 import pyarrow as pa
@@ -17,7 +13,9 @@ import pyarrow as pa
 from ..errors import CorruptShardError, MemoryBudgetWarning, ShardChangedError, SourceError
 from . import sqlfiles
 from .cache import WindowCache, table_bytes
-from .source import Connection, Source, duckdb_path
+from .duck import duckdb_path
+from .readahead import ReadAhead
+from .source import Connection, Source
 from .windows import Window, max_touched_bytes, read_reserve
 
 #: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
@@ -68,101 +66,6 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
-class BudgetCache(WindowCache):
-    """A :class:`WindowCache` inside a memory budget that also pays for the reads in flight.
-
-    The budget is split: ``reserve`` bytes are kept free for the transient memory of window
-    reads (DuckDB's decode buffers and Arrow result), and the cache holds at most
-    ``budget - reserve`` bytes of windows. Room for a window about to be read is made
-    before the read (:meth:`make_room`), so cached plus incoming windows stay in the limit.
-
-    Args:
-        limit: The whole budget in bytes (cache plus reserve).
-    """
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(limit)
-        self.budget = limit
-        self.reserve = 0
-
-    def set_reserve(self, nbytes: int, floor: int = 0) -> None:
-        """Keep ``nbytes`` of the budget free for reads, evicting windows beyond the rest.
-
-        Args:
-            nbytes: Transient bytes a read needs (see :func:`windows.read_reserve`).
-            floor: The cache's share never drops below ``min(budget, floor)`` because of the
-                reserve (one window: without it every batch would read its window again).
-        """
-        with self._lock:
-            limit = max(self.budget - max(0, int(nbytes)), min(self.budget, int(floor)))
-            self.reserve = self.budget - limit
-            self.limit = limit
-            self._trim(0)
-
-    def _trim(self, nbytes: int, keep: Hashable | None = None) -> None:
-        lru = self._lru
-        while lru.currsize + nbytes > self.limit and len(lru) > (1 if keep in lru else 0):
-            lru.popitem()
-
-    def put(self, key: Hashable, table: pa.Table) -> bool:
-        """Keep a table, evicting least recently used ones to stay within the cache's share.
-
-        Args:
-            key: The cache key.
-            table: The table to keep.
-
-        Returns:
-            True if the table is now cached; False if it is larger than the cache's share.
-        """
-        with self._lock:
-            size = table_bytes(table)
-            if self.limit == 0 or size > self.limit:
-                self._oversized += 1
-                return False
-            self._lru.pop(key, None)
-            self._trim(size)
-            self._lru[key] = table
-            return True
-
-    def make_room(self, nbytes: int, keep: Hashable | None = None) -> bool:
-        """Evict least recently used windows until ``nbytes`` more would fit in the limit.
-
-        Args:
-            nbytes: Bytes about to be read.
-            keep: A key never evicted for this (the window being consumed).
-
-        Returns:
-            True if ``nbytes`` now fits beside what is held.
-        """
-        with self._lock:
-            lru = self._lru
-            if keep is not None and keep in lru:
-                lru.get(keep)  # mark most recently used so popitem takes the others first
-            self._trim(nbytes, keep)
-            return bool(lru.currsize + nbytes <= self.limit)
-
-
-_READERS: weakref.WeakSet[WindowReader] = weakref.WeakSet()
-
-
-def _stop_all_before_fork() -> None:
-    # Registered after source.py's hook, so it runs first: no read-ahead thread may be inside
-    # a DuckDB query when the connections close and the process forks.
-    for reader in list(_READERS):
-        reader.stop_read_ahead()
-
-
-def _reset_all_in_child() -> None:
-    for reader in list(_READERS):
-        reader._reset_read_ahead()
-
-
-os.register_at_fork(before=_stop_all_before_fork, after_in_child=_reset_all_in_child)
-# A daemon read-ahead thread still inside a DuckDB query when the interpreter finalizes is
-# torn down mid-C++ and aborts the process ("FATAL: exception not rethrown", exit 134).
-atexit.register(_stop_all_before_fork)
-
-
 class WindowReader:
     """Serve windows as Arrow tables: from the cache, or by one DuckDB query each.
 
@@ -172,7 +75,8 @@ class WindowReader:
     windows are being read sequentially (and after the first window read). A window is read
     ahead only if it fits in the cache beside the one being consumed; room is made by
     evicting least recently used windows *before* reading, so cached plus in-flight windows
-    stay within the cache limit. The thread is stopped and joined before any ``fork()``.
+    stay within the cache limit. The thread (:class:`readahead.ReadAhead`) is stopped and
+    joined before any ``fork()`` and at exit.
 
     Args:
         source: The dataset's shards and schema.
@@ -181,7 +85,7 @@ class WindowReader:
         connection: The process's DuckDB connection holder.
         read_ahead: Whether to read the next window in the background.
         retained: Bytes DuckDB's allocator may keep between reads (see
-            :func:`source.allocator_config`), added to the read reserve.
+            :func:`duck.allocator_config`), added to the read reserve.
     """
 
     def __init__(
@@ -215,18 +119,31 @@ class WindowReader:
         encoded = sum(max(b, 0) for g in groups for _, b in g)
         self._row_bytes_guess = encoded / max(1, source.rows)
         self._warned = False
+        self._row_lock = threading.Lock()
         self._update_reserve()
-        self._reset_read_ahead()
-        _READERS.add(self)
+        self.ahead = ReadAhead(self._fetch_ahead, running=read_ahead)
+
+    @property
+    def row_bytes(self) -> float:
+        """The largest Arrow bytes per row measured in a window read so far (0 before any)."""
+        return self._row_bytes
+
+    @property
+    def read_ahead_stats(self) -> dict[str, int]:
+        """Read-ahead counters: hints scheduled, windows read, hints skipped, reads waited for.
+
+        A hint is skipped when its window would not fit in the cache beside the current one.
+        """
+        return self.ahead.stats
 
     def _update_reserve(self) -> None:
-        """Set aside, in a :class:`BudgetCache`, the transient memory of one window read.
+        """Set aside, in the cache, the transient memory of one window read.
 
         Warns once (:class:`MemoryBudgetWarning`) if the budget cannot hold the reserve and
         one window: the cache then keeps one window anyway and RSS exceeds the budget.
         """
         cache = self.cache
-        if not isinstance(cache, BudgetCache) or cache.budget == 0:
+        if cache.budget == 0:
             return
         row_bytes = self._row_bytes or self._row_bytes_guess
         window = int(self._max_rows * row_bytes) + 1
@@ -248,18 +165,6 @@ class WindowReader:
             )
 
     # ------------------------------------------------------------------ read-ahead
-    def _reset_read_ahead(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._row_lock = threading.Lock()
-        self._queue: deque[int] = deque()
-        self._in_flight: int | None = None
-        self._thread: threading.Thread | None = None
-        self._stopping = False
-        self._last: int | None = None
-        self._keep: int | None = None
-        self._pid = os.getpid()
-        self.read_ahead_stats = {"scheduled": 0, "read": 0, "skipped": 0, "waited": 0}
-
     def set_order(self, order: Sequence[int] | None) -> None:
         """Declare the order in which windows will be consumed (a read-ahead hint).
 
@@ -288,9 +193,9 @@ class WindowReader:
 
     def _advance(self, position: int, table: pa.Table, first: int) -> None:
         """Note that ``position`` is being consumed; read its successor in the background."""
-        if not self.read_ahead or self._last == position:
+        if not self.read_ahead or self.ahead.last == position:
             return
-        previous, self._last = self._last, position
+        previous, self.ahead.last = self.ahead.last, position
         nxt = self._next.get(position)
         if nxt is None and (previous is None or first - 1 <= previous < position):
             nxt = position + 1 if position + 1 < len(self.windows) else None
@@ -304,77 +209,28 @@ class WindowReader:
         if not self.read_ahead or position in self.cache:
             return
         if self._row_bytes and self._estimate(position) + current_bytes > self.cache.limit:
-            self.read_ahead_stats["skipped"] += 1
+            self.ahead.skipped()
             return
-        with self._cond:
-            if self._stopping or os.getpid() != self._pid:
-                return
-            if position == self._in_flight or position in self._queue:
-                return
-            self._queue.clear()  # only the newest hint matters
-            self._queue.append(position)
-            self._keep = current
-            self.read_ahead_stats["scheduled"] += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="undertale-duck-read-ahead", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify_all()
+        self.ahead.schedule(position, current)
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    if not self._cond.wait(timeout=5.0) and not self._queue:
-                        self._thread = None  # idle: exit; restarted on the next hint
-                        return
-                if self._stopping:
-                    return
-                position = self._queue.popleft()
-                self._in_flight = position
-                keep = self._keep
-            try:
-                if position not in self.cache:
-                    self._make_room(position, keep)
-                    table = self.read(position)
-                    self.cache.put(position, table)
-                    self.read_ahead_stats["read"] += 1
-            except Exception:  # the consumer reads it again and gets the error itself
-                pass
-            finally:
-                with self._cond:
-                    self._in_flight = None
-                    self._cond.notify_all()
+    def _fetch_ahead(self, position: int, keep: int | None) -> bool:
+        """Read one window into the cache on the read-ahead thread (False: it was cached)."""
+        if position in self.cache:
+            return False
+        self._make_room(position, keep)
+        self.cache.put(position, self.read(position))
+        return True
 
     def _make_room(self, position: int, keep: int | None) -> None:
-        if isinstance(self.cache, BudgetCache) and self._row_bytes:
+        if self._row_bytes:
             self.cache.make_room(self._estimate(position), keep)
 
-    def _wait_in_flight(self, position: int) -> bool:
-        """Wait if ``position`` is being read ahead (True); drop it from the queue otherwise."""
-        with self._cond:
-            if position in self._queue:
-                self._queue.remove(position)
-            if self._in_flight != position:
-                return False
-            self.read_ahead_stats["waited"] += 1
-            while self._in_flight == position:
-                self._cond.wait()
-            return True
-
     def stop_read_ahead(self) -> None:
-        """Stop the background thread and wait for its current read (run before ``fork()``)."""
-        with self._cond:
-            thread = self._thread
-            self._stopping = True
-            self._queue.clear()
-            self._cond.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        with self._cond:
-            self._thread = None
-            self._stopping = False
+        """Wait for the read in flight and end the read-ahead thread (a hint starts a new one)."""
+        running = self.ahead.running
+        self.ahead.stop()
+        if running:
+            self.ahead.start()
 
     def window(self, position: int, *, advance: bool = True, first: int | None = None) -> pa.Table:
         """Return the rows of one window, reading it unless it is cached.
@@ -394,12 +250,12 @@ class WindowReader:
             CorruptShardError: If the shard's data cannot be decoded.
             SourceError: If the shard lacks a column of the dataset.
         """
-        table = self.cache.get(position) if self._in_flight != position else None
+        table = self.cache.get(position) if self.ahead.in_flight != position else None
         if table is None:
-            if self._wait_in_flight(position):
+            if self.ahead.wait(position):
                 table = self.cache.get(position)
             if table is None:
-                self._make_room(position, self._last)
+                self._make_room(position, self.ahead.last)
                 table = self.read(position)
                 self.cache.put(position, table)
         if advance:
@@ -487,4 +343,4 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-__all__ = ["BudgetCache", "MemoryBudgetWarning", "ShardChangedError", "WindowReader", "conform"]
+__all__ = ["MemoryBudgetWarning", "ShardChangedError", "WindowReader", "conform"]

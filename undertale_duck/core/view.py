@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 
 from ..errors import ArgumentError, QueryError
+from . import duck
 
 #: The column carrying the source row number through the user's query (never shown).
 ROW_COLUMN = "__ud_row"
@@ -43,7 +44,7 @@ _JOINS = {"LEFT", "INNER"}
 @functools.cache
 def _function_kinds() -> tuple[frozenset[str], frozenset[str]]:
     """Names of DuckDB's aggregate functions and of its non-deterministic functions."""
-    con = duckdb.connect(":memory:")
+    con = duck.connect()
     try:
         rows = con.execute(
             "SELECT lower(function_name), function_type, stability FROM duckdb_functions()"
@@ -140,7 +141,7 @@ def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQu
     if not isinstance(query, str) or not query.strip():
         raise ArgumentError(f"query must be SQL text over the dataset view, got {query!r}")
     names = {n.lower() for n in side_tables or {}}
-    con = duckdb.connect(":memory:")
+    con = duck.connect()
     try:
         tree = _parse(con, query)
         statements = tree.get("statements", [])

@@ -10,7 +10,7 @@ import duckdb
 from ..common.text import first_line
 from ..core import sqlfiles
 from ..core.drift import schema_drift
-from ..core.source import duckdb_path
+from ..core.duck import duckdb_path
 from .model import Example
 from .state import PRESENT, PRESENT_OPTIONAL, SAME_LAYOUT, RunState, ShardGroup, Tally
 from .targets import Target, describe_type, field_type, mismatch

@@ -12,6 +12,7 @@ import duckdb
 from pydantic import BaseModel
 
 from ..common.progress import Progress
+from ..core.duck import connect
 from ..core.source import Shard, SourceLike, read_footer, resolve
 from ..errors import SourceError
 from . import schemas
@@ -167,7 +168,7 @@ def report_for(
         "autoinstall_known_extensions": False,
     }
     config.update(duckdb_config or {})
-    connection = duckdb.connect(":memory:", config=config)
+    connection = connect(config)
     try:
         state = RunState(model, shards, paths, errors, connection, examples, progress)
         report = _validate(state)

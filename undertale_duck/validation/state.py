@@ -15,7 +15,8 @@ from ..common.jsonvalue import jsonable
 from ..common.progress import Progress
 from ..common.text import first_line
 from ..core import sqlfiles
-from ..core.source import Shard, duckdb_path
+from ..core.duck import duckdb_path
+from ..core.source import Shard
 from .model import CheckKind, CheckResult, Example
 from .targets import targets
 
