@@ -29,6 +29,10 @@ from . import duck
 ROW_COLUMN = "__ud_row"
 #: The output column the rewritten query orders by (never shown).
 ORDER_COLUMN = "__ud_order"
+#: The column carrying the source shard's path through the user's query (validation only).
+FILE_COLUMN = "__ud_file"
+#: The output column naming the source shard (validation only).
+SHARD_COLUMN = "__ud_shard"
 #: Prefix of every column name reserved by views.
 RESERVED_PREFIX = "__ud_"
 
@@ -112,6 +116,8 @@ class ViewQuery:
         window_sql: The query with the source row number carried as ``__ud_order``.
         index_sql: The query projecting only the source row number (for counting rows).
         side_tables: Names of the side tables the query joins.
+        check_sql: The query with the source shard's path and row number carried as
+            ``__ud_shard`` and ``__ud_order`` (schema validation scans many shards at once).
     """
 
     text: str
@@ -119,6 +125,7 @@ class ViewQuery:
     window_sql: str
     index_sql: str
     side_tables: tuple[str, ...]
+    check_sql: str = ""
 
 
 def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQuery:
@@ -158,14 +165,17 @@ def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQu
         window_node["select_list"].append(_column(table, ROW_COLUMN, ORDER_COLUMN))
         index_node = copy.deepcopy(node)
         index_node["select_list"] = [_column(table, ROW_COLUMN, ORDER_COLUMN)]
+        check_node = copy.deepcopy(window_node)
+        check_node["select_list"].append(_column(table, FILE_COLUMN, SHARD_COLUMN))
         plain_sql = _unparse(con, tree, node)
         window_sql = _unparse(con, tree, window_node)
         index_sql = _unparse(con, tree, index_node)
+        check_sql = _unparse(con, tree, check_node)
     finally:
         con.close()
     names_used = {str(t["table_name"]).lower() for t in _tables(node["from_table"])}
     used = tuple(sorted(names_used - {"dataset"}))
-    return ViewQuery(query, plain_sql, window_sql, index_sql, used)
+    return ViewQuery(query, plain_sql, window_sql, index_sql, used, check_sql)
 
 
 def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
