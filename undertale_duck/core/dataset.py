@@ -45,18 +45,27 @@ class ShardDataset(Dataset[Row]):
             read in flight. If it cannot hold a read and one window, one window (if it fits
             in the budget at all) is cached anyway and a :class:`MemoryBudgetWarning` says
             how much is needed. A window larger than the whole budget is served, not kept;
-            0 caches nothing.
+            0 caches nothing. A read whose row groups (as the footer records them) or
+            decoded rows exceed the budget (at least 64 MiB) stops with
+            :class:`MemoryBudgetError`, and DuckDB's ``memory_limit`` is twice that unless
+            ``duckdb_config`` sets it (a decompression bomb stops there); ``memory=0``
+            turns these limits off.
         columns: Columns to keep (in this order); None keeps all.
         window_bytes: Target uncompressed bytes per window; by default a sixteenth of
             ``memory`` between 1 MiB and 64 MiB.
         duckdb_config: DuckDB settings overriding :func:`default_duckdb_config`.
         format: How row values are returned. ``"python"`` (default): exactly pyarrow's
-            ``as_py()`` values, as the seed did. ``"numpy"``: numeric columns become numpy
-            scalars and lists of numbers 1-d numpy arrays; ``"torch"``: the same as tensors
-            (0-d for scalars). Both are built column-wise from one Arrow slice or take per
-            window, without Python lists; other types (strings, structs, nested lists, lists
-            holding nulls) keep their ``as_py()`` values and nulls are ``None``. Arrays and
-            tensors never share memory with the cache.
+            ``as_py()`` values, as undertale's original dataset module did. ``"numpy"``:
+            numeric columns become numpy scalars and lists of numbers 1-d numpy arrays;
+            ``"torch"``: the same as tensors (0-d for scalars; unsigned integers widen to
+            int64, and a uint64 value of 2**63 or more raises :class:`OutOfRangeError`
+            rather than wrap). Both are built column-wise from one Arrow slice or take per
+            window, without Python lists; other types (strings, structs, nested lists) keep
+            their ``as_py()`` values, nulls are ``None``, and a list of numbers holding a
+            null element is its ``as_py()`` list. A value's type depends on that value
+            alone, never on the other rows of the batch. Arrays and tensors never share
+            memory with the cache. A value with no Python counterpart (a date beyond
+            ``datetime``'s range) raises :class:`OutOfRangeError` naming shard and row.
         read_ahead: Read the next window in a background thread while one is consumed
             (the next in the :meth:`prefetch` order, else the following window when access
             is sequential), within the ``memory`` budget.
@@ -70,9 +79,11 @@ class ShardDataset(Dataset[Row]):
 
     Raises:
         SourceError: If the source cannot be resolved or a shard's footer cannot be read
-            (``NotParquetError``, ``CorruptShardError`` and ``ColumnError`` are subclasses).
-        ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number, or
-            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``.
+            (``NotParquetError``, ``CorruptShardError``, ``EncryptedShardError``,
+            ``UnsupportedShardError`` and ``ColumnError`` are subclasses).
+        ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number,
+            ``columns`` is not a list of non-empty names, DuckDB refuses ``duckdb_config``,
+            or ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``.
         QueryError: If a view's query is not row by row (naming the construct) or fails.
     """
 
@@ -169,10 +180,12 @@ class ShardDataset(Dataset[Row]):
                 config.update(allocator)
             limit = read_limit(self.memory_bytes)
             if limit and "memory_limit" not in self._user_config:
-                # DuckDB stops a read whose decompressed pages outgrow the budget (pages
-                # that decompress to far more than the footer records) instead of paging.
-                ceiling = _bytes_setting(config.get("memory_limit")) or limit
-                config["memory_limit"] = f"{min(limit, ceiling) >> 20}MiB"
+                # A backstop for pages that decompress to far more than the footer records
+                # (the footer check cannot see them): DuckDB stops such a read. Twice the
+                # limit, as an honest read of row groups within the limit holds up to
+                # about twice their size (compressed and decompressed pages).
+                ceiling = _bytes_setting(config.get("memory_limit")) or 2 * limit
+                config["memory_limit"] = f"{min(2 * limit, ceiling) >> 20}MiB"
             self._reader = WindowReader(
                 self.source,
                 self.windows,
@@ -501,7 +514,8 @@ def read_limit(memory_bytes: int) -> int:
     """Return the most bytes one window read may decompress or decode for a budget.
 
     The budget, but at least :data:`READ_LIMIT_FLOOR` (DuckDB needs working memory, and a
-    tiny budget still serves small windows); 0 (no limit) for ``memory=0``.
+    tiny budget still serves small windows); 0 (no limit) for ``memory=0``. DuckDB's own
+    ``memory_limit`` is set to twice this (unless ``duckdb_config`` sets it).
 
     Args:
         memory_bytes: The dataset's memory budget in bytes.

@@ -19,10 +19,12 @@ from ..errors import (
 ARROW_MAX_NESTING = 64
 
 _UNSUPPORTED = ("not supported", "unsupported", "only supported", "not implemented")
+# Words of DuckDB's I/O errors that are about the file system, not the file's content.
+_IO = ("could not", "permission", "no such file", "input/output", "interrupted")
 _CORRUPT = (
     "corrupt", "out of buffer", "magic", "truncat", "too small", "invalid", "missing",
     "negative", "not enough", "mismatch", "decompress", "unexpected", "checksum", "crc",
-    "overflow", "exceeds", "failed to read", "out of bounds", "bad ",
+    "overflow", "exceeds", "out of bounds", "bad ",
 )
 
 
@@ -121,8 +123,19 @@ def shard_error(
             "may be malformed in a way DuckDB does not check; the connection was reopened)",
             path,
         )
-    if isinstance(exc, duckdb.IOException) and not any(k in low for k in _CORRUPT):
-        return SourceError(f"cannot read {what} of shard {path}: {text}", path)
+    if isinstance(exc, duckdb.IOException):
+        detail = low.split("error:", 1)[-1]  # without DuckDB's "IO Error:" prefix
+        if any(k in detail for k in _IO):
+            return SourceError(f"cannot read {what} of shard {path}: {text}", path)
+        if not any(k in detail for k in _CORRUPT):
+            # DuckDB's reader refuses a layout it does not handle (a map without values, a
+            # schema shape): the file is not corrupt, other readers may read it.
+            return UnsupportedShardError(
+                f"shard {path} has a layout DuckDB cannot read ({what}): {text}; the file is "
+                "not necessarily corrupt: rewrite it with common settings, or leave the "
+                "column out with columns=[...]",
+                path,
+            )
     return CorruptShardError(
         f"shard {path} is corrupt: {what} cannot be read: {text}", path, rows
     )

@@ -269,12 +269,19 @@ def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
 
     Raises:
         ColumnError: If a column read shares its name, ignoring case, with another column
-            of a shard, or a shard has a column named ``file_row_number``.
+            of a shard, has an empty name, or a shard has a column named
+            ``file_row_number``.
     """
     wanted = {c.casefold() for c in columns}
     for shard in shards:
         seen: dict[str, str] = {}
         for name in shard.schema.names:
+            if not name and name in columns:
+                raise ColumnError(
+                    f"shard {shard.path} has a column with an empty name, which DuckDB cannot "
+                    "select (it renames it); pass columns=[...] without it",
+                    shard.path,
+                )
             folded = name.casefold()
             if folded == "file_row_number":
                 raise ColumnError(
