@@ -126,12 +126,21 @@ def test_a_row_has_one_type_whatever_the_batch(holes: tuple[Path, list[Any]], fm
     assert isinstance(mixed[1]["xs"], array) and mixed[0]["xs"] == [5, None, 6]
 
 
+@pytest.fixture(scope="module")
+def hole_sets(holes: tuple[Path, list[Any]]) -> list[ParquetDataset]:
+    return [
+        ParquetDataset(holes[0], format=fmt, window_bytes=64)  # type: ignore[arg-type]
+        for fmt in ("numpy", "torch")
+    ]
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=39), min_size=1, max_size=12))
-def test_types_depend_only_on_the_row(holes: tuple[Path, list[Any]], indices: list[int]) -> None:
-    path, values = holes
-    for fmt in ("numpy", "torch"):
-        ds = ParquetDataset(path, format=fmt, window_bytes=64)  # type: ignore[arg-type]
+def test_types_depend_only_on_the_row(
+    holes: tuple[Path, list[Any]], hole_sets: list[ParquetDataset], indices: list[int]
+) -> None:
+    values = holes[1]
+    for ds in hole_sets:
         batch = ds.__getitems__(indices)
         for i, row in zip(indices, batch, strict=True):
             single = ds[i]["xs"]
