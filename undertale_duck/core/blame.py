@@ -7,7 +7,8 @@ import duckdb
 from ..common.text import first_line
 from ..errors import QueryError, SourceError
 from . import failures, sqlfiles
-from .source import Source, duckdb_path
+from .duck import duckdb_path
+from .source import Source
 
 # DuckDB's error kinds that a shard, not the SQL text, can cause (a plain duckdb.Error is
 # what its Parquet reader raises for some unsupported encodings).
