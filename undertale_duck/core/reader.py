@@ -10,13 +10,20 @@ from collections.abc import Sequence
 import duckdb
 import pyarrow as pa
 
-from ..errors import CorruptShardError, MemoryBudgetWarning, ShardChangedError, SourceError
-from . import sqlfiles
+from ..common.text import first_line
+from ..errors import (
+    CorruptShardError,
+    MemoryBudgetError,
+    MemoryBudgetWarning,
+    ShardChangedError,
+    SourceError,
+)
+from . import failures, sqlfiles
 from .cache import WindowCache, table_bytes
 from .duck import duckdb_path
 from .readahead import ReadAhead
 from .source import Connection, Source
-from .windows import Window, max_touched_bytes, read_reserve
+from .windows import Window, max_touched_bytes, read_reserve, touched_bytes
 
 #: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
 #: are cheaper for DuckDB to build than its 131072-row default, whose list buffers grow by
@@ -86,6 +93,9 @@ class WindowReader:
         read_ahead: Whether to read the next window in the background.
         retained: Bytes DuckDB's allocator may keep between reads (see
             :func:`duck.allocator_config`), added to the read reserve.
+        read_limit: Most bytes one window read may decompress (row groups, from the
+            footer) or decode (its Arrow result, counted as it arrives); beyond it the read
+            stops with :class:`MemoryBudgetError`. 0: no limit.
     """
 
     def __init__(
@@ -99,11 +109,13 @@ class WindowReader:
         retained: int = 0,
         view_sql: str | None = None,
         schema: pa.Schema | None = None,
+        read_limit: int = 0,
     ) -> None:
         self.source = source
         self.schema = source.schema if schema is None else schema
         self._view_sql = view_sql
         self.retained = retained
+        self.read_limit = read_limit
         self.windows = windows
         self.cache = cache
         self.connection = connection
@@ -273,12 +285,29 @@ class WindowReader:
 
         Raises:
             ShardChangedError: If the shard changed on disk since it was opened.
+            MemoryBudgetError: If the window's row groups, or its rows once decoded, exceed
+                the read limit (:attr:`read_limit`).
+            UnsupportedShardError: If the shard uses a feature DuckDB or Arrow cannot read
+                (``EncryptedShardError`` if it is encrypted).
+            OutOfRangeError: If DuckDB cannot represent a value of the window.
             CorruptShardError: If the shard's data cannot be decoded.
             SourceError: If the shard lacks a column of the dataset.
         """
         win = self.windows[position]
         shard = self.source.shards[win.shard]
         shard.check_unchanged()
+        what = f"rows {win.offset}..{win.end - 1} (local rows {win.start}..{win.stop - 1})"
+        touched = touched_bytes(win, shard.row_groups)
+        limit = self.read_limit
+        if limit and touched > limit:
+            raise MemoryBudgetError(
+                f"reading {what} of shard {shard.path} means decompressing row groups of "
+                f"{touched / MIB:.4g} MiB (as its footer records), more than the memory budget "
+                f"allows for one read ({limit / MIB:.4g} MiB); raise memory if the shard is "
+                "trusted (a row group is the smallest unit DuckDB decodes)",
+                shard.path,
+                (win.offset, win.end),
+            )
         params: dict[str, object] = {"path": duckdb_path(shard.path)}
         sql = self._sql_file
         if self._view_sql is not None:
@@ -288,22 +317,26 @@ class WindowReader:
             sql = self._sql
             params.update(start=win.start, stop=win.stop)
         try:
-            relation = self.connection.cursor().sql(sql, params=params)
-            table = relation.to_arrow_table(ARROW_BATCH_ROWS)
+            cursor = self.connection.cursor()
+        except duckdb.Error as exc:
+            raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
+        try:
+            table = self._fetch(cursor.sql(sql, params=params), limit, shard.path, what, win)
         except duckdb.BinderException as exc:
             shard.check_unchanged()
             raise SourceError(
                 f"shard {shard.path} does not match the dataset's columns "
-                f"{list(self.source.columns)} (schema drift between shards): {_first_line(exc)}",
+                f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
                 shard.path,
             ) from None
-        except duckdb.Error as exc:
+        except (duckdb.Error, pa.ArrowException) as exc:
+            if failures.is_interrupt(exc):
+                raise KeyboardInterrupt from None
+            if failures.is_fatal(exc):
+                self.connection.close()  # DuckDB invalidated the database: reopen on next use
             shard.check_unchanged()
-            raise CorruptShardError(
-                f"shard {shard.path} is corrupt: rows {win.offset}..{win.end - 1} "
-                f"(local rows {win.start}..{win.stop - 1}) cannot be read: {_first_line(exc)}",
-                shard.path,
-                (win.offset, win.end),
+            raise failures.shard_error(
+                exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
             ) from None
         shard.check_unchanged()
         if self._view_sql is not None:  # drop the row-number columns the view carried
@@ -337,10 +370,38 @@ class WindowReader:
                     self._update_reserve()
         return table
 
+    @staticmethod
+    def _fetch(
+        relation: duckdb.DuckDBPyRelation, limit: int, path: str, what: str, win: Window
+    ) -> pa.Table:
+        """Fetch a window's result batch by batch, stopping once it outgrows ``limit``.
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+        A file can decode to far more than its footer records (a small dictionary page
+        repeated by every row, or pages that understate their sizes), so the result is
+        counted as it arrives rather than trusted to fit.
+        """
+        stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
+        batches: list[pa.RecordBatch] = []
+        total = 0
+        for batch in stream:
+            total += batch.nbytes
+            if limit and total > limit:
+                stream.close()
+                raise MemoryBudgetError(
+                    f"reading {what} of shard {path} decodes to more than the memory budget "
+                    f"allows for one read ({limit / MIB:.4g} MiB) after {_rows(batches)} rows, "
+                    "far more than its footer records (a decompression bomb, or rows "
+                    "far larger than the budget): raise memory if the shard is trusted, or "
+                    "pass a smaller window_bytes",
+                    path,
+                    (win.offset, win.end),
+                )
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=stream.schema)
+
+
+def _rows(batches: list[pa.RecordBatch]) -> int:
+    return sum(batch.num_rows for batch in batches)
 
 
 __all__ = ["MemoryBudgetWarning", "ShardChangedError", "WindowReader", "conform"]

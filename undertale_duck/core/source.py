@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..common.text import first_line
 from ..errors import (
     ArgumentError,
     ColumnError,
@@ -22,8 +23,9 @@ from ..errors import (
     NotParquetError,
     ShardChangedError,
     SourceError,
+    UnsupportedShardError,
 )
-from . import duck, lifecycle, sqlfiles
+from . import duck, footers, lifecycle, sqlfiles
 from .duck import GLOB_CHARS, duckdb_path
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
@@ -186,7 +188,13 @@ def resolve(source: SourceLike) -> list[str]:
 
 
 def read_footer(path: str) -> Shard:
-    """Read one shard's footer (no data pages).
+    """Read one shard's footer (no data pages) and check it against the file.
+
+    The footer is checked before anything trusts it (:mod:`footers`): an encrypted footer
+    or encrypted columns are refused without touching a column's metadata (pyarrow aborts
+    the process on those), and the row groups' row counts must fit the file's size. The
+    shard's row count is the sum of its row groups' (what DuckDB reads), whatever the
+    footer's own total says.
 
     Args:
         path: Path of a Parquet file.
@@ -196,38 +204,50 @@ def read_footer(path: str) -> Shard:
 
     Raises:
         NotParquetError: If the file is not a Parquet file.
-        CorruptShardError: If the footer is truncated or corrupt.
+        EncryptedShardError: If its footer or columns are encrypted.
+        UnsupportedShardError: If its schema uses a type Arrow cannot represent.
+        CorruptShardError: If the footer is truncated, corrupt, or claims more rows than
+            the file can hold.
         SourceError: If the file cannot be opened.
     """
     try:
         st = os.stat(path)
+        head, _ = footers.file_magic(path)
     except OSError as exc:
         raise SourceError(f"cannot open dataset file {path}: {exc.strerror}", path) from None
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except OSError as exc:
-        raise SourceError(f"cannot open dataset file {path}: {exc.strerror}", path) from None
+    if head == footers.ENCRYPTED_MAGIC:
+        footers.check_encryption(path, None, st.st_size)
     if head != MAGIC:
         raise NotParquetError(
             f"{path} is not a Parquet file (it does not start with the Parquet magic bytes)", path
         )
     try:
         meta = pq.read_metadata(path)
-        schema = meta.schema.to_arrow_schema()
     except (OSError, pa.ArrowException, ValueError) as exc:
+        footers.check_encryption(path, None, st.st_size)
         raise CorruptShardError(
-            f"Parquet shard {path} is truncated or corrupt: its footer cannot be read ({exc})",
+            f"Parquet shard {path} is truncated or corrupt: its footer cannot be read "
+            f"({first_line(exc)})",
             path,
         ) from None
-    groups = []
-    for i in range(meta.num_row_groups):
-        rg = meta.row_group(i)
-        groups.append((int(rg.num_rows), int(rg.total_byte_size)))
+    footers.check_encryption(path, meta, st.st_size)
+    try:
+        schema = meta.schema.to_arrow_schema()
+    except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
+        raise UnsupportedShardError(
+            f"Parquet shard {path} uses a column type Arrow cannot represent: {first_line(exc)}",
+            path,
+        ) from None
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise CorruptShardError(
+            f"Parquet shard {path} is corrupt: its schema cannot be read ({first_line(exc)})",
+            path,
+        ) from None
+    groups = footers.row_groups(path, meta, st.st_size)
     return Shard(
         path=path,
-        rows=int(meta.num_rows),
-        row_groups=tuple(groups),
+        rows=sum(rows for rows, _ in groups),
+        row_groups=groups,
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,
         schema=schema,
@@ -249,12 +269,19 @@ def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
 
     Raises:
         ColumnError: If a column read shares its name, ignoring case, with another column
-            of a shard, or a shard has a column named ``file_row_number``.
+            of a shard, has an empty name, or a shard has a column named
+            ``file_row_number``.
     """
     wanted = {c.casefold() for c in columns}
     for shard in shards:
         seen: dict[str, str] = {}
         for name in shard.schema.names:
+            if not name and name in columns:
+                raise ColumnError(
+                    f"shard {shard.path} has a column with an empty name, which DuckDB cannot "
+                    "select (it renames it); pass columns=[...] without it",
+                    shard.path,
+                )
             folded = name.casefold()
             if folded == "file_row_number":
                 raise ColumnError(
@@ -340,16 +367,24 @@ class Connection:
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._generation = 0
+        #: The error creating the ``dataset`` view when the database last opened, if any.
+        self.view_error: duckdb.Error | None = None
         lifecycle.track_connection(self)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         db = duck.connect(self._config)
         files = "[" + ", ".join(sqlfiles.quote_literal(duckdb_path(f)) for f in self._files) + "]"
-        db.execute(
-            sqlfiles.render(
-                "dataset_view", files=files, columns=sqlfiles.column_list(self._columns)
+        try:
+            db.execute(
+                sqlfiles.render(
+                    "dataset_view", files=files, columns=sqlfiles.column_list(self._columns)
+                )
             )
-        )
+            self.view_error = None
+        except duckdb.Error as exc:
+            # The view binds the first shard's schema: a first shard DuckDB cannot open must
+            # not stop window reads, which read each shard by itself. ds.sql reports it.
+            self.view_error = exc
         if self._setup is not None:  # a view's side tables
             self._setup(db)
         return db
