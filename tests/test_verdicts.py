@@ -231,3 +231,77 @@ def test_explicit_validate_always_scans(cache: Path, data: Path, scans: Scans) -
     ds.validate(Rows)
     ds.validate(Rows)
     assert scans.calls == 3
+
+
+# ---------------------------------------------------------------------- torch.distributed
+DIST_SCRIPT = """
+import json
+import os
+import sys
+
+import torch.distributed as dist
+from pydantic import Field
+
+from undertale_duck import SchemaError, load, schema
+from undertale_duck.validation import verdicts
+
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo", rank=rank, world_size=2)
+data, mine, out = sys.argv[1], sys.argv[2 + rank], sys.argv[4]
+
+
+class Rows(schema.Dataset):
+    label: int = Field(ge=0, lt=7)
+
+
+class Stricter(schema.Dataset):
+    label: int = Field(ge=0, lt=6)
+
+
+result = {}
+load(data, Rows, None, 8)
+result["pass"] = verdicts.stats().__dict__
+try:
+    load(data, Stricter, None, 8)
+except SchemaError as exc:
+    result["error"] = str(exc)
+    result["report"] = None if exc.report is None else exc.report.passed
+result["fail"] = verdicts.stats().__dict__
+load(mine, Rows, None, 8)  # each rank has other files here: each validates its own
+result["own"] = verdicts.stats().__dict__
+dist.destroy_process_group()
+with open(f"{out}/rank-{rank}.json", "w") as f:
+    json.dump(result, f)
+"""
+
+
+@pytest.mark.heavy
+def test_rank_zero_validates_for_every_rank(cache: Path, data: Path, tmp_path: Path) -> None:
+    import socket
+
+    (tmp_path / "dist.py").write_text(DIST_SCRIPT)
+    own = []
+    for rank in (0, 1):
+        own.append(tmp_path / f"own-{rank}")
+        datagen.write_shards(own[-1], [5 + rank], row_group_size=5)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "WORLD_SIZE": "2", verdicts.CACHE_ENV: str(cache.parent)}
+    procs = [subprocess.Popen([sys.executable, str(tmp_path / "dist.py"), str(data),
+                               str(own[0]), str(own[1]), str(tmp_path)],
+                              env={**env, "RANK": str(rank)}, stderr=subprocess.PIPE, text=True)
+             for rank in (0, 1)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+    zero, one = (json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1))
+    assert zero["pass"] == {"scans": 1, "reused": 0, "shared": 0}
+    assert one["pass"] == {"scans": 0, "reused": 0, "shared": 1}
+    # a failing dataset: rank 0 scans, every rank raises SchemaError with rank 0's report
+    assert zero["fail"]["scans"] == 2 and one["fail"] == {"scans": 0, "reused": 0, "shared": 2}
+    assert zero["report"] is False and one["report"] is False
+    assert "rank 0 validated the dataset" in one["error"] and "label" in one["error"]
+    # different files on each rank: each validates its own
+    assert zero["own"]["scans"] == 3 and one["own"]["scans"] == 1
