@@ -13,7 +13,7 @@ import datagen
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Keep the library's cache (validation verdicts) out of the user's cache directory."""
+    """Keep the library's caches (view indexes, verdicts) out of the user's cache directory."""
     root = tmp_path_factory.mktemp("undertale_duck_cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("UNDERTALE_DUCK_CACHE", str(root))

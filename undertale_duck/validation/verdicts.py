@@ -6,9 +6,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
-import os
 import re
-import tempfile
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -18,11 +16,15 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from ..core import cachedir
 from ..core.source import Source
 from ..core.sqlfiles import SQL_DIRS
+from ..errors import ArgumentError
 
 #: Environment variable naming undertale_duck's cache directory (default: the user's cache).
-CACHE_ENV = "UNDERTALE_DUCK_CACHE"
+CACHE_ENV = cachedir.CACHE_ENV
+#: Cache subdirectory of the verdict files.
+KIND = "verdicts"
 #: Version of the verdict file layout; a new one ignores files written by an older one.
 FORMAT = 1
 
@@ -30,9 +32,13 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 class Validatable(Protocol):
-    """What :func:`validate` needs of a dataset: its resolved shards and ``validate()``."""
+    """What :func:`validate` needs of a dataset: its shards, fingerprint and ``validate()``."""
 
     source: Source
+
+    @property
+    def fingerprint(self) -> str:
+        """A stable hash of the dataset's query, columns and every shard's identity."""
 
     def validate(self, schema: type[BaseModel]) -> None:
         """Scan every shard against ``schema``; raise ``SchemaError`` if one does not conform."""
@@ -138,9 +144,9 @@ def schema_identity(schema: type[BaseModel]) -> str:
 def verdict_key(dataset: Validatable, schema: type[BaseModel]) -> str:
     """Return the key of a verdict: the schema's identity and the dataset's fingerprint.
 
-    The fingerprint is the columns read and every shard's path, rows, size, modification time
-    and inode as read when the dataset was opened (plus the dataset's own ``fingerprint``,
-    e.g. a query, when it has one).
+    The fingerprint (``ShardDataset.fingerprint``) covers the query, the columns read and
+    every shard's path, rows, size, modification time and inode as read when the dataset was
+    opened.
 
     Args:
         dataset: An opened dataset.
@@ -149,33 +155,21 @@ def verdict_key(dataset: Validatable, schema: type[BaseModel]) -> str:
     Returns:
         A hex digest.
     """
-    source = dataset.source
-    extra = getattr(dataset, "fingerprint", None)
-    payload = {
-        "format": FORMAT,
-        "schema": schema_identity(schema),
-        "columns": list(source.columns),
-        "shards": [[s.path, s.rows, s.size, s.mtime_ns, list(s.inode)] for s in source.shards],
-        "dataset": extra if isinstance(extra, str) else None,
-    }
+    payload = {"format": FORMAT, "schema": schema_identity(schema),
+               "dataset": dataset.fingerprint}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------- the disk cache
 def cache_directory() -> Path:
-    """Return the directory of verdict files.
+    """Return the directory of verdict files (created when a verdict is written).
 
     Returns:
-        ``$UNDERTALE_DUCK_CACHE/verdicts``, else ``$XDG_CACHE_HOME/undertale_duck/verdicts``,
-        else ``~/.cache/undertale_duck/verdicts``.
+        ``verdicts`` under :func:`undertale_duck.core.cachedir.cache_root`
+        (``$UNDERTALE_DUCK_CACHE``, else ``$XDG_CACHE_HOME/undertale_duck``, else
+        ``~/.cache/undertale_duck``).
     """
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        root = Path(configured).expanduser()
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = Path(base).expanduser() / "undertale_duck"
-    return root.resolve() / "verdicts"
+    return cachedir.cache_root() / KIND
 
 
 def _on_disk(key: str) -> bool:
@@ -188,35 +182,22 @@ def _on_disk(key: str) -> bool:
 
 def _write(key: str, dataset: Validatable, schema: type[BaseModel]) -> None:
     """Record a passing verdict atomically; skipped where we may not or cannot write."""
-    directory = cache_directory()
-    for shard in dataset.source.shards:
-        home = Path(shard.path).resolve().parent
-        if directory == home or home in directory.parents:
-            return  # never write into a dataset, even when the cache is pointed there
+    source = dataset.source
     record = {
         "format": FORMAT,
         "key": key,
         "passed": True,
         "schema": f"{schema.__module__}.{schema.__qualname__}",
-        "source": str(dataset.source.spec),
-        "shards": len(dataset.source.shards),
-        "rows": dataset.source.rows,
+        "source": str(source.spec),
+        "shards": len(source.shards),
+        "rows": source.rows,
         "checked": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    temp = None
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(record, out)
-        os.replace(temp, directory / f"{key}.json")
-        temp = None
-    except OSError:
-        pass  # a cache we cannot write only costs a scan next time
-    finally:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+    homes = sorted({str(Path(s.path).parent) for s in source.shards})
+    # a cache inside the dataset, or one we cannot create or write, only costs a scan next time
+    with contextlib.suppress(ArgumentError, OSError):
+        directory = cachedir.cache_dir(KIND, protected=homes)
+        cachedir.write_atomic(directory, f"{key}.json", json.dumps(record).encode())
 
 
 # ---------------------------------------------------------------------- validate
