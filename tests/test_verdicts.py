@@ -305,3 +305,15 @@ def test_rank_zero_validates_for_every_rank(cache: Path, data: Path, tmp_path: P
     assert "rank 0 validated the dataset" in one["error"] and "label" in one["error"]
     # different files on each rank: each validates its own
     assert zero["own"]["scans"] == 3 and one["own"]["scans"] == 1
+
+
+def test_a_view_has_its_own_verdict(cache: Path, data: Path, scans: Scans) -> None:
+    small = ParquetDataset(data, where="label < 3")
+    load(small, Stricter, _ids, 8)  # labels 0..2 only: conforms
+    load(ParquetDataset(data, where="label < 3"), Stricter, _ids, 8)
+    assert scans.calls == 1
+    load(ParquetDataset(data, where="label < 4"), Stricter, _ids, 8)
+    assert scans.calls == 2
+    with pytest.raises(SchemaError):  # the whole dataset has label 6: never the view's verdict
+        load(ParquetDataset(data), Stricter, _ids, 8)
+    assert scans.calls == 3
