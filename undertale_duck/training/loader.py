@@ -13,6 +13,7 @@ from ..core.source import SourceLike
 from ..dataset import ParquetDataset
 from ..errors import ArgumentError
 from .sampler import ChunkedSampler, worker_windows
+from .validated import validate_once
 
 
 def default_start_method() -> str:
@@ -168,7 +169,10 @@ def load(
 ) -> ChunkedLoader:
     """Build a DataLoader for the dataset at ``path``.
 
-    The dataset is validated against ``schema`` first; indices come from a
+    The dataset is validated against ``schema`` first, unless it passed before with the same
+    schema and the same shards (see :func:`validated.validate_once`: the verdict is kept in
+    this process and in the user's cache directory, and under ``torch.distributed`` rank 0
+    validates for every rank, so every rank must call ``load()``); indices come from a
     :class:`ChunkedSampler` (each rank and each worker reads contiguous windows); workers start
     with :func:`default_start_method` unless ``multiprocessing_context`` says otherwise.
 
@@ -210,7 +214,7 @@ def load(
             path, memory, columns=columns, window_bytes=window_bytes, duckdb_config=duckdb_config
         )
     if schema is not None:
-        dataset.validate(schema)
+        validate_once(dataset, schema)
     sampler = ChunkedSampler(
         dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix
     )
