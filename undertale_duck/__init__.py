@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from .training.collate import collate
     from .training.datamodule import DataModule
     from .training.loader import load
+    from .training.lookup import batch_rows
+    from .training.mixture import Mixture, Stream
     from .training.sampler import ChunkedSampler
 
 #: Names imported on first use: they pull in torch (and lightning for DataModule), which the
@@ -39,6 +41,9 @@ _LAZY = {
     "load": "training.loader",
     "DataModule": "training.datamodule",
     "collate": "training.collate",
+    "Mixture": "training.mixture",
+    "Stream": "training.mixture",
+    "batch_rows": "training.lookup",
 }
 
 __version__ = "0.1.0"
@@ -53,6 +58,7 @@ __all__ = [
     "EncryptedShardError",
     "MemoryBudgetError",
     "MemoryBudgetWarning",
+    "Mixture",
     "NotParquetError",
     "OutOfRangeError",
     "ParquetDataset",
@@ -61,10 +67,12 @@ __all__ = [
     "SchemaError",
     "ShardChangedError",
     "SourceError",
+    "Stream",
     "UndertaleDuckError",
     "UnsupportedShardError",
     "ValidationReport",
     "__version__",
+    "batch_rows",
     "collate",
     "load",
     "schema",

@@ -247,7 +247,7 @@ class ChunkedSampler(DistributedSampler[int]):
         chunk: int = DEFAULT_CHUNK,
     ) -> None:
         try:
-            length = len(dataset)
+            length = int(getattr(dataset, "epoch_size", None) or len(dataset))
         except TypeError as exc:
             raise ArgumentError(
                 f"ChunkedSampler needs a dataset with a length; {type(dataset).__name__} has none"
@@ -306,10 +306,21 @@ class ChunkedSampler(DistributedSampler[int]):
         epoch = self.epoch if epoch is None else epoch
         rank_share, _ = shares(self.length, self.workers, self.num_replicas)
         first = self.rank * rank_share
-        if not self.shuffle:
+        mixture = callable(getattr(self._sized, "epoch_units", None))
+        if not self.shuffle and not mixture:
             sequence = np.arange(first, first + rank_share, dtype=np.int64)
         elif self._memo is not None and self._memo[0] == epoch:
             return self._memo[1]
+        elif mixture:  # a Mixture: the epoch's rows (with repeats) come as ranges
+            units = self._sized.epoch_units(self.seed, epoch)  # type: ignore[attr-defined]
+            if self.shuffle:
+                sequence = shuffled_sequence(
+                    units, self.seed, epoch, self.mix, first, first + rank_share
+                )
+            else:
+                rows = [np.arange(a, b, dtype=np.int64) for a, b in units]
+                whole = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+                sequence = whole[first : first + rank_share]
         else:
             if self._units is None:
                 self._units = units_of(self._sized, self.chunk)
@@ -318,7 +329,7 @@ class ChunkedSampler(DistributedSampler[int]):
             )
         # ``sequence`` is this rank's share only: partition it over the workers
         order = interleave(sequence, self.batch, self.workers, 1, 0)
-        if self.shuffle:
+        if self.shuffle or mixture:
             order.flags.writeable = False
             self._memo = (epoch, order)
         return order
@@ -359,6 +370,7 @@ class ChunkedSampler(DistributedSampler[int]):
             "seed": self.seed,
             "mix": self.mix,
             "chunk": self.chunk,
+            "data": getattr(self.dataset, "fingerprint", None),
         }
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
@@ -376,22 +388,35 @@ class ChunkedSampler(DistributedSampler[int]):
         done = self.consumed if consumed is None else _check_int("consumed", consumed, 0)
         return {"epoch": self.epoch, "consumed": min(done, len(self)), **self._fingerprint()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], *, check_data: bool = True) -> None:
         """Resume: the next iteration yields exactly the samples of the saved epoch not yet used.
 
         A state saved at the end of an epoch resumes at the start of the next one.
 
         Args:
             state: A dict from :meth:`state_dict`.
+            check_data: Refuse a state saved over other data: its ``data`` fingerprint (the
+                dataset's ``fingerprint``: view query, columns, every shard's identity)
+                differs from this dataset's. False resumes at the saved position anyway.
 
         Raises:
             ArgumentError: If the state is malformed or was saved by a sampler with different
                 settings (length, batch, workers, ranks, shuffle, seed, mix, chunk), whose
-                order would differ.
+                order would differ, or over other data (unless ``check_data`` is False).
         """
         if not isinstance(state, dict) or "epoch" not in state or "consumed" not in state:
             raise ArgumentError("a ChunkedSampler state must be a dict from state_dict()")
         mine = self._fingerprint()
+        saved_data = state.get("data")
+        if check_data and saved_data is not None and saved_data != mine["data"]:
+            raise ArgumentError(
+                f"cannot resume: the checkpoint was saved over other data (dataset fingerprint "
+                f"{saved_data}, now {mine['data']}): a shard, the columns or the view's query "
+                "changed, so the saved position would point into different rows. Resume with "
+                "check_data=False (load(..., check_data=False) or DataModule(..., "
+                "check_data=False)) to continue at that position anyway"
+            )
+        mine.pop("data")
         different = [
             f"{key}: saved {state[key]!r}, now {mine[key]!r}"
             for key in mine
