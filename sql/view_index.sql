@@ -1,7 +1,7 @@
 -- The indexing pass of a view over local rows [$start, $stop) of one shard: the source row
 -- numbers the query keeps (also used to locate the rows of one window). The
 -- rewritten query projects nothing else, so DuckDB reads only the columns its filter and
--- joins need. {view} is SQL text produced by DuckDB's json_deserialize_sql.
+-- joins need. The query is SQL text produced by DuckDB's json_deserialize_sql.
 WITH dataset AS (
     SELECT {columns}, file_row_number AS __ud_row
     FROM read_parquet($path, file_row_number = true)

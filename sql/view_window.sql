@@ -1,6 +1,6 @@
 -- One window of a view: the user's query (rewritten by DuckDB to carry the source row number
 -- as __ud_order) over the local rows [$start, $stop) of one shard, in source row order.
--- {view} is SQL text produced by DuckDB's own json_deserialize_sql from the parsed query.
+-- The query is SQL text produced by DuckDB's own json_deserialize_sql from the parsed query.
 WITH dataset AS (
     SELECT {columns}, file_row_number AS __ud_row
     FROM read_parquet($path, file_row_number = true)

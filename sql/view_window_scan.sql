@@ -1,7 +1,7 @@
 -- One window of a view without joins: the user's query (rewritten by DuckDB to carry the
 -- source row number as __ud_order) over the local rows [$start, $stop) of one shard. A scan,
 -- filter and projection keep source order (the connection keeps preserve_insertion_order
--- on), so unlike view_window.sql no sort is needed. {view} is SQL text produced by DuckDB's
+-- on), so unlike view_window.sql no sort is needed. The query is SQL text produced by DuckDB's
 -- own json_deserialize_sql from the parsed query.
 WITH dataset AS (
     SELECT {columns}, file_row_number AS __ud_row

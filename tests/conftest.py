@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import datagen
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep the library's caches (view indexes, verdicts) out of the user's cache directory."""
+    root = tmp_path_factory.mktemp("undertale_duck_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("UNDERTALE_DUCK_CACHE", str(root))
+        yield root
 
 
 @pytest.fixture(scope="session")

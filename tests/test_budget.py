@@ -1,4 +1,4 @@
-"""The memory budget: touched bytes, the read reserve, BudgetCache and MemoryBudgetWarning."""
+"""The memory budget: touched bytes, the read reserve, WindowCache and MemoryBudgetWarning."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from undertale_duck import MemoryBudgetWarning, ParquetDataset
 from undertale_duck.core import reader as readermod
 from undertale_duck.core import windows as win
-from undertale_duck.core.cache import table_bytes
-from undertale_duck.core.reader import BudgetCache
+from undertale_duck.core.cache import WindowCache, table_bytes
 
 FB = win.FALLBACK_ROW_BYTES
 #: ``memory`` is megabytes and may be fractional, though ``ParquetDataset`` annotates it ``int``.
@@ -54,9 +53,9 @@ def _write(root: Path, layout: list[list[int]], tok_mod: int) -> list[dict[str, 
     return [_row(i, tok_mod) for i in range(g)]
 
 
-def _cache(ds: ParquetDataset) -> BudgetCache:
+def _cache(ds: ParquetDataset) -> WindowCache:
     cache = ds.reader.cache
-    assert isinstance(cache, BudgetCache)
+    assert isinstance(cache, WindowCache)
     return cache
 
 
@@ -91,7 +90,7 @@ def _shuffled_pass(
 
 def _floor(reader: readermod.WindowReader) -> int:
     rows = max(w.rows for w in reader.windows)
-    return int(rows * reader._row_bytes) + 1
+    return int(rows * reader.row_bytes) + 1
 
 
 # ---------------------------------------------------------------------------- 1. touched_bytes
@@ -206,7 +205,7 @@ def test_touched_bytes_of_arbitrary_windows(
     assert win.max_touched_bytes(windows, shards) == max(touched, default=0)
 
 
-# ---------------------------------------------------------------------------- 3. BudgetCache
+# ---------------------------------------------------------------------------- 3. WindowCache
 
 _tables: dict[int, pa.Table] = {}
 
@@ -231,7 +230,7 @@ _ops = st.lists(
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 3000), _ops)
 def test_budget_cache_against_a_model(budget: int, ops: list[tuple[str, int, int]]) -> None:
-    cache = BudgetCache(budget)
+    cache = WindowCache(budget)
     assert (cache.budget, cache.limit, cache.reserve) == (budget, budget, 0)
     model: OrderedDict[int, int] = OrderedDict()  # key -> bytes, least recently used first
     limit, floor = budget, 0
@@ -277,9 +276,9 @@ def test_budget_cache_against_a_model(budget: int, ops: list[tuple[str, int, int
                 assert got is not None and table_bytes(got) == model[a]
             else:
                 assert got is None
-        stats = cache.stats
-        assert stats.bytes == sum(model.values()) <= cache.limit
-        assert set(cache._lru.keys()) == set(model)  # same evictions: same LRU order
+        stats = cache.stats()
+        assert stats.bytes == cache.held == sum(model.values()) <= cache.limit
+        assert cache.keys() == list(model)  # same evictions, same LRU order
         assert cache.limit + cache.reserve == budget
         assert cache.limit == limit
         assert cache.limit >= min(budget, floor)
@@ -290,36 +289,36 @@ def test_budget_cache_against_a_model(budget: int, ops: list[tuple[str, int, int
 
 def test_set_reserve_floor_and_eviction_order() -> None:
     one = table_bytes(_fake(10))  # 80 bytes
-    cache = BudgetCache(4 * one)
+    cache = WindowCache(4 * one)
     for k in range(4):
         assert cache.put(k, _fake(10))
     assert cache.get(0) is not None  # 0 is now most recently used
     cache.set_reserve(2 * one)
     assert (cache.limit, cache.reserve) == (2 * one, 2 * one)
-    assert set(cache._lru.keys()) == {3, 0}  # least recently used first: 1, then 2
+    assert cache.keys() == [3, 0]  # least recently used first: 1, then 2
     cache.set_reserve(10 * one, floor=one)  # the reserve alone would leave nothing
     assert (cache.limit, cache.reserve) == (one, 3 * one)
-    assert set(cache._lru.keys()) == {0}
+    assert cache.keys() == [0]
     cache.set_reserve(10 * one, floor=100 * one)  # the floor is capped by the budget
     assert (cache.limit, cache.reserve) == (4 * one, 0)
     assert not cache.put("big", _fake(41))  # larger than the share
-    assert cache.stats.oversized == 1
+    assert cache.stats().oversized == 1
     cache.set_reserve(0)
     assert (cache.limit, cache.reserve) == (4 * one, 0)
 
 
 def test_make_room_keeps_the_consumed_window() -> None:
     one = table_bytes(_fake(10))
-    cache = BudgetCache(3 * one)
+    cache = WindowCache(3 * one)
     for k in range(3):
         cache.put(k, _fake(10))
     # key 0 is least recently used, but it is the one being consumed
     assert cache.make_room(2 * one, keep=0)
-    assert set(cache._lru.keys()) == {0}
+    assert cache.keys() == [0]
     assert not cache.make_room(3 * one, keep=0)  # does not fit beside it: kept anyway
     assert 0 in cache
     assert cache.make_room(3 * one)
-    assert cache.stats.entries == 0
+    assert cache.stats().entries == 0
 
 
 # ---------------------------------------------------------------------------- 4. real dataset
@@ -353,7 +352,7 @@ def test_full_pass_within_a_large_budget(
         for w in ds.windows
     )
     reader = ds.reader
-    assert reader._row_bytes == 0.0
+    assert reader.row_bytes == 0.0
     _check_bound(ds)  # the reserve is set from the footers before any read
     assert _cache(ds).reserve >= readermod.READ_OVERHEAD_BYTES
 
@@ -362,13 +361,13 @@ def test_full_pass_within_a_large_budget(
     reader.stop_read_ahead()  # no read in flight while the reserve is compared
 
     cache = reader.cache
-    assert isinstance(cache, BudgetCache)
+    assert isinstance(cache, WindowCache)
     touched = win.max_touched_bytes(ds.windows, groups)
     assert touched == max(win.touched_bytes(w, groups[w.shard]) for w in ds.windows)
     max_rows = max(w.rows for w in ds.windows)
-    assert reader._row_bytes > 0
+    assert reader.row_bytes > 0
     expected_reserve = win.read_reserve(
-        max_rows, reader._row_bytes, touched, readermod.READ_OVERHEAD_BYTES + reader.retained
+        max_rows, reader.row_bytes, touched, readermod.READ_OVERHEAD_BYTES + reader.retained
     )
     assert cache.reserve == expected_reserve
     assert ds.cache_stats.limit + cache.reserve == ds.memory_bytes
@@ -380,9 +379,9 @@ def test_full_pass_within_a_large_budget(
 
     measured = max(table_bytes(reader.read(p)) / w.rows for p, w in enumerate(ds.windows))
     if read_ahead:
-        assert 0 < reader._row_bytes <= measured
+        assert 0 < reader.row_bytes <= measured
     else:
-        assert reader._row_bytes == measured  # the largest Arrow bytes per row seen
+        assert reader.row_bytes == measured  # the largest Arrow bytes per row seen
     ds.close()
 
 
@@ -471,7 +470,7 @@ def test_zero_budget_caches_nothing_and_does_not_warn(
             assert ds[i] == expected[i]
         ds.reader.stop_read_ahead()
     cache = ds.reader.cache
-    assert isinstance(cache, BudgetCache)
+    assert isinstance(cache, WindowCache)
     stats = ds.cache_stats
     assert (stats.bytes, stats.entries, stats.limit, stats.hits) == (0, 0, 0, 0)
     assert (cache.budget, cache.reserve) == (0, 0)
@@ -550,7 +549,7 @@ def test_floor_only_budget_reads_each_window_about_once(
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 1 << 40), st.integers(1, 256))
 def test_allocator_config_bounds(memory: int, threads: int) -> None:
-    from undertale_duck.core.source import (
+    from undertale_duck.core.duck import (
         FLUSH_THRESHOLD_MAX,
         FLUSH_THRESHOLD_MIN,
         allocator_config,
@@ -577,7 +576,7 @@ def test_dataset_reserves_what_duckdb_may_keep(
     assert ds[3] == expected[3]
     reader = ds.reader
     threads = int(ds.duckdb_config["threads"])
-    from undertale_duck.core.source import allocator_config
+    from undertale_duck.core.duck import allocator_config
 
     setting, retained = allocator_config(ds.memory_bytes, threads)
     assert reader.retained == retained > 0

@@ -1,5 +1,8 @@
+"""The window cache as a plain byte-bounded LRU (no reserve), and a dataset's cache bound."""
+
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 
 import datagen
@@ -15,21 +18,35 @@ def _table(n: int) -> pa.Table:
     return pa.table({"x": pa.array(range(n), pa.int64())})
 
 
+@settings(deadline=None)
 @given(st.integers(0, 5000), st.lists(st.tuples(st.integers(0, 20), st.integers(0, 400)),
                                       max_size=60))
 def test_cache_never_exceeds_limit(limit: int, ops: list[tuple[int, int]]) -> None:
     cache = WindowCache(limit)
+    assert (cache.budget, cache.limit, cache.reserve, cache.held) == (limit, limit, 0, 0)
+    model: OrderedDict[int, int] = OrderedDict()  # key -> bytes, least recently used first
+    evictions = 0
     for key, n in ops:
         table = _table(n)
-        if cache.get(key) is None:
+        got = cache.get(key)
+        assert (got is not None) == (key in model)
+        if got is not None:
+            model.move_to_end(key)
+        else:
+            size = table_bytes(table)
             kept = cache.put(key, table)
-            assert kept == (limit > 0 and table_bytes(table) <= limit)
-        stats = cache.stats
-        assert stats.bytes <= limit
-        assert stats.bytes == sum(
-            table_bytes(t) for t in cache._lru.values()
-        )
-    stats = cache.stats
+            assert kept == (limit > 0 and size <= limit)
+            if kept:
+                while sum(model.values()) + size > limit:
+                    model.popitem(last=False)
+                    evictions += 1
+                model[key] = size
+        stats = cache.stats()
+        assert stats.bytes == cache.held == sum(model.values()) <= limit
+        assert cache.keys() == list(model)  # the same least recently used order
+        assert stats.entries == len(cache) == len(model)
+        assert stats.evictions == evictions
+    stats = cache.stats()
     assert stats.hits + stats.misses == len(ops)
 
 
@@ -41,7 +58,8 @@ def test_cache_is_lru() -> None:
     assert cache.get("a") is not None  # a is now most recent
     cache.put("c", _table(100))
     assert "b" not in cache and "a" in cache and "c" in cache
-    assert cache.stats.evictions == 1
+    assert cache.stats().evictions == 1
+    assert cache.keys() == ["a", "c"]
 
 
 @settings(max_examples=25, deadline=None)

@@ -79,6 +79,67 @@ DDP_SCRIPT = textwrap.dedent(
 )
 
 
+# A DDP fit with a schema, optional checkpoints and resume; each rank writes what validation
+# did in it to <out>/verdicts-<rank>.json (ParquetDataset.report still runs: it is counted).
+DDP_FIT = textwrap.dedent(
+    """
+    import json
+    import sys
+    from collections import Counter
+
+    import lightning
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from recorder import Recorder, collate
+    from undertale_duck import DataModule, ParquetDataset, schema
+    from undertale_duck.validation import verdicts
+
+    scanned = Counter()
+    original = ParquetDataset.report
+
+    def counted(ds, model):
+        scanned[str(ds.source.spec)] += 1
+        return original(ds, model)
+
+    ParquetDataset.report = counted
+
+
+    class Rows(schema.Dataset):
+        label: int
+
+
+    cfg = json.loads(sys.argv[1])
+    dm = DataModule(cfg["train"], cfg["val"], Rows, collate, cfg["batch"], cfg["workers"],
+                    memory=1, seed=cfg["seed"])
+    callbacks = []
+    if cfg.get("every"):
+        callbacks.append(ModelCheckpoint(dirpath=cfg["ckpt_dir"], filename="{step}",
+                                         every_n_train_steps=cfg["every"], save_top_k=-1))
+    trainer = lightning.Trainer(
+        strategy="ddp", accelerator="cpu", devices=2, max_epochs=cfg["epochs"],
+        max_steps=cfg.get("max_steps", -1), logger=False,
+        enable_checkpointing=bool(callbacks), callbacks=callbacks,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+    )
+    trainer.fit(Recorder(cfg["out"]), datamodule=dm, ckpt_path=cfg.get("ckpt"))
+    done = verdicts.stats()
+    with open(f"{cfg['out']}/verdicts-{trainer.global_rank}.json", "w") as f:
+        json.dump({"scanned": scanned, "scans": done.scans, "reused": done.reused,
+                   "shared": done.shared}, f)
+    """
+)
+
+
+def _fit_ddp(tmp_path: Path, cfg: dict[str, Any], cache: Path) -> None:
+    (tmp_path / "recorder.py").write_text(MODULE)
+    (tmp_path / "fit_ddp.py").write_text(DDP_FIT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]),
+           "UNDERTALE_DUCK_CACHE": str(cache)}
+    result = subprocess.run([sys.executable, str(tmp_path / "fit_ddp.py"), json.dumps(cfg)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
 class Rows(schemas.Dataset):
     """The generated rows: a unique id and an integer label."""
 
@@ -297,3 +358,62 @@ def test_pickling_keeps_missing_splits_and_position(splits: dict[str, Path]) -> 
     rest = [i for b in copy.train_dataloader() for i in b]
     whole = DataModule(splits["train"], None, None, _ids, 10, seed=5).train_dataloader()
     assert first + rest == [i for b in whole for i in b]
+
+
+# ---------------------------------------------------------------------- DDP: validation, resume
+@pytest.mark.heavy
+def test_ddp_fit_validates_each_dataset_once(splits: dict[str, Path], tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    train, val = str(splits["train"]), str(splits["val"])
+    runs = []
+    for run in ("first", "again"):
+        out = tmp_path / run
+        out.mkdir()
+        cfg = {"train": train, "val": val, "batch": 16, "workers": 0, "seed": 1, "epochs": 1,
+               "out": str(out)}
+        _fit_ddp(tmp_path, cfg, cache)
+        runs.append([json.loads((out / f"verdicts-{r}.json").read_text()) for r in (0, 1)])
+        assert _flat(_read(out, "train-0-0.txt")) and _flat(_read(out, "val-1-0.txt"))
+    (zero, one), (zero_again, one_again) = runs
+    # the first fit: rank 0 scans each dataset exactly once, rank 1 waits for its verdicts
+    assert zero["scanned"] == {train: 1, val: 1} and zero["scans"] == 2
+    assert one["scanned"] == {} and one["scans"] == 0 and one["shared"] == 2
+    # a new fit over the same files: the verdicts on disk are reused, nothing is scanned
+    assert zero_again["scanned"] == {} and one_again["scanned"] == {}
+    assert zero_again["reused"] == 2 and one_again["shared"] == 2
+    assert len(list((cache / "verdicts").glob("*.json"))) == 2
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("workers", [0, 2])
+def test_ddp_resume_mid_epoch_yields_exactly_the_unseen_rows(splits: dict[str, Path],
+                                                             tmp_path: Path,
+                                                             workers: int) -> None:
+    batch, seed, steps = 16, 4, 5
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    common = {"train": str(splits["train"]), "val": str(splits["val"]), "batch": batch,
+              "workers": workers, "seed": seed, "ckpt_dir": str(tmp_path / "ckpt")}
+    _fit_ddp(tmp_path, {**common, "epochs": 1, "max_steps": steps, "every": steps,
+                        "out": str(first)}, tmp_path / "cache")
+    ckpt = tmp_path / "ckpt" / f"step={steps}.ckpt"
+    assert ckpt.exists()
+    assert torch.load(ckpt, weights_only=False)["DataModule"]["train"]["consumed"] == steps * batch
+    _fit_ddp(tmp_path, {**common, "epochs": 2, "ckpt": str(ckpt), "out": str(second)},
+             tmp_path / "cache")
+
+    dataset = ParquetDataset(splits["train"], memory=1)
+    every = []
+    for rank in (0, 1):
+        sampler = ChunkedSampler(dataset, batch, workers, 2, rank, shuffle=True, seed=seed)
+        before = _read(first, f"train-{rank}-0.txt")
+        after = _read(second, f"train-{rank}-0.txt")
+        assert len(before) == steps
+        order = sampler.order(0).tolist()
+        # exactly the rows this rank had not seen, in its order: no repeats, no skips
+        assert _flat(before) + _flat(after) == order
+        assert set(_flat(after)) == set(order) - set(_flat(before))
+        assert _flat(_read(second, f"train-{rank}-1.txt")) == sampler.order(1).tolist()
+        every += order
+    assert sorted(every) == list(range(400))

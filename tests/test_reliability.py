@@ -18,7 +18,7 @@ import pytest
 from torch.utils.data import DataLoader, Subset
 
 from undertale_duck import CorruptShardError, ParquetDataset, ShardChangedError
-from undertale_duck.core.source import default_duckdb_config
+from undertale_duck.core import lifecycle
 
 Row = dict[str, Any]
 
@@ -342,8 +342,6 @@ def test_killed_worker_raises_and_leaves_nothing_behind(tmp_path: Path) -> None:
     before = sorted(p.name for p in data.iterdir())
     ds = ParquetDataset(data, memory=0, duckdb_config={"temp_directory": str(spill)})
     assert ds.duckdb_config["temp_directory"] == str(spill)
-    default_tmp = Path(default_duckdb_config()["temp_directory"])
-    default_before = set(default_tmp.iterdir()) if default_tmp.exists() else set()
     loader = DataLoader(
         ds, batch_size=5, num_workers=2, collate_fn=_ids, timeout=60,
         worker_init_fn=_record_pid(str(pids)),
@@ -359,8 +357,10 @@ def test_killed_worker_raises_and_leaves_nothing_behind(tmp_path: Path) -> None:
     # nothing left behind: no spill files, no lock or temporary files next to the data
     assert not spill.exists() or not any(spill.iterdir())
     assert sorted(p.name for p in data.iterdir()) == before
-    if default_tmp.exists():
-        assert not {p for p in default_tmp.iterdir() if str(os.getpid()) in p.name} - default_before
+    # temp_directory was given: the workers made no private spill directory
+    owners = {int(p.read_text()) for p in pids.iterdir()}
+    spills = Path(lifecycle.spill_root()).glob(lifecycle.SPILL_PREFIX + "*")
+    assert not [p for p in spills if int(p.name.split("-")[2]) in owners]
     # the next run works, also in the parent
     again = DataLoader(ds, batch_size=50, num_workers=2, collate_fn=_ids, timeout=60)
     assert [row for batch in again for row in batch] == want

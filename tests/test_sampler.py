@@ -18,12 +18,17 @@ from undertale_duck.training.sampler import interleave, shuffled_sequence
 
 # ---------------------------------------------------------------------- independent reference
 def reference(length: int, batch: int, workers: int, ranks: int, rank: int) -> list[int]:
-    """The seed's order, written with plain loops."""
+    """Undertale's original ChunkedSampler order, written with plain loops from its rule.
+
+    Rank share = length // ranks, cut down to a multiple of the workers; rank r takes rows
+    [r * share, (r + 1) * share); worker w of the rank takes its contiguous worker share,
+    split into batches; the batches are delivered round-robin over the workers.
+    """
     nworkers = workers if workers > 0 else 1
-    rank_len = length // ranks
+    worker_len = (length // ranks) // nworkers
+    rank_len = worker_len * nworkers
     rank_start = rank * rank_len
-    worker_len = rank_len // nworkers
-    blocks: list[list[list[int]]] = []
+    batches: list[list[list[int]]] = []
     for w in range(nworkers):
         start = rank_start + w * worker_len
         stop = start + worker_len
@@ -32,12 +37,12 @@ def reference(length: int, batch: int, workers: int, ranks: int, rank: int) -> l
         while i < stop:
             mine.append(list(range(i, min(i + batch, stop))))
             i += batch
-        blocks.append(mine)
+        batches.append(mine)
     out: list[int] = []
-    for k in range(max(len(b) for b in blocks)):
+    for k in range(max(len(b) for b in batches)):
         for w in range(nworkers):
-            if k < len(blocks[w]):
-                out.extend(blocks[w][k])
+            if k < len(batches[w]):
+                out.extend(batches[w][k])
     return out
 
 
@@ -49,14 +54,15 @@ class Sized:
         return self.n
 
 
-LENGTHS = [0, 1, 2, 5, 17, 64, 100, 257]
-BATCHES = [1, 3, 8, 64]
-WORKERS = [0, 1, 2, 3]
-RANKS = [1, 2, 3, 4]
+# lengths include many smaller than ranks * workers * batch
+LENGTHS = [0, 1, 2, 3, 5, 7, 11, 17, 23, 64, 100, 257]
+BATCHES = [1, 2, 3, 8, 64]
+WORKERS = [0, 1, 2, 3, 5]
+RANKS = [1, 2, 3, 4, 8]
 
 
 @pytest.mark.parametrize("length", LENGTHS)
-def test_seed_order_grid(length: int) -> None:
+def test_original_order_grid(length: int) -> None:
     for batch, workers, ranks in itertools.product(BATCHES, WORKERS, RANKS):
         for rank in range(ranks):
             sampler = ChunkedSampler(Sized(length), batch, workers, ranks, rank)
@@ -67,11 +73,55 @@ def test_seed_order_grid(length: int) -> None:
             assert all(type(i) is int for i in got)
 
 
-def test_seed_order_example() -> None:
-    # 2 ranks of 11 (1 dropped), 2 workers of 5 each (1 dropped per rank), batches of 2
+@settings(max_examples=300, deadline=None)
+@given(
+    length=st.integers(0, 2000),
+    batch=st.integers(1, 40),
+    workers=st.integers(0, 9),
+    ranks=st.integers(1, 9),
+    data=st.data(),
+)
+def test_original_order_any_configuration(length: int, batch: int, workers: int, ranks: int,
+                                          data: st.DataObject) -> None:
+    rank = data.draw(st.integers(0, ranks - 1))
+    sampler = ChunkedSampler(Sized(length), batch, workers, ranks, rank)
+    assert list(sampler) == reference(length, batch, workers, ranks, rank)
+
+
+@settings(max_examples=100, deadline=None)
+@given(length=st.integers(0, 500), batch=st.integers(1, 20), workers=st.integers(0, 5),
+       ranks=st.integers(1, 6))
+def test_only_the_last_rows_are_dropped(length: int, batch: int, workers: int,
+                                        ranks: int) -> None:
+    seen = sorted(i for r in range(ranks)
+                  for i in ChunkedSampler(Sized(length), batch, workers, ranks, r))
+    assert seen == list(range(len(seen)))  # every row up to the cut, each once
+    assert length - len(seen) < ranks * max(workers, 1)
+
+
+def test_original_order_examples() -> None:
+    # issue 13: 23 rows, batch 2, 2 workers, 2 ranks (rows 20, 21, 22 dropped)
+    assert list(ChunkedSampler(Sized(23), batch=2, workers=2, ranks=2, rank=0)) == [
+        0, 1, 5, 6, 2, 3, 7, 8, 4, 9]
     s = ChunkedSampler(Sized(23), batch=2, workers=2, ranks=2, rank=1)
-    assert list(s) == [11, 12, 16, 17, 13, 14, 18, 19, 15, 20]
+    assert list(s) == [10, 11, 15, 16, 12, 13, 17, 18, 14, 19]
     assert len(s) == 10
+    # 7 rows, batch 1, 2 workers, 2 ranks: rank 1 gets rows 2 and 3
+    assert list(ChunkedSampler(Sized(7), batch=1, workers=2, ranks=2, rank=1)) == [2, 3]
+
+
+def test_original_order_delivered_by_a_dataloader() -> None:
+    # the rows a real DataLoader with 2 workers delivers, in order, and who read them
+    for rank, want in [(0, [0, 1, 5, 6, 2, 3, 7, 8, 4, 9]),
+                       (1, [10, 11, 15, 16, 12, 13, 17, 18, 14, 19])]:
+        sampler = ChunkedSampler(WhoLoads(23), 2, 2, 2, rank)
+        loader = DataLoader(WhoLoads(23), batch_size=2, sampler=sampler, num_workers=2,
+                            multiprocessing_context="fork")
+        delivered = [(int(i), int(w)) for b in loader for i, w in zip(*b, strict=True)]
+        assert [i for i, _ in delivered] == want
+        first = 10 * rank
+        assert [i for i, w in delivered if w == 0][:4] == list(range(first, first + 4))
+        assert [i for i, w in delivered if w == 1][:4] == list(range(first + 5, first + 9))
 
 
 def test_order_is_the_same_every_iteration_without_shuffle() -> None:
@@ -223,10 +273,10 @@ def test_partition_invariants(n: int, batch: int, workers: int, ranks: int, shuf
     assert len(set(everything)) == len(everything)  # disjoint, no repeats
     assert all(0 <= i < n for i in everything)
     if not shuffle:
-        # covers everything but the dropped tails, contiguous per worker
+        # covers everything but the dropped tail, contiguous per worker
         for rank, order in enumerate(orders):
             for w, stream in enumerate(_streams(order, batch, workers)):
-                start = rank * (n // ranks) + w * (per_rank // nw)
+                start = rank * per_rank + w * (per_rank // nw)
                 assert stream == list(range(start, start + len(stream)))
     else:
         # every unit (chunk) is read by a worker in one visit (mix=1)
@@ -236,6 +286,50 @@ def test_partition_invariants(n: int, batch: int, workers: int, ranks: int, shuf
                     units = [i // chunk for i in stream]
                     runs = [u for u, _ in itertools.groupby(units)]
                     assert len(runs) == len(set(runs))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 400),
+    batch=st.integers(1, 12),
+    workers=st.integers(0, 4),
+    ranks=st.integers(1, 5),
+    seed=st.integers(0, 2**32),
+    epoch=st.integers(0, 3),
+    mix=st.integers(1, 3),
+    chunk=st.integers(1, 50),
+)
+def test_shuffled_order_is_the_original_rule_on_the_epochs_sequence(
+        n: int, batch: int, workers: int, ranks: int, seed: int, epoch: int, mix: int,
+        chunk: int) -> None:
+    # the epoch's whole sequence, built independently of the sampler's rank slicing
+    units = [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
+    sequence = shuffled_sequence(units, seed, epoch, mix).tolist()
+    assert sorted(sequence) == list(range(n))
+    kept = 0
+    for rank in range(ranks):
+        s = ChunkedSampler(Sized(n), batch, workers, ranks, rank, shuffle=True, seed=seed,
+                           mix=mix, chunk=chunk)
+        s.set_epoch(epoch)
+        positions = reference(n, batch, workers, ranks, rank)
+        assert list(s) == [sequence[p] for p in positions]
+        kept += len(positions)
+    # the rows dropped this epoch are the last positions of its sequence
+    dropped = set(range(n)) - {i for r in range(ranks) for i in ChunkedSampler(
+        Sized(n), batch, workers, ranks, r, shuffle=True, seed=seed, mix=mix, chunk=chunk
+    ).order(epoch).tolist()}
+    assert dropped == set(sequence[kept:])
+
+
+def test_shuffle_drops_different_rows_each_epoch() -> None:
+    dropped = []
+    for epoch in range(6):
+        kept = {i for r in range(2)
+                for i in ChunkedSampler(Sized(103), 4, 2, 2, r, shuffle=True, seed=1,
+                                        chunk=5).order(epoch).tolist()}
+        dropped.append(frozenset(range(103)) - kept)
+    assert all(len(d) == 3 for d in dropped)
+    assert len(set(dropped)) > 1
 
 
 def test_shuffle_differs_across_epochs_and_seeds() -> None:

@@ -9,8 +9,11 @@ from .errors import (
     ArgumentError,
     ColumnError,
     CorruptShardError,
+    EncryptedShardError,
+    MemoryBudgetError,
     MemoryBudgetWarning,
     NotParquetError,
+    OutOfRangeError,
     QueryError,
     RandomAccessWarning,
     ReadOnlyError,
@@ -18,6 +21,7 @@ from .errors import (
     ShardChangedError,
     SourceError,
     UndertaleDuckError,
+    UnsupportedShardError,
 )
 from .validation.model import CheckResult, ValidationReport
 
@@ -26,6 +30,8 @@ if TYPE_CHECKING:
     from .training.collate import collate
     from .training.datamodule import DataModule
     from .training.loader import load
+    from .training.lookup import batch_rows
+    from .training.mixture import Mixture, Stream
     from .training.sampler import ChunkedSampler
 
 #: Names imported on first use: they pull in torch (and lightning for DataModule), which the
@@ -36,6 +42,9 @@ _LAZY = {
     "load": "training.loader",
     "DataModule": "training.datamodule",
     "collate": "training.collate",
+    "Mixture": "training.mixture",
+    "Stream": "training.mixture",
+    "batch_rows": "training.lookup",
 }
 
 __version__ = "0.1.0"
@@ -47,8 +56,12 @@ __all__ = [
     "ColumnError",
     "CorruptShardError",
     "DataModule",
+    "EncryptedShardError",
+    "MemoryBudgetError",
     "MemoryBudgetWarning",
+    "Mixture",
     "NotParquetError",
+    "OutOfRangeError",
     "ParquetDataset",
     "QueryError",
     "RandomAccessWarning",
@@ -56,9 +69,12 @@ __all__ = [
     "SchemaError",
     "ShardChangedError",
     "SourceError",
+    "Stream",
     "UndertaleDuckError",
+    "UnsupportedShardError",
     "ValidationReport",
     "__version__",
+    "batch_rows",
     "collate",
     "load",
     "schema",

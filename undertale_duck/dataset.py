@@ -8,6 +8,7 @@ from .core.dataset import ShardDataset
 from .errors import SchemaError
 from .validation import runner
 from .validation.model import ValidationReport
+from .validation.relation import view_rows
 
 
 class ParquetDataset(ShardDataset):
@@ -21,6 +22,9 @@ class ParquetDataset(ShardDataset):
 
     def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
+
+        For a view (``query=``/``where=``) the schema describes the view's rows, computed
+        columns and side-table columns included; examples carry the index in the view.
 
         Args:
             schema: A pydantic model class, e.g. ``undertale_duck.schema.TokenizedDataset``.
@@ -36,6 +40,7 @@ class ParquetDataset(ShardDataset):
             self.source.shards,
             self.reader.connection.cursor(),
             source=str(self.source.spec),
+            relation=None if self.view is None else view_rows(self.view, self.source.columns),
         )
 
     def validate(self, schema: type[BaseModel]) -> None:

@@ -41,6 +41,63 @@ class CorruptShardError(SourceError):
         self.rows = rows
 
 
+class UnsupportedShardError(SourceError):
+    """A shard uses a Parquet feature DuckDB or Arrow cannot read.
+
+    For example an encoding for a type DuckDB does not decode, a map without values,
+    invalid GeoParquet metadata, or nesting deeper than Arrow allows. The shard is not
+    corrupt: another reader may read it; rewriting it with common settings (or leaving the
+    column out with ``columns=``) makes it readable here.
+    """
+
+
+class EncryptedShardError(UnsupportedShardError):
+    """A shard's footer or columns are encrypted (Parquet modular encryption).
+
+    undertale_duck reads no encrypted Parquet; it refuses such a shard without aborting.
+    """
+
+
+class OutOfRangeError(SourceError):
+    """A shard holds a value the requested format cannot represent.
+
+    For example a date beyond Python's ``datetime`` range, or an unsigned 64-bit integer of
+    2**63 or more for ``format="torch"`` (which would wrap to a negative number).
+
+    Attributes:
+        rows: The global ``(start, stop)`` row range holding the value, when known.
+        column: The column holding the value, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        path: str | None = None,
+        rows: tuple[int, int] | None = None,
+        column: str | None = None,
+    ) -> None:
+        super().__init__(message, path)
+        self.rows = rows
+        self.column = column
+
+
+class MemoryBudgetError(SourceError):
+    """Reading a shard would need more memory than the ``memory`` budget allows.
+
+    Row groups larger than the budget, or a decompression bomb: pages that decompress or
+    decode to far more than the footer records.
+
+    Attributes:
+        rows: The global ``(start, stop)`` row range whose read was stopped, when known.
+    """
+
+    def __init__(
+        self, message: str, path: str | None = None, rows: tuple[int, int] | None = None
+    ) -> None:
+        super().__init__(message, path)
+        self.rows = rows
+
+
 class ShardChangedError(SourceError):
     """A shard changed on disk (replaced, truncated, extended, deleted) after it was opened."""
 

@@ -1,11 +1,12 @@
 -- A few offending rows of one check, in dataset order: global index, shard, local row, value.
 -- $offsets[k] is the global index of the first row of the k-th file of $paths (the real
--- paths; $files holds them escaped for read_parquet's glob).
+-- paths; $files holds them escaped for read_parquet's glob). A view joining side tables
+-- orders by index (a scan alone keeps dataset order).
 SELECT
     $offsets[list_position($paths, "__undertale_shard")] + file_row_number AS "index",
     "__undertale_shard" AS shard,
     file_row_number AS "row",
     {value} AS "value"
-FROM read_parquet($files, filename = '__undertale_shard', file_row_number = true)
+FROM {rows}
 WHERE {violation}
-LIMIT $limit
+{order}LIMIT $limit

@@ -3,7 +3,7 @@
 SELECT count(*) AS duplicated_values, coalesce(sum(n), 0) AS duplicated_rows
 FROM (
     SELECT {value} AS v, count(*) AS n
-    FROM read_parquet($files)
+    FROM {rows}
     WHERE {value} IS NOT NULL
     GROUP BY v
     HAVING count(*) > 1

@@ -1,7 +1,7 @@
 -- A few rows holding a duplicated value, grouped by value so each duplicate shows its rows.
 WITH duplicated AS (
     SELECT {value} AS v
-    FROM read_parquet($files)
+    FROM {rows}
     WHERE {value} IS NOT NULL
     GROUP BY v
     HAVING count(*) > 1
@@ -11,7 +11,7 @@ SELECT
     "__undertale_shard" AS shard,
     file_row_number AS "row",
     {value} AS "value"
-FROM read_parquet($files, filename = '__undertale_shard', file_row_number = true)
+FROM {rows}
 WHERE {value} IN (SELECT v FROM duplicated)
 ORDER BY "value", "index"
 LIMIT $limit

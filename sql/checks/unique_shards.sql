@@ -2,12 +2,12 @@
 -- uniqueness check found duplicates).
 WITH duplicated AS (
     SELECT {value} AS v
-    FROM read_parquet($files)
+    FROM {rows}
     WHERE {value} IS NOT NULL
     GROUP BY v
     HAVING count(*) > 1
 )
 SELECT "__undertale_shard" AS shard, count(*) AS violations
-FROM read_parquet($files, filename = '__undertale_shard')
+FROM {rows}
 WHERE {value} IN (SELECT v FROM duplicated)
 GROUP BY ALL

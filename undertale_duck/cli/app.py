@@ -153,7 +153,8 @@ def _open_dataset(source: str, columns: str | None = None) -> Iterator[ParquetDa
 def _open_view(source: str) -> Iterator[tuple[Source, Connection]]:
     # The `dataset` view alone, as ParquetDataset attaches it, without importing torch (the
     # `sql` and `shell` commands need no rows as Python objects): starts about 2 s faster.
-    from ..core.source import Source, default_duckdb_config
+    from ..core.duck import default_duckdb_config
+    from ..core.source import Source
 
     src = Source(source)
     con = src.connection(default_duckdb_config())

@@ -14,7 +14,8 @@ from ..common.jsonvalue import jsonable
 from ..common.progress import Progress
 from ..common.text import aligned
 from ..core import sqlfiles
-from ..core.source import Shard, default_duckdb_config, duckdb_path, read_footer, resolve
+from ..core.duck import connect, default_duckdb_config, duckdb_path
+from ..core.source import Shard, read_footer, resolve
 from ..errors import SourceError
 from .output import cell
 
@@ -404,7 +405,7 @@ def describe(
     """
     paths = resolve(source)
     config = {k: v for k, v in default_duckdb_config().items()}
-    con = duckdb.connect(":memory:", config=config)
+    con = connect(config)
     try:
         infos: list[ShardInfo] = []
         for path in paths:

@@ -64,7 +64,7 @@ class AccessMonitor:
         self._calls += 1
         if self._calls % EVERY and self._start is not None:
             return
-        stats = cache.stats
+        stats = cache.stats()
         if self._start is None:
             self._start = stats
             self._pending = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from typing import Any
@@ -15,11 +16,13 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset
 
-from ..errors import ArgumentError, QueryError, ShardChangedError
+from ..common.text import first_line
+from ..errors import ArgumentError, OutOfRangeError, QueryError, ShardChangedError
+from . import blame, duck, failures
 from . import query as querymod
 from . import windows as win
 from .access import AccessMonitor
-from .cache import CacheStats
+from .cache import CacheStats, WindowCache
 from .disk_tier import (
     DiskStats,
     DiskTier,
@@ -28,18 +31,20 @@ from .disk_tier import (
     prepare_directory,
     window_keys,
 )
+from .duck import allocator_config, default_duckdb_config, duckdb_path, worker_duckdb_config
 from .gather import gather
-from .reader import BudgetCache, WindowReader
-from .rows import FORMATS, Format, Row, Selection, merge, select
-from .source import (
-    Connection,
-    Source,
-    SourceLike,
-    allocator_config,
-    default_duckdb_config,
-    duckdb_path,
-    worker_duckdb_config,
+from .reader import WindowReader
+from .rows import (
+    FORMATS,
+    ConversionFailure,
+    Format,
+    Row,
+    Selection,
+    TensorRangeError,
+    merge,
+    select,
 )
+from .source import Connection, Source, SourceLike
 from .view import check as check_view
 from .view_index import IndexedView, SideTable, index_view, side_tables
 
@@ -61,18 +66,27 @@ class ShardDataset(Dataset[Row]):
             read in flight. If it cannot hold a read and one window, one window (if it fits
             in the budget at all) is cached anyway and a :class:`MemoryBudgetWarning` says
             how much is needed. A window larger than the whole budget is served, not kept;
-            0 caches nothing.
+            0 caches nothing. A read whose row groups (as the footer records them) or
+            decoded rows exceed the budget (at least 64 MiB) stops with
+            :class:`MemoryBudgetError`, and DuckDB's ``memory_limit`` is twice that unless
+            ``duckdb_config`` sets it (a decompression bomb stops there); ``memory=0``
+            turns these limits off.
         columns: Columns to keep (in this order); None keeps all.
         window_bytes: Target uncompressed bytes per window; by default a sixteenth of
             ``memory`` between 1 MiB and 64 MiB.
         duckdb_config: DuckDB settings overriding :func:`default_duckdb_config`.
         format: How row values are returned. ``"python"`` (default): exactly pyarrow's
-            ``as_py()`` values, as the seed did. ``"numpy"``: numeric columns become numpy
-            scalars and lists of numbers 1-d numpy arrays; ``"torch"``: the same as tensors
-            (0-d for scalars). Both are built column-wise from one Arrow slice or take per
-            window, without Python lists; other types (strings, structs, nested lists, lists
-            holding nulls) keep their ``as_py()`` values and nulls are ``None``. Arrays and
-            tensors never share memory with the cache.
+            ``as_py()`` values, as undertale's original dataset module did. ``"numpy"``:
+            numeric columns become numpy scalars and lists of numbers 1-d numpy arrays;
+            ``"torch"``: the same as tensors (0-d for scalars; unsigned integers widen to
+            int64, and a uint64 value of 2**63 or more raises :class:`OutOfRangeError`
+            rather than wrap). Both are built column-wise from one Arrow slice or take per
+            window, without Python lists; other types (strings, structs, nested lists) keep
+            their ``as_py()`` values, nulls are ``None``, and a list of numbers holding a
+            null element is its ``as_py()`` list. A value's type depends on that value
+            alone, never on the other rows of the batch. Arrays and tensors never share
+            memory with the cache. A value with no Python counterpart (a date beyond
+            ``datetime``'s range) raises :class:`OutOfRangeError` naming shard and row.
         read_ahead: Read the next window in a background thread while one is consumed
             (the next in the :meth:`prefetch` order, else the following window when access
             is sequential), within the ``memory`` budget.
@@ -97,10 +111,13 @@ class ShardDataset(Dataset[Row]):
 
     Raises:
         SourceError: If the source cannot be resolved or a shard's footer cannot be read
-            (``NotParquetError``, ``CorruptShardError`` and ``ColumnError`` are subclasses).
-        ArgumentError: If ``memory``, ``window_bytes`` or ``disk`` is not a sensible number,
-            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``, or ``disk_dir``
-            overlaps the dataset or cannot be created.
+            (``NotParquetError``, ``CorruptShardError``, ``EncryptedShardError``,
+            ``UnsupportedShardError`` and ``ColumnError`` are subclasses).
+        ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number,
+            ``columns`` is not a list of non-empty names, DuckDB refuses ``duckdb_config``,
+            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``, ``disk`` is
+            not a number of megabytes, or ``disk_dir`` overlaps the dataset or cannot be
+            created.
         QueryError: If a view's query is not row by row (naming the construct) or fails.
     """
 
@@ -135,8 +152,16 @@ class ShardDataset(Dataset[Row]):
         self.format: Format = format
         self.read_ahead = bool(read_ahead)
         self._order: list[int] | None = None
-        if isinstance(memory, bool) or not isinstance(memory, int | float) or memory < 0:
-            raise ArgumentError(f"memory must be a number of megabytes >= 0, got {memory!r}")
+        if (
+            isinstance(memory, bool)
+            or not isinstance(memory, int | float)
+            or not math.isfinite(memory)
+            or memory < 0
+            or memory * (1 << 20) >= 1 << 62
+        ):
+            raise ArgumentError(
+                f"memory must be a finite number of megabytes >= 0, got {memory!r}"
+            )
         if window_bytes is not None and (
             isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1
         ):
@@ -151,18 +176,20 @@ class ShardDataset(Dataset[Row]):
         self._disk_spec = disk_dir
         self.memory = memory
         self.memory_bytes = int(memory * (1 << 20))
-        if isinstance(columns, str):
-            raise ArgumentError("columns must be a list of column names, not a single string")
-        self._columns = None if columns is None else list(columns)
+        self._columns = _check_columns(columns)
         self.window_bytes = window_bytes or win.default_window_bytes(self.memory_bytes)
-        self.duckdb_config = {**default_duckdb_config(), **(duckdb_config or {})}
-        self._user_config = frozenset(duckdb_config or {})
+        user = _check_duckdb_config(duckdb_config)
+        self.duckdb_config = {**default_duckdb_config(), **user}
+        self._user_config = frozenset(user)
         self._open(source)
 
     def _open(self, source: SourceLike) -> None:
         self._spec = source
         self.source = Source(source, self._columns)
-        self.windows = win.plan([s.row_groups for s in self.source.shards], self.window_bytes)
+        shards = self.source.shards
+        self.windows = win.plan(
+            [s.row_groups for s in shards], self.window_bytes, file_bytes=[s.size for s in shards]
+        )
         self.view: IndexedView | None = None
         if self.query is not None:
             self.view = index_view(
@@ -201,7 +228,15 @@ class ShardDataset(Dataset[Row]):
             }:
                 allocator, retained = allocator_config(self.memory_bytes, config["threads"])
                 config.update(allocator)
-            cache = BudgetCache(self.memory_bytes)
+            limit = read_limit(self.memory_bytes)
+            if limit and "memory_limit" not in self._user_config:
+                # A backstop for pages that decompress to far more than the footer records
+                # (the footer check cannot see them): DuckDB stops such a read. Twice the
+                # limit, as an honest read of row groups within the limit holds up to
+                # about twice their size (compressed and decompressed pages).
+                ceiling = _bytes_setting(config.get("memory_limit")) or 2 * limit
+                config["memory_limit"] = f"{min(2 * limit, ceiling) >> 20}MiB"
+            cache = WindowCache(self.memory_bytes)
             if self.disk_dir is not None and self.disk:
                 view = None if self.view is None else [
                     self.view.query.sql, [side.fingerprint for side in self.view.sides]
@@ -229,8 +264,8 @@ class ShardDataset(Dataset[Row]):
                 retained=retained,
                 view_sql=None if self.view is None else self.view.window_sql,
                 schema=None if self.view is None else self.view.schema,
+                read_limit=limit,
             )
-            self._reader.threads = int(config.get("threads", 1))
             if self._order:
                 self._reader.set_order(self._order)
             if not isinstance(cache, TieredCache) and self.windows:
@@ -350,7 +385,7 @@ class ShardDataset(Dataset[Row]):
     @property
     def cache_stats(self) -> CacheStats:
         """Hit, miss and eviction counts and bytes held by this process's cache."""
-        return self.reader.cache.stats
+        return self.reader.cache.stats()
 
     @property
     def disk_stats(self) -> DiskStats | None:
@@ -414,7 +449,7 @@ class ShardDataset(Dataset[Row]):
         position = win.locate(self._starts, i)
         table = self.reader.window(position)
         local = i - self.windows[position].offset
-        row = select(table, slice(local, local + 1), self.format)[0]
+        row = self._select(position, table, slice(local, local + 1))[0]
         self._watch(1)
         return row
 
@@ -490,7 +525,16 @@ class ShardDataset(Dataset[Row]):
             else:
                 selections.append(_local(local[a:b]))
             places.append(order[a:b])
-        return gather(tables, selections, places, len(index), self.format)
+        try:
+            return gather(tables, selections, places, len(index), self.format)
+        except (ConversionFailure, TensorRangeError):  # per window: names the shard and row
+            parts = [
+                self._select(p, t, sel)
+                for p, t, sel in zip(heads, tables, selections, strict=True)
+            ]
+            back = np.empty(len(index), dtype=np.int64)
+            back[np.concatenate(places)] = np.arange(len(index), dtype=np.int64)
+            return merge(parts, back)
 
     def _run_of(self, indices: Sequence[int]) -> MutableSequence[Row] | None:
         """The rows of a list of consecutive ascending indices inside one window, else None.
@@ -514,8 +558,11 @@ class ShardDataset(Dataset[Row]):
         offset = starts[position]
         local = slice(start - offset, start - offset + n)
         if self.format == "python":
-            return select(table, local, self.format)
-        return gather([table], [local], None, n, self.format)
+            return self._select(position, table, local)
+        try:
+            return gather([table], [local], None, n, self.format)
+        except (ConversionFailure, TensorRangeError):
+            return self._select(position, table, local)  # names the shard and row
 
     def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
         """Check and normalize many indices at once (negative ones count from the end)."""
@@ -545,9 +592,28 @@ class ShardDataset(Dataset[Row]):
         table = self.reader.window(position, advance=advance, first=first)
         sel = _local(index - self.windows[position].offset)
         if self.format == "python":
-            return select(table, sel, self.format)
-        return gather([table], [sel], None, len(index), self.format)
+            return self._select(position, table, sel)
+        try:
+            return gather([table], [sel], None, len(index), self.format)
+        except (ConversionFailure, TensorRangeError):
+            return self._select(position, table, sel)  # names the shard and row
 
+    def _select(self, position: int, table: pa.Table, sel: Selection) -> MutableSequence[Row]:
+        """:func:`rows.select`, with a value that cannot be converted named by shard and row."""
+        try:
+            return select(table, sel, self.format)
+        except ConversionFailure as exc:
+            window = self.windows[position]
+            local = sel.start + exc.row if isinstance(sel, slice) else int(sel[exc.row])
+            shard = self.source.shards[window.shard].path
+            row = window.offset + local
+            raise OutOfRangeError(
+                f"shard {shard}, row {row} (local row {window.start + local}): column "
+                f"{exc.column!r} {exc.reason}",
+                shard,
+                (row, row + 1),
+                exc.column,
+            ) from None
 
     # ------------------------------------------------------------------ SQL
     def sql(self, query: str, params: querymod.Params = None) -> pa.Table:
@@ -561,17 +627,40 @@ class ShardDataset(Dataset[Row]):
             The result as an Arrow table.
 
         Raises:
+            ArgumentError: If ``query`` is not a string.
             QueryError: If the SQL fails.
             ReadOnlyError: If the SQL would write or change state (``COPY``, ``ATTACH`` ...).
+            SourceError: If a shard cannot be read (the subclass says why: encrypted,
+                unsupported, out of range, corrupt) or its result cannot be handed to Arrow.
             ShardChangedError: If a shard changed on disk since the dataset was opened
                 (checked before and after the query, so no answer mixes two versions).
         """
+        if not isinstance(query, str):
+            raise ArgumentError(f"query must be SQL text (a str), got {type(query).__name__}")
         self.source.check_unchanged()
+        connection = self.reader.connection
         try:
-            result = querymod.run(self.reader.connection.cursor(), query, params)
-        except QueryError:
+            cursor = connection.cursor()
+        except duckdb.Error as exc:
+            raise QueryError(f"DuckDB cannot be opened: {first_line(exc)}") from None
+        if connection.view_error is not None:
+            raise blame.view_failure(self.source, cursor, connection.view_error)
+        try:
+            result = querymod.run(cursor, query, params)
+        except QueryError as exc:
             self.source.check_unchanged()  # a shard changing mid-query is the real cause
+            cause = exc.__context__
+            if isinstance(cause, duckdb.Error) and failures.is_fatal(cause):
+                connection.close()  # DuckDB invalidated the database: reopen on next use
+            failure = blame.query_failure(self.source, cursor, cause)
+            if failure is not None:
+                raise failure from None
             raise
+        except pa.ArrowException as exc:
+            raise QueryError(
+                f"the query's result cannot be handed to Arrow: {first_line(exc)} (Arrow "
+                f"accepts at most {failures.ARROW_MAX_NESTING} levels of nesting)"
+            ) from None
         self.source.check_unchanged()
         return result
 
@@ -584,3 +673,83 @@ def _local(local: np.ndarray[Any, np.dtype[np.int64]]) -> Selection:
     ):
         return slice(start, start + len(local))
     return local
+
+
+def read_limit(memory_bytes: int) -> int:
+    """Return the most bytes one window read may decompress or decode for a budget.
+
+    The budget, but at least :data:`READ_LIMIT_FLOOR` (DuckDB needs working memory, and a
+    tiny budget still serves small windows); 0 (no limit) for ``memory=0``. DuckDB's own
+    ``memory_limit`` is set to twice this (unless ``duckdb_config`` sets it).
+
+    Args:
+        memory_bytes: The dataset's memory budget in bytes.
+
+    Returns:
+        The limit in bytes, or 0.
+    """
+    return max(memory_bytes, READ_LIMIT_FLOOR) if memory_bytes > 0 else 0
+
+
+#: Smallest read limit (and DuckDB ``memory_limit``) a positive budget gets.
+READ_LIMIT_FLOOR = 64 << 20
+
+
+def _bytes_setting(value: object) -> int:
+    """Bytes of a DuckDB ``"...MB"``/``"...MiB"`` setting we wrote ourselves (0 if unknown)."""
+    if not isinstance(value, str):
+        return 0
+    for suffix, scale in (("MiB", 1 << 20), ("MB", 1 << 20), ("GiB", 1 << 30), ("GB", 1 << 30)):
+        if value.endswith(suffix) and value[: -len(suffix)].strip().isdigit():
+            return int(value[: -len(suffix)]) * scale
+    return 0
+
+
+def _check_columns(columns: Sequence[str] | None) -> list[str] | None:
+    if columns is None:
+        return None
+    if isinstance(columns, str | bytes):
+        raise ArgumentError("columns must be a list of column names, not a single string")
+    try:
+        names = list(columns)
+    except TypeError:
+        raise ArgumentError(
+            f"columns must be a list of column names, got {type(columns).__name__}"
+        ) from None
+    for name in names:
+        if not isinstance(name, str):
+            raise ArgumentError(f"columns must hold column names (str), got {name!r}")
+        if not name:
+            raise ArgumentError(
+                "columns holds an empty column name; DuckDB cannot select a column named ''"
+            )
+    return names
+
+
+def _check_duckdb_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Check ``duckdb_config`` by opening a DuckDB database with it once.
+
+    Raises:
+        ArgumentError: If it is not a mapping of setting names to values, or DuckDB
+            refuses a name or a value.
+    """
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ArgumentError(
+            f"duckdb_config must be a mapping of DuckDB setting names to values, got "
+            f"{type(config).__name__}"
+        )
+    settings = dict(config)
+    for key, value in settings.items():
+        if not isinstance(key, str) or not key:
+            raise ArgumentError(f"duckdb_config keys must be DuckDB setting names, got {key!r}")
+        if not isinstance(value, str | int | float | bool):
+            raise ArgumentError(
+                f"duckdb_config[{key!r}] must be a string, number or bool, got {value!r}"
+            )
+    try:
+        duck.connect({**default_duckdb_config(), **settings}).close()
+    except (duckdb.Error, TypeError, ValueError, RuntimeError) as exc:
+        raise ArgumentError(f"duckdb_config is refused by DuckDB: {first_line(exc)}") from None
+    return settings

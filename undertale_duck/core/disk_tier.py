@@ -18,9 +18,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from ..errors import ArgumentError
-from .cache import table_bytes
+from .cache import WindowCache, table_bytes
 from .cachedir import CACHE_ENV, cache_root
-from .reader import BudgetCache
 from .source import Source
 from .windows import Window
 
@@ -356,8 +355,8 @@ def _is_temp_file(name: str) -> bool:
     )
 
 
-class TieredCache(BudgetCache):
-    """A :class:`BudgetCache` whose windows go to a :class:`DiskTier` and are read mapped.
+class TieredCache(WindowCache):
+    """A :class:`WindowCache` whose windows go to a :class:`DiskTier` and are read mapped.
 
     A decoded window is written to the disk tier and not kept in memory: later accesses map
     its file (its pages live in the operating system's page cache, shared by every process
@@ -365,7 +364,7 @@ class TieredCache(BudgetCache):
     disk tier cannot take is kept in memory as usual. Misses count the windows decoded.
 
     Args:
-        limit: The memory budget in bytes (as :class:`BudgetCache`).
+        limit: The memory budget in bytes (as :class:`WindowCache`).
         tier: Where decoded windows go.
     """
 
@@ -375,12 +374,13 @@ class TieredCache(BudgetCache):
 
     def get(self, key: Hashable) -> pa.Table | None:
         """Return the window from memory or its file (marking it recently used), or None."""
-        if len(self._lru):  # windows the disk tier could not take
+        if len(self._tables):  # windows the disk tier could not take
             with self._lock:
-                table: pa.Table | None = self._lru.get(key)
-                if table is not None:
+                entry = self._tables.get(key)
+                if entry is not None:
+                    self._tables.move_to_end(key)
                     self._hits += 1
-                    return table
+                    return entry[0]
         table = self.tier.get(key) if isinstance(key, int) else None
         with self._lock:
             if table is None:

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 import pyarrow as pa
 
-from .rows import Format, Row, RowBatch, Selection, _convert, _to_tensor, merge, select
+from .rows import Format, Row, RowBatch, Selection, _convert, merge, select, to_tensor
 
 View = np.ndarray[Any, Any]
 
@@ -145,12 +145,12 @@ def gather(
         if found.complete:
             for name, view in zip(names, found.arrays, strict=True):
                 out = _pick(view, sel)  # type: ignore[arg-type]
-                whole[name] = _to_tensor(out) if torch else out
+                whole[name] = to_tensor(out) if torch else out
             return RowBatch(names, length, whole, values)
         fast = [c for c, v in enumerate(found.arrays) if v is not None]
         for c in fast:
             out = _pick(found.arrays[c], sel)  # type: ignore[arg-type]
-            whole[names[c]] = _to_tensor(out) if torch else out
+            whole[names[c]] = to_tensor(out) if torch else out
     else:
         per_table = [views(t) for t in tables]
         signature = per_table[0].signature
@@ -171,7 +171,7 @@ def gather(
                 ])
                 out = np.empty_like(joined)
                 out[order] = joined
-                whole[names[c]] = _to_tensor(out) if torch else out
+                whole[names[c]] = to_tensor(out) if torch else out
     done = set(fast)
     slow = [c for c in range(len(names)) if c not in done]
     if slow:
@@ -233,7 +233,7 @@ def _convert_slow(
             pieces = [_rows(col, sel) for col, sel in zip(columns, selections, strict=True)]
             column = pa.chunked_array([ch for p in pieces for ch in p.chunks], type=kind)
             column = column.take(pa.array(order))
-        converted = _convert(column, fmt)
+        converted = _convert(name, column, fmt)
         if isinstance(converted, list):
             values[name] = converted
         else:

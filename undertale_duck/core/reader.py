@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-import atexit
 import itertools
-import os
 import threading
 import warnings
-import weakref
-from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 
 import duckdb
 import pyarrow as pa
 
-from ..errors import CorruptShardError, MemoryBudgetWarning, ShardChangedError, SourceError
-from . import arrow_read, sqlfiles
+from ..common.text import first_line
+from ..errors import (
+    CorruptShardError,
+    MemoryBudgetError,
+    MemoryBudgetWarning,
+    ShardChangedError,
+    SourceError,
+)
+from . import failures, sqlfiles
 from .cache import WindowCache, table_bytes
-from .source import Connection, Source, duckdb_path
-from .windows import Window, max_touched_bytes, read_reserve
+from .duck import duckdb_path
+from .readahead import ReadAhead
+from .source import Connection, Source
+from .windows import Window, max_touched_bytes, read_reserve, touched_bytes
 
 #: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
 #: are cheaper for DuckDB to build than its 131072-row default, whose list buffers grow by
@@ -68,101 +73,6 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
-class BudgetCache(WindowCache):
-    """A :class:`WindowCache` inside a memory budget that also pays for the reads in flight.
-
-    The budget is split: ``reserve`` bytes are kept free for the transient memory of window
-    reads (DuckDB's decode buffers and Arrow result), and the cache holds at most
-    ``budget - reserve`` bytes of windows. Room for a window about to be read is made
-    before the read (:meth:`make_room`), so cached plus incoming windows stay in the limit.
-
-    Args:
-        limit: The whole budget in bytes (cache plus reserve).
-    """
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(limit)
-        self.budget = limit
-        self.reserve = 0
-
-    def set_reserve(self, nbytes: int, floor: int = 0) -> None:
-        """Keep ``nbytes`` of the budget free for reads, evicting windows beyond the rest.
-
-        Args:
-            nbytes: Transient bytes a read needs (see :func:`windows.read_reserve`).
-            floor: The cache's share never drops below ``min(budget, floor)`` because of the
-                reserve (one window: without it every batch would read its window again).
-        """
-        with self._lock:
-            limit = max(self.budget - max(0, int(nbytes)), min(self.budget, int(floor)))
-            self.reserve = self.budget - limit
-            self.limit = limit
-            self._trim(0)
-
-    def _trim(self, nbytes: int, keep: Hashable | None = None) -> None:
-        lru = self._lru
-        while lru.currsize + nbytes > self.limit and len(lru) > (1 if keep in lru else 0):
-            lru.popitem()
-
-    def put(self, key: Hashable, table: pa.Table) -> bool:
-        """Keep a table, evicting least recently used ones to stay within the cache's share.
-
-        Args:
-            key: The cache key.
-            table: The table to keep.
-
-        Returns:
-            True if the table is now cached; False if it is larger than the cache's share.
-        """
-        with self._lock:
-            size = table_bytes(table)
-            if self.limit == 0 or size > self.limit:
-                self._oversized += 1
-                return False
-            self._lru.pop(key, None)
-            self._trim(size)
-            self._lru[key] = table
-            return True
-
-    def make_room(self, nbytes: int, keep: Hashable | None = None) -> bool:
-        """Evict least recently used windows until ``nbytes`` more would fit in the limit.
-
-        Args:
-            nbytes: Bytes about to be read.
-            keep: A key never evicted for this (the window being consumed).
-
-        Returns:
-            True if ``nbytes`` now fits beside what is held.
-        """
-        with self._lock:
-            lru = self._lru
-            if keep is not None and keep in lru:
-                lru.get(keep)  # mark most recently used so popitem takes the others first
-            self._trim(nbytes, keep)
-            return bool(lru.currsize + nbytes <= self.limit)
-
-
-_READERS: weakref.WeakSet[WindowReader] = weakref.WeakSet()
-
-
-def _stop_all_before_fork() -> None:
-    # Registered after source.py's hook, so it runs first: no read-ahead thread may be inside
-    # a DuckDB query when the connections close and the process forks.
-    for reader in list(_READERS):
-        reader.stop_read_ahead()
-
-
-def _reset_all_in_child() -> None:
-    for reader in list(_READERS):
-        reader._reset_read_ahead()
-
-
-os.register_at_fork(before=_stop_all_before_fork, after_in_child=_reset_all_in_child)
-# A daemon read-ahead thread still inside a DuckDB query when the interpreter finalizes is
-# torn down mid-C++ and aborts the process ("FATAL: exception not rethrown", exit 134).
-atexit.register(_stop_all_before_fork)
-
-
 class WindowReader:
     """Serve windows as Arrow tables: from the cache, or by one DuckDB query each.
 
@@ -172,7 +82,8 @@ class WindowReader:
     windows are being read sequentially (and after the first window read). A window is read
     ahead only if it fits in the cache beside the one being consumed; room is made by
     evicting least recently used windows *before* reading, so cached plus in-flight windows
-    stay within the cache limit. The thread is stopped and joined before any ``fork()``.
+    stay within the cache limit. The thread (:class:`readahead.ReadAhead`) is stopped and
+    joined before any ``fork()`` and at exit.
 
     Args:
         source: The dataset's shards and schema.
@@ -181,7 +92,10 @@ class WindowReader:
         connection: The process's DuckDB connection holder.
         read_ahead: Whether to read the next window in the background.
         retained: Bytes DuckDB's allocator may keep between reads (see
-            :func:`source.allocator_config`), added to the read reserve.
+            :func:`duck.allocator_config`), added to the read reserve.
+        read_limit: Most bytes one window read may decompress (row groups, from the
+            footer) or decode (its Arrow result, counted as it arrives); beyond it the read
+            stops with :class:`MemoryBudgetError`. 0: no limit.
     """
 
     def __init__(
@@ -195,19 +109,17 @@ class WindowReader:
         retained: int = 0,
         view_sql: str | None = None,
         schema: pa.Schema | None = None,
+        read_limit: int = 0,
     ) -> None:
         self.source = source
         self.schema = source.schema if schema is None else schema
         self._view_sql = view_sql
         self.retained = retained
+        self.read_limit = read_limit
         self.windows = windows
         self.cache = cache
         self.connection = connection
         self.read_ahead = read_ahead
-        #: Decode windows of plain datasets with pyarrow (:mod:`arrow_read`), in parallel
-        #: when ``threads > 1``; views and anything pyarrow cannot read go through DuckDB.
-        self.direct = True
-        self.threads = 1
         columns = sqlfiles.column_list(source.columns)
         self._sql = sqlfiles.render("read_window", columns=columns)
         self._sql_file = sqlfiles.render("read_file", columns=columns)
@@ -219,18 +131,31 @@ class WindowReader:
         encoded = sum(max(b, 0) for g in groups for _, b in g)
         self._row_bytes_guess = encoded / max(1, source.rows)
         self._warned = False
+        self._row_lock = threading.Lock()
         self._update_reserve()
-        self._reset_read_ahead()
-        _READERS.add(self)
+        self.ahead = ReadAhead(self._fetch_ahead, running=read_ahead)
+
+    @property
+    def row_bytes(self) -> float:
+        """The largest Arrow bytes per row measured in a window read so far (0 before any)."""
+        return self._row_bytes
+
+    @property
+    def read_ahead_stats(self) -> dict[str, int]:
+        """Read-ahead counters: hints scheduled, windows read, hints skipped, reads waited for.
+
+        A hint is skipped when its window would not fit in the cache beside the current one.
+        """
+        return self.ahead.stats
 
     def _update_reserve(self) -> None:
-        """Set aside, in a :class:`BudgetCache`, the transient memory of one window read.
+        """Set aside, in the cache, the transient memory of one window read.
 
         Warns once (:class:`MemoryBudgetWarning`) if the budget cannot hold the reserve and
         one window: the cache then keeps one window anyway and RSS exceeds the budget.
         """
         cache = self.cache
-        if not isinstance(cache, BudgetCache) or cache.budget == 0:
+        if cache.budget == 0:
             return
         row_bytes = self._row_bytes or self._row_bytes_guess
         window = int(self._max_rows * row_bytes) + 1
@@ -252,18 +177,6 @@ class WindowReader:
             )
 
     # ------------------------------------------------------------------ read-ahead
-    def _reset_read_ahead(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._row_lock = threading.Lock()
-        self._queue: deque[int] = deque()
-        self._in_flight: int | None = None
-        self._thread: threading.Thread | None = None
-        self._stopping = False
-        self._last: int | None = None
-        self._keep: int | None = None
-        self._pid = os.getpid()
-        self.read_ahead_stats = {"scheduled": 0, "read": 0, "skipped": 0, "waited": 0}
-
     def set_order(self, order: Sequence[int] | None) -> None:
         """Declare the order in which windows will be consumed (a read-ahead hint).
 
@@ -292,9 +205,9 @@ class WindowReader:
 
     def _advance(self, position: int, table: pa.Table, first: int) -> None:
         """Note that ``position`` is being consumed; read its successor in the background."""
-        if not self.read_ahead or self._last == position:
+        if not self.read_ahead or self.ahead.last == position:
             return
-        previous, self._last = self._last, position
+        previous, self.ahead.last = self.ahead.last, position
         nxt = self._next.get(position)
         if nxt is None and (previous is None or first - 1 <= previous < position):
             nxt = position + 1 if position + 1 < len(self.windows) else None
@@ -308,77 +221,28 @@ class WindowReader:
         if not self.read_ahead or position in self.cache:
             return
         if self._row_bytes and self._estimate(position) + current_bytes > self.cache.limit:
-            self.read_ahead_stats["skipped"] += 1
+            self.ahead.skipped()
             return
-        with self._cond:
-            if self._stopping or os.getpid() != self._pid:
-                return
-            if position == self._in_flight or position in self._queue:
-                return
-            self._queue.clear()  # only the newest hint matters
-            self._queue.append(position)
-            self._keep = current
-            self.read_ahead_stats["scheduled"] += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="undertale-duck-read-ahead", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify_all()
+        self.ahead.schedule(position, current)
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    if not self._cond.wait(timeout=5.0) and not self._queue:
-                        self._thread = None  # idle: exit; restarted on the next hint
-                        return
-                if self._stopping:
-                    return
-                position = self._queue.popleft()
-                self._in_flight = position
-                keep = self._keep
-            try:
-                if position not in self.cache:
-                    self._make_room(position, keep)
-                    table = self.read(position)
-                    self.cache.put(position, table)
-                    self.read_ahead_stats["read"] += 1
-            except Exception:  # the consumer reads it again and gets the error itself
-                pass
-            finally:
-                with self._cond:
-                    self._in_flight = None
-                    self._cond.notify_all()
+    def _fetch_ahead(self, position: int, keep: int | None) -> bool:
+        """Read one window into the cache on the read-ahead thread (False: it was cached)."""
+        if position in self.cache:
+            return False
+        self._make_room(position, keep)
+        self.cache.put(position, self.read(position))
+        return True
 
     def _make_room(self, position: int, keep: int | None) -> None:
-        if isinstance(self.cache, BudgetCache) and self._row_bytes:
+        if self._row_bytes:
             self.cache.make_room(self._estimate(position), keep)
 
-    def _wait_in_flight(self, position: int) -> bool:
-        """Wait if ``position`` is being read ahead (True); drop it from the queue otherwise."""
-        with self._cond:
-            if position in self._queue:
-                self._queue.remove(position)
-            if self._in_flight != position:
-                return False
-            self.read_ahead_stats["waited"] += 1
-            while self._in_flight == position:
-                self._cond.wait()
-            return True
-
     def stop_read_ahead(self) -> None:
-        """Stop the background thread and wait for its current read (run before ``fork()``)."""
-        with self._cond:
-            thread = self._thread
-            self._stopping = True
-            self._queue.clear()
-            self._cond.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        with self._cond:
-            self._thread = None
-            self._stopping = False
+        """Wait for the read in flight and end the read-ahead thread (a hint starts a new one)."""
+        running = self.ahead.running
+        self.ahead.stop()
+        if running:
+            self.ahead.start()
 
     def window(self, position: int, *, advance: bool = True, first: int | None = None) -> pa.Table:
         """Return the rows of one window, reading it unless it is cached.
@@ -398,12 +262,12 @@ class WindowReader:
             CorruptShardError: If the shard's data cannot be decoded.
             SourceError: If the shard lacks a column of the dataset.
         """
-        table = self.cache.get(position) if self._in_flight != position else None
+        table = self.cache.get(position) if self.ahead.in_flight != position else None
         if table is None:
-            if self._wait_in_flight(position):
+            if self.ahead.wait(position):
                 table = self.cache.get(position)
             if table is None:
-                self._make_room(position, self._last)
+                self._make_room(position, self.ahead.last)
                 table = self.read(position)
                 self.cache.put(position, table)
         if advance:
@@ -421,12 +285,29 @@ class WindowReader:
 
         Raises:
             ShardChangedError: If the shard changed on disk since it was opened.
+            MemoryBudgetError: If the window's row groups, or its rows once decoded, exceed
+                the read limit (:attr:`read_limit`).
+            UnsupportedShardError: If the shard uses a feature DuckDB or Arrow cannot read
+                (``EncryptedShardError`` if it is encrypted).
+            OutOfRangeError: If DuckDB cannot represent a value of the window.
             CorruptShardError: If the shard's data cannot be decoded.
             SourceError: If the shard lacks a column of the dataset.
         """
         win = self.windows[position]
         shard = self.source.shards[win.shard]
         shard.check_unchanged()
+        what = f"rows {win.offset}..{win.end - 1} (local rows {win.start}..{win.stop - 1})"
+        touched = touched_bytes(win, shard.row_groups)
+        limit = self.read_limit
+        if limit and touched > limit:
+            raise MemoryBudgetError(
+                f"reading {what} of shard {shard.path} means decompressing row groups of "
+                f"{touched / MIB:.4g} MiB (as its footer records), more than the memory budget "
+                f"allows for one read ({limit / MIB:.4g} MiB); raise memory if the shard is "
+                "trusted (a row group is the smallest unit DuckDB decodes)",
+                shard.path,
+                (win.offset, win.end),
+            )
         params: dict[str, object] = {"path": duckdb_path(shard.path)}
         sql = self._sql_file
         if self._view_sql is not None:
@@ -435,28 +316,27 @@ class WindowReader:
         elif win.start != 0 or win.stop != shard.rows:
             sql = self._sql
             params.update(start=win.start, stop=win.stop)
-        direct = None
-        if self._view_sql is None and self.direct:
-            direct = arrow_read.read(shard, win, self.source.columns, threads=self.threads > 1)
         try:
-            table = direct
-            if table is None:
-                relation = self.connection.cursor().sql(sql, params=params)
-                table = relation.to_arrow_table(ARROW_BATCH_ROWS)
+            cursor = self.connection.cursor()
+        except duckdb.Error as exc:
+            raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
+        try:
+            table = self._fetch(cursor.sql(sql, params=params), limit, shard.path, what, win)
         except duckdb.BinderException as exc:
             shard.check_unchanged()
             raise SourceError(
                 f"shard {shard.path} does not match the dataset's columns "
-                f"{list(self.source.columns)} (schema drift between shards): {_first_line(exc)}",
+                f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
                 shard.path,
             ) from None
-        except duckdb.Error as exc:
+        except (duckdb.Error, pa.ArrowException) as exc:
+            if failures.is_interrupt(exc):
+                raise KeyboardInterrupt from None
+            if failures.is_fatal(exc):
+                self.connection.close()  # DuckDB invalidated the database: reopen on next use
             shard.check_unchanged()
-            raise CorruptShardError(
-                f"shard {shard.path} is corrupt: rows {win.offset}..{win.end - 1} "
-                f"(local rows {win.start}..{win.stop - 1}) cannot be read: {_first_line(exc)}",
-                shard.path,
-                (win.offset, win.end),
+            raise failures.shard_error(
+                exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
             ) from None
         shard.check_unchanged()
         if self._view_sql is not None:  # drop the row-number columns the view carried
@@ -481,8 +361,7 @@ class WindowReader:
         # cost the consumer 3-4x more CPU than this copy saves the reader, see DESIGN.md), and
         # the cache counts what is really held. One copy per window read; DuckDB's buffers
         # are freed right away.
-        if direct is None:  # pyarrow's buffers are exactly sized already
-            table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
+        table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
         if table.num_rows:
             row_bytes = table_bytes(table) / table.num_rows
             with self._row_lock:  # the consumer and the read-ahead thread both read
@@ -491,10 +370,38 @@ class WindowReader:
                     self._update_reserve()
         return table
 
+    @staticmethod
+    def _fetch(
+        relation: duckdb.DuckDBPyRelation, limit: int, path: str, what: str, win: Window
+    ) -> pa.Table:
+        """Fetch a window's result batch by batch, stopping once it outgrows ``limit``.
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+        A file can decode to far more than its footer records (a small dictionary page
+        repeated by every row, or pages that understate their sizes), so the result is
+        counted as it arrives rather than trusted to fit.
+        """
+        stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
+        batches: list[pa.RecordBatch] = []
+        total = 0
+        for batch in stream:
+            total += batch.nbytes
+            if limit and total > limit:
+                stream.close()
+                raise MemoryBudgetError(
+                    f"reading {what} of shard {path} decodes to more than the memory budget "
+                    f"allows for one read ({limit / MIB:.4g} MiB) after {_rows(batches)} rows, "
+                    "far more than its footer records (a decompression bomb, or rows "
+                    "far larger than the budget): raise memory if the shard is trusted, or "
+                    "pass a smaller window_bytes",
+                    path,
+                    (win.offset, win.end),
+                )
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=stream.schema)
 
 
-__all__ = ["BudgetCache", "MemoryBudgetWarning", "ShardChangedError", "WindowReader", "conform"]
+def _rows(batches: list[pa.RecordBatch]) -> int:
+    return sum(batch.num_rows for batch in batches)
+
+
+__all__ = ["MemoryBudgetWarning", "ShardChangedError", "WindowReader", "conform"]

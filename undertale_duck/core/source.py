@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import glob as globlib
 import os
-import tempfile
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..common.text import first_line
 from ..errors import (
     ArgumentError,
     ColumnError,
@@ -24,12 +23,13 @@ from ..errors import (
     NotParquetError,
     ShardChangedError,
     SourceError,
+    UnsupportedShardError,
 )
-from . import sqlfiles
+from . import duck, footers, lifecycle, sqlfiles
+from .duck import GLOB_CHARS, duckdb_path
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 MAGIC = b"PAR1"
-_GLOB_CHARS = frozenset("*?[")
 
 SourceLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -163,7 +163,7 @@ def resolve(source: SourceLike) -> list[str]:
             return _directory_files(path)
         if path.is_file():
             return [str(path.absolute())]
-        if _GLOB_CHARS & set(text):
+        if GLOB_CHARS & set(text):
             return _glob_files(str(path))
         raise SourceError(f"dataset source {text} does not exist", text)
     if isinstance(source, bytes):
@@ -188,7 +188,13 @@ def resolve(source: SourceLike) -> list[str]:
 
 
 def read_footer(path: str) -> Shard:
-    """Read one shard's footer (no data pages).
+    """Read one shard's footer (no data pages) and check it against the file.
+
+    The footer is checked before anything trusts it (:mod:`footers`): an encrypted footer
+    or encrypted columns are refused without touching a column's metadata (pyarrow aborts
+    the process on those), and the row groups' row counts must fit the file's size. The
+    shard's row count is the sum of its row groups' (what DuckDB reads), whatever the
+    footer's own total says.
 
     Args:
         path: Path of a Parquet file.
@@ -198,74 +204,56 @@ def read_footer(path: str) -> Shard:
 
     Raises:
         NotParquetError: If the file is not a Parquet file.
-        CorruptShardError: If the footer is truncated or corrupt.
+        EncryptedShardError: If its footer or columns are encrypted.
+        UnsupportedShardError: If its schema uses a type Arrow cannot represent.
+        CorruptShardError: If the footer is truncated, corrupt, or claims more rows than
+            the file can hold.
         SourceError: If the file cannot be opened.
     """
     try:
         st = os.stat(path)
+        head, _ = footers.file_magic(path)
     except OSError as exc:
         raise SourceError(f"cannot open dataset file {path}: {exc.strerror}", path) from None
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except OSError as exc:
-        raise SourceError(f"cannot open dataset file {path}: {exc.strerror}", path) from None
+    if head == footers.ENCRYPTED_MAGIC:
+        footers.check_encryption(path, None, st.st_size)
     if head != MAGIC:
         raise NotParquetError(
             f"{path} is not a Parquet file (it does not start with the Parquet magic bytes)", path
         )
     try:
         meta = pq.read_metadata(path)
-        schema = meta.schema.to_arrow_schema()
     except (OSError, pa.ArrowException, ValueError) as exc:
+        footers.check_encryption(path, None, st.st_size)
         raise CorruptShardError(
-            f"Parquet shard {path} is truncated or corrupt: its footer cannot be read ({exc})",
+            f"Parquet shard {path} is truncated or corrupt: its footer cannot be read "
+            f"({first_line(exc)})",
             path,
         ) from None
-    groups = []
-    for i in range(meta.num_row_groups):
-        rg = meta.row_group(i)
-        groups.append((int(rg.num_rows), int(rg.total_byte_size)))
+    footers.check_encryption(path, meta, st.st_size)
+    try:
+        schema = meta.schema.to_arrow_schema()
+    except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
+        raise UnsupportedShardError(
+            f"Parquet shard {path} uses a column type Arrow cannot represent: {first_line(exc)}",
+            path,
+        ) from None
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise CorruptShardError(
+            f"Parquet shard {path} is corrupt: its schema cannot be read ({first_line(exc)})",
+            path,
+        ) from None
+    groups = footers.row_groups(path, meta, st.st_size)
     return Shard(
         path=path,
-        rows=int(meta.num_rows),
-        row_groups=tuple(groups),
+        rows=sum(rows for rows, _ in groups),
+        row_groups=groups,
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,
         schema=schema,
         created_by=str(meta.created_by or ""),
         inode=(st.st_dev, st.st_ino),
     )
-
-
-def duckdb_path(path: str) -> str:
-    """Return a path as DuckDB's ``read_parquet`` must be given it to read exactly that file.
-
-    DuckDB expands ``*``, ``?`` and ``[`` as glob patterns in every path it reads, also in
-    bound parameters, so ``a[1].parquet`` would read ``a1.parquet`` and ``x*.parquet`` every
-    file starting with ``x``. Each such character is written as a one-character class
-    (``[*]``, ``[?]``, ``[[]``), which DuckDB's glob matches literally.
-
-    Args:
-        path: An absolute file path.
-
-    Returns:
-        The path with glob characters escaped (unchanged when it holds none).
-
-    Raises:
-        SourceError: If the path holds a backslash as well as a glob character: DuckDB's
-            glob then splits the path at the backslash and no escaping reaches the file.
-    """
-    if not _GLOB_CHARS & set(path):
-        return path
-    if "\\" in path:
-        raise SourceError(
-            f"dataset file {path!r} cannot be read through DuckDB: its path holds a backslash "
-            "and one of the glob characters * ? [ , a combination DuckDB's glob cannot match "
-            "literally; rename the file or its directory",
-            path,
-        )
-    return "".join(f"[{c}]" if c in _GLOB_CHARS else c for c in path)
 
 
 def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
@@ -281,12 +269,19 @@ def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
 
     Raises:
         ColumnError: If a column read shares its name, ignoring case, with another column
-            of a shard, or a shard has a column named ``file_row_number``.
+            of a shard, has an empty name, or a shard has a column named
+            ``file_row_number``.
     """
     wanted = {c.casefold() for c in columns}
     for shard in shards:
         seen: dict[str, str] = {}
         for name in shard.schema.names:
+            if not name and name in columns:
+                raise ColumnError(
+                    f"shard {shard.path} has a column with an empty name, which DuckDB cannot "
+                    "select (it renames it); pass columns=[...] without it",
+                    shard.path,
+                )
             folded = name.casefold()
             if folded == "file_row_number":
                 raise ColumnError(
@@ -338,122 +333,15 @@ def reference_schema(shards: Sequence[Shard], columns: Sequence[str] | None) -> 
     return pa.schema([schema.field(c) for c in cols], metadata=schema.metadata)
 
 
-def default_duckdb_config() -> dict[str, Any]:
-    """Return the DuckDB settings each process's database opens with.
-
-    Insertion order is preserved (windows come back in file order without a sort), spills go
-    to the system temporary directory (never next to the dataset), and no extension is
-    auto-installed (nothing is downloaded). DuckDB's external file cache is off: each window
-    is read once per visit, so caching file blocks only costs memory (measured: no speed-up);
-    DuckDB's allocator returns freed memory promptly (4 MB thresholds), so RSS follows the
-    ``memory`` budget; a dataset raises the thresholds with its budget
-    (:func:`allocator_config`) unless ``duckdb_config`` sets them.
-
-    Inside a DataLoader worker, :func:`worker_duckdb_config` adjusts ``threads`` and
-    ``memory_limit`` to the number of workers (unless given in ``duckdb_config``).
-
-    Returns:
-        A DuckDB ``config`` mapping.
-    """
-    return {
-        "preserve_insertion_order": True,
-        "temp_directory": os.path.join(tempfile.gettempdir(), "undertale_duck"),
-        "autoinstall_known_extensions": False,
-        "threads": os.cpu_count() or 1,
-        "enable_external_file_cache": False,
-        # Give freed memory back to the system promptly instead of keeping up to 128 MiB per
-        # thread in DuckDB's allocator caches (measured: RSS then tracks the window cache).
-        "allocator_background_threads": True,
-        "allocator_flush_threshold": "4MB",
-        "allocator_bulk_deallocation_flush_threshold": "4MB",
-    }
-
-
-#: DuckDB's allocator flush threshold in :func:`default_duckdb_config`, and the smallest one
-#: :func:`allocator_config` chooses.
-FLUSH_THRESHOLD_MIN = 4 << 20
-#: The largest flush threshold :func:`allocator_config` chooses (DuckDB's own default).
-FLUSH_THRESHOLD_MAX = 128 << 20
-
-
-def allocator_config(memory_bytes: int, threads: int) -> tuple[dict[str, str], int]:
-    """Choose DuckDB's allocator flush thresholds for a process's memory budget.
-
-    After each task DuckDB returns freed memory to the system once a thread holds more than
-    the threshold. A small threshold keeps RSS down but makes every window read fault in
-    fresh pages; 128 MB made workers=0 epochs 1.13x faster (median of 6 paired A/Bs). The
-    threshold is a sixteenth of the budget per thread, between 4 MB and 128 MB, and
-    what DuckDB may keep beyond the 4 MB baseline (one threshold per worker thread, plus the
-    consumer's and the read-ahead thread) is returned so the budget can reserve it.
-
-    Args:
-        memory_bytes: The process's memory budget in bytes.
-        threads: DuckDB's ``threads`` setting for the process.
-
-    Returns:
-        ``(settings, retained)``: the two threshold settings, and the bytes DuckDB may keep
-        beyond what the 4 MB threshold keeps.
-    """
-    threads = max(1, int(threads))
-    threshold = memory_bytes // (16 * threads)
-    threshold = max(FLUSH_THRESHOLD_MIN, min(FLUSH_THRESHOLD_MAX, threshold)) >> 20 << 20
-    value = f"{threshold >> 20}MB"
-    settings = {
-        "allocator_flush_threshold": value,
-        "allocator_bulk_deallocation_flush_threshold": value,
-    }
-    return settings, (threshold - FLUSH_THRESHOLD_MIN) * (threads + 1)
-
-
-def worker_duckdb_config(workers: int, cpus: int | None = None,
-                         ram_bytes: int | None = None) -> dict[str, Any]:
-    """Return the DuckDB settings of one of ``workers`` DataLoader worker processes.
-
-    The cores are shared: each worker gets ``max(1, min(2, cpus // workers))`` threads (two
-    threads let DuckDB decode a window's row groups in parallel; more workers than cores
-    gain nothing from more). ``memory_limit`` is DuckDB's single-process default (80% of
-    RAM) divided among the workers, so all workers together stay within it.
-
-    Args:
-        workers: Number of DataLoader workers (>= 1).
-        cpus: Cores available (default ``os.cpu_count()``).
-        ram_bytes: Physical memory (default from ``os.sysconf``).
-
-    Returns:
-        ``{"threads": ..., "memory_limit": ...}``.
-    """
-    cpus = cpus or os.cpu_count() or 1
-    if ram_bytes is None:
-        try:
-            ram_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            ram_bytes = 8 << 30
-    workers = max(1, workers)
-    limit_mb = max(256, int(ram_bytes * 0.8) // workers >> 20)
-    return {"threads": max(1, min(2, cpus // workers)), "memory_limit": f"{limit_mb}MB"}
-
-
-
 # --------------------------------------------------------------------------- connections
-
-_LIVE: weakref.WeakSet[Connection] = weakref.WeakSet()
-
-
-def _close_all_before_fork() -> None:
-    # A forked child that inherits a live DuckDB connection segfaults when it opens its own
-    # (DESIGN.md): close every connection in the parent; they reopen lazily.
-    for con in list(_LIVE):
-        con.close()
-
-
-os.register_at_fork(before=_close_all_before_fork)
 
 
 class Connection:
     """A per-process in-memory DuckDB database with the ``dataset`` view and per-thread cursors.
 
-    The database is opened lazily, closed before any ``fork()`` and never pickled, so a
-    dataset is safe to use from DataLoader workers under every start method.
+    The database is opened lazily (by :func:`duck.connect`), closed before any ``fork()`` and
+    at exit (:mod:`lifecycle`) and never pickled, so a dataset is safe to use from DataLoader
+    workers under every start method.
 
     Args:
         files: Shard paths the ``dataset`` view covers.
@@ -479,16 +367,24 @@ class Connection:
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._generation = 0
-        _LIVE.add(self)
+        #: The error creating the ``dataset`` view when the database last opened, if any.
+        self.view_error: duckdb.Error | None = None
+        lifecycle.track_connection(self)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
-        db = duckdb.connect(":memory:", config=self._config)
+        db = duck.connect(self._config)
         files = "[" + ", ".join(sqlfiles.quote_literal(duckdb_path(f)) for f in self._files) + "]"
-        db.execute(
-            sqlfiles.render(
-                "dataset_view", files=files, columns=sqlfiles.column_list(self._columns)
+        try:
+            db.execute(
+                sqlfiles.render(
+                    "dataset_view", files=files, columns=sqlfiles.column_list(self._columns)
+                )
             )
-        )
+            self.view_error = None
+        except duckdb.Error as exc:
+            # The view binds the first shard's schema: a first shard DuckDB cannot open must
+            # not stop window reads, which read each shard by itself. ds.sql reports it.
+            self.view_error = exc
         if self._setup is not None:  # a view's side tables
             self._setup(db)
         return db

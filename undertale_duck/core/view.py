@@ -23,11 +23,16 @@ from typing import Any
 import duckdb
 
 from ..errors import ArgumentError, QueryError
+from . import duck
 
 #: The column carrying the source row number through the user's query (never shown).
 ROW_COLUMN = "__ud_row"
 #: The output column the rewritten query orders by (never shown).
 ORDER_COLUMN = "__ud_order"
+#: The column carrying the source shard's path through the user's query (validation only).
+FILE_COLUMN = "__ud_file"
+#: The output column naming the source shard (validation only).
+SHARD_COLUMN = "__ud_shard"
 #: Prefix of every column name reserved by views.
 RESERVED_PREFIX = "__ud_"
 
@@ -43,7 +48,7 @@ _JOINS = {"LEFT", "INNER"}
 @functools.cache
 def _function_kinds() -> tuple[frozenset[str], frozenset[str]]:
     """Names of DuckDB's aggregate functions and of its non-deterministic functions."""
-    con = duckdb.connect(":memory:")
+    con = duck.connect()
     try:
         rows = con.execute(
             "SELECT lower(function_name), function_type, stability FROM duckdb_functions()"
@@ -111,6 +116,8 @@ class ViewQuery:
         window_sql: The query with the source row number carried as ``__ud_order``.
         index_sql: The query projecting only the source row number (for counting rows).
         side_tables: Names of the side tables the query joins.
+        check_sql: The query with the source shard's path and row number carried as
+            ``__ud_shard`` and ``__ud_order`` (schema validation scans many shards at once).
     """
 
     text: str
@@ -118,6 +125,7 @@ class ViewQuery:
     window_sql: str
     index_sql: str
     side_tables: tuple[str, ...]
+    check_sql: str = ""
 
 
 def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQuery:
@@ -140,7 +148,7 @@ def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQu
     if not isinstance(query, str) or not query.strip():
         raise ArgumentError(f"query must be SQL text over the dataset view, got {query!r}")
     names = {n.lower() for n in side_tables or {}}
-    con = duckdb.connect(":memory:")
+    con = duck.connect()
     try:
         tree = _parse(con, query)
         statements = tree.get("statements", [])
@@ -157,14 +165,17 @@ def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQu
         window_node["select_list"].append(_column(table, ROW_COLUMN, ORDER_COLUMN))
         index_node = copy.deepcopy(node)
         index_node["select_list"] = [_column(table, ROW_COLUMN, ORDER_COLUMN)]
+        check_node = copy.deepcopy(window_node)
+        check_node["select_list"].append(_column(table, FILE_COLUMN, SHARD_COLUMN))
         plain_sql = _unparse(con, tree, node)
         window_sql = _unparse(con, tree, window_node)
         index_sql = _unparse(con, tree, index_node)
+        check_sql = _unparse(con, tree, check_node)
     finally:
         con.close()
     names_used = {str(t["table_name"]).lower() for t in _tables(node["from_table"])}
     used = tuple(sorted(names_used - {"dataset"}))
-    return ViewQuery(query, plain_sql, window_sql, index_sql, used)
+    return ViewQuery(query, plain_sql, window_sql, index_sql, used, check_sql)
 
 
 def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:

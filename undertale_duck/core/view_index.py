@@ -18,7 +18,8 @@ import pyarrow as pa
 from ..errors import ArgumentError, QueryError, SourceError
 from . import sqlfiles
 from .cachedir import cache_dir, write_atomic
-from .source import Shard, duckdb_path
+from .duck import duckdb_path
+from .source import Shard
 from .view import ViewQuery
 from .windows import Window
 

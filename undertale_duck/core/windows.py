@@ -10,6 +10,11 @@ from dataclasses import dataclass
 #: Bytes per row assumed when a footer records no uncompressed size for a row group.
 FALLBACK_ROW_BYTES = 256
 
+#: File bytes each window beyond one per row group must be backed by: a footer can claim
+#: any row count or size, but a shard of ``n`` bytes is never cut into more than
+#: ``row groups + n // SPLIT_FILE_BYTES`` windows, so planning stays bounded by the file.
+SPLIT_FILE_BYTES = 8
+
 
 def group_bytes(rows: int, nbytes: int) -> int:
     """Return the bytes a row group counts for: its footer size, else a per-row estimate.
@@ -78,7 +83,10 @@ def default_window_bytes(memory_bytes: int) -> int:
 
 
 def plan(
-    shards: Sequence[Sequence[tuple[int, int]]], target_bytes: int
+    shards: Sequence[Sequence[tuple[int, int]]],
+    target_bytes: int,
+    *,
+    file_bytes: Sequence[int] | None = None,
 ) -> list[Window]:
     """Cut every shard into windows aligned to its row groups.
 
@@ -89,6 +97,10 @@ def plan(
     Args:
         shards: For each shard, ``(rows, uncompressed bytes)`` of each row group.
         target_bytes: Target uncompressed size of a window.
+        file_bytes: Each shard's file size: splitting stops once a shard has
+            ``row groups + size // SPLIT_FILE_BYTES`` windows (the rest of its large row
+            groups are read whole), so a footer claiming huge row counts or sizes cannot
+            make the plan grow beyond what the file backs. None: no bound.
 
     Returns:
         Windows in global order; together they cover every row exactly once.
@@ -101,18 +113,25 @@ def plan(
     windows: list[Window] = []
     offset = 0
     for shard_index, groups in enumerate(shards):
-        for start, stop in shard_ranges(groups, target_bytes):
+        most = None
+        if file_bytes is not None:
+            most = len(groups) + max(0, file_bytes[shard_index]) // SPLIT_FILE_BYTES
+        for start, stop in shard_ranges(groups, target_bytes, most):
             windows.append(Window(shard_index, start, stop, offset))
             offset += stop - start
     return windows
 
 
-def shard_ranges(groups: Sequence[tuple[int, int]], target_bytes: int) -> list[tuple[int, int]]:
+def shard_ranges(
+    groups: Sequence[tuple[int, int]], target_bytes: int, most: int | None = None
+) -> list[tuple[int, int]]:
     """Cut one shard's row groups into local ``(start, stop)`` row ranges.
 
     Args:
         groups: ``(rows, uncompressed bytes)`` of each row group.
         target_bytes: Target uncompressed size of a range.
+        most: Most ranges to return, at least one per row group (None: no bound); large
+            row groups are split only while the bound allows.
 
     Returns:
         Non-empty ranges in order, covering every row of the shard once.
@@ -124,6 +143,7 @@ def shard_ranges(groups: Sequence[tuple[int, int]], target_bytes: int) -> list[t
     local = 0  # first row of the current row group
     start = 0  # first row of the range being accumulated
     pending = 0  # bytes accumulated since ``start``
+    spare = None if most is None else max(0, most - len(groups))  # splits still allowed
     for rows, nbytes in groups:
         if rows < 0:
             raise ValueError(f"negative row count {rows} in a row group")
@@ -136,6 +156,9 @@ def shard_ranges(groups: Sequence[tuple[int, int]], target_bytes: int) -> list[t
             start, pending = local, 0
         if size > target_bytes:
             pieces = min(rows, math.ceil(size / target_bytes))
+            if spare is not None:
+                pieces = max(1, min(pieces, spare + 1))
+                spare -= pieces - 1
             for p in range(pieces):
                 ranges.append((local + rows * p // pieces, local + rows * (p + 1) // pieces))
             start = local + rows

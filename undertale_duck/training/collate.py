@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..core.rows import RowBatch
-from ..errors import ArgumentError
+from ..core.rows import RowBatch, TensorRangeError, to_tensor
+from ..errors import ArgumentError, OutOfRangeError
 
 _NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -70,15 +70,21 @@ def collate(
         keys = list(first)
     out: dict[str, Any] = {}
     for key in keys:
-        if columnar is not None:
-            whole = columnar.batched(key)
+        try:
+            whole = columnar.batched(key) if columnar is not None else None
             if whole is not None:
                 out[key] = whole if isinstance(whole, torch.Tensor) else _from_numpy(whole)
                 continue
-            values = columnar.column(key)
-        else:
-            values = [row[key] for row in rows]
-        batch, mask = _column(values, padding_value, mask_suffix)
+            batch, mask = _column(
+                columnar.column(key) if columnar is not None else [row[key] for row in rows],
+                padding_value,
+                mask_suffix,
+            )
+        except TensorRangeError:
+            raise OutOfRangeError(
+                f"collate: column {key!r} holds unsigned 64-bit integers of 2**63 or more, "
+                "which no torch integer type holds (they would wrap to negative numbers)"
+            ) from None
         out[key] = batch
         if mask is not None:
             mask_key = f"{key}{mask_suffix}"
@@ -134,9 +140,8 @@ def _numbers(values: list[Any]) -> Any:
 
 
 def _from_numpy(array: np.ndarray[Any, Any]) -> torch.Tensor:
-    if array.dtype.kind == "u" and array.dtype.itemsize > 1:
-        array = array.astype(np.int64)  # torch has no general unsigned 16/32/64-bit support
-    return torch.from_numpy(np.ascontiguousarray(array))
+    # unsigned 16/32/64-bit widened to int64; uint64 values >= 2**63 refused, never wrapped
+    return to_tensor(np.ascontiguousarray(array))
 
 
 def _tensors(values: list[torch.Tensor], padding_value: float) -> tuple[Any, torch.Tensor | None]:

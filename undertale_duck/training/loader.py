@@ -9,10 +9,12 @@ from typing import Any
 
 from torch.utils.data import DataLoader, get_worker_info
 
+from ..core.rows import Format
 from ..core.source import SourceLike
 from ..dataset import ParquetDataset
 from ..errors import ArgumentError
 from .sampler import ChunkedSampler, worker_windows
+from .validated import validate_once
 
 
 def default_start_method() -> str:
@@ -39,6 +41,9 @@ class ChunkedLoader(DataLoader[Any]):
     :func:`load`; construct it as a ``DataLoader`` with a :class:`ChunkedSampler` as
     ``sampler``. With any other sampler it is a plain ``DataLoader``.
     """
+
+    #: Whether :meth:`load_state_dict` refuses a state saved over other data.
+    check_data: bool = True
 
     @property
     def chunked_sampler(self) -> ChunkedSampler | None:
@@ -88,11 +93,12 @@ class ChunkedLoader(DataLoader[Any]):
             state: A dict from :meth:`state_dict` (``{}`` changes nothing).
 
         Raises:
-            ArgumentError: If the state does not fit this loader's sampler.
+            ArgumentError: If the state does not fit this loader's sampler, or was saved over
+                other data (see ``check_data`` of :func:`load`).
         """
         sampler = self.chunked_sampler
         if state and sampler is not None:
-            sampler.load_state_dict(state)
+            sampler.load_state_dict(state, check_data=self.check_data)
 
 
 class WorkerHints:
@@ -165,10 +171,18 @@ def load(
     columns: Sequence[str] | None = None,
     window_bytes: int | None = None,
     duckdb_config: Mapping[str, Any] | None = None,
+    query: str | None = None,
+    where: str | None = None,
+    tables: Mapping[str, Any] | None = None,
+    format: Format = "python",
+    check_data: bool = True,
 ) -> ChunkedLoader:
     """Build a DataLoader for the dataset at ``path``.
 
-    The dataset is validated against ``schema`` first; indices come from a
+    The dataset is validated against ``schema`` first, unless it passed before with the same
+    schema and the same shards (see :func:`validated.validate_once`: the verdict is kept in
+    this process and in the user's cache directory, and under ``torch.distributed`` rank 0
+    validates for every rank, so every rank must call ``load()``); indices come from a
     :class:`ChunkedSampler` (each rank and each worker reads contiguous windows); workers start
     with :func:`default_start_method` unless ``multiprocessing_context`` says otherwise.
 
@@ -194,6 +208,13 @@ def load(
         columns: Columns to read (all by default).
         window_bytes: Target window size in bytes (see ``ParquetDataset``).
         duckdb_config: DuckDB settings (see ``ParquetDataset``).
+        query: Serve a view: SQL over ``dataset`` (see ``ParquetDataset`` and docs/views.md).
+        where: Shorthand for a view keeping the rows matching this SQL condition.
+        tables: Side tables the view joins (``{name: path or pyarrow.Table}``).
+        format: Row value format (``"python"``, ``"numpy"``, ``"torch"``).
+        check_data: When resuming (``load_state_dict``), refuse a state saved over other
+            data (a different dataset fingerprint); False resumes at the saved position
+            anyway.
 
     Returns:
         A :class:`ChunkedLoader` (a ``DataLoader`` with ``state_dict``/``load_state_dict``).
@@ -207,10 +228,18 @@ def load(
         dataset = path
     else:
         dataset = ParquetDataset(
-            path, memory, columns=columns, window_bytes=window_bytes, duckdb_config=duckdb_config
+            path,
+            memory,
+            columns=columns,
+            window_bytes=window_bytes,
+            duckdb_config=duckdb_config,
+            query=query,
+            where=where,
+            tables=tables,
+            format=format,
         )
     if schema is not None:
-        dataset.validate(schema)
+        validate_once(dataset, schema)
     sampler = ChunkedSampler(
         dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix
     )
@@ -232,7 +261,7 @@ def load(
                 f"{multiprocessing.get_all_start_methods()}, got {method!r}"
             )
         context = multiprocessing.get_context(method)
-    return ChunkedLoader(
+    loader = ChunkedLoader(
         dataset,
         batch_size=batch,
         sampler=sampler,
@@ -245,6 +274,8 @@ def load(
         timeout=timeout,
         worker_init_fn=WorkerHints(worker_init_fn) if workers > 0 else worker_init_fn,
     )
+    loader.check_data = bool(check_data)
+    return loader
 
 
 def _as_list(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

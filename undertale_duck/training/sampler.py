@@ -24,7 +24,10 @@ Order = npt.NDArray[np.int64]
 
 # ---------------------------------------------------------------------- pure order functions
 def shares(length: int, workers: int, ranks: int) -> tuple[int, int]:
-    """Return the samples each rank and each of its workers gets (the tails are dropped).
+    """Return the samples each rank and each of its workers gets, as undertale's original does.
+
+    The rank share is ``length // ranks`` cut down to a multiple of the workers; the rows
+    that do not fit are the last ones of the sequence (never rows inside a rank's share).
 
     Args:
         length: Length of the dataset.
@@ -32,18 +35,22 @@ def shares(length: int, workers: int, ranks: int) -> tuple[int, int]:
         ranks: Number of distributed ranks.
 
     Returns:
-        ``(rank share, worker share)``: ``length // ranks`` and ``rank share // workers``.
+        ``(rank share, worker share)``: ``worker share = (length // ranks) // workers`` and
+        ``rank share = worker share * workers``.
     """
-    rank_share = length // ranks
-    return rank_share, rank_share // max(workers, 1)
+    workers = max(workers, 1)
+    worker_share = length // ranks // workers
+    return worker_share * workers, worker_share
 
 
 def interleave(sequence: Order, batch: int, workers: int, ranks: int, rank: int) -> Order:
     """Partition a sequence over ranks and workers, and interleave the workers' blocks.
 
-    Rank ``rank`` takes the contiguous positions ``[rank * R, (rank + 1) * R)`` of
-    ``sequence`` (``R = len // ranks``); inside it worker ``w`` takes the contiguous
-    positions ``[w * L, (w + 1) * L)`` (``L = R // workers``). Each worker's share is cut into
+    This is the order of undertale's original ``ChunkedSampler``. With ``(R, L) =``
+    :func:`shares` ``(len(sequence), workers, ranks)``, rank ``rank`` takes the contiguous
+    positions ``[rank * R, (rank + 1) * R)`` of ``sequence``, so the positions dropped (fewer
+    than ``ranks * workers``) are the last ones; inside its share worker ``w`` takes the
+    contiguous positions ``[w * L, (w + 1) * L)``. Each worker's share is cut into
     ``batch``-sized blocks (the last one shorter when ``batch`` does not divide ``L``), and
     the blocks are emitted round-robin: block 0 of worker 0, block 0 of worker 1, ...,
     block 1 of worker 0, ... Every worker has the same number of blocks, so with a
@@ -61,11 +68,11 @@ def interleave(sequence: Order, batch: int, workers: int, ranks: int, rank: int)
         rank: This rank.
 
     Returns:
-        This rank's items in delivery order, ``workers * L`` of them.
+        This rank's items in delivery order, ``R`` of them.
     """
     workers = max(workers, 1)
     rank_share, worker_share = shares(len(sequence), workers, ranks)
-    mine = sequence[rank * rank_share : rank * rank_share + worker_share * workers]
+    mine = sequence[rank * rank_share : (rank + 1) * rank_share]
     per_worker = mine.reshape(workers, worker_share)
     full = worker_share // batch
     head = per_worker[:, : full * batch].reshape(workers, full, batch).transpose(1, 0, 2)
@@ -184,15 +191,19 @@ class ChunkedSampler(DistributedSampler[int]):
     ``ParquetDataset``'s window cache needs. This sampler gives each rank one contiguous share
     and each DataLoader worker one contiguous part of it, delivered as ``batch``-sized blocks
     interleaved round-robin over the workers (the order the DataLoader hands batches to its
-    workers in), so each worker reads its own rows in order. Samples that do not divide
-    evenly over ranks, then over workers, are dropped from the end (the same number on every
-    rank). See :func:`interleave`.
+    workers in), so each worker reads its own rows in order. Without shuffling the order is
+    exactly that of undertale's original ``ChunkedSampler``: each rank's share is
+    ``len // ranks`` cut down to a multiple of the workers, rank ``r`` takes the ``r``-th such
+    share, and the rows left over (fewer than ``ranks * workers``) are the last rows of the
+    dataset. See :func:`interleave`.
 
     With ``shuffle=True`` the same partition runs over a shuffled sequence: the dataset's
     windows (``ParquetDataset.windows``; fixed chunks of ``chunk`` rows for other datasets)
     in a random order, with the rows of each window shuffled (of each group of ``mix``
     windows with ``mix > 1``). A worker thus reads each of its windows in one visit per
-    epoch; at most the windows at the edges of a share are split between two workers.
+    epoch; at most the windows at the edges of a share are split between two workers. The
+    rows left over are the last positions of the epoch's sequence, so a different few rows
+    each epoch.
     The order depends only on ``(seed, epoch)``; call :meth:`set_epoch` each epoch.
 
     It subclasses ``DistributedSampler`` so that Lightning (``use_distributed_sampler=True``)
@@ -236,7 +247,7 @@ class ChunkedSampler(DistributedSampler[int]):
         chunk: int = DEFAULT_CHUNK,
     ) -> None:
         try:
-            length = len(dataset)
+            length = int(getattr(dataset, "epoch_size", None) or len(dataset))
         except TypeError as exc:
             raise ArgumentError(
                 f"ChunkedSampler needs a dataset with a length; {type(dataset).__name__} has none"
@@ -266,8 +277,7 @@ class ChunkedSampler(DistributedSampler[int]):
         self._resume = 0  # samples of ``epoch`` to skip on the next iteration
         self._units: list[tuple[int, int]] | None = None
         self._memo: tuple[int, Order] | None = None  # (epoch, order) of a shuffled epoch
-        _, worker_share = shares(length, self.workers, ranks)
-        self.num_samples = worker_share * max(self.workers, 1)
+        self.num_samples, _ = shares(length, self.workers, ranks)
         self.total_size = self.num_samples * ranks
 
     @property
@@ -296,10 +306,21 @@ class ChunkedSampler(DistributedSampler[int]):
         epoch = self.epoch if epoch is None else epoch
         rank_share, _ = shares(self.length, self.workers, self.num_replicas)
         first = self.rank * rank_share
-        if not self.shuffle:
+        mixture = callable(getattr(self._sized, "epoch_units", None))
+        if not self.shuffle and not mixture:
             sequence = np.arange(first, first + rank_share, dtype=np.int64)
         elif self._memo is not None and self._memo[0] == epoch:
             return self._memo[1]
+        elif mixture:  # a Mixture: the epoch's rows (with repeats) come as ranges
+            units = self._sized.epoch_units(self.seed, epoch)  # type: ignore[attr-defined]
+            if self.shuffle:
+                sequence = shuffled_sequence(
+                    units, self.seed, epoch, self.mix, first, first + rank_share
+                )
+            else:
+                rows = [np.arange(a, b, dtype=np.int64) for a, b in units]
+                whole = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+                sequence = whole[first : first + rank_share]
         else:
             if self._units is None:
                 self._units = units_of(self._sized, self.chunk)
@@ -308,7 +329,7 @@ class ChunkedSampler(DistributedSampler[int]):
             )
         # ``sequence`` is this rank's share only: partition it over the workers
         order = interleave(sequence, self.batch, self.workers, 1, 0)
-        if self.shuffle:
+        if self.shuffle or mixture:
             order.flags.writeable = False
             self._memo = (epoch, order)
         return order
@@ -349,6 +370,7 @@ class ChunkedSampler(DistributedSampler[int]):
             "seed": self.seed,
             "mix": self.mix,
             "chunk": self.chunk,
+            "data": getattr(self.dataset, "fingerprint", None),
         }
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
@@ -366,22 +388,35 @@ class ChunkedSampler(DistributedSampler[int]):
         done = self.consumed if consumed is None else _check_int("consumed", consumed, 0)
         return {"epoch": self.epoch, "consumed": min(done, len(self)), **self._fingerprint()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], *, check_data: bool = True) -> None:
         """Resume: the next iteration yields exactly the samples of the saved epoch not yet used.
 
         A state saved at the end of an epoch resumes at the start of the next one.
 
         Args:
             state: A dict from :meth:`state_dict`.
+            check_data: Refuse a state saved over other data: its ``data`` fingerprint (the
+                dataset's ``fingerprint``: view query, columns, every shard's identity)
+                differs from this dataset's. False resumes at the saved position anyway.
 
         Raises:
             ArgumentError: If the state is malformed or was saved by a sampler with different
                 settings (length, batch, workers, ranks, shuffle, seed, mix, chunk), whose
-                order would differ.
+                order would differ, or over other data (unless ``check_data`` is False).
         """
         if not isinstance(state, dict) or "epoch" not in state or "consumed" not in state:
             raise ArgumentError("a ChunkedSampler state must be a dict from state_dict()")
         mine = self._fingerprint()
+        saved_data = state.get("data")
+        if check_data and saved_data is not None and saved_data != mine["data"]:
+            raise ArgumentError(
+                f"cannot resume: the checkpoint was saved over other data (dataset fingerprint "
+                f"{saved_data}, now {mine['data']}): a shard, the columns or the view's query "
+                "changed, so the saved position would point into different rows. Resume with "
+                "check_data=False (load(..., check_data=False) or DataModule(..., "
+                "check_data=False)) to continue at that position anyway"
+            )
+        mine.pop("data")
         different = [
             f"{key}: saved {state[key]!r}, now {mine[key]!r}"
             for key in mine

@@ -8,9 +8,8 @@ from typing import Any
 import duckdb
 
 from ..common.text import first_line
-from ..core import sqlfiles
 from ..core.drift import schema_drift
-from ..core.source import duckdb_path
+from ..core.duck import duckdb_path
 from .model import Example
 from .state import PRESENT, PRESENT_OPTIONAL, SAME_LAYOUT, RunState, ShardGroup, Tally
 from .targets import Target, describe_type, field_type, mismatch
@@ -19,8 +18,10 @@ from .targets import Target, describe_type, field_type, mismatch
 def shard_groups(state: RunState) -> list[ShardGroup]:
     """Group readable shards by their DuckDB schema (one footer bind per Arrow schema).
 
-    Shards whose schema DuckDB cannot bind are recorded in ``state.errors``. Columns are
-    compared by name, so shards with the same columns in another order share a group.
+    The schema is that of the rows checked: a shard's own columns, or for a view the view's
+    columns over that shard. Shards whose schema DuckDB cannot bind are recorded in
+    ``state.errors``. Columns are compared by name, so shards with the same columns in
+    another order share a group.
 
     Args:
         state: The run.
@@ -34,12 +35,13 @@ def shard_groups(state: RunState) -> list[ShardGroup]:
         assert shard is not None
         key = tuple((f.name, str(f.type)) for f in shard.schema)
         by_arrow.setdefault(key, []).append(i)
-    sql = sqlfiles.load("checks/column_types")
+    sql = state.relation.types
     by_duck: dict[tuple[tuple[str, str], ...], ShardGroup] = {}
     for members in by_arrow.values():
         state.step("schemas")
         try:
-            rel = state.cursor.sql(sql, params={"path": duckdb_path(state.paths[members[0]])})
+            files = [duckdb_path(state.paths[members[0]])]
+            rel = state.cursor.sql(sql, params={"files": files})
             columns = dict(zip(rel.columns, rel.types, strict=True))
         except duckdb.Error as exc:
             for i in members:
@@ -77,7 +79,7 @@ def layout_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
         state: The run.
         groups: The readable shards grouped by DuckDB schema.
     """
-    sql = sqlfiles.load("checks/column_types").strip()
+    sql = state.relation.types
     drift = state.tally("shard_schema", None, SAME_LAYOUT)
     drift.sql.append(sql)
     layouts = {i: {n: str(t) for n, t in g.types.items()} for g in groups for i in g.indices}

@@ -98,6 +98,9 @@ class ValidationReport(BaseModel):
         schema_name: The schema class, ``module.Class``.
         rows: Rows over all readable shards.
         shards: Number of shards (readable or not).
+        query: For a view, its query (as DuckDB writes it back): the checks then apply to
+            the view's rows, ``rows`` and shard rows count the view's rows, and an example's
+            ``index`` is its index in the view (``row`` stays the source row in its shard).
         checks: Every check, in a stable order (dataset-wide checks first, then by column).
         shard_summaries: Per-shard row and violation counts, in dataset order.
         seconds: Wall-clock time the checks took.
@@ -108,6 +111,7 @@ class ValidationReport(BaseModel):
     schema_name: str
     rows: int
     shards: int
+    query: str | None = None
     checks: list[CheckResult]
     shard_summaries: list[ShardSummary] = Field(default_factory=list)
     seconds: float = 0.0

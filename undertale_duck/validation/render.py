@@ -84,6 +84,7 @@ def to_text(report: ValidationReport) -> str:
     """
     out = [
         f"source: {report.source}",
+        *([] if report.query is None else [f"view:   {' '.join(report.query.split())}"]),
         f"schema: {report.schema_name}",
         f"rows:   {report.rows} in {report.shards} shards ({report.seconds:.2f} s)",
         _headline(report),
@@ -153,6 +154,7 @@ def to_markdown(report: ValidationReport) -> str:
         f"**{_headline(report)}**",
         "",
         f"- source: {_md(report.source)}",
+        *([] if report.query is None else [f"- view: {_md(report.query)}"]),
         f"- schema: {_md(report.schema_name)}",
         f"- rows: {report.rows} in {report.shards} shards",
         "",
@@ -222,6 +224,7 @@ def to_html(report: ValidationReport) -> str:
         The HTML document.
     """
     verdict = "ok" if report.passed else "bad"
+    view = _e(report.query or "")
     out = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -235,6 +238,7 @@ def to_html(report: ValidationReport) -> str:
         f'<p class="verdict {verdict}">{_e(_headline(report))}</p>',
         "<dl>",
         f"<dt>source</dt><dd><code>{_e(report.source)}</code></dd>",
+        *([] if report.query is None else [f"<dt>view</dt><dd><code>{view}</code></dd>"]),
         f"<dt>schema</dt><dd><code>{_e(report.schema_name)}</code></dd>",
         f"<dt>rows</dt><dd>{report.rows}</dd>",
         f"<dt>shards</dt><dd>{report.shards}</dd>",

@@ -10,9 +10,8 @@ import duckdb
 from ..common.text import first_line
 from ..core import sqlfiles
 from .layout import compatible_type
-from .model import Example
 from .plan import NULL_TEMPLATES, RowCheck, bound_value, condition, row_checks, value_sql
-from .state import RunState, ShardGroup, Tally, display
+from .state import RunState, ShardGroup, Tally
 from .targets import Target
 
 #: Checks that a failing row scan does not touch (they are decided from footers or elsewhere).
@@ -23,7 +22,8 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
     """Count every per-row check over one group of shards in one scan; keep examples.
 
     Checks that do not apply to the group's column type become errors; null checks that the
-    footers' statistics already prove are not scanned; a scan that fails is rerun shard by
+    footers' statistics already prove are not scanned (not for a view: its computed columns
+    have no statistics); a scan that fails is rerun shard by
     shard so one unreadable shard does not hide the others' counts.
 
     Args:
@@ -53,7 +53,8 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
             bound = {name: bound_value(check.bound)} if name else {}
             if check.kind == "pattern" and not _pattern_ok(state, check, tally):
                 continue
-            if check.template in NULL_TEMPLATES and len(target.path) == 1:
+            statistics = state.relation.statistics
+            if statistics and check.template in NULL_TEMPLATES and len(target.path) == 1:
                 if no_null_leaves is None:
                     no_null_leaves = _columns_without_null_leaves(state, files)
                 if target.path[0] in no_null_leaves:  # the footers prove it: no scan
@@ -66,7 +67,9 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
             planned.append((check, cond, bound))
     if not planned:
         return
-    sql = sqlfiles.render("checks/aggregate", counts=",\n    ".join(counts))
+    sql = sqlfiles.render(
+        "checks/aggregate", counts=",\n    ".join(counts), rows=state.relation.rows
+    )
     state.step("row checks")
     try:
         rows = state.query(sql, params)
@@ -141,7 +144,13 @@ def _examples(
     bound: Mapping[str, Any],
 ) -> None:
     """Add the first offending rows of one check in a group, in dataset order."""
-    sql = sqlfiles.render("checks/examples", value=value_sql(target.path), violation=cond)
+    sql = sqlfiles.render(
+        "checks/examples",
+        value=value_sql(target.path),
+        violation=cond,
+        rows=state.relation.rows,
+        order="" if state.relation.ordered else 'ORDER BY "index"\n',
+    )
     state.step("examples")
     try:
         rows = state.query(
@@ -156,4 +165,4 @@ def _examples(
     except duckdb.Error:
         return
     for index, shard, row, value in sorted(rows, key=lambda r: int(r[0])):
-        tally.examples.append(Example(index=index, shard=shard, row=row, value=display(value)))
+        tally.examples.append(state.example(index, shard, row, value))

@@ -12,11 +12,13 @@ import duckdb
 from pydantic import BaseModel
 
 from ..common.progress import Progress
+from ..core.duck import connect
 from ..core.source import Shard, SourceLike, read_footer, resolve
 from ..errors import SourceError
 from . import schemas
 from .layout import layout_checks, shard_groups
 from .model import Example, ShardSummary, ValidationReport
+from .relation import Relation
 from .rowscan import row_checks_for_group
 from .state import PRESENT, PRESENT_OPTIONAL, READABLE, SAME_LAYOUT, RunState
 from .targets import describe_type
@@ -85,6 +87,7 @@ def _validate(state: RunState) -> ValidationReport:
         schema_name=schema_name(state.model),
         rows=sum(state.rows(i) for i in state.readable()),
         shards=len(state.paths),
+        query=None if state.relation.view is None else state.relation.view.query.sql,
         checks=results,
         shard_summaries=summaries,
         seconds=round(time.perf_counter() - start, 4),
@@ -99,16 +102,19 @@ def run(
     source: str = "",
     examples: int = DEFAULT_EXAMPLES,
     progress: Progress | None = None,
+    relation: Relation | None = None,
 ) -> ValidationReport:
     """Check every shard of an opened dataset against a schema.
 
     Args:
         schema: A pydantic model class (see :mod:`undertale_duck.schema`).
         shards: The dataset's shards, footers already read.
-        cursor: A DuckDB connection to run the checks on.
+        cursor: A DuckDB connection to run the checks on (with a view's side tables).
         source: How the dataset was given, for the report.
         examples: Offending rows to keep per failed check.
         progress: Called before each query with a short label.
+        relation: What to check: the shards' own rows (default), or a view's rows
+            (:func:`undertale_duck.validation.relation.view_rows`).
 
     Returns:
         The report; problems in the data are failed checks, never exceptions.
@@ -117,7 +123,8 @@ def run(
         ArgumentError: If ``schema`` is not a pydantic model class.
     """
     model = schemas.check_schema(schema)
-    state = RunState(model, shards, [s.path for s in shards], {}, cursor, examples, progress)
+    paths = [s.path for s in shards]
+    state = RunState(model, shards, paths, {}, cursor, examples, progress, relation)
     report = _validate(state)
     report.source = source
     return report
@@ -167,7 +174,7 @@ def report_for(
         "autoinstall_known_extensions": False,
     }
     config.update(duckdb_config or {})
-    connection = duckdb.connect(":memory:", config=config)
+    connection = connect(config)
     try:
         state = RunState(model, shards, paths, errors, connection, examples, progress)
         report = _validate(state)

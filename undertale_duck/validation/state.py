@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from collections import Counter
@@ -15,8 +16,10 @@ from ..common.jsonvalue import jsonable
 from ..common.progress import Progress
 from ..common.text import first_line
 from ..core import sqlfiles
-from ..core.source import Shard, duckdb_path
+from ..core.duck import duckdb_path
+from ..core.source import Shard
 from .model import CheckKind, CheckResult, Example
+from .relation import Relation, ViewPositions, shard_rows
 from .targets import targets
 
 #: Descriptions of the dataset-wide and per-column structural checks.
@@ -128,7 +131,9 @@ class RunState:
         errors: Why shards are unreadable, by shard number (grows while checks run).
         cursor: The DuckDB connection the checks run on.
         limit: Examples kept per failed check.
-        offsets: Global index of each shard's first row (unreadable footers count 0 rows).
+        relation: What the checks scan (the shards' rows, or a view's).
+        offsets: Global index of each shard's first source row (unreadable footers count 0
+            rows); the checks' SQL orders examples by it.
         targets: The schema's columns and struct fields.
         tallies: One tally per check.
         order: Check keys in report order.
@@ -143,6 +148,7 @@ class RunState:
         cursor: duckdb.DuckDBPyConnection,
         examples: int,
         progress: Progress | None,
+        relation: Relation | None = None,
     ) -> None:
         self.model = model
         self.shards = list(shards)
@@ -151,6 +157,9 @@ class RunState:
         self.cursor = cursor
         self.limit = examples
         self._progress = progress
+        self.relation = relation or shard_rows()
+        view = self.relation.view
+        self._view = None if view is None else ViewPositions(view, self.paths, self.query)
         offsets = [0]
         for shard in self.shards:
             offsets.append(offsets[-1] + (shard.rows if shard is not None else 0))
@@ -173,9 +182,29 @@ class RunState:
         return self.tallies[key]
 
     def rows(self, index: int) -> int:
-        """Rows of one shard from its footer (0 when its footer is unreadable)."""
+        """Rows checked in one shard: its footer's or the view's (0 for an unreadable footer)."""
         shard = self.shards[index]
-        return shard.rows if shard is not None else 0
+        if shard is None:
+            return 0
+        return shard.rows if self._view is None else self._view.rows(index)
+
+    def example(self, source_index: int, shard: str, row: int, value: Any) -> Example:
+        """An offending row as an example; for a view, its index is the view's.
+
+        Args:
+            source_index: The row's global index among the shards' rows (as the SQL gives it).
+            shard: The shard's path.
+            row: The row's number in its shard.
+            value: The offending value as DuckDB returns it.
+
+        Returns:
+            The example (for a view whose data changed since indexing, without an index).
+        """
+        index: int | None = int(source_index)
+        if self._view is not None:
+            number = bisect.bisect_right(self.offsets, int(source_index)) - 1
+            index = self._view.index(number, int(row))
+        return Example(index=index, shard=shard, row=row, value=display(value))
 
     def query(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run a query with shard paths escaped for ``read_parquet``; return every row."""

@@ -10,9 +10,8 @@ from ..common.text import first_line
 from ..core import sqlfiles
 from . import schemas
 from .layout import compatible_type
-from .model import Example
 from .plan import value_sql
-from .state import RunState, ShardGroup, display
+from .state import RunState, ShardGroup
 
 
 def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
@@ -35,7 +34,8 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
             continue
         indices = sorted(i for g in members for i in g.indices if i not in state.errors)
         value = value_sql(target.path)
-        sql = sqlfiles.render("checks/unique", value=value)
+        rows_sql = state.relation.rows
+        sql = sqlfiles.render("checks/unique", value=value, rows=rows_sql)
         tally.sql.append(sql)
         tally.condition = f"{value} occurs in more than one row"
         state.step(f"unique {target.label}")
@@ -56,8 +56,8 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
         if not duplicated:
             continue
         state.step(f"unique {target.label} per shard")
-        per_shard_sql = sqlfiles.render("checks/unique_shards", value=value)
-        examples_sql = sqlfiles.render("checks/unique_examples", value=value)
+        per_shard_sql = sqlfiles.render("checks/unique_shards", value=value, rows=rows_sql)
+        examples_sql = sqlfiles.render("checks/unique_examples", value=value, rows=rows_sql)
         try:
             for shard, count in state.query(per_shard_sql, {"files": files}):
                 tally.add(shard, int(count))
@@ -75,4 +75,4 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
             continue
         tally.sql.extend([per_shard_sql, examples_sql])
         for index, shard, row, val in rows:
-            tally.examples.append(Example(index=index, shard=shard, row=row, value=display(val)))
+            tally.examples.append(state.example(index, shard, row, val))

@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import datagen
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+
+from undertale_duck import (
+    ArgumentError,
+    ChunkedSampler,
+    Mixture,
+    ParquetDataset,
+    Stream,
+    batch_rows,
+    load,
+)
+from undertale_duck.training.lookup import batch_indices
+from undertale_duck.training.mixture import take
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "a", tmp_path / "b"
+    datagen.write_shards(a, [60, 40], row_group_size=[16, 16])
+    datagen.write_shards(b, [30], row_group_size=[8])
+    return a, b
+
+
+def _ids(mix: Mixture, indices: list[int]) -> list[str]:
+    return [mix[i]["id"] for i in indices]
+
+
+def test_proportions_per_epoch_and_determinism(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = Mixture(
+        [Stream(ParquetDataset(a), proportion=0.7, name="code"),
+         Stream(ParquetDataset(b), proportion=0.3, name="text")],
+        epoch_size=200,
+    )
+    assert mix.counts == [140, 60] and mix.epoch_size == 200
+    sampler = ChunkedSampler(mix, 10, workers=0, shuffle=True, seed=5)
+    assert len(sampler) == 200
+    for epoch in range(3):
+        order = sampler.order(epoch)
+        sources = Counter(mix.source_of(int(i))[0] for i in order)
+        assert sources == {0: 140, 1: 60}
+        # stream b (30 rows) is upsampled: each row exactly twice per epoch
+        b_rows = Counter(int(i) for i in order if mix.source_of(int(i))[0] == 1)
+        assert set(b_rows.values()) == {2} and len(b_rows) == 30
+        again = ChunkedSampler(mix, 10, workers=0, shuffle=True, seed=5).order(epoch)
+        assert list(again) == list(order)
+    assert list(sampler.order(0)) != list(sampler.order(1))
+
+
+def test_repeat_and_choose_and_plain(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = Mixture([Stream(ParquetDataset(a), choose=25), Stream(ParquetDataset(b), repeat=1.5)])
+    assert mix.counts == [25, 45]
+    order = ChunkedSampler(mix, 5, workers=0, shuffle=False).order(0)
+    first = [int(i) for i in order if i < 100]
+    assert len(first) == 25 and len(set(first)) == 25
+    second = Counter(int(i) - 100 for i in order if i >= 100)
+    assert sum(second.values()) == 45 and max(second.values()) == 2
+    plain = Mixture([ParquetDataset(a), ParquetDataset(b)])
+    assert plain.counts == [100, 30]
+    assert _ids(plain, [0, 99, 100, 129]) == [
+        "row-00000000", "row-00000099", "row-00000000", "row-00000029"
+    ]
+
+
+def test_every_row_through_a_dataloader_with_workers(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = Mixture([Stream(ParquetDataset(a, memory=1), proportion=1),
+                   Stream(ParquetDataset(b, memory=1), proportion=1)], epoch_size=120)
+    sampler = ChunkedSampler(mix, 6, workers=2, shuffle=True, seed=1)
+    loader = DataLoader(mix, batch_size=6, sampler=sampler, num_workers=2, collate_fn=list)
+    got = [row["id"] for batch in loader for row in batch]
+    expected = [mix[int(i)]["id"] for i in sampler.order(0)]
+    assert got == expected and len(got) == 120
+
+
+def test_bad_streams(two: tuple[Path, Path]) -> None:
+    a, b = two
+    ds = ParquetDataset(a)
+    with pytest.raises(ArgumentError):
+        Mixture([])
+    with pytest.raises(ArgumentError):
+        Mixture([Stream(ds, proportion=0.5, repeat=2)])
+    with pytest.raises(ArgumentError):
+        Mixture([Stream(ds, proportion=0.5), Stream(ds)])
+    with pytest.raises(ArgumentError):
+        Mixture([Stream(ds, repeat=-1)])
+    with pytest.raises(ArgumentError):
+        Mixture([Stream(ds)], epoch_size=10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=6),
+    count=st.integers(0, 80),
+    start=st.integers(0, 100),
+)
+def test_take_covers_exact_counts(sizes: list[int], count: int, start: int) -> None:
+    units, at = [], 0
+    for n in sizes:
+        units.append((at, at + n))
+        at += n
+    ranges = take(units, count, start)
+    rows = Counter(r for a, b in ranges for r in range(a, b))
+    assert sum(rows.values()) == count
+    if count:
+        assert max(rows.values()) - min(rows.values(), default=0) <= 1 or len(rows) < at
+    full, rest = divmod(count, at)
+    assert sum(1 for v in rows.values() if v == full + 1) == rest
+    assert all(b > a for a, b in ranges)
+
+
+def test_batch_lookup_matches_what_the_loader_yielded(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    datagen.write_shards(root, [50, 37, 41], row_group_size=[10, 10, 10])
+    for rank in (0, 1):
+        loader = load(root, None, None, 8, workers=2, shuffle=True, seed=4, ranks=2, rank=rank)
+        loader.sampler.set_epoch(1)
+        batches = [[r["id"] for r in batch] for batch in loader]
+        for step in (0, 3, len(batches) - 1):
+            rows = batch_rows(loader.sampler, step, epoch=1, values=True)
+            assert [r["row"]["id"] for r in rows] == batches[step]
+            for r in rows:
+                shard = pq.read_table(r["shard"])
+                assert shard.column("id")[r["shard_row"]].as_py() == r["row"]["id"]
+        with pytest.raises(ArgumentError, match="beyond the epoch"):
+            batch_indices(loader.sampler, len(batches), epoch=1)
+
+
+def test_batch_lookup_names_mixture_sources(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = Mixture([Stream(ParquetDataset(a), name="code"), Stream(ParquetDataset(b), name="text")])
+    sampler = ChunkedSampler(mix, 16, workers=0, shuffle=True, seed=2)
+    rows = batch_rows(sampler, 2)
+    for r in rows:
+        stream = "code" if r["index"] < 100 else "text"
+        assert r["source"] == stream
+        assert Path(r["shard"]).parent.name == ("a" if stream == "code" else "b")
+
+
+def test_resume_refuses_changed_data(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    datagen.write_shards(root, [40, 40], row_group_size=[10, 10])
+    loader = load(root, None, None, 4, shuffle=True, where="label <> 3")
+    state = loader.state_dict()
+    assert state["data"] == loader.dataset.fingerprint
+    # another view over the same files
+    other = load(root, None, None, 4, shuffle=True, where="label <> 2")
+    with pytest.raises(ArgumentError, match="other data"):
+        other.load_state_dict(state)
+    # a changed shard (same length: only the fingerprint tells)
+    shard = root / "part-00001.parquet"
+    table = pq.read_table(shard)
+    pq.write_table(table, shard, row_group_size=10)
+    os.utime(shard, ns=(5, 5))
+    changed = load(root, None, None, 4, shuffle=True, where="label <> 3")
+    with pytest.raises(ArgumentError, match="other data"):
+        changed.load_state_dict(state)
+    lenient = load(root, None, None, 4, shuffle=True, where="label <> 3", check_data=False)
+    lenient.load_state_dict(state)
+    same = load(root, None, None, 4, shuffle=True, where="label <> 3")
+    assert same.dataset.fingerprint != state["data"]
+    fresh = load(root, None, None, 4, shuffle=True, where="label <> 3")
+    fresh.load_state_dict(fresh.state_dict())

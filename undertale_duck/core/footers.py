@@ -1,0 +1,258 @@
+"""Check a Parquet footer against its file before trusting it: encryption, row counts, sizes."""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Sequence
+
+import pyarrow.parquet as pq
+
+from ..errors import CorruptShardError, EncryptedShardError
+
+#: The magic bytes of a Parquet file whose footer is encrypted.
+ENCRYPTED_MAGIC = b"PARE"
+
+#: Fewest bytes one data page takes in a file (its Thrift header alone is longer): with at
+#: most 2**31 - 1 values per page (an i32 in the page header), a file of ``n`` bytes holds
+#: at most ``n // MIN_PAGE_BYTES * (2**31 - 1)`` rows however its pages are encoded.
+MIN_PAGE_BYTES = 8
+MAX_PAGE_VALUES = (1 << 31) - 1
+
+#: Deepest Thrift nesting :func:`_Thrift.struct` follows (a real footer nests about 8 deep).
+_MAX_DEPTH = 64
+
+# A ColumnChunk's crypto_metadata (field 8, a struct) holding ENCRYPTION_WITH_COLUMN_KEY
+# (union field 2, a struct, whose own first field header is 0x19, 0x28, or STOP). pyarrow's
+# column metadata accessor aborts the process on such a chunk when the file has no
+# decryption keys, so a footer that may hold one is parsed here first.
+_COLUMN_KEY = re.compile(
+    rb"(?:[\x1c\x2c\x3c\x4c\x5c\x6c\x7c\x8c]|\x0c\x10)\x2c[\x00\x08\x09\x19\x28]"
+)
+
+
+def file_magic(path: str) -> tuple[bytes, bytes]:
+    """Return a file's first and last four bytes (empty if the file is shorter).
+
+    Raises:
+        OSError: If the file cannot be read.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() < 8:
+            return head, b""
+        fh.seek(-4, os.SEEK_END)
+        return head, fh.read(4)
+
+
+def check_encryption(path: str, meta: pq.FileMetaData | None, size: int) -> None:
+    """Refuse a shard whose footer or columns are encrypted, before any column is touched.
+
+    An encrypted footer starts and ends with ``PARE``. A plaintext footer with encrypted
+    columns is followed by a 28-byte signature (so the footer is longer than the metadata
+    pyarrow parsed) and its column chunks carry crypto metadata; such a footer is parsed here
+    (pyarrow would abort the whole process on those chunks, not raise).
+
+    Args:
+        path: The shard.
+        meta: Its metadata as pyarrow parsed it (None if it could not be).
+        size: The file's size in bytes.
+
+    Raises:
+        EncryptedShardError: If the footer or any column is encrypted.
+    """
+    try:
+        head, tail = file_magic(path)
+    except OSError:
+        return
+    if ENCRYPTED_MAGIC in (head, tail):
+        raise EncryptedShardError(
+            f"Parquet shard {path} is encrypted (Parquet modular encryption with an encrypted "
+            "footer); undertale_duck cannot read encrypted files: decrypt it, or remove it "
+            "from the dataset",
+            path,
+        )
+    if meta is None:
+        return
+    footer = _footer_bytes(path, size)
+    if footer is None:
+        return
+    if len(footer) == meta.serialized_size and not _COLUMN_KEY.search(footer):
+        return
+    try:
+        parsed = _Thrift(footer).struct(0)
+    except (IndexError, ValueError, struct.error):
+        return  # not parseable here: pyarrow parsed it; DuckDB reports what it finds
+    if _field(parsed, 8) is not None or any(
+        _field(chunk, 8) is not None
+        for group in _list(_field(parsed, 4))
+        for chunk in _list(_field(group, 1))
+    ):
+        raise EncryptedShardError(
+            f"Parquet shard {path} has encrypted columns (Parquet modular encryption); "
+            "undertale_duck cannot read encrypted files: decrypt it, or remove it from "
+            "the dataset",
+            path,
+        )
+
+
+def row_groups(path: str, meta: pq.FileMetaData, size: int) -> tuple[tuple[int, int], ...]:
+    """Return ``(rows, uncompressed bytes)`` of each row group, checked against the file.
+
+    The dataset's row count is the sum of its row groups' rows, which is what DuckDB and
+    pyarrow read: a footer whose file-level row count disagrees with that sum (for example
+    ``repeated_no_annotation.parquet`` of the Apache parquet-testing suite, whose footer
+    says 0 rows while its row group holds 6) is read by its row groups.
+
+    Args:
+        path: The shard.
+        meta: Its metadata.
+        size: The file's size in bytes.
+
+    Returns:
+        One ``(rows, bytes)`` pair per row group, in file order.
+
+    Raises:
+        CorruptShardError: If a row group has a negative row count or size, or the row
+            groups claim more rows than a file of this size can hold (at most
+            ``2**31 - 1`` values per page, and a page takes at least
+            :data:`MIN_PAGE_BYTES` bytes).
+    """
+    groups = []
+    total = 0
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        rows, nbytes = int(rg.num_rows), int(rg.total_byte_size)
+        if rows < 0 or nbytes < 0:
+            raise CorruptShardError(
+                f"Parquet shard {path} is corrupt: its footer gives row group {i} "
+                f"{rows} rows and {nbytes} bytes",
+                path,
+            )
+        total += rows
+        groups.append((rows, nbytes))
+    most = max(1, size // MIN_PAGE_BYTES) * MAX_PAGE_VALUES
+    if total > most:
+        raise CorruptShardError(
+            f"Parquet shard {path} is corrupt: its footer claims {total} rows, more than a "
+            f"file of {size} bytes can hold (at most {most}: a page holds at most "
+            f"{MAX_PAGE_VALUES} values and takes at least {MIN_PAGE_BYTES} bytes)",
+            path,
+        )
+    return tuple(groups)
+
+
+def _footer_bytes(path: str, size: int) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-8, os.SEEK_END)
+            length = struct.unpack("<I", fh.read(4))[0]
+            if not 0 < length <= size - 12:
+                return None
+            fh.seek(-8 - length, os.SEEK_END)
+            return fh.read(length)
+    except (OSError, struct.error):
+        return None
+
+
+Fields = dict[int, object]
+
+
+def _field(fields: object, fid: int) -> object:
+    return fields.get(fid) if isinstance(fields, dict) else None
+
+
+def _list(value: object) -> Sequence[object]:
+    return value if isinstance(value, list) else []
+
+
+class _Thrift:
+    """A Thrift compact-protocol reader that builds ``{field id: value}`` dicts.
+
+    Bounded by its input: every value consumes at least one byte, and nesting deeper than
+    :data:`_MAX_DEPTH` is refused, so a hostile footer cannot make it loop or recurse
+    without end. Raises IndexError or ValueError on malformed input.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def byte(self) -> int:
+        b = self.data[self.pos]
+        self.pos += 1
+        return b
+
+    def varint(self) -> int:
+        shift = result = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return result
+            if shift > 70:
+                raise ValueError("varint too long")
+
+    def value(self, kind: int, depth: int) -> object:
+        if kind in (1, 2):  # a boolean inside a list: one byte
+            return self.byte() == 1
+        if kind == 3:
+            return self.byte()
+        if kind in (4, 5, 6):
+            n = self.varint()
+            return (n >> 1) ^ -(n & 1)
+        if kind == 7:
+            self.pos += 8
+            if self.pos > len(self.data):
+                raise IndexError("double past the end")
+            return None
+        if kind == 8:
+            n = self.varint()
+            self.pos += n
+            if self.pos > len(self.data):
+                raise IndexError("binary past the end")
+            return self.data[self.pos - n : self.pos]
+        if kind in (9, 10):
+            head = self.byte()
+            size, elem = head >> 4, head & 0x0F
+            if size == 15:
+                size = self.varint()
+            if size > len(self.data) - self.pos + 1:
+                raise ValueError("list longer than the footer")
+            return [self.value(elem, depth + 1) for _ in range(size)]
+        if kind == 11:
+            size = self.varint()
+            if not size:
+                return None
+            types = self.byte()
+            if 2 * size > len(self.data) - self.pos + 1:
+                raise ValueError("map longer than the footer")
+            for _ in range(size):
+                self.value(types >> 4, depth + 1)
+                self.value(types & 0x0F, depth + 1)
+            return None
+        if kind == 12:
+            return self.struct(depth + 1)
+        raise ValueError(f"unknown Thrift compact type {kind}")
+
+    def struct(self, depth: int) -> Fields:
+        if depth > _MAX_DEPTH:
+            raise ValueError("Thrift nesting too deep")
+        fields: Fields = {}
+        last = 0
+        while True:
+            head = self.byte()
+            kind = head & 0x0F
+            if kind == 0:
+                return fields
+            delta = head >> 4
+            if delta:
+                fid = last + delta
+            else:
+                n = self.varint()
+                fid = (n >> 1) ^ -(n & 1)
+            last = fid
+            fields[fid] = (kind == 1) if kind in (1, 2) else self.value(kind, depth)

@@ -1,0 +1,225 @@
+"""Mixtures: one training set drawn from several datasets or views in set proportions per epoch.
+
+The mixture is a map-style dataset over the concatenation of its sources (index ``i`` of
+source ``k`` is ``offsets[k] + i``). Which rows an epoch visits, and how often, is a pure
+function of ``(seed, epoch)``: :meth:`Mixture.epoch_units` returns the epoch's rows as
+contiguous ranges (each source's windows, repeated for upsampling, a contiguous run of them
+for downsampling), which :class:`~undertale_duck.ChunkedSampler` shuffles and partitions like
+a single dataset's windows. Reads therefore stay contiguous within each source.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import math
+from collections.abc import MutableSequence, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from ..errors import ArgumentError
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One source of a :class:`Mixture` and how much of it an epoch takes.
+
+    Give at most one of ``proportion``, ``repeat`` and ``choose`` (as MosaicML streaming's
+    ``Stream``); with none, an epoch takes every row once.
+
+    Attributes:
+        dataset: A ``ParquetDataset`` (or view), or any sized map-style dataset.
+        proportion: Share of the epoch (normalised over the streams); all streams of a
+            mixture give one, or none does.
+        repeat: Rows per epoch as a multiple of the source's length (2.5: every row twice,
+            plus a contiguous half).
+        choose: Exact rows per epoch.
+        name: A label for the source in lookups (default ``"stream<k>"``).
+    """
+
+    dataset: Any
+    proportion: float | None = None
+    repeat: float | None = None
+    choose: int | None = None
+    name: str | None = None
+
+
+def _units(dataset: Any, chunk: int) -> list[tuple[int, int]]:
+    windows = getattr(dataset, "windows", None)
+    if windows is not None and all(hasattr(w, "offset") for w in windows):
+        return [(w.offset, w.offset + w.rows) for w in windows]
+    n = len(dataset)
+    return [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
+
+
+def take(units: Sequence[tuple[int, int]], count: int, start: int) -> list[tuple[int, int]]:
+    """``count`` rows of a source as ranges: whole passes, then a contiguous run from ``start``.
+
+    Args:
+        units: The source's ``(start, stop)`` row ranges covering rows ``0..n-1`` in order.
+        count: Rows to take (may exceed ``n``: upsampling).
+        start: Where the partial pass begins (wrapping around the end).
+
+    Returns:
+        Ranges whose sizes add up to ``count``; none empty.
+    """
+    n = units[-1][1] if units else 0
+    if count <= 0 or n == 0:
+        return []
+    out: list[tuple[int, int]] = []
+    full, rest = divmod(count, n)
+    for _ in range(full):
+        out.extend(u for u in units if u[1] > u[0])
+    start %= n
+    while rest > 0:
+        k = bisect.bisect_right([u[0] for u in units], start) - 1
+        b = units[k][1]
+        stop = min(b, start + rest)
+        if stop > start:
+            out.append((start, stop))
+        rest -= stop - start
+        start = stop % n
+    return out
+
+
+class Mixture(Dataset[Any]):
+    """A map-style dataset mixing several sources in set proportions per epoch.
+
+    Args:
+        streams: The sources, as :class:`Stream` or plain datasets (every row once).
+        epoch_size: Rows per epoch when streams give proportions (default: the sum of the
+            sources' lengths).
+        chunk: Rows per contiguous unit for sources without windows.
+
+    Raises:
+        ArgumentError: If the streams or their options are inconsistent.
+
+    Example:
+        >>> mix = Mixture([Stream(code, proportion=0.7), Stream(text, proportion=0.3)])
+        >>> sampler = ChunkedSampler(mix, 64, workers=2, shuffle=True)
+    """
+
+    def __init__(
+        self, streams: Sequence[Stream | Any], *, epoch_size: int | None = None, chunk: int = 1024
+    ) -> None:
+        if not streams:
+            raise ArgumentError("a Mixture needs at least one stream")
+        self.streams = [s if isinstance(s, Stream) else Stream(s) for s in streams]
+        for k, s in enumerate(self.streams):
+            given = [x is not None for x in (s.proportion, s.repeat, s.choose)]
+            if sum(given) > 1:
+                raise ArgumentError(f"stream {k}: give at most one of proportion, repeat, choose")
+            for name, value in (("proportion", s.proportion), ("repeat", s.repeat)):
+                if value is not None and not (isinstance(value, int | float) and value >= 0
+                                              and math.isfinite(value)):
+                    raise ArgumentError(f"stream {k}: {name} must be a number >= 0, got {value!r}")
+            if s.choose is not None and (not isinstance(s.choose, int) or s.choose < 0):
+                raise ArgumentError(f"stream {k}: choose must be an integer >= 0")
+        with_proportion = [s.proportion is not None for s in self.streams]
+        if any(with_proportion) and not all(with_proportion):
+            raise ArgumentError("either every stream gives a proportion or none does")
+        if epoch_size is not None and not all(with_proportion):
+            raise ArgumentError("epoch_size= is for streams given by proportion")
+        lengths = [len(s.dataset) for s in self.streams]
+        self.offsets = [0]
+        for n in lengths:
+            self.offsets.append(self.offsets[-1] + n)
+        self.names = [s.name or f"stream{k}" for k, s in enumerate(self.streams)]
+        self.counts = self._counts(lengths, epoch_size)
+        self.chunk = chunk
+        self._units = [_units(s.dataset, chunk) for s in self.streams]
+
+    def _counts(self, lengths: list[int], epoch_size: int | None) -> list[int]:
+        if all(s.proportion is not None for s in self.streams):
+            total = sum(s.proportion or 0 for s in self.streams)
+            if total <= 0:
+                raise ArgumentError("the streams' proportions add up to 0")
+            size = sum(lengths) if epoch_size is None else epoch_size
+            exact = [size * (s.proportion or 0) / total for s in self.streams]
+            counts = [math.floor(x) for x in exact]
+            # hand the rounding remainder to the largest fractions, so counts add up to size
+            for k in sorted(range(len(exact)), key=lambda k: counts[k] - exact[k])[
+                : size - sum(counts)
+            ]:
+                counts[k] += 1
+            return counts
+        out = []
+        for s, n in zip(self.streams, lengths, strict=True):
+            if s.choose is not None:
+                out.append(s.choose)
+            elif s.repeat is not None:
+                out.append(round(s.repeat * n))
+            else:
+                out.append(n)
+        return out
+
+    @property
+    def epoch_size(self) -> int:
+        """Rows one epoch visits (with repeats)."""
+        return sum(self.counts)
+
+    def epoch_units(self, seed: int, epoch: int) -> list[tuple[int, int]]:
+        """The epoch's rows as contiguous ranges of mixture indices, source by source.
+
+        Args:
+            seed: The sampler's seed.
+            epoch: The epoch.
+
+        Returns:
+            Ranges adding up to :attr:`epoch_size` rows; a deterministic function of
+            ``(seed, epoch)``.
+        """
+        out: list[tuple[int, int]] = []
+        for k, (units, count) in enumerate(zip(self._units, self.counts, strict=True)):
+            n = self.offsets[k + 1] - self.offsets[k]
+            start = int(np.random.default_rng([seed, epoch, k]).integers(0, max(n, 1)))
+            base = self.offsets[k]
+            out.extend((base + a, base + b) for a, b in take(units, count, start))
+        return out
+
+    def source_of(self, index: int) -> tuple[int, int]:
+        """``(stream number, index in that stream)`` of a mixture index."""
+        if not 0 <= index < self.offsets[-1]:
+            raise IndexError(f"mixture index {index} out of range for {self.offsets[-1]} rows")
+        k = bisect.bisect_right(self.offsets, index) - 1
+        return k, index - self.offsets[k]
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """``(shard path, local row)`` of a mixture index, from its source's ``locate``."""
+        k, i = self.source_of(index)
+        result: tuple[str, int] = self.streams[k].dataset.locate(i)
+        return result
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of the streams (their fingerprints where they have one) and counts."""
+        parts = [
+            [getattr(s.dataset, "fingerprint", repr(s.dataset)), c, name]
+            for s, c, name in zip(self.streams, self.counts, self.names, strict=True)
+        ]
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+    def __len__(self) -> int:
+        return self.offsets[-1]
+
+    def __getitem__(self, index: int) -> Any:
+        k, i = self.source_of(int(index))
+        return self.streams[k].dataset[i]
+
+    def __getitems__(self, indices: Sequence[int]) -> MutableSequence[Any]:
+        """Rows for many indices, fetching each source's rows in one batched call."""
+        where = [self.source_of(int(i)) for i in indices]
+        out: list[Any] = [None] * len(where)
+        for k in sorted({k for k, _ in where}):
+            positions = [p for p, (s, _) in enumerate(where) if s == k]
+            local = [where[p][1] for p in positions]
+            dataset = self.streams[k].dataset
+            rows = (dataset.__getitems__(local) if hasattr(dataset, "__getitems__")
+                    else [dataset[i] for i in local])
+            for p, row in zip(positions, rows, strict=True):
+                out[p] = row
+        return out
