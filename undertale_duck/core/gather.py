@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
+from torch import from_numpy as torch_from_numpy
 
 from .rows import Format, Row, RowBatch, Selection, _convert, merge, select, to_tensor
 
@@ -25,6 +26,8 @@ class Views(NamedTuple):
     signature: tuple[tuple[np.dtype[Any], tuple[int, ...]] | None, ...]
     #: Whether every column has a view.
     complete: bool
+    #: The window's column names.
+    names: list[str]
 
 #: Views of the windows in use, by ``id(table)``: each entry is dropped when its table is
 #: garbage collected, so a view never keeps an evicted window's buffers alive.
@@ -99,6 +102,7 @@ def views(table: pa.Table) -> Views:
         arrays,
         tuple(None if v is None else (v.dtype, v.shape[1:]) for v in arrays),
         all(v is not None for v in arrays),
+        table.column_names,
     )
     ref = weakref.ref(table, functools.partial(_forget, key))
     _VIEWS[key] = (ref, built)
@@ -135,22 +139,22 @@ def gather(
     Returns:
         A :class:`RowBatch` of the rows in batch order.
     """
-    names = tables[0].column_names
     whole: dict[str, Any] = {}
     values: dict[str, list[Any]] = {}
     torch = fmt == "torch"
+    found = views(tables[0])
+    names = list(found.names)
     if places is None:  # one window: the common sequential batch, kept short
         sel = selections[0]
-        found = views(tables[0])
         if found.complete:
             for name, view in zip(names, found.arrays, strict=True):
                 out = _pick(view, sel)  # type: ignore[arg-type]
-                whole[name] = to_tensor(out) if torch else out
+                whole[name] = _tensor(out) if torch else out
             return RowBatch(names, length, whole, values)
         fast = [c for c, v in enumerate(found.arrays) if v is not None]
         for c in fast:
             out = _pick(found.arrays[c], sel)  # type: ignore[arg-type]
-            whole[names[c]] = to_tensor(out) if torch else out
+            whole[names[c]] = _tensor(out) if torch else out
     else:
         per_table = [views(t) for t in tables]
         signature = per_table[0].signature
@@ -171,7 +175,7 @@ def gather(
                 ])
                 out = np.empty_like(joined)
                 out[order] = joined
-                whole[names[c]] = to_tensor(out) if torch else out
+                whole[names[c]] = _tensor(out) if torch else out
     done = set(fast)
     slow = [c for c in range(len(names)) if c not in done]
     if slow:
@@ -251,3 +255,10 @@ def _rows(column: pa.ChunkedArray, sel: Selection) -> pa.ChunkedArray:
     if isinstance(sel, slice):
         return column.slice(sel.start, sel.stop - sel.start)
     return column.take(pa.array(sel, type=pa.int64()))
+
+
+def _tensor(array: View) -> Any:
+    """:func:`rows.to_tensor`, without its checks for the common signed and float dtypes."""
+    if array.dtype.kind in "if":
+        return torch_from_numpy(array)
+    return to_tensor(array)
