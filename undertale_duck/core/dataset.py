@@ -103,8 +103,10 @@ class ShardDataset(Dataset[Row]):
             rows come from the operating system's page cache (shared by DataLoader workers,
             reclaimable; not counted in ``memory``, which then only pays for reads in
             flight). For uniform random access (``shuffle=True``) over data larger than
-            ``memory``. The directory's window files are kept within ``disk`` megabytes
-            (least recently used removed first); files of changed shards are never read.
+            ``memory``, which without it reads a window per row or two and warns once per
+            process (:class:`~undertale_duck.errors.RandomAccessWarning`). The directory's
+            window files are kept within ``disk`` megabytes (least recently used removed
+            first); files of changed shards are never read.
         disk_dir: Directory of the disk tier; by default ``$UNDERTALE_DUCK_CACHE/windows``,
             else ``~/.cache/undertale_duck/windows``. Never inside, above or beside the
             dataset's directories.
