@@ -69,32 +69,52 @@ def statement_complete(text: str) -> bool:
     Returns:
         True when the last significant character is a terminating semicolon.
     """
-    last = ""
+    return scan(text) == ("", ";")
+
+
+def scan(text: str, mode: str = "", last: str = "") -> tuple[str, str]:
+    """Scan SQL text from a state, for reading a statement line by line in linear time.
+
+    Args:
+        text: The next piece of text.
+        mode: Where the previous text ended: ``""`` in code, ``"'"`` or ``'"'`` inside
+            a quoted string or identifier, ``"*"`` inside a ``/* */`` comment.
+        last: The last significant character of the previous text.
+
+    Returns:
+        ``(mode, last)`` after ``text``.
+    """
     i, n = 0, len(text)
-    while i < n:
+    while i < n or mode:
+        if mode in ("'", '"'):
+            end = text.find(mode, i)
+            while end != -1 and end + 1 < n and text[end + 1] == mode:  # doubled quote
+                end = text.find(mode, end + 2)
+            if end == -1:
+                return mode, last
+            last, mode, i = mode, "", end + 1
+            continue
+        if mode == "*":
+            end = text.find("*/", i)
+            if end == -1:
+                return mode, last
+            mode, i = "", end + 2
+            continue
         c = text[i]
         if c in "'\"":
-            end = text.find(c, i + 1)
-            while end != -1 and end + 1 < n and text[end + 1] == c:  # doubled quote
-                end = text.find(c, end + 2)
-            if end == -1:
-                return False
-            last, i = c, end + 1
+            mode, i = c, i + 1
             continue
         if text.startswith("--", i):
             end = text.find("\n", i)
             i = n if end == -1 else end
             continue
         if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end == -1:
-                return False
-            i = end + 2
+            mode, i = "*", i + 2
             continue
         if not c.isspace():
             last = c
         i += 1
-    return last == ";"
+    return mode, last
 
 
 class InputTooLong(UndertaleDuckError):
@@ -136,6 +156,10 @@ class Shell:
         self._pending = False
         self._color = interactive and out.isatty()
         self._stdin = stdin
+        self._buffer: list[str] = []
+        self._size = 0
+        self._start = 0
+        self._scan = ("", "")
 
     # ------------------------------------------------------------------ input
     def _piped_lines(self) -> Iterator[tuple[int, str]]:
@@ -206,43 +230,58 @@ class Shell:
                 f"{'' if len(self._shards) == 1 else 's'} ({rows:,} rows). End statements "
                 "with ';'. .help for help, .quit to leave.\n"
             )
-        buffer: list[str] = []
-        size = 0
-        start = 0
         for number, line in self._lines():
-            if number == -1:
-                buffer, size = [], 0
-                self._pending = False
-                continue
-            if not buffer and line.strip().startswith("."):
-                if not self._command(line.strip(), number):
-                    break
-                continue
-            if not buffer:
-                if not line.strip():
-                    continue
-                start = number
-            size += len(line) + 1
-            if size > MAX_STATEMENT_CHARS:
-                buffer, size = [], 0
-                self._pending = False
-                message = (
-                    f"the statement starting on line {start} is longer than "
-                    f"{MAX_STATEMENT_CHARS:,} characters without a ';' ending it"
-                )
+            try:
+                if not self._step(number, line):
+                    return self._status()
+            except KeyboardInterrupt:  # at the prompt, Ctrl-C stops what runs and goes on
                 if not self.interactive:
-                    raise InputTooLong(message + "; the shell stops reading")
-                self._error(message + "; it was dropped", start)
-                continue
-            buffer.append(line)
-            text = "\n".join(buffer)
-            if statement_complete(text):
-                self._execute(text, start)
-                buffer, size = [], 0
-            self._pending = bool(buffer)
-        if buffer and "\n".join(buffer).strip():
-            self._execute("\n".join(buffer), start)
+                    raise
+                self._drop()
+                self.out.flush()
+                self._error("interrupted", 0)
+        if self._buffer and "\n".join(self._buffer).strip():
+            self._execute("\n".join(self._buffer), self._start)
+        return self._status()
+
+    def _status(self) -> int:
         return 1 if self.failures and not self.interactive else 0
+
+    def _drop(self) -> None:
+        self._buffer, self._size = [], 0
+        self._scan = ("", "")
+        self._pending = False
+
+    def _step(self, number: int, line: str) -> bool:
+        """Take one input line; False when the shell should stop (``.quit``)."""
+        if number == -1:
+            self._drop()
+            return True
+        if not self._buffer and line.strip().startswith("."):
+            return self._command(line.strip(), number)
+        if not self._buffer:
+            if not line.strip():
+                return True
+            self._start = number
+        self._size += len(line) + 1
+        if self._size > MAX_STATEMENT_CHARS:
+            self._drop()
+            message = (
+                f"the statement starting on line {self._start} is longer than "
+                f"{MAX_STATEMENT_CHARS:,} characters without a ';' ending it"
+            )
+            if not self.interactive:
+                raise InputTooLong(message + "; the shell stops reading")
+            self._error(message + "; it was dropped", self._start)
+            return True
+        self._buffer.append(line)
+        self._scan = scan(line + "\n", *self._scan)
+        if self._scan == ("", ";"):
+            text = "\n".join(self._buffer)
+            self._drop()
+            self._execute(text, self._start)
+        self._pending = bool(self._buffer)
+        return True
 
     def _error(self, message: str, line: int) -> None:
         self.failures += 1

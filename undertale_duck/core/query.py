@@ -340,12 +340,21 @@ class _Stream:
             return interruptible(cursor, work)
         except duckdb.InterruptException:
             raise QueryError("the query was interrupted") from None
+        except duckdb.PermissionException as exc:
+            if self._session.sql_files != "dataset":
+                raise QueryError(f"query failed: {first_line(exc)}") from None
+            raise QueryError(
+                "refused: ad hoc SQL is confined to the dataset's own files (sql_files="
+                f"'dataset'; the shell's --sql-files any lifts it): {first_line(exc)}"
+            ) from None
         except duckdb.Error as exc:
             raise QueryError(f"query failed: {first_line(exc)}") from None
         except pa.ArrowException as exc:
             raise QueryError(
                 f"query failed: its result cannot be converted to Arrow ({first_line(exc)})"
             ) from None
+        except OSError as exc:  # DuckDB's error while a batch is read, as pyarrow raises it
+            raise QueryError(f"query failed: {first_line(exc)}") from None
         except (RecursionError, OverflowError, MemoryError) as exc:
             raise QueryError(f"query failed: {type(exc).__name__}: {first_line(exc)}") from None
 
