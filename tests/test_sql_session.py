@@ -402,3 +402,12 @@ def _wait_for_cpu(pid: int, seconds: float = 1.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("the query never started")
+
+
+def test_settings_duckdb_refuses_are_our_error(data: Path) -> None:
+    for config in [{"memory_limit": "lots"}, {"nonsense_setting": 1}, {"threads": 0}]:
+        ds = ParquetDataset(data, duckdb_config=config)
+        with pytest.raises(QueryError, match="cannot open the database for ad hoc SQL"):
+            ds.sql("SELECT 1")
+    locked = ParquetDataset(data, duckdb_config={"lock_configuration": True})
+    assert locked.sql("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": TOTAL}]

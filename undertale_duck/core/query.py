@@ -15,6 +15,7 @@ import pyarrow as pa
 from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, ReadOnlyError
 from . import sqlfiles
+from .interrupt import interruptible
 from .readonly import check_read_only, check_statement, statements
 from .source import Connection, duckdb_path
 
@@ -47,54 +48,6 @@ TABLE_BATCH_ROWS = 2048
 MIN_RESULT_BYTES = 64 << 20
 
 T = TypeVar("T")
-
-
-def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:
-    """Run DuckDB work so that Ctrl-C stops it at once.
-
-    DuckDB checks for Ctrl-C only now and then (an aggregate over many rows can ignore it for
-    minutes), so in the main thread the work runs in a helper thread while the main thread
-    waits; on ``KeyboardInterrupt`` the cursor's query is interrupted, the helper is
-    awaited, and ``KeyboardInterrupt`` is raised again. Other threads run the work directly.
-
-    Args:
-        cursor: The DuckDB connection ``work`` uses (the one to interrupt).
-        work: What to run.
-
-    Returns:
-        What ``work`` returns.
-
-    Raises:
-        KeyboardInterrupt: If Ctrl-C was pressed (the query is stopped first).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return work()
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as exc:  # handed to the waiting thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    helper = threading.Thread(target=run, name="undertale-duck-query", daemon=True)
-    helper.start()
-    try:
-        while not done.wait(0.25):
-            pass
-    except KeyboardInterrupt:
-        with contextlib.suppress(duckdb.Error):
-            cursor.interrupt()
-        while not done.is_set():
-            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: still stopping
-                done.wait(0.25)
-        raise KeyboardInterrupt from None
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 class _QueryConnection(Connection):
@@ -185,8 +138,10 @@ class QuerySession:
         self.sql_files: SqlFiles = sql_files
         self.max_bytes = max_bytes
         self._check = check
+        settings = dict(config or {})
+        settings.pop("lock_configuration", None)  # locked after setup, whatever it says
         self._connection = _QueryConnection(
-            files, columns, dict(config or {}), confine=sql_files == "dataset"
+            files, columns, settings, confine=sql_files == "dataset"
         )
         self._streams: weakref.WeakSet[_Stream] = weakref.WeakSet()
         _SESSIONS.add(self)
@@ -255,7 +210,13 @@ class QuerySession:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ArgumentError(f"batch_rows must be a positive integer, got {batch_rows!r}")
         found = statements(query)
-        base = self._connection.cursor()
+        try:
+            base = self._connection.cursor()
+        except duckdb.Error as exc:
+            raise QueryError(
+                "cannot open the database for ad hoc SQL (a duckdb_config setting DuckDB "
+                f"refuses, or a shard DuckDB cannot read): {first_line(exc)}"
+            ) from None
         for statement in found:  # a statement that would write is refused as such
             check_statement(statement, base)
         if len(found) != 1:
