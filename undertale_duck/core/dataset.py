@@ -478,7 +478,12 @@ class ShardDataset(Dataset[Row]):
         """This process's database for :meth:`sql` (apart from window reads), made on first use."""
         if self._sql_session is None:
             config = dict(self.duckdb_config)
-            config.setdefault("memory_limit", querymod.memory_limit(self.memory_bytes))
+            info = torch.utils.data.get_worker_info()
+            if info is not None:  # a DataLoader worker: its share of the cores, as for reads
+                tuned = worker_duckdb_config(info.num_workers)
+                config.update({k: v for k, v in tuned.items() if k not in self._user_config})
+            if "memory_limit" not in self._user_config:
+                config["memory_limit"] = querymod.memory_limit(self.memory_bytes)
             self._sql_session = querymod.QuerySession(
                 self.source.paths,
                 self.source.columns,

@@ -210,6 +210,8 @@ class QuerySession:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ArgumentError(f"batch_rows must be a positive integer, got {batch_rows!r}")
         found = statements(query)
+        if self._check is not None:
+            self._check()
         try:
             base = self._connection.cursor()
         except duckdb.Error as exc:
@@ -223,8 +225,6 @@ class QuerySession:
             raise QueryError(
                 f"the query holds {len(found)} statements; run one statement at a time"
             )
-        if self._check is not None:
-            self._check()
         cursor = base.cursor()
         stream = _Stream(self, cursor, query, params, batch_rows)
         self._streams.add(stream)
