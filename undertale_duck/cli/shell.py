@@ -380,7 +380,8 @@ def main(source: str, *, fmt: str = "table", sql_files: querymod.SqlFiles = "dat
     Raises:
         SourceError: If the source cannot be opened.
     """
-    from ..core.source import Source, default_duckdb_config
+    from ..core.duck import default_duckdb_config
+    from ..core.source import Source
 
     src = Source(source)
     session = querymod.QuerySession(

@@ -474,7 +474,7 @@ class ShardDataset(Dataset[Row]):
 
     # ------------------------------------------------------------------ SQL
     @property
-    def query_session(self) -> querymod.QuerySession:
+    def sql_session(self) -> querymod.QuerySession:
         """This process's database for :meth:`sql` (apart from window reads), made on first use."""
         if self._sql_session is None:
             config = dict(self.duckdb_config)
@@ -491,6 +491,8 @@ class ShardDataset(Dataset[Row]):
                 sql_files=self.sql_files,
                 max_bytes=querymod.result_limit(self.memory_bytes),
                 check=self.source.check_unchanged,
+                setup=None if self.view is None else self.view.setup,
+                readable=[] if self.view is None else [s.path for s in self.view.sides if s.path],
             )
         return self._sql_session
 
@@ -521,7 +523,7 @@ class ShardDataset(Dataset[Row]):
             ShardChangedError: If a shard changed on disk since the dataset was opened
                 (checked before and after the query, so no answer mixes two versions).
         """
-        return self.query_session.table(query, params, max_bytes=max_bytes)
+        return self.sql_session.table(query, params, max_bytes=max_bytes)
 
     def sql_batches(
         self,
@@ -549,7 +551,7 @@ class ShardDataset(Dataset[Row]):
             ShardChangedError: If a shard changed on disk (checked before, and after the
                 last batch).
         """
-        return self.query_session.batches(query, params, batch_rows=batch_rows)
+        return self.sql_session.batches(query, params, batch_rows=batch_rows)
 
 
 def read_limit(memory_bytes: int) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -14,10 +13,11 @@ import pyarrow as pa
 
 from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, ReadOnlyError
-from . import sqlfiles
+from . import lifecycle, sqlfiles
+from .duck import duckdb_path
 from .interrupt import interruptible
 from .readonly import check_read_only, check_statement, statements
-from .source import Connection, duckdb_path
+from .source import Connection
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -58,18 +58,22 @@ class _QueryConnection(Connection):
         files: Sequence[str],
         columns: Sequence[str],
         config: dict[str, Any] | None,
+        setup: Callable[[duckdb.DuckDBPyConnection], None] | None,
         *,
         confine: bool,
+        readable: Sequence[str] = (),
     ) -> None:
-        super().__init__(files, columns, config)
+        super().__init__(files, columns, config, setup)
         self.confine = confine
+        self.readable = list(readable)
         self.state: list[tuple[Any, ...]] = []
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         db = super()._open()
         try:
             if self.confine:
-                paths = sorted({*self._files, *(duckdb_path(f) for f in self._files)})
+                files = [*self._files, *self.readable]
+                paths = sorted({*files, *(duckdb_path(f) for f in files)})
                 _execute_file(db, "confine", {"paths": paths})
             _execute_file(db, "lock", {})
             self.state = _catalog_state(db)
@@ -89,18 +93,6 @@ def _catalog_state(cursor: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     return sorted(cursor.execute(sqlfiles.load("catalog_state")).fetchall())
 
 
-_SESSIONS: weakref.WeakSet[QuerySession] = weakref.WeakSet()
-
-
-def _close_streams_before_fork() -> None:
-    # a DuckDB connection inherited over fork() crashes the child: close open streams first
-    for session in list(_SESSIONS):
-        session.end_streams()
-
-
-os.register_at_fork(before=_close_streams_before_fork)
-
-
 class QuerySession:
     """Read-only ad hoc SQL over the ``dataset`` view, in a DuckDB database of its own.
 
@@ -118,6 +110,8 @@ class QuerySession:
             or ``"dataset"`` (only the shards: ``read_text('/etc/passwd')`` is refused).
         max_bytes: The most bytes :meth:`table` collects (None: no limit).
         check: Called before and after every query (e.g. ``Source.check_unchanged``).
+        setup: Called with the database once the view exists (a view's side tables).
+        readable: Other files confined SQL may read (a view's side tables).
 
     Raises:
         ArgumentError: If ``sql_files`` is not ``"any"`` or ``"dataset"``.
@@ -132,6 +126,8 @@ class QuerySession:
         sql_files: SqlFiles = "any",
         max_bytes: int | None = None,
         check: Callable[[], None] | None = None,
+        setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        readable: Sequence[str] = (),
     ) -> None:
         if sql_files not in SQL_FILES:
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
@@ -141,10 +137,10 @@ class QuerySession:
         settings = dict(config or {})
         settings.pop("lock_configuration", None)  # locked after setup, whatever it says
         self._connection = _QueryConnection(
-            files, columns, settings, confine=sql_files == "dataset"
+            files, columns, settings, setup, confine=sql_files == "dataset", readable=readable
         )
         self._streams: weakref.WeakSet[_Stream] = weakref.WeakSet()
-        _SESSIONS.add(self)
+        lifecycle.track_connection(self)  # streams closed before fork() and at exit
 
     # ------------------------------------------------------------------ queries
     def table(self, query: str, params: Params = None, *, max_bytes: int | None = None) -> pa.Table:

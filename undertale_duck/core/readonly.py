@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,7 +14,7 @@ import duckdb
 
 from ..common.text import first_line
 from ..errors import QueryError, ReadOnlyError
-from . import sqlfiles
+from . import duck, lifecycle, sqlfiles
 
 #: Table functions a query may read from (an allow-list: a table function not named here,
 #: such as ``query``, ``checkpoint``, ``enable_logging``, ``copy_database``, ``arrow_scan``
@@ -203,31 +203,37 @@ def _explained(text: str) -> str | None:
     return str(inner[0].query)
 
 
-_PARSER: duckdb.DuckDBPyConnection | None = None
-_PARSER_LOCK = threading.Lock()
+class _Parser:
+    """A private database to parse with when no cursor is given (closed before fork())."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._db: duckdb.DuckDBPyConnection | None = None
+        lifecycle.track_connection(self)
+
+    def run(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        with self._lock:
+            if self._db is None:
+                self._db = duck.connect()
+            return self._db.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                with contextlib.suppress(duckdb.Error):
+                    self._db.close()
+                self._db = None
 
 
-def _close_parser() -> None:
-    # a DuckDB connection inherited over fork() crashes the child: close it first
-    global _PARSER
-    if _PARSER is not None:
-        _PARSER.close()
-        _PARSER = None
-
-
-os.register_at_fork(before=_close_parser)
+_PARSER = _Parser()
 
 
 def _syntax_tree(text: str, cursor: duckdb.DuckDBPyConnection | None) -> Any:
     """DuckDB's syntax tree of one SELECT, as ``json_serialize_sql`` gives it."""
-    global _PARSER
     sql = sqlfiles.load("syntax_tree")
     try:
         if cursor is None:
-            with _PARSER_LOCK:
-                if _PARSER is None:
-                    _PARSER = duckdb.connect(":memory:")
-                rows = _PARSER.execute(sql, {"query": text}).fetchall()
+            rows = _PARSER.run(sql, {"query": text})
         else:
             rows = cursor.execute(sql, {"query": text}).fetchall()
     except duckdb.Error as exc:
@@ -293,7 +299,7 @@ class _Builtins:
 @functools.cache
 def _builtins() -> _Builtins:
     """DuckDB's built-in table functions and macros, from a pristine database."""
-    con = duckdb.connect(":memory:")
+    con = duck.connect()
     try:
         rows = con.execute(sqlfiles.load("builtin_functions")).fetchall()
     finally:
