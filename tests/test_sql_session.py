@@ -411,3 +411,21 @@ def test_settings_duckdb_refuses_are_our_error(data: Path) -> None:
             ds.sql("SELECT 1")
     locked = ParquetDataset(data, duckdb_config={"lock_configuration": True})
     assert locked.sql("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": TOTAL}]
+
+
+def test_a_confined_view_keeps_its_side_tables(data: Path, tmp_path: Path) -> None:
+    names = tmp_path / "names.csv"
+    names.write_text("label,name\n" + "".join(f"{k},n{k}\n" for k in range(7)))
+    other = tmp_path / "other.csv"
+    other.write_text("a\n1\n")
+    ds = ParquetDataset(
+        data,
+        query="SELECT d.id, n.name FROM dataset d JOIN names n ON d.label = n.label",
+        tables={"names": str(names)},
+        sql_files="dataset",
+    )
+    assert len(ds) == TOTAL and ds[8] == {"id": "row-00000008", "name": "n1"}
+    assert ds.sql("SELECT count(*) AS n FROM dataset_view").to_pylist() == [{"n": TOTAL}]
+    assert ds.sql("SELECT count(*) AS n FROM names").to_pylist() == [{"n": 7}]
+    with pytest.raises(QueryError, match="confined"):
+        ds.sql(f"SELECT * FROM read_csv({quote_literal(str(other))})")

@@ -138,8 +138,10 @@ def check_statement(
             )
         text = inner
     elif statement.type != duckdb.StatementType.SELECT:
+        words = _tokens(text)
+        kind = words[0][1].upper() if words else statement.type.name
         raise ReadOnlyError(
-            f"{statement.type.name} statements are refused: {READ_ONLY} (only SELECT, WITH ... "
+            f"{kind} statements are refused: {READ_ONLY} (only SELECT, WITH ... "
             "SELECT, DESCRIBE, SUMMARIZE, SHOW and EXPLAIN SELECT run; to save a result, write "
             "it from the returned table or use the command line's --output)"
         )
