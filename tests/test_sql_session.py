@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from undertale_duck import ArgumentError, ParquetDataset, QueryError, ReadOnlyError
 from undertale_duck.core import readonly
 from undertale_duck.core.query import QuerySession
-from undertale_duck.core.source import duckdb_path
+from undertale_duck.core.source import Source, duckdb_path
 from undertale_duck.core.sqlfiles import quote_literal
 
 TOTAL = 40
@@ -156,7 +156,7 @@ def test_one_statement_at_a_time_and_bad_queries(data: Path) -> None:
     with pytest.raises(QueryError, match="2 statements"):
         ds.sql("SELECT 1; SELECT 2")
     for bad in [None, 3, b"SELECT 1"]:
-        with pytest.raises(QueryError, match="SQL text"):
+        with pytest.raises(ArgumentError, match="SQL text"):
             ds.sql(bad)  # type: ignore[arg-type]
     for bad in ["", "  -- nothing", "SELEC 1", "SELECT nope FROM dataset"]:
         with pytest.raises(QueryError) as info:
@@ -349,7 +349,7 @@ def test_sessions_close_and_survive_pickling(data: Path) -> None:
     assert copy.sql("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": TOTAL}]
     ds.close()
     intact(ds)
-    session = QuerySession([str(p) for p in sorted(data.glob("*.parquet"))], ["id"])
+    session = QuerySession(Source(data, ["id"]))
     assert session.table("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": TOTAL}]
     session.close()
 
@@ -406,9 +406,11 @@ def _wait_for_cpu(pid: int, seconds: float = 1.0) -> None:
 
 def test_settings_duckdb_refuses_are_our_error(data: Path) -> None:
     for config in [{"memory_limit": "lots"}, {"nonsense_setting": 1}, {"threads": 0}]:
-        ds = ParquetDataset(data, duckdb_config=config)
+        with pytest.raises(ArgumentError, match="duckdb_config"):
+            ParquetDataset(data, duckdb_config=config)
+        session = QuerySession(Source(data), config)
         with pytest.raises(QueryError, match="cannot open the database for ad hoc SQL"):
-            ds.sql("SELECT 1")
+            session.table("SELECT 1")
     locked = ParquetDataset(data, duckdb_config={"lock_configuration": True})
     assert locked.sql("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": TOTAL}]
 

@@ -384,13 +384,7 @@ def main(source: str, *, fmt: str = "table", sql_files: querymod.SqlFiles = "dat
     from ..core.source import Source
 
     src = Source(source)
-    session = querymod.QuerySession(
-        src.paths,
-        src.columns,
-        default_duckdb_config(),
-        sql_files=sql_files,
-        check=src.check_unchanged,
-    )
+    session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
     interactive = sys.stdin.isatty()
     try:
         with line_editing(interactive):

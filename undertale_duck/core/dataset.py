@@ -15,8 +15,8 @@ import torch
 from torch.utils.data import Dataset
 
 from ..common.text import first_line
-from ..errors import ArgumentError, OutOfRangeError, QueryError, ShardChangedError
-from . import blame, duck, failures
+from ..errors import ArgumentError, OutOfRangeError, ShardChangedError
+from . import duck
 from . import query as querymod
 from . import windows as win
 from .cache import CacheStats, WindowCache
@@ -485,12 +485,10 @@ class ShardDataset(Dataset[Row]):
             if "memory_limit" not in self._user_config:
                 config["memory_limit"] = querymod.memory_limit(self.memory_bytes)
             self._sql_session = querymod.QuerySession(
-                self.source.paths,
-                self.source.columns,
+                self.source,
                 config,
                 sql_files=self.sql_files,
                 max_bytes=querymod.result_limit(self.memory_bytes),
-                check=self.source.check_unchanged,
                 setup=None if self.view is None else self.view.setup,
                 readable=[] if self.view is None else [s.path for s in self.view.sides if s.path],
             )

@@ -13,11 +13,11 @@ import pyarrow as pa
 
 from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, ReadOnlyError
-from . import lifecycle, sqlfiles
+from . import blame, failures, lifecycle, sqlfiles
 from .duck import duckdb_path
 from .interrupt import interruptible
 from .readonly import check_read_only, check_statement, statements
-from .source import Connection
+from .source import Connection, Source
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -102,14 +102,15 @@ class QuerySession:
     compared before and after: a query that left anything behind is refused and the
     database is reopened. The database's settings are locked once the view exists.
 
+    A query that fails on a shard is reported by the shard (:mod:`blame`: encrypted,
+    unsupported, corrupt ...), and the shards are checked for changes before and after.
+
     Args:
-        files: Shard paths the ``dataset`` view covers.
-        columns: Columns the view exposes.
+        source: The dataset's shards; ``dataset`` is the view over their columns.
         config: DuckDB settings for the database (``memory_limit``, ``threads`` ...).
         sql_files: ``"any"`` (DuckDB may read any file the process can, e.g. to join a CSV)
             or ``"dataset"`` (only the shards: ``read_text('/etc/passwd')`` is refused).
         max_bytes: The most bytes :meth:`table` collects (None: no limit).
-        check: Called before and after every query (e.g. ``Source.check_unchanged``).
         setup: Called with the database once the view exists (a view's side tables).
         readable: Other files confined SQL may read (a view's side tables).
 
@@ -119,13 +120,11 @@ class QuerySession:
 
     def __init__(
         self,
-        files: Sequence[str],
-        columns: Sequence[str],
+        source: Source,
         config: Mapping[str, Any] | None = None,
         *,
         sql_files: SqlFiles = "any",
         max_bytes: int | None = None,
-        check: Callable[[], None] | None = None,
         setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
         readable: Sequence[str] = (),
     ) -> None:
@@ -133,11 +132,16 @@ class QuerySession:
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
         self.sql_files: SqlFiles = sql_files
         self.max_bytes = max_bytes
-        self._check = check
+        self.source = source
         settings = dict(config or {})
         settings.pop("lock_configuration", None)  # locked after setup, whatever it says
         self._connection = _QueryConnection(
-            files, columns, settings, setup, confine=sql_files == "dataset", readable=readable
+            source.paths,
+            source.columns,
+            settings,
+            setup,
+            confine=sql_files == "dataset",
+            readable=readable,
         )
         self._streams: weakref.WeakSet[_Stream] = weakref.WeakSet()
         lifecycle.track_connection(self)  # streams closed before fork() and at exit
@@ -206,15 +210,16 @@ class QuerySession:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ArgumentError(f"batch_rows must be a positive integer, got {batch_rows!r}")
         found = statements(query)
-        if self._check is not None:
-            self._check()
+        self.source.check_unchanged()
         try:
             base = self._connection.cursor()
         except duckdb.Error as exc:
             raise QueryError(
                 "cannot open the database for ad hoc SQL (a duckdb_config setting DuckDB "
-                f"refuses, or a shard DuckDB cannot read): {first_line(exc)}"
+                f"refuses): {first_line(exc)}"
             ) from None
+        if self._connection.view_error is not None:
+            raise blame.view_failure(self.source, base, self._connection.view_error)
         for statement in found:  # a statement that would write is refused as such
             check_statement(statement, base)
         if len(found) != 1:
@@ -240,8 +245,38 @@ class QuerySession:
                     "other object); the change was undone: the dataset is read-only through "
                     "undertale_duck"
                 )
-        if self._check is not None:
-            self._check()
+        self.source.check_unchanged()
+
+    def failure(self, exc: duckdb.Error) -> Exception:
+        """Our error for a DuckDB error a query raised (the shard it is about, when one is).
+
+        Args:
+            exc: The error.
+
+        Returns:
+            The exception to raise.
+
+        Raises:
+            ShardChangedError: If a shard changed on disk (the real cause).
+        """
+        self.source.check_unchanged()
+        if failures.is_interrupt(exc):
+            return QueryError("the query was interrupted")
+        if isinstance(exc, duckdb.PermissionException) and self.sql_files == "dataset":
+            return QueryError(
+                "refused: ad hoc SQL is confined to the dataset's own files (sql_files="
+                f"'dataset'; the shell's --sql-files any lifts it): {failures.message(exc)}"
+            )
+        if failures.is_fatal(exc):
+            self._connection.close()  # DuckDB invalidated the database: reopened next time
+        else:
+            try:
+                found = blame.query_failure(self.source, self._connection.cursor(), exc)
+            except duckdb.Error:
+                found = None
+            if found is not None:
+                return found
+        return QueryError(f"query failed: {failures.message(exc)}")
 
     # ------------------------------------------------------------------ control
     def interrupt(self) -> None:
@@ -295,25 +330,18 @@ class _Stream:
             raise QueryError("the query's result was closed")
         try:
             return interruptible(cursor, work)
-        except duckdb.InterruptException:
-            raise QueryError("the query was interrupted") from None
-        except duckdb.PermissionException as exc:
-            if self._session.sql_files != "dataset":
-                raise QueryError(f"query failed: {first_line(exc)}") from None
-            raise QueryError(
-                "refused: ad hoc SQL is confined to the dataset's own files (sql_files="
-                f"'dataset'; the shell's --sql-files any lifts it): {first_line(exc)}"
-            ) from None
         except duckdb.Error as exc:
-            raise QueryError(f"query failed: {first_line(exc)}") from None
+            error = exc
         except pa.ArrowException as exc:
             raise QueryError(
-                f"query failed: its result cannot be converted to Arrow ({first_line(exc)})"
+                f"the query's result cannot be handed to Arrow: {first_line(exc)} (Arrow "
+                f"accepts at most {failures.ARROW_MAX_NESTING} levels of nesting)"
             ) from None
         except OSError as exc:  # DuckDB's error while a batch is read, as pyarrow raises it
-            raise QueryError(f"query failed: {first_line(exc)}") from None
+            error = _duckdb_error(exc)
         except (RecursionError, OverflowError, MemoryError) as exc:
             raise QueryError(f"query failed: {type(exc).__name__}: {first_line(exc)}") from None
+        raise self._session.failure(error) from None
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -352,6 +380,29 @@ class _Stream:
         finally:
             with contextlib.suppress(duckdb.Error):
                 cursor.close()
+
+
+#: DuckDB's error kinds by the words its messages start with (pyarrow hands an error while
+#: a batch is read over as OSError with DuckDB's text).
+_KINDS: dict[str, type[duckdb.Error]] = {
+    "IO Error": duckdb.IOException,
+    "Invalid Input Error": duckdb.InvalidInputException,
+    "Not implemented Error": duckdb.NotImplementedException,
+    "Serialization Error": duckdb.SerializationException,
+    "INTERNAL Error": duckdb.InternalException,
+    "FATAL Error": duckdb.FatalException,
+    "Out of Memory Error": duckdb.OutOfMemoryException,
+    "INTERRUPT Error": duckdb.InterruptException,
+    "Permission Error": duckdb.PermissionException,
+    "Conversion Error": duckdb.ConversionException,
+    "Out of Range Error": duckdb.OutOfRangeException,
+}
+
+
+def _duckdb_error(exc: OSError) -> duckdb.Error:
+    text = str(exc).strip()
+    kind = _KINDS.get(text.split(":", 1)[0], duckdb.Error)
+    return kind(text)
 
 
 def _size(n: int) -> str:

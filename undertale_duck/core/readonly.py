@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 
 from ..common.text import first_line
-from ..errors import QueryError, ReadOnlyError
+from ..errors import ArgumentError, QueryError, ReadOnlyError
 from . import duck, lifecycle, sqlfiles
 
 #: Table functions a query may read from (an allow-list: a table function not named here,
@@ -73,12 +73,13 @@ def statements(query: str) -> list[duckdb.Statement]:
         The statements (at least one).
 
     Raises:
+        ArgumentError: If the query is not a string.
         QueryError: If the SQL does not parse or holds no statement.
         ReadOnlyError: If a statement is of a kind this DuckDB's Python API cannot name
             (such as ``UPDATE EXTENSIONS``).
     """
     if not isinstance(query, str):
-        raise QueryError(f"the query must be SQL text (a str), got {type(query).__name__}")
+        raise ArgumentError(f"query must be SQL text (a str), got {type(query).__name__}")
     try:
         found = duckdb.extract_statements(query)
         for statement in found:
