@@ -5,10 +5,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import datagen
+
+# Shared 2-core machines make per-example timings meaningless: no hypothesis deadlines.
+settings.register_profile("undertale_duck", deadline=None)
+settings.load_profile("undertale_duck")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,15 +7,21 @@ import io
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import datagen
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from undertale_duck.cli.shell import statement_complete
+from undertale_duck.cli.shell import scan, statement_complete
 
 SIZES = [12, 0, 9]
 TOTAL = sum(SIZES)
@@ -168,3 +174,182 @@ def test_terminal_session_with_prompt_multiline_and_history(data: Path, tmp_path
 )
 def test_statement_complete(text: str, complete: bool) -> None:
     assert statement_complete(text) is complete
+
+
+# --------------------------------------------------------------------------- Ctrl-C, limits
+
+
+def _default_sigint() -> None:
+    # a test runner started in the background ignores SIGINT, and children inherit that
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _wait_for_cpu(pid: int, seconds: float = 1.0) -> None:
+    """Wait until a process has used some CPU time beyond now: its query is running."""
+    process = psutil.Process(pid)
+    start = sum(process.cpu_times()[:2])
+    for _ in range(2400):
+        if sum(process.cpu_times()[:2]) - start >= seconds:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the query never started")
+
+
+LONG_QUERY = b"SELECT sum(hash(range)) FROM range(1000000000000);"
+
+
+def test_ctrl_c_at_the_prompt_stops_the_query_and_the_shell_goes_on(
+    data: Path, tmp_path: Path
+) -> None:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "undertale_duck", "shell", str(data)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env(tmp_path),
+        close_fds=True,
+        preexec_fn=_default_sigint,
+    )
+    os.close(slave)
+    try:
+        read_until(master, b"duck> ")
+        for _ in range(2):  # twice: the shell keeps working after an interruption
+            os.write(master, LONG_QUERY + b"\r")
+            read_until(master, LONG_QUERY)
+            _wait_for_cpu(proc.pid)
+            proc.send_signal(signal.SIGINT)
+            after = read_until(master, b"duck> ", timeout=120)
+            assert b"interrupted" in after and b"Traceback" not in after
+        os.write(master, b"SELECT 6 * 7 AS answer;\r")
+        assert b"42" in read_until(master, b"duck> ")
+        os.write(master, b".quit\r")
+        read_until(master, b"\xff", timeout=30)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+
+
+def test_ctrl_c_with_piped_input_exits_130(data: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "undertale_duck", "shell", str(data)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(tmp_path),
+        preexec_fn=_default_sigint,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(LONG_QUERY + b"\nSELECT 1 AS never;\n")
+        proc.stdin.flush()
+        _wait_for_cpu(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert err.decode().strip() == "interrupted"
+    assert b"never" not in out
+
+
+def _shell_with_peak(data: Path, tmp_path: Path, stdin: object) -> tuple[int, str, str, int]:
+    """Run the shell with its own peak RSS (MiB) printed last on stderr."""
+    code = (
+        "import resource, sys\n"
+        "from undertale_duck.cli.app import main\n"
+        "status = main(sys.argv[1:])\n"
+        "sys.stderr.write(f'peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}\\n')\n"
+        "sys.exit(status)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "shell", str(data)],
+        stdin=stdin,  # type: ignore[arg-type]
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env(tmp_path),
+    )
+    *errors, peak = done.stderr.splitlines()
+    return done.returncode, done.stdout, "\n".join(errors), int(peak.split()[1])
+
+
+def test_shell_fetches_only_the_rows_it_shows(data: Path, tmp_path: Path) -> None:
+    script = tmp_path / "script.sql"
+    # 200 million rows are 1.6 GB as one table; the shell shows 100 and stops the query
+    script.write_text("SELECT * FROM range(200000000);\n.rows 3\nSELECT * FROM range(10);\n")
+    with script.open() as stdin:
+        status, out, err, peak = _shell_with_peak(data, tmp_path, stdin)
+    assert status == 0, err
+    first, second = out.split("(more than 100 rows", 1)
+    assert first.split()[-1] == "99"
+    assert "(more than 3 rows" in second and " 2\n" in second and " 3\n" not in second
+    assert peak < 800, peak
+
+
+def test_input_without_line_ends_is_refused(data: Path, tmp_path: Path) -> None:
+    with open("/dev/zero", "rb") as zero:
+        status, out, err, peak = _shell_with_peak(data, tmp_path, zero)
+    assert status == 2
+    assert "longer than 1,048,576 characters" in err and "Traceback" not in err
+    assert peak < 800, peak
+    # a statement that never ends with ';' is refused the same way
+    many = tmp_path / "many.sql"
+    many.write_text("SELECT\n" + "1 +\n" * 400_000 + "1;\nSELECT 2;\n")
+    with many.open() as stdin:
+        status, out, err, _ = _shell_with_peak(data, tmp_path, stdin)
+    assert status == 2 and "without a ';'" in err and out == ""
+
+
+def test_values_the_shell_cannot_show_are_one_error_line(tmp_path: Path) -> None:
+    deep = pa.array([1, 2])
+    for _ in range(64):
+        deep = pa.StructArray.from_arrays([deep], names=["f"])
+    root = tmp_path / "deep"
+    root.mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "deep": deep}), root / "d.parquet")
+    result = subprocess.run(
+        [sys.executable, "-m", "undertale_duck", "shell", str(root)],
+        input="SELECT deep FROM dataset;\nSELECT id FROM dataset;\n.format jsonl\n"
+        "SELECT deep FROM dataset;\nSELECT 5 AS five;\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env(tmp_path),
+    )
+    assert result.returncode == 1
+    errors = result.stderr.splitlines()
+    assert len(errors) == 2 and all(e.startswith("error (line") for e in errors), errors
+    assert "Traceback" not in result.stderr
+    assert '{"five": 5}' in result.stdout and "(2 rows)" in result.stdout
+
+
+def test_confined_by_default(data: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cr3t")
+    query = f"SELECT content FROM read_text('{secret}');\n"
+    confined = subprocess.run(
+        [sys.executable, "-m", "undertale_duck", "shell", str(data)],
+        input=query, capture_output=True, text=True, timeout=120, env=env(tmp_path),
+    )
+    assert confined.returncode == 1 and "s3cr3t" not in confined.stdout
+    assert "confined to the dataset's own files" in confined.stderr
+    free = subprocess.run(
+        [sys.executable, "-m", "undertale_duck", "shell", str(data), "--sql-files", "any"],
+        input=query, capture_output=True, text=True, timeout=120, env=env(tmp_path),
+    )
+    assert free.returncode == 0 and "s3cr3t" in free.stdout
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="ab;'\"-/*\n ", max_size=12), min_size=1, max_size=6))
+def test_scanning_line_by_line_equals_scanning_the_whole(lines: list[str]) -> None:
+    state = ("", "")
+    for line in lines:
+        state = scan(line + "\n", *state)
+    assert (state == ("", ";")) == statement_complete("\n".join(lines) + "\n")

@@ -482,17 +482,7 @@ def register_row(commands: argparse._SubParsersAction[_Parser]) -> None:
 def _shell(args: argparse.Namespace) -> int:
     from . import shell
 
-    interactive = sys.stdin.isatty()
-    with _open_view(args.source) as (src, con), shell.line_editing(interactive):
-        prompt = shell.Shell(
-            con.cursor,
-            [(s.path, s.rows) for s in src.shards],
-            sys.stdout,
-            sys.stderr,
-            interactive=interactive,
-            fmt=args.format,
-        )
-        return prompt.run()
+    return shell.main(args.source, fmt=args.format, sql_files=args.sql_files)
 
 
 def register_shell(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -522,6 +512,13 @@ def register_shell(commands: argparse._SubParsersAction[_Parser]) -> None:
         choices=("table", "csv", "json", "jsonl"),
         default="table",
         help="how results are shown (default table; .format changes it)",
+    )
+    p.add_argument(
+        "--sql-files",
+        choices=("dataset", "any"),
+        default="dataset",
+        help="files SQL may read: only the dataset's shards (default), or any file the user "
+        "can read (e.g. to join a CSV)",
     )
     p.set_defaults(handler=_shell)
 

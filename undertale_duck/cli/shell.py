@@ -6,27 +6,34 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-import duckdb
 import pyarrow as pa
 
-from ..common.text import aligned
+from ..common.text import aligned, first_line
 from ..core import query as querymod
-from ..errors import ArgumentError, QueryError
+from ..core import readonly
+from ..errors import UndertaleDuckError
 from . import output
 
 PROMPT = "duck> "
 CONTINUATION = "  ...> "
 HISTORY_LENGTH = 1000
 SCHEMA_QUERY = "SELECT column_name, column_type FROM (DESCRIBE dataset);"
+#: The longest input line and the largest statement read (characters): input without line
+#: ends, such as ``shell < /dev/zero``, stops with an error instead of filling memory.
+MAX_STATEMENT_CHARS = 1 << 20
+#: Rows per batch fetched from a query: a table shows the first rows and stops the query.
+FETCH_ROWS = 1024
+#: Exit status after Ctrl-C with piped input (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 HELP = """\
 End each SQL statement with ';' (a statement may span several lines).
-`dataset` is the view over every shard; only SELECT, EXPLAIN and CALL run (the dataset is
-read-only). Examples:
+`dataset` is the view over every shard; only SELECT (also WITH, DESCRIBE, SUMMARIZE, SHOW)
+and EXPLAIN run: the dataset is read-only. Ctrl-C stops a running query. Examples:
   SELECT count(*) FROM dataset;
   SELECT label, count(*) AS n FROM dataset GROUP BY label ORDER BY label;
   DESCRIBE dataset;
@@ -36,6 +43,7 @@ Commands (on a line of their own):
   .shards             the shard files with their row counts
   .format FORMAT      how results are shown: table, csv, json or jsonl (now: {fmt})
   .rows N             show at most N rows of a table (now: {rows}); 0 shows every row
+                      (only the rows shown are fetched: the query stops there)
   .quit, .exit        leave (Ctrl-D too); Ctrl-C clears the statement being typed
 """
 
@@ -61,57 +69,83 @@ def statement_complete(text: str) -> bool:
     Returns:
         True when the last significant character is a terminating semicolon.
     """
-    last = ""
+    return scan(text) == ("", ";")
+
+
+def scan(text: str, mode: str = "", last: str = "") -> tuple[str, str]:
+    """Scan SQL text from a state, for reading a statement line by line in linear time.
+
+    Args:
+        text: The next piece of text.
+        mode: Where the previous text ended: ``""`` in code, ``"'"`` or ``'"'`` inside
+            a quoted string or identifier, ``"*"`` inside a ``/* */`` comment.
+        last: The last significant character of the previous text.
+
+    Returns:
+        ``(mode, last)`` after ``text``.
+    """
     i, n = 0, len(text)
-    while i < n:
+    while i < n or mode:
+        if mode in ("'", '"'):
+            end = text.find(mode, i)
+            while end != -1 and end + 1 < n and text[end + 1] == mode:  # doubled quote
+                end = text.find(mode, end + 2)
+            if end == -1:
+                return mode, last
+            last, mode, i = mode, "", end + 1
+            continue
+        if mode == "*":
+            end = text.find("*/", i)
+            if end == -1:
+                return mode, last
+            mode, i = "", end + 2
+            continue
         c = text[i]
         if c in "'\"":
-            end = text.find(c, i + 1)
-            while end != -1 and end + 1 < n and text[end + 1] == c:  # doubled quote
-                end = text.find(c, end + 2)
-            if end == -1:
-                return False
-            last, i = c, end + 1
+            mode, i = c, i + 1
             continue
         if text.startswith("--", i):
             end = text.find("\n", i)
             i = n if end == -1 else end
             continue
         if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end == -1:
-                return False
-            i = end + 2
+            mode, i = "*", i + 2
             continue
         if not c.isspace():
             last = c
         i += 1
-    return last == ";"
+    return mode, last
+
+
+class InputTooLong(UndertaleDuckError):
+    """A line or statement of the shell's input is longer than :data:`MAX_STATEMENT_CHARS`."""
 
 
 class Shell:
     """A read-eval-print loop over the ``dataset`` view.
 
     Args:
-        cursor: Returns the DuckDB cursor that has the ``dataset`` view.
+        session: The read-only query session with the ``dataset`` view.
         shards: ``(path, rows)`` of each shard (for ``.shards``).
         out: Where results go.
         err: Where errors go.
         interactive: Whether a person types at a terminal (prompts, banner, history).
         fmt: Initial result format (``table``, ``csv``, ``json`` or ``jsonl``).
+        stdin: Where piped input is read from (default ``sys.stdin``).
     """
 
     def __init__(
         self,
-        cursor: Callable[[], duckdb.DuckDBPyConnection],
+        session: querymod.QuerySession,
         shards: list[tuple[str, int]],
         out: IO[str],
         err: IO[str],
         *,
         interactive: bool,
         fmt: str = "table",
+        stdin: IO[str] | None = None,
     ) -> None:
-        self._cursor = cursor
+        self.session = session
         self._shards = shards
         self.out = out
         self.err = err
@@ -121,14 +155,38 @@ class Shell:
         self.failures = 0
         self._pending = False
         self._color = interactive and out.isatty()
+        self._stdin = stdin
+        self._buffer: list[str] = []
+        self._size = 0
+        self._start = 0
+        self._scan = ("", "")
 
     # ------------------------------------------------------------------ input
-    def _lines(self) -> Iterator[tuple[int, str]]:
+    def _piped_lines(self) -> Iterator[tuple[int, str]]:
+        stream = self._stdin if self._stdin is not None else sys.stdin
         number = 0
+        while True:
+            try:
+                line = stream.readline(MAX_STATEMENT_CHARS + 1)
+            except UnicodeDecodeError:
+                raise InputTooLong(
+                    f"line {number + 1} of the input is not UTF-8 text; the shell reads SQL text"
+                ) from None
+            if not line:
+                return
+            number += 1
+            if len(line) > MAX_STATEMENT_CHARS:
+                raise InputTooLong(
+                    f"line {number} of the input is longer than {MAX_STATEMENT_CHARS:,} "
+                    "characters; the shell stops reading (is the input SQL text?)"
+                )
+            yield number, line.rstrip("\n")
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
         if not self.interactive:
-            for number, line in enumerate(sys.stdin, start=1):
-                yield number, line.rstrip("\n")
+            yield from self._piped_lines()
             return
+        number = 0
         pending = False
         while True:
             try:
@@ -150,8 +208,21 @@ class Shell:
         """Read statements and dot commands until ``.quit`` or end of input.
 
         Returns:
-            0, or 1 when input was piped and at least one statement failed.
+            0; with piped input 1 when at least one statement failed, 2 when the input is
+            not SQL text (a line or statement beyond :data:`MAX_STATEMENT_CHARS`) and 130
+            after Ctrl-C.
         """
+        try:
+            return self._loop()
+        except InputTooLong as exc:
+            self._error(str(exc), 0)
+            return 2
+        except KeyboardInterrupt:
+            self.err.write("interrupted\n")
+            self.err.flush()
+            return EXIT_INTERRUPTED
+
+    def _loop(self) -> int:
         if self.interactive:
             rows = sum(r for _, r in self._shards)
             self.out.write(
@@ -159,34 +230,62 @@ class Shell:
                 f"{'' if len(self._shards) == 1 else 's'} ({rows:,} rows). End statements "
                 "with ';'. .help for help, .quit to leave.\n"
             )
-        buffer: list[str] = []
-        start = 0
         for number, line in self._lines():
-            if number == -1:
-                buffer = []
-                self._pending = False
-                continue
-            if not buffer and line.strip().startswith("."):
-                if not self._command(line.strip(), number):
-                    break
-                continue
-            if not buffer:
-                if not line.strip():
-                    continue
-                start = number
-            buffer.append(line)
-            text = "\n".join(buffer)
-            if statement_complete(text):
-                self._execute(text, start)
-                buffer = []
-            self._pending = bool(buffer)
-        if buffer and "\n".join(buffer).strip():
-            self._execute("\n".join(buffer), start)
+            try:
+                if not self._step(number, line):
+                    return self._status()
+            except KeyboardInterrupt:  # at the prompt, Ctrl-C stops what runs and goes on
+                if not self.interactive:
+                    raise
+                self._drop()
+                self.out.flush()
+                self._error("interrupted", 0)
+        if self._buffer and "\n".join(self._buffer).strip():
+            self._execute("\n".join(self._buffer), self._start)
+        return self._status()
+
+    def _status(self) -> int:
         return 1 if self.failures and not self.interactive else 0
+
+    def _drop(self) -> None:
+        self._buffer, self._size = [], 0
+        self._scan = ("", "")
+        self._pending = False
+
+    def _step(self, number: int, line: str) -> bool:
+        """Take one input line; False when the shell should stop (``.quit``)."""
+        if number == -1:
+            self._drop()
+            return True
+        if not self._buffer and line.strip().startswith("."):
+            return self._command(line.strip(), number)
+        if not self._buffer:
+            if not line.strip():
+                return True
+            self._start = number
+        self._size += len(line) + 1
+        if self._size > MAX_STATEMENT_CHARS:
+            self._drop()
+            message = (
+                f"the statement starting on line {self._start} is longer than "
+                f"{MAX_STATEMENT_CHARS:,} characters without a ';' ending it"
+            )
+            if not self.interactive:
+                raise InputTooLong(message + "; the shell stops reading")
+            self._error(message + "; it was dropped", self._start)
+            return True
+        self._buffer.append(line)
+        self._scan = scan(line + "\n", *self._scan)
+        if self._scan == ("", ";"):
+            text = "\n".join(self._buffer)
+            self._drop()
+            self._execute(text, self._start)
+        self._pending = bool(self._buffer)
+        return True
 
     def _error(self, message: str, line: int) -> None:
         self.failures += 1
-        where = "" if self.interactive else f" (line {line})"
+        where = "" if self.interactive or line <= 0 else f" (line {line})"
         self.err.write(f"error{where}: {message}\n")
         self.err.flush()
 
@@ -219,49 +318,87 @@ class Shell:
 
     def _execute(self, text: str, line: int) -> None:
         try:
-            querymod.check_read_only(text)
-            statements = duckdb.extract_statements(text)
-        except QueryError as exc:
-            self._error(str(exc), line)
-            return
-        except duckdb.Error as exc:  # pragma: no cover - check_read_only parsed it already
-            self._error(" ".join(str(exc).split()), line)
+            statements = readonly.statements(text)
+        except UndertaleDuckError as exc:
+            self._error(first_line(exc), line)
             return
         for statement in statements:
             try:
-                table = querymod.run(self._cursor(), statement.query)
-                self._show(table)
-            except (QueryError, ArgumentError) as exc:
-                self._error(str(exc), line)
-                return
-            except duckdb.Error as exc:  # opening the view failed
-                self._error(" ".join(str(exc).split()), line)
-                return
+                try:
+                    reader = self.session.batches(statement.query, batch_rows=FETCH_ROWS)
+                    with contextlib.closing(reader):
+                        self._show(reader)
+                finally:
+                    self.session.end_streams()  # a table stops reading after its rows
             except KeyboardInterrupt:
-                with contextlib.suppress(duckdb.Error):
-                    self._cursor().interrupt()
-                self._error("interrupted", line)
+                if not self.interactive:
+                    raise
+                self.out.flush()
+                self._error("interrupted: the query was stopped", line)
+                return
+            except UndertaleDuckError as exc:
+                self._error(first_line(exc), line)
+                return
+            except Exception as exc:  # a value the writers cannot show: the shell lives on
+                self._error(f"cannot show the result: {type(exc).__name__}: {first_line(exc)}",
+                            line)
                 return
 
-    def _show(self, table: pa.Table) -> None:
-        batches = table.to_batches()
+    def _show(self, reader: pa.RecordBatchReader) -> None:
+        schema = reader.schema
         if self.fmt == "csv":
-            output.write_csv(table.schema, batches, self.out)
+            output.write_csv(schema, reader, self.out)
         elif self.fmt == "json":
-            output.write_json(table.schema, batches, self.out)
+            output.write_json(schema, reader, self.out)
         elif self.fmt == "jsonl":
-            output.write_jsonl(table.schema, batches, self.out)
+            output.write_jsonl(schema, reader, self.out)
         else:
             width = shutil.get_terminal_size().columns if self.out.isatty() else None
             output.write_table(
-                table.schema,
-                batches,
+                schema,
+                reader,
                 self.out,
                 max_rows=self.rows or None,
                 width=width,
                 color=self._color,
             )
         self.out.flush()
+
+
+def main(source: str, *, fmt: str = "table", sql_files: querymod.SqlFiles = "dataset") -> int:
+    """Run the shell over a dataset source (``undertale-duck shell``).
+
+    Args:
+        source: A Parquet file, a directory of shards or a glob.
+        fmt: Initial result format.
+        sql_files: ``"dataset"`` (default) confines SQL to the dataset's own shards;
+            ``"any"`` lets it read any file (e.g. to join a CSV of labels).
+
+    Returns:
+        The exit status (see :meth:`Shell.run`).
+
+    Raises:
+        SourceError: If the source cannot be opened.
+    """
+    from ..core.duck import default_duckdb_config
+    from ..core.source import Source
+
+    src = Source(source)
+    session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
+    interactive = sys.stdin.isatty()
+    try:
+        with line_editing(interactive):
+            shell = Shell(
+                session,
+                [(s.path, s.rows) for s in src.shards],
+                sys.stdout,
+                sys.stderr,
+                interactive=interactive,
+                fmt=fmt,
+            )
+            return shell.run()
+    finally:
+        session.close()
 
 
 @contextlib.contextmanager

@@ -17,8 +17,8 @@ import torch
 from torch.utils.data import Dataset
 
 from ..common.text import first_line
-from ..errors import ArgumentError, OutOfRangeError, QueryError, ShardChangedError
-from . import blame, duck, failures
+from ..errors import ArgumentError, OutOfRangeError, ShardChangedError
+from . import duck
 from . import query as querymod
 from . import windows as win
 from .access import AccessMonitor
@@ -110,6 +110,9 @@ class ShardDataset(Dataset[Row]):
         disk_dir: Directory of the disk tier; by default ``$UNDERTALE_DUCK_CACHE/windows``,
             else ``~/.cache/undertale_duck/windows``. Never inside, above or beside the
             dataset's directories.
+        sql_files: What :meth:`sql` may read besides the view: ``"any"`` (default) file
+            the process can read, or only the ``"dataset"``'s own shards (DuckDB refuses
+            ``read_text('/etc/passwd')`` and every other path).
 
     Raises:
         SourceError: If the source cannot be resolved or a shard's footer cannot be read
@@ -117,9 +120,9 @@ class ShardDataset(Dataset[Row]):
             ``UnsupportedShardError`` and ``ColumnError`` are subclasses).
         ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number,
             ``columns`` is not a list of non-empty names, DuckDB refuses ``duckdb_config``,
-            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``, ``disk`` is
-            not a number of megabytes, or ``disk_dir`` overlaps the dataset or cannot be
-            created.
+            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``, ``sql_files``
+            is not ``"any"`` or ``"dataset"``, ``disk`` is not a number of megabytes, or
+            ``disk_dir`` overlaps the dataset or cannot be created.
         QueryError: If a view's query is not row by row (naming the construct) or fails.
     """
 
@@ -136,6 +139,7 @@ class ShardDataset(Dataset[Row]):
         query: str | None = None,
         where: str | None = None,
         tables: Mapping[str, SideTable] | None = None,
+        sql_files: querymod.SqlFiles = "any",
         disk: float | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -151,6 +155,9 @@ class ShardDataset(Dataset[Row]):
         self._tables = dict(tables or {})
         if format not in FORMATS:
             raise ArgumentError(f"format must be one of {list(FORMATS)}, got {format!r}")
+        if sql_files not in querymod.SQL_FILES:
+            raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
+        self.sql_files: querymod.SqlFiles = sql_files
         self.format: Format = format
         self.read_ahead = bool(read_ahead)
         self._order: list[int] | None = None
@@ -207,6 +214,7 @@ class ShardDataset(Dataset[Row]):
         self._starts = win.starts(self.windows)
         self._starts_array = np.asarray(self._starts, dtype=np.int64)
         self._reader: WindowReader | None = None
+        self._sql_session: querymod.QuerySession | None = None
         self._monitor: AccessMonitor | None = None
         self.disk_dir: str | None = None
         if self.disk:
@@ -329,6 +337,7 @@ class ShardDataset(Dataset[Row]):
         state = self.__dict__.copy()
         state["_reader"] = None
         state["_monitor"] = None
+        state["_sql_session"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -345,6 +354,8 @@ class ShardDataset(Dataset[Row]):
 
     def close(self) -> None:
         """Close this process's DuckDB connection and empty the cache (reopened on next use)."""
+        if self._sql_session is not None:
+            self._sql_session.close()
         if self._reader is not None:
             self._reader.stop_read_ahead()
             self._reader.connection.close()
@@ -618,53 +629,83 @@ class ShardDataset(Dataset[Row]):
             ) from None
 
     # ------------------------------------------------------------------ SQL
-    def sql(self, query: str, params: querymod.Params = None) -> pa.Table:
-        """Run read-only SQL in which ``dataset`` is the view over every shard.
+    @property
+    def sql_session(self) -> querymod.QuerySession:
+        """This process's database for :meth:`sql` (apart from window reads), made on first use."""
+        if self._sql_session is None:
+            config = dict(self.duckdb_config)
+            info = torch.utils.data.get_worker_info()
+            if info is not None:  # a DataLoader worker: its share of the cores, as for reads
+                tuned = worker_duckdb_config(info.num_workers)
+                config.update({k: v for k, v in tuned.items() if k not in self._user_config})
+            if "memory_limit" not in self._user_config:
+                config["memory_limit"] = querymod.memory_limit(self.memory_bytes)
+            self._sql_session = querymod.QuerySession(
+                self.source,
+                config,
+                sql_files=self.sql_files,
+                max_bytes=querymod.result_limit(self.memory_bytes),
+                setup=None if self.view is None else self.view.setup,
+                readable=[] if self.view is None else [s.path for s in self.view.sides if s.path],
+            )
+        return self._sql_session
+
+    def sql(
+        self, query: str, params: querymod.Params = None, *, max_bytes: int | None = None
+    ) -> pa.Table:
+        """Run one read-only SQL statement in which ``dataset`` is the view over every shard.
+
+        The whole result is collected, up to ``max_bytes``; :meth:`sql_batches` streams
+        results of any size. See docs/sql.md for what may run.
 
         Args:
             query: SQL text, e.g. ``"SELECT label, count(*) FROM dataset GROUP BY label"``.
             params: Values for ``$name`` (mapping) or ``?`` (sequence) placeholders.
+            max_bytes: The most bytes of result to collect; by default ``memory`` (at least
+                64 MiB).
 
         Returns:
             The result as an Arrow table.
 
         Raises:
             ArgumentError: If ``query`` is not a string.
-            QueryError: If the SQL fails.
+            QueryError: If the SQL fails, holds more than one statement, or its result is
+                larger than ``max_bytes``.
             ReadOnlyError: If the SQL would write or change state (``COPY``, ``ATTACH`` ...).
             SourceError: If a shard cannot be read (the subclass says why: encrypted,
                 unsupported, out of range, corrupt) or its result cannot be handed to Arrow.
             ShardChangedError: If a shard changed on disk since the dataset was opened
                 (checked before and after the query, so no answer mixes two versions).
         """
-        if not isinstance(query, str):
-            raise ArgumentError(f"query must be SQL text (a str), got {type(query).__name__}")
-        self.source.check_unchanged()
-        connection = self.reader.connection
-        try:
-            cursor = connection.cursor()
-        except duckdb.Error as exc:
-            raise QueryError(f"DuckDB cannot be opened: {first_line(exc)}") from None
-        if connection.view_error is not None:
-            raise blame.view_failure(self.source, cursor, connection.view_error)
-        try:
-            result = querymod.run(cursor, query, params)
-        except QueryError as exc:
-            self.source.check_unchanged()  # a shard changing mid-query is the real cause
-            cause = exc.__context__
-            if isinstance(cause, duckdb.Error) and failures.is_fatal(cause):
-                connection.close()  # DuckDB invalidated the database: reopen on next use
-            failure = blame.query_failure(self.source, cursor, cause)
-            if failure is not None:
-                raise failure from None
-            raise
-        except pa.ArrowException as exc:
-            raise QueryError(
-                f"the query's result cannot be handed to Arrow: {first_line(exc)} (Arrow "
-                f"accepts at most {failures.ARROW_MAX_NESTING} levels of nesting)"
-            ) from None
-        self.source.check_unchanged()
-        return result
+        return self.sql_session.table(query, params, max_bytes=max_bytes)
+
+    def sql_batches(
+        self,
+        query: str,
+        params: querymod.Params = None,
+        *,
+        batch_rows: int = querymod.DEFAULT_BATCH_ROWS,
+    ) -> pa.RecordBatchReader:
+        """Run one read-only SQL statement and stream its result in record batches.
+
+        DuckDB computes the result as it is read, so memory stays bounded whatever its size.
+        Read it to the end or close it (``with ds.sql_batches(q) as reader: ...``).
+
+        Args:
+            query: SQL text in which ``dataset`` is the view over every shard.
+            params: Values for ``$name`` (mapping) or ``?`` (sequence) placeholders.
+            batch_rows: The most rows per batch.
+
+        Returns:
+            A ``pyarrow.RecordBatchReader``; errors while reading are :class:`QueryError`.
+
+        Raises:
+            QueryError: If the SQL fails to parse, bind or start.
+            ReadOnlyError: If the SQL would write or change state.
+            ShardChangedError: If a shard changed on disk (checked before, and after the
+                last batch).
+        """
+        return self.sql_session.batches(query, params, batch_rows=batch_rows)
 
 
 def _local(local: np.ndarray[Any, np.dtype[np.int64]]) -> Selection:

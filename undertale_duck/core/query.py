@@ -1,172 +1,438 @@
-"""Run ad hoc read-only SQL against the ``dataset`` view and map DuckDB errors to ours."""
+"""Ad hoc read-only SQL over the ``dataset`` view: its own database, limits, streaming, Ctrl-C."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 import duckdb
 import pyarrow as pa
 
-from ..errors import QueryError, ReadOnlyError
+from ..common.text import first_line
+from ..errors import ArgumentError, QueryError, ReadOnlyError
+from . import blame, failures, lifecycle, sqlfiles
+from .duck import duckdb_path
+from .interrupt import interruptible
+from .readonly import check_read_only, check_statement, statements
+from .source import Connection, Source
 
-#: Statement kinds that only read. Everything else (COPY, ATTACH, CREATE, INSERT, SET,
-#: INSTALL/LOAD, EXPORT, ...) could write files, change settings or replace the view.
-READ_ONLY_STATEMENTS = frozenset(
-    {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.StatementType.CALL}
-)
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "SQL_FILES",
+    "Params",
+    "QuerySession",
+    "SqlFiles",
+    "check_read_only",
+    "interruptible",
+]
 
 Params = Mapping[str, Any] | Sequence[Any] | None
 
-#: Functions refused in any statement: they run SQL given as text (``query``,
-#: ``json_execute_serialized_sql``), which would bypass the statement check, or have side
-#: effects such as writing log or profile files anywhere (``enable_logging``).
-UNSAFE_FUNCTIONS = frozenset(
-    {
-        "query",
-        "query_table",
-        "json_execute_serialized_sql",
-        "enable_logging",
-        "disable_logging",
-        "truncate_duckdb_logs",
-        "enable_profiling",
-        "disable_profiling",
-        "checkpoint",
-        "force_checkpoint",
-        "create_external_resource",
-        "register_external_resource",
-        "register_external_resource_type",
-        "deregister_external_resource",
-        "destroy_external_resource",
-        "add_grammar_extension",
-        "remove_grammar_extension",
-    }
-)
+#: What ad hoc SQL may read: ``"any"`` file the process can read, or only the ``"dataset"``'s
+#: own shards (DuckDB's ``allowed_paths`` with external access off).
+SqlFiles = Literal["any", "dataset"]
+SQL_FILES: tuple[SqlFiles, ...] = ("any", "dataset")
+
+#: Rows per record batch of a streamed result, unless the caller says otherwise.
+DEFAULT_BATCH_ROWS = 8192
+
+#: Rows per record batch while collecting a whole result: small, so the byte limit is
+#: enforced close to where it is crossed even when rows are large.
+TABLE_BATCH_ROWS = 2048
+
+#: The smallest result :meth:`QuerySession.table` collects when the limit comes from a memory
+#: budget (a budget of 0 still answers small queries).
+MIN_RESULT_BYTES = 64 << 20
+
+T = TypeVar("T")
 
 
-def _tokens(query: str) -> list[tuple[str, Any]]:
-    """The SQL's tokens as ``(text, type)``, comments left out."""
-    spans = duckdb.tokenize(query)
-    out = []
-    for k, (start, kind) in enumerate(spans):
-        end = spans[k + 1][0] if k + 1 < len(spans) else len(query)
-        if kind != duckdb.token_type.comment:
-            out.append((query[start:end].strip(), kind))
-    return out
+class _QueryConnection(Connection):
+    """The ``dataset`` view in a database of its own, with its settings locked after setup."""
+
+    def __init__(
+        self,
+        files: Sequence[str],
+        columns: Sequence[str],
+        config: dict[str, Any] | None,
+        setup: Callable[[duckdb.DuckDBPyConnection], None] | None,
+        *,
+        confine: bool,
+        readable: Sequence[str] = (),
+    ) -> None:
+        super().__init__(files, columns, config, setup)
+        self.confine = confine
+        self.readable = list(readable)
+        self.state: list[tuple[Any, ...]] = []
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        db = super()._open()
+        try:
+            if self.confine:
+                files = [*self._files, *self.readable]
+                paths = sorted({*files, *(duckdb_path(f) for f in files)})
+                _execute_file(db, "confine", {"paths": paths})
+            _execute_file(db, "lock", {})
+            self.state = _catalog_state(db)
+        except duckdb.Error:
+            db.close()
+            raise
+        return db
 
 
-def _unsafe_calls(query: str) -> list[str]:
-    """Names of :data:`UNSAFE_FUNCTIONS` called anywhere in the SQL (quoted or not)."""
-    tokens = _tokens(query)
-    names = (duckdb.token_type.identifier, duckdb.token_type.keyword)
-    found = []
-    for k, (text, kind) in enumerate(tokens):
-        if kind not in names:
-            continue
-        name = text[1:-1].replace('""', '"') if text.startswith('"') else text
-        if name.lower() in UNSAFE_FUNCTIONS and k + 1 < len(tokens) and tokens[k + 1][0][:1] == "(":
-            found.append(name)
-    return found
+def _execute_file(db: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> None:
+    for statement in duckdb.extract_statements(sqlfiles.load(name)):
+        wanted = {k: v for k, v in params.items() if k in statement.named_parameters}
+        db.execute(statement.query, wanted or None)
 
 
-def _explained_type(statement_text: str) -> duckdb.StatementType | None:
-    """The type of the statement an ``EXPLAIN [ANALYZE] [(options)]`` wraps, or None."""
-    tokens = _tokens(statement_text)
-    k = 0
-    if k < len(tokens) and tokens[k][0].upper() == "EXPLAIN":
-        k += 1
-    if k < len(tokens) and tokens[k][0].upper() in ("ANALYZE", "ANALYSE"):
-        k += 1
-    if k < len(tokens) and tokens[k][0].startswith("("):
-        depth = 0
-        while k < len(tokens):
-            depth += tokens[k][0].count("(") - tokens[k][0].count(")")
-            k += 1
-            if depth <= 0:
-                break
-    if k >= len(tokens):
-        return None
-    rest = statement_text[_offset(statement_text, tokens, k) :]
-    try:
-        inner = duckdb.extract_statements(rest)
-    except duckdb.Error:
-        return None
-    return inner[0].type if len(inner) == 1 else None
+def _catalog_state(cursor: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    return sorted(cursor.execute(sqlfiles.load("catalog_state")).fetchall())
 
 
-def _offset(text: str, tokens: list[tuple[str, Any]], k: int) -> int:
-    """Character offset just after tokens ``0..k-1`` (where the rest of the SQL starts)."""
-    position = 0
-    for token, _ in tokens[:k]:
-        position = text.find(token, position) + len(token)
-    return position
+class QuerySession:
+    """Read-only ad hoc SQL over the ``dataset`` view, in a DuckDB database of its own.
 
+    Window reads never share this database, so nothing a query does reaches them. Each
+    query is checked first (:func:`check_read_only`: one statement, allow-listed), runs on
+    a fresh cursor closed afterwards (temporary objects die with it), and the catalog is
+    compared before and after: a query that left anything behind is refused and the
+    database is reopened. The database's settings are locked once the view exists.
 
-def check_read_only(query: str) -> None:
-    """Refuse SQL that is not made of read-only statements.
+    A query that fails on a shard is reported by the shard (:mod:`blame`: encrypted,
+    unsupported, corrupt ...), and the shards are checked for changes before and after.
 
     Args:
-        query: One or more SQL statements.
+        source: The dataset's shards; ``dataset`` is the view over their columns.
+        config: DuckDB settings for the database (``memory_limit``, ``threads`` ...).
+        sql_files: ``"any"`` (DuckDB may read any file the process can, e.g. to join a CSV)
+            or ``"dataset"`` (only the shards: ``read_text('/etc/passwd')`` is refused).
+        max_bytes: The most bytes :meth:`table` collects (None: no limit).
+        setup: Called with the database once the view exists (a view's side tables).
+        readable: Other files confined SQL may read (a view's side tables).
 
     Raises:
-        QueryError: If the SQL does not parse or holds no statement.
-        ReadOnlyError: If any statement could write or change state (``COPY ... TO``,
-            ``ATTACH``, ``CREATE``, ``INSERT``, ``SET``, ``INSTALL`` ...).
+        ArgumentError: If ``sql_files`` is not ``"any"`` or ``"dataset"``.
     """
-    try:
-        statements = duckdb.extract_statements(query)
-    except duckdb.Error as exc:
-        raise QueryError(f"SQL error: {_one_line(exc)}") from None
-    if not statements:
-        raise QueryError("the query holds no SQL statement")
-    unsafe = _unsafe_calls(query)
-    if unsafe:
-        raise ReadOnlyError(
-            f"function {unsafe[0]}() is refused: it runs SQL given as text or changes state "
-            "(writes files, settings or logs); the dataset is read-only through undertale_duck"
+
+    def __init__(
+        self,
+        source: Source,
+        config: Mapping[str, Any] | None = None,
+        *,
+        sql_files: SqlFiles = "any",
+        max_bytes: int | None = None,
+        setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        readable: Sequence[str] = (),
+    ) -> None:
+        if sql_files not in SQL_FILES:
+            raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
+        self.sql_files: SqlFiles = sql_files
+        self.max_bytes = max_bytes
+        self.source = source
+        settings = dict(config or {})
+        settings.pop("lock_configuration", None)  # locked after setup, whatever it says
+        self._connection = _QueryConnection(
+            source.paths,
+            source.columns,
+            settings,
+            setup,
+            confine=sql_files == "dataset",
+            readable=readable,
         )
-    for statement in statements:
-        if statement.type == duckdb.StatementType.EXPLAIN and _explained_type(
-            statement.query
-        ) != duckdb.StatementType.SELECT:
-            raise ReadOnlyError(
-                "EXPLAIN is allowed only for a SELECT statement (EXPLAIN ANALYZE runs the "
-                "statement it explains): the dataset is read-only through undertale_duck"
+        self._streams: weakref.WeakSet[_Stream] = weakref.WeakSet()
+        lifecycle.track_connection(self)  # streams closed before fork() and at exit
+
+    # ------------------------------------------------------------------ queries
+    def table(self, query: str, params: Params = None, *, max_bytes: int | None = None) -> pa.Table:
+        """Run one read-only statement and return its whole result.
+
+        Args:
+            query: One SQL statement; ``dataset`` names the view over every shard.
+            params: Values for ``$name`` (mapping) or ``?`` (sequence) placeholders.
+            max_bytes: The most bytes of result to collect (default: the session's).
+
+        Returns:
+            The result as an Arrow table.
+
+        Raises:
+            QueryError: If the SQL fails, or its result is larger than ``max_bytes`` (the
+                message says to stream it with :meth:`batches` or add a LIMIT).
+            ReadOnlyError: If the SQL would write or change state.
+        """
+        limit = self.max_bytes if max_bytes is None else max_bytes
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 0):
+            raise ArgumentError(f"max_bytes must be a number of bytes >= 0, got {limit!r}")
+        stream = self._start(query, params, TABLE_BATCH_ROWS)
+        batches: list[pa.RecordBatch] = []
+        size = 0
+        with contextlib.closing(stream):
+            for batch in stream:
+                size += batch.nbytes
+                if limit is not None and size > limit:
+                    raise QueryError(
+                        f"the query's result is larger than {_size(limit)} (the limit of a "
+                        "result returned whole, from the memory budget); stream it in batches "
+                        "with sql_batches(), add a LIMIT, or pass a larger max_bytes"
+                    )
+                batches.append(batch)
+        return pa.Table.from_batches(batches, schema=stream.schema)
+
+    def batches(
+        self, query: str, params: Params = None, *, batch_rows: int = DEFAULT_BATCH_ROWS
+    ) -> pa.RecordBatchReader:
+        """Run one read-only statement and stream its result.
+
+        DuckDB computes the result as it is read, so memory stays bounded whatever its
+        size. Close the reader (or read it to the end) before the session closes; leaving
+        it early stops the query.
+
+        Args:
+            query: One SQL statement; ``dataset`` names the view over every shard.
+            params: Values for ``$name`` (mapping) or ``?`` (sequence) placeholders.
+            batch_rows: The most rows per record batch.
+
+        Returns:
+            A reader of record batches; errors while reading are :class:`QueryError`.
+
+        Raises:
+            QueryError: If the SQL fails to parse, bind or start.
+            ReadOnlyError: If the SQL would write or change state.
+        """
+        stream = self._start(query, params, batch_rows)
+        return pa.RecordBatchReader.from_batches(stream.schema, stream)
+
+    def _start(self, query: str, params: Params, batch_rows: int) -> _Stream:
+        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+            raise ArgumentError(f"batch_rows must be a positive integer, got {batch_rows!r}")
+        found = statements(query)
+        self.source.check_unchanged()
+        try:
+            base = self._connection.cursor()
+        except duckdb.Error as exc:
+            raise QueryError(
+                "cannot open the database for ad hoc SQL (a duckdb_config setting DuckDB "
+                f"refuses): {first_line(exc)}"
+            ) from None
+        if self._connection.view_error is not None:
+            raise blame.view_failure(self.source, base, self._connection.view_error)
+        for statement in found:  # a statement that would write is refused as such
+            check_statement(statement, base)
+        if len(found) != 1:
+            raise QueryError(
+                f"the query holds {len(found)} statements; run one statement at a time"
             )
-        if statement.type not in READ_ONLY_STATEMENTS:
-            kind = statement.type.name
-            raise ReadOnlyError(
-                f"{kind} statements are refused: the dataset is read-only through undertale_duck "
-                "(only SELECT, EXPLAIN and CALL run; to save a result, write it from the returned "
-                "table or use the command line's --output)"
+        cursor = base.cursor()
+        stream = _Stream(self, cursor, query, params, batch_rows)
+        self._streams.add(stream)
+        return stream
+
+    def _after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
+        """After a query: the catalog must be as it was, and (if asked) the shards too."""
+        try:
+            changed = _catalog_state(cursor) != self._connection.state
+        except duckdb.Error:
+            changed = True
+        if changed:
+            self._connection.close()  # reopened, pristine, by the next query
+            if not failed:
+                raise ReadOnlyError(
+                    "the query changed the database (it created or replaced a table, view or "
+                    "other object); the change was undone: the dataset is read-only through "
+                    "undertale_duck"
+                )
+        self.source.check_unchanged()
+
+    def failure(self, exc: duckdb.Error) -> Exception:
+        """Our error for a DuckDB error a query raised (the shard it is about, when one is).
+
+        Args:
+            exc: The error.
+
+        Returns:
+            The exception to raise.
+
+        Raises:
+            ShardChangedError: If a shard changed on disk (the real cause).
+        """
+        self.source.check_unchanged()
+        if failures.is_interrupt(exc):
+            return QueryError("the query was interrupted")
+        if isinstance(exc, duckdb.PermissionException) and self.sql_files == "dataset":
+            return QueryError(
+                "refused: ad hoc SQL is confined to the dataset's own files (sql_files="
+                f"'dataset'; the shell's --sql-files any lifts it): {failures.message(exc)}"
             )
+        if failures.is_fatal(exc):
+            self._connection.close()  # DuckDB invalidated the database: reopened next time
+        else:
+            try:
+                found = blame.query_failure(self.source, self._connection.cursor(), exc)
+            except duckdb.Error:
+                found = None
+            if found is not None:
+                return found
+        return QueryError(f"query failed: {failures.message(exc)}")
+
+    # ------------------------------------------------------------------ control
+    def interrupt(self) -> None:
+        """Stop every query of this session that is running now (from any thread)."""
+        for stream in list(self._streams):
+            stream.interrupt()
+
+    def end_streams(self) -> None:
+        """Close every open stream of this session (their readers then stop)."""
+        for stream in list(self._streams):
+            stream.close()
+
+    def close(self) -> None:
+        """Close open streams and the database (reopened by the next query)."""
+        self.end_streams()
+        self._connection.close()
 
 
-def run(cursor: duckdb.DuckDBPyConnection, query: str, params: Params = None) -> pa.Table:
-    """Run read-only SQL and return the last statement's result as an Arrow table.
+class _Stream:
+    """One running query: its cursor and DuckDB reader, as an iterator of record batches."""
+
+    def __init__(
+        self,
+        session: QuerySession,
+        cursor: duckdb.DuckDBPyConnection,
+        query: str,
+        params: Params,
+        batch_rows: int,
+    ) -> None:
+        self._session = session
+        self._cursor: duckdb.DuckDBPyConnection | None = cursor
+        self._reader: pa.RecordBatchReader | None = None
+        self._lock = threading.Lock()
+
+        def start() -> pa.RecordBatchReader:
+            relation = cursor.sql(query, params=params)
+            if relation is None:  # pragma: no cover - only SELECT-like statements get here
+                return pa.RecordBatchReader.from_batches(pa.schema([]), [])
+            return relation.to_arrow_reader(batch_rows)
+
+        try:
+            self._reader = self._call(start)
+        except BaseException:
+            self._finish(failed=True)
+            raise
+        self.schema: pa.Schema = self._reader.schema
+
+    def _call(self, work: Callable[[], T]) -> T:
+        cursor = self._cursor
+        if cursor is None:
+            raise QueryError("the query's result was closed")
+        try:
+            return interruptible(cursor, work)
+        except duckdb.Error as exc:
+            error = exc
+        except pa.ArrowException as exc:
+            raise QueryError(
+                f"the query's result cannot be handed to Arrow: {first_line(exc)} (Arrow "
+                f"accepts at most {failures.ARROW_MAX_NESTING} levels of nesting)"
+            ) from None
+        except OSError as exc:  # DuckDB's error while a batch is read, as pyarrow raises it
+            error = _duckdb_error(exc)
+        except (RecursionError, OverflowError, MemoryError) as exc:
+            raise QueryError(f"query failed: {type(exc).__name__}: {first_line(exc)}") from None
+        raise self._session.failure(error) from None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            while self._reader is not None:
+                reader = self._reader
+                try:
+                    batch = self._call(reader.read_next_batch)
+                except StopIteration:
+                    break
+                yield batch
+        except BaseException:
+            self._finish(failed=True)
+            raise
+        self._finish(failed=False)
+
+    def interrupt(self) -> None:
+        cursor = self._cursor
+        if cursor is not None:
+            with contextlib.suppress(duckdb.Error):
+                cursor.interrupt()
+
+    def close(self) -> None:
+        self._finish(failed=True)
+
+    def _finish(self, failed: bool) -> None:
+        with self._lock:
+            cursor, reader = self._cursor, self._reader
+            self._cursor = self._reader = None
+        if cursor is None:
+            return
+        if reader is not None:
+            with contextlib.suppress(duckdb.Error, pa.ArrowException):
+                reader.close()
+        try:
+            self._session._after(cursor, failed)
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                cursor.close()
+
+
+#: DuckDB's error kinds by the words its messages start with (pyarrow hands an error while
+#: a batch is read over as OSError with DuckDB's text).
+_KINDS: dict[str, type[duckdb.Error]] = {
+    "IO Error": duckdb.IOException,
+    "Invalid Input Error": duckdb.InvalidInputException,
+    "Not implemented Error": duckdb.NotImplementedException,
+    "Serialization Error": duckdb.SerializationException,
+    "INTERNAL Error": duckdb.InternalException,
+    "FATAL Error": duckdb.FatalException,
+    "Out of Memory Error": duckdb.OutOfMemoryException,
+    "INTERRUPT Error": duckdb.InterruptException,
+    "Permission Error": duckdb.PermissionException,
+    "Conversion Error": duckdb.ConversionException,
+    "Out of Range Error": duckdb.OutOfRangeException,
+}
+
+
+def _duckdb_error(exc: OSError) -> duckdb.Error:
+    text = str(exc).strip()
+    kind = _KINDS.get(text.split(":", 1)[0], duckdb.Error)
+    return kind(text)
+
+
+def _size(n: int) -> str:
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.1f} GiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    return f"{n:,} bytes"
+
+
+def result_limit(memory_bytes: int) -> int:
+    """The default byte limit of a whole result for a dataset with this memory budget.
 
     Args:
-        cursor: A DuckDB connection that has the ``dataset`` view.
-        query: SQL text; ``dataset`` names the view over every shard.
-        params: Values for ``$name`` (mapping) or ``?`` (sequence) placeholders.
+        memory_bytes: The dataset's memory budget in bytes.
 
     Returns:
-        The result (an empty table when the statement returns no rows).
-
-    Raises:
-        QueryError: If the SQL fails to parse, bind or run.
-        ReadOnlyError: If the SQL would write or change state.
+        The budget, but at least :data:`MIN_RESULT_BYTES`.
     """
-    check_read_only(query)
-    try:
-        relation = cursor.sql(query, params=params)
-        if relation is None:
-            return pa.table({})
-        return relation.to_arrow_table()
-    except duckdb.Error as exc:
-        raise QueryError(f"query failed: {_one_line(exc)}") from None
+    return max(int(memory_bytes), MIN_RESULT_BYTES)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+def memory_limit(memory_bytes: int) -> str:
+    """DuckDB's ``memory_limit`` for the database of a dataset's ad hoc SQL.
+
+    Args:
+        memory_bytes: The dataset's memory budget in bytes.
+
+    Returns:
+        The budget (at least 256 MiB, which DuckDB needs to run queries with a few threads)
+        as a DuckDB size; DuckDB spills to disk beyond it.
+    """
+    return f"{max(int(memory_bytes), 256 << 20) >> 20}MiB"

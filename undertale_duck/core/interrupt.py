@@ -1,0 +1,60 @@
+"""Run DuckDB work so that Ctrl-C interrupts it at once, from the main thread."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import duckdb
+
+T = TypeVar("T")
+
+
+def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:
+    """Run DuckDB work so that Ctrl-C stops it at once.
+
+    DuckDB checks for Ctrl-C only now and then (an aggregate over many rows can ignore it for
+    minutes), so in the main thread the work runs in a helper thread while the main thread
+    waits; on ``KeyboardInterrupt`` the cursor's query is interrupted, the helper is
+    awaited, and ``KeyboardInterrupt`` is raised again. Other threads run the work directly.
+
+    Args:
+        cursor: The DuckDB connection ``work`` uses (the one to interrupt).
+        work: What to run.
+
+    Returns:
+        What ``work`` returns.
+
+    Raises:
+        KeyboardInterrupt: If Ctrl-C was pressed (the query is stopped first).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # handed to the waiting thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    helper = threading.Thread(target=run, name="undertale-duck-query", daemon=True)
+    helper.start()
+    try:
+        while not done.wait(0.25):
+            pass
+    except KeyboardInterrupt:
+        with contextlib.suppress(duckdb.Error):
+            cursor.interrupt()
+        while not done.is_set():
+            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: still stopping
+                done.wait(0.25)
+        raise KeyboardInterrupt from None
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
