@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import email.utils
 import os
 import random
 import re
@@ -215,8 +216,8 @@ class Store:
         return self._fs
 
     def filesystem(self) -> Any:
-        """This process's fsspec filesystem (what DuckDB's ``register_filesystem`` takes)."""
-        return self.fs
+        """This process's filesystem as DuckDB's ``register_filesystem`` takes it."""
+        return duckdb_filesystem(self.fs)
 
     # ------------------------------------------------------------------ retries
     def call(self, what: str, url: str, fn: Callable[[], T]) -> T:
@@ -429,3 +430,54 @@ def open_store(
     return store
 
 
+
+
+def duckdb_filesystem(inner: Any) -> Any:
+    """Wrap an fsspec filesystem for DuckDB, which asks every file's ``modified()`` time.
+
+    Some clients (HTTP) do not implement ``modified()``; the wrapper answers from ``info()``
+    (or the epoch when the store gives no time), and passes every other call through.
+    """
+    from fsspec import AbstractFileSystem
+
+    class DuckDBFileSystem(AbstractFileSystem):  # type: ignore[misc]
+        cachable = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.protocol = inner.protocol
+            self.inner = inner
+
+        def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+            return inner.open(path, mode, **kwargs)
+
+        def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+            return inner.ls(path, detail=detail, **kwargs)
+
+        def glob(self, path: str, **kwargs: Any) -> Any:
+            return inner.glob(path, **kwargs)
+
+        def info(self, path: str, **kwargs: Any) -> Any:
+            return inner.info(path, **kwargs)
+
+        def exists(self, path: str, **kwargs: Any) -> bool:
+            return bool(inner.exists(path, **kwargs))
+
+        def modified(self, path: str) -> datetime.datetime:
+            try:
+                return inner.modified(path)  # type: ignore[no-any-return]
+            except NotImplementedError:
+                pass
+            info = inner.info(path)
+            for key in ("LastModified", "last_modified", "Last-Modified", "mtime", "created"):
+                value = info.get(key)
+                if isinstance(value, datetime.datetime):
+                    return value
+                if isinstance(value, int | float):
+                    return datetime.datetime.fromtimestamp(value, datetime.UTC)
+                if isinstance(value, str):
+                    with contextlib.suppress(TypeError, ValueError):
+                        return email.utils.parsedate_to_datetime(value)
+            return datetime.datetime.fromtimestamp(0, datetime.UTC)
+
+    return DuckDBFileSystem()
