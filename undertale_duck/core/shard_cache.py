@@ -263,6 +263,10 @@ class ShardCache:
 
     def _download(self, shard: Shard, key: str, data: str, fetch: Fetch) -> None:
         """Download under the exclusive lock: to a part file, renamed once checked."""
+        # under the exclusive lock no other download of this key runs: its parts are leftovers
+        for leftover in self.directory.glob(key + DATA_SUFFIX + PART_MARK + "*"):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
         self.make_room(shard.size, keep=key)
         part = f"{data}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
         try:
