@@ -65,7 +65,8 @@ def test_opening_reads_footers_by_range_and_downloads_nothing(
     datagen.write_shards(tmp_path / "big", [3000, 3000], row_group_size=500)
     url = s3.upload(tmp_path / "big", "s3://data/big")
     s3.log.clear()
-    ds = ParquetDataset(url, storage_options=s3.options(), cache_dir=tmp_path / "cache")
+    ds = ParquetDataset(url, storage_options=s3.options(), cache_dir=tmp_path / "cache",
+                        read_ahead=False)
     assert len(ds) == 6000
     assert list(cached_files(tmp_path / "cache")) == []
     for shard in ds.shards:
@@ -74,6 +75,10 @@ def test_opening_reads_footers_by_range_and_downloads_nothing(
     ds[0]
     assert s3.gets(ds.shards[0], status=200) == 1
     assert s3.gets(ds.shards[1], status=200) == 0
+    s3.log.clear()  # opened again: the footers come from the shard cache, no range read
+    again = ParquetDataset(url, storage_options=s3.options(), cache_dir=tmp_path / "cache")
+    assert again.source.shards == ds.source.shards
+    assert [s3.gets(shard, status=None) for shard in again.shards] == [0, 0]
 
 
 def test_glob_and_list_of_urls(s3: S3Server, uneven_url: str, uneven: tuple[Path, int],

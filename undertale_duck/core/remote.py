@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptShardError, NotParquetError, ShardChangedError, SourceError
 from .duck import GLOB_CHARS
+from .shard_cache import key_of
 from .source import MAGIC, PARQUET_SUFFIXES, _is_hidden
 from .store import RemoteShard, Store, identity, protocol_of
 
@@ -155,6 +156,9 @@ def footers(store: Store, listed: Sequence[tuple[str, dict[str, Any]]]) -> list[
 def footer(store: Store, url: str, info: Mapping[str, Any]) -> RemoteShard:
     """Read one object's footer: its first 4 bytes and its last bytes (one or two ranges).
 
+    The footer bytes are kept in the shard cache, keyed by URL, version and size: opening
+    the same object version again (another process, rank or run) reads nothing remote.
+
     Args:
         store: The object's store.
         url: The object's URL.
@@ -170,6 +174,26 @@ def footer(store: Store, url: str, info: Mapping[str, Any]) -> RemoteShard:
         StorageError: If the store fails.
     """
     size = int(info.get("size") or 0)
+    version = identity(info)
+    key = key_of(url, version, size)
+    tail = store.cache.load_footer(key)
+    if tail is not None:
+        with contextlib.suppress(OSError, pa.ArrowException, ValueError):
+            return _shard(store, url, size, version, pq.read_metadata(pa.BufferReader(tail)))
+    tail = _fetch_footer(store, url, size)
+    try:
+        shard = _shard(store, url, size, version, pq.read_metadata(pa.BufferReader(tail)))
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise CorruptShardError(
+            f"Parquet shard {url} is truncated or corrupt: its footer cannot be read ({exc})",
+            url,
+        ) from None
+    store.cache.save_footer(key, tail)  # it decodes: the next open needs no range read
+    return shard
+
+
+def _fetch_footer(store: Store, url: str, size: int) -> bytes:
+    """The footer of an object and its 8-byte trailer, by range reads (magic checked)."""
     try:
         if size < 12 or store.read_range(url, 0, 4) != MAGIC:
             raise NotParquetError(
@@ -194,14 +218,12 @@ def footer(store: Store, url: str, info: Mapping[str, Any]) -> RemoteShard:
             tail = store.read_range(url, size - need, size)
     except FileNotFoundError:
         raise ShardChangedError(f"shard {url} disappeared while the dataset opened", url) from None
-    try:
-        meta = pq.read_metadata(pa.BufferReader(tail[-need:]))
-        schema = meta.schema.to_arrow_schema()
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        raise CorruptShardError(
-            f"Parquet shard {url} is truncated or corrupt: its footer cannot be read ({exc})",
-            url,
-        ) from None
+    return tail[-need:]
+
+
+def _shard(store: Store, url: str, size: int, version: str | None, meta: Any) -> RemoteShard:
+    """The :class:`RemoteShard` a decoded footer describes."""
+    schema = meta.schema.to_arrow_schema()
     groups = tuple(
         (int(meta.row_group(i).num_rows), int(meta.row_group(i).total_byte_size))
         for i in range(meta.num_row_groups)
@@ -214,6 +236,6 @@ def footer(store: Store, url: str, info: Mapping[str, Any]) -> RemoteShard:
         mtime_ns=0,
         schema=schema,
         created_by=str(meta.created_by or ""),
-        version=identity(info),
+        version=version,
         store=store,
     )

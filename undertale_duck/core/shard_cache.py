@@ -27,6 +27,7 @@ ENV_LIMIT = "UNDERTALE_DUCK_CACHE_LIMIT"
 DEFAULT_LIMIT = 64 << 30
 DATA_SUFFIX = ".parquet"
 LOCK_SUFFIX = ".lock"
+FOOTER_SUFFIX = ".footer"
 PART_MARK = ".part-"
 EVICT_LOCK = ".evict.lock"
 
@@ -108,7 +109,8 @@ class ShardCache:
     """Remote shards as local files in one directory, shared by every process of the node.
 
     Each object version (URL, version, size) is one file ``<key>.parquet`` with a lock file
-    ``<key>.lock``. A process downloads under an exclusive ``flock`` on the lock file into
+    ``<key>.lock``, and its footer bytes ``<key>.footer`` (reopening reads nothing remote). A
+    process downloads under an exclusive ``flock`` on the lock file into
     ``<key>.parquet.part-*`` and renames only after the store's version and the size check
     out; others wait on the lock and use that copy, so each shard is downloaded once per
     node. A shard in use is held under a shared lock, which eviction (least recently used
@@ -172,9 +174,7 @@ class ShardCache:
     # ------------------------------------------------------------------ paths
     def key(self, shard: Shard) -> str:
         """The cache file name of one version of an object (its URL, version and size)."""
-        version = getattr(shard, "version", None) or ""
-        text = f"{shard.path}\0{version}\0{shard.size}"
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+        return key_of(shard.path, getattr(shard, "version", None), shard.size)
 
     def path(self, shard: Shard) -> str:
         """Where the shard's cached copy lives (whether or not it is there yet)."""
@@ -184,21 +184,49 @@ class ShardCache:
         return str(self.directory / (key + LOCK_SUFFIX))
 
     def _entries(self) -> list[tuple[str, int, float]]:
-        """``(key, bytes, last use)`` of each cached shard."""
+        """``(name, bytes, last use)`` of each cached shard (its key) and footer (its name)."""
         out = []
         with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
             for entry in it:
                 name = entry.name
-                if not name.endswith(DATA_SUFFIX) or PART_MARK in name:
+                footer = name.endswith(FOOTER_SUFFIX)
+                if not (footer or name.endswith(DATA_SUFFIX)) or PART_MARK in name:
                     continue
-                key = name[: -len(DATA_SUFFIX)]
                 try:
-                    size = entry.stat().st_size
+                    st = entry.stat()
                 except FileNotFoundError:
                     continue
+                if footer:
+                    out.append((name, st.st_size, st.st_mtime))
+                    continue
+                key = name[: -len(DATA_SUFFIX)]
                 lock = _stat(self._lock_path(key))
-                out.append((key, size, lock.st_mtime if lock else 0.0))
+                out.append((key, st.st_size, lock.st_mtime if lock else 0.0))
         return out
+
+    # ------------------------------------------------------------------ footers
+    def load_footer(self, key: str) -> bytes | None:
+        """The footer bytes kept for an object version, or None (never an error)."""
+        try:
+            path = self.directory / (key + FOOTER_SUFFIX)
+            data = path.read_bytes()
+            os.utime(path)  # last use, for LRU eviction
+            return data
+        except OSError:
+            return None
+
+    def save_footer(self, key: str, data: bytes) -> None:
+        """Keep an object version's footer bytes (best effort: a failure only costs a read)."""
+        path = self.directory / (key + FOOTER_SUFFIX)
+        part = f"{path}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+        try:
+            self._ensure_directory()
+            with open(part, "wb") as fh:
+                fh.write(data)
+            os.replace(part, path)
+        except (OSError, SourceError):
+            with contextlib.suppress(OSError):
+                os.unlink(part)
 
     # ------------------------------------------------------------------ use
     @contextlib.contextmanager
@@ -315,7 +343,11 @@ class ShardCache:
             for key, size, _ in sorted(entries, key=lambda e: e[2]):
                 if total + incoming <= self.limit:
                     break
-                if key != keep and self._evict(key):
+                if key.endswith(FOOTER_SUFFIX):  # immutable and read whole: no lock needed
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.directory / key)
+                    total -= size
+                elif key != keep and self._evict(key):
                     total -= size
             return total
 
@@ -370,13 +402,26 @@ class ShardCache:
         return True
 
     def usage(self) -> int:
-        """Bytes of cached shards in the directory (all processes)."""
+        """Bytes of cached shards and footers in the directory (all processes)."""
         return sum(size for _, size, _ in self._entries())
 
     def clear(self) -> int:
-        """Delete every cached shard not in use; return how many were deleted."""
+        """Delete every cached shard not in use, and every footer; return the shards deleted."""
         self._ensure_directory()
-        return sum(1 for key, _, _ in self._entries() if self._evict(key))
+        deleted = 0
+        for key, _, _ in self._entries():
+            if key.endswith(FOOTER_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.directory / key)
+            elif self._evict(key):
+                deleted += 1
+        return deleted
+
+
+def key_of(path: str, version: str | None, size: int) -> str:
+    """The cache name of one version of an object: a hash of its URL, version and size."""
+    text = f"{path}\0{version or ''}\0{size}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 def _local_shard(shard: Shard, path: str, st: os.stat_result) -> Shard:
