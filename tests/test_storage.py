@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,3 +220,100 @@ def test_https_list_of_urls_and_memory_protocol(uneven: tuple[Path, int], tmp_pa
         fs.pipe(f"memory://uneven-test/{p.name}", p.read_bytes())
     remote = ParquetDataset("memory://uneven-test/", memory=64, cache_dir=tmp_path / "mem")
     assert _rows(remote) == _rows(local)
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from undertale_duck.cli import app
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = app.main(list(args))
+        except SystemExit as exc:
+            status = int(exc.code or 0)
+    return status, out.getvalue(), err.getvalue()
+
+
+def _flags(s3: S3Server) -> list[str]:
+    return [
+        "--storage-option", "key=testing", "--storage-option", "secret=testing",
+        "--storage-option", f"client_kwargs.endpoint_url={s3.endpoint}",
+        "--storage-option", "client_kwargs.region_name=us-east-1",
+    ]
+
+
+def test_command_line_on_a_remote_source(
+    s3: S3Server, uneven: tuple[Path, int], uneven_url: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(tmp_path / "cache"))
+    flags = _flags(s3)
+    query = "SELECT label, count(*) AS n FROM dataset GROUP BY label ORDER BY label"
+    status, out, err = _cli("sql", uneven_url, query, "--format", "json", *flags)
+    local = _cli("sql", str(uneven[0]), query, "--format", "json")
+    assert (status, err) == (0, "") and out == local[1]
+    status, out, _ = _cli("describe", uneven_url, "--format", "json", *flags)
+    assert status == 0
+    remote_description = json.loads(out)
+    local_description = json.loads(_cli("describe", str(uneven[0]), "--format", "json")[1])
+    assert remote_description["totals"] == local_description["totals"]
+    assert remote_description["columns"] == local_description["columns"]
+    assert list(cached_files(tmp_path / "cache")) == []  # footers only: nothing downloaded
+    status, out, _ = _cli("head", uneven_url, "-n", "3", "--format", "json", *flags)
+    assert status == 0 and out == _cli("head", str(uneven[0]), "-n", "3", "--format", "json")[1]
+    status, out, _ = _cli("validate", uneven_url, "--schema", "TokenizedDataset",
+                          "--format", "json", *flags)
+    expected = _cli("validate", str(uneven[0]), "--schema", "TokenizedDataset",
+                    "--format", "json")
+    assert status == expected[0]
+    def checks(text: str) -> list[tuple[str, str, bool]]:
+        return [(c["check"], c["column"], c["passed"]) for c in json.loads(text)["checks"]]
+
+    assert checks(out) == checks(expected[1])
+    status, _, err = _cli("describe", uneven_url, "--storage-option", "nonsense")
+    assert status == 2 and "KEY=VALUE" in err
+
+
+def test_command_line_with_credentials_from_the_environment(
+    s3: S3Server, uneven_url: str, uneven: tuple[Path, int], tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from storage_server import child_env
+
+    env = {**child_env(), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_ENDPOINT_URL": s3.endpoint, "AWS_DEFAULT_REGION": "us-east-1",
+           "UNDERTALE_DUCK_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "undertale_duck", "sql", uneven_url,
+         "SELECT count(*) AS n FROM dataset", "--format", "csv"],
+        capture_output=True, text=True, timeout=120, env=env, cwd=os.getcwd(),
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.split() == ["n", str(uneven[1])]
+    if importlib.util.find_spec("gcsfs") is None:
+        done = subprocess.run(
+            [sys.executable, "-m", "undertale_duck", "describe", "gs://bucket/prefix/"],
+            capture_output=True, text=True, timeout=120, env=env,
+        )
+        assert done.returncode == 2
+        assert "pip install 'undertale_duck[gcs]'" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_storage_option_parsing() -> None:
+    from undertale_duck.core.store import parse_storage_options
+
+    assert parse_storage_options(
+        ["anon=true", "client_kwargs.endpoint_url=http://h:9", "client_kwargs.verify=false",
+         "block_size=1024", "token=abc=def", 'headers={"a": 1}']
+    ) == {"anon": True, "client_kwargs": {"endpoint_url": "http://h:9", "verify": False},
+          "block_size": 1024, "token": "abc=def", "headers": {"a": 1}}
+    for bad in (["novalue"], ["=x"], ["a..b=1"], ["a=1", "a.b=2"]):
+        with pytest.raises(ArgumentError, match="storage-option"):
+            parse_storage_options(bad)

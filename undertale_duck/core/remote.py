@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import struct
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -14,8 +15,9 @@ import pyarrow.parquet as pq
 from ..errors import CorruptShardError, NotParquetError, ShardChangedError, SourceError
 from .duck import GLOB_CHARS
 from .shard_cache import key_of
-from .source import MAGIC, PARQUET_SUFFIXES, _is_hidden
-from .store import RemoteShard, Store, identity, protocol_of
+from .source import MAGIC, PARQUET_SUFFIXES, Shard, _is_hidden, read_footer
+from .source import resolve as resolve_local
+from .store import RemoteShard, Store, identity, is_remote, open_store, protocol_of
 
 #: Bytes read from the end of an object to find its footer in one request (most footers fit).
 TAIL_BYTES = 64 << 10
@@ -175,21 +177,35 @@ def footer(store: Store, url: str, info: Mapping[str, Any]) -> RemoteShard:
     """
     size = int(info.get("size") or 0)
     version = identity(info)
-    key = key_of(url, version, size)
+    meta = metadata(store, url, info)
+    return _shard(store, url, size, version, meta)
+
+
+def metadata(store: Store, url: str, info: Mapping[str, Any]) -> Any:
+    """An object's decoded footer (``pyarrow.parquet.FileMetaData``), cached as :func:`footer`.
+
+    Raises:
+        As :func:`footer`.
+    """
+    size = int(info.get("size") or 0)
+    key = key_of(url, identity(info), size)
     tail = store.cache.load_footer(key)
     if tail is not None:
         with contextlib.suppress(OSError, pa.ArrowException, ValueError):
-            return _shard(store, url, size, version, pq.read_metadata(pa.BufferReader(tail)))
+            meta = pq.read_metadata(pa.BufferReader(tail))
+            meta.schema.to_arrow_schema()
+            return meta
     tail = _fetch_footer(store, url, size)
     try:
-        shard = _shard(store, url, size, version, pq.read_metadata(pa.BufferReader(tail)))
+        meta = pq.read_metadata(pa.BufferReader(tail))
+        meta.schema.to_arrow_schema()
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise CorruptShardError(
             f"Parquet shard {url} is truncated or corrupt: its footer cannot be read ({exc})",
             url,
         ) from None
     store.cache.save_footer(key, tail)  # it decodes: the next open needs no range read
-    return shard
+    return meta
 
 
 def _fetch_footer(store: Store, url: str, size: int) -> bytes:
@@ -239,3 +255,55 @@ def _shard(store: Store, url: str, size: int, version: str | None, meta: Any) ->
         version=version,
         store=store,
     )
+
+
+class SourceFiles:
+    """A source's shard files, local or remote, for code that reads them one by one.
+
+    Validation and ``describe`` report unreadable shards instead of failing; they list the
+    files, then read each footer, size and metadata here, and :meth:`attach` lets a DuckDB
+    connection read remote URLs (through the store's fsspec client).
+
+    Args:
+        source: A local source (see ``source.resolve``) or a URL, glob URL or list of URLs.
+        storage_options: Options of a remote source's fsspec filesystem.
+
+    Raises:
+        SourceError: If the source cannot be listed.
+    """
+
+    def __init__(self, source: Any, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.store: Store | None = None
+        self._infos: dict[str, dict[str, Any]] = {}
+        if is_remote(source):
+            from .shard_cache import ShardCache
+
+            self.store = open_store(source, storage_options, ShardCache())
+            listed = resolve(self.store, source)
+            self._infos = dict(listed)
+            self.paths = [url for url, _ in listed]
+        else:
+            self.paths = resolve_local(source)
+
+    def footer(self, path: str) -> Shard:
+        """The shard's footer (``source.read_footer`` for a local file)."""
+        if self.store is None:
+            return read_footer(path)
+        return footer(self.store, path, self._infos[path])
+
+    def size(self, path: str) -> int:
+        """The file's size in bytes (``OSError`` for a local file that cannot be read)."""
+        if self.store is None:
+            return os.stat(path).st_size
+        return int(self._infos[path].get("size") or 0)
+
+    def metadata(self, path: str) -> Any:
+        """The file's ``pyarrow.parquet.FileMetaData``."""
+        if self.store is None:
+            return pq.read_metadata(path)
+        return metadata(self.store, path, self._infos[path])
+
+    def attach(self, con: Any) -> None:
+        """Let a DuckDB connection read this source's URLs (nothing to do for local files)."""
+        if self.store is not None:
+            con.register_filesystem(self.store.filesystem())

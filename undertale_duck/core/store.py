@@ -371,6 +371,39 @@ class Store:
         self.check(shard)
 
 
+def parse_storage_options(items: Sequence[str]) -> dict[str, Any]:
+    """Read ``KEY=VALUE`` texts (the command line's ``--storage-option``) into options.
+
+    A value is JSON when it parses as JSON (``true``, ``3``, ``{"a": 1}``), else text; a
+    dotted key nests (``client_kwargs.endpoint_url=http://host:9000``).
+
+    Raises:
+        ArgumentError: If an item has no ``=`` or an empty key.
+    """
+    import json
+
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            raise ArgumentError(
+                f"--storage-option takes KEY=VALUE (a dotted KEY nests), got {item!r}"
+            )
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            value = text
+        target = options
+        for part in parts[:-1]:
+            nested = target.setdefault(part, {})
+            if not isinstance(nested, dict):
+                raise ArgumentError(f"--storage-option {item!r} nests inside {part!r}, a value")
+            target = nested
+        target[parts[-1]] = value
+    return options
+
+
 def make_filesystem(protocol: str, storage_options: Mapping[str, Any]) -> Any:
     """Create the fsspec filesystem of a protocol, naming the extra to install if it is missing.
 
