@@ -9,7 +9,9 @@ times, interleaved in one process (``workers`` DataLoader workers, ``format="tor
   the epoch);
 - ``warm``: ``s3://`` again with the cache the cold epoch filled (a new dataset each time).
 
-Ratios are rows/s against ``local`` of the same repeat (medians over repeats), counting the
+Each repeat runs ``cold``, then ``local``, ``warm``, ``warm``, ``local`` (so drift in the
+machine's load cancels). Ratios are rows/s against ``local`` of the same repeat (medians over
+repeats), counting the
 time to open the dataset (listing and footers by range reads) and without it (the epoch
 alone, as every epoch after the first); the target is warm >= 0.9x.
 
@@ -112,6 +114,10 @@ def epoch(source: Any, args: argparse.Namespace, **remote: Any) -> dict[str, Any
     return out
 
 
+def _mean(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    return {k: (a[k] + b[k]) / 2 for k in a}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=8)
@@ -136,9 +142,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         epoch(directory, args)  # warm the page cache and imports once
         for k in range(args.repeat):
             cache = work / f"cache-{k}"
-            run = {"local": epoch(directory, args),
-                   "cold": epoch(url, args, storage_options=options, cache_dir=cache),
-                   "warm": epoch(url, args, storage_options=options, cache_dir=cache)}
+            cold = epoch(url, args, storage_options=options, cache_dir=cache)
+            # local and warm in A B B A order, so drift in the machine's load cancels out
+            pair = [epoch(directory, args),
+                    epoch(url, args, storage_options=options, cache_dir=cache)]
+            pair += [epoch(url, args, storage_options=options, cache_dir=cache),
+                     epoch(directory, args)]
+            run = {"local": _mean(pair[0], pair[3]), "cold": cold, "warm": _mean(pair[1], pair[2])}
             runs.append(run)
             print(json.dumps({m: [round(r["rate"]), round(r["epoch_rate"])]
                               for m, r in run.items()}), flush=True)
@@ -183,7 +193,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     size = results["dataset"]["bytes"] / 1e6
     (args.out / "storage.md").write_text(
         f"# bench_storage\n\n{args.shards} shards x {args.rows:,} rows ({size:,.0f} MB), batch "
-        f"{args.batch}, workers {args.workers}, median of {args.repeat} interleaved repeats; "
+        f"{args.batch}, workers {args.workers}, median of {args.repeat} repeats (cold, then "
+        "local/warm in A B B A order); "
         "moto's S3 server on 127.0.0.1 in a child process.\n\n" + table
     )
     print(table)
