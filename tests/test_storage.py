@@ -317,3 +317,18 @@ def test_storage_option_parsing() -> None:
     for bad in (["novalue"], ["=x"], ["a..b=1"], ["a=1", "a.b=2"]):
         with pytest.raises(ArgumentError, match="storage-option"):
             parse_storage_options(bad)
+
+
+@pytest.mark.parametrize("plaintext_footer", [True, False])
+def test_encrypted_remote_shard_is_refused(tmp_path: Path, plaintext_footer: bool) -> None:
+    import fsspec
+    import hostile_files
+
+    from undertale_duck.errors import EncryptedShardError
+
+    path = tmp_path / "enc.parquet"
+    hostile_files.encrypted(path, plaintext_footer=plaintext_footer)
+    url = f"memory://encrypted-{plaintext_footer}/enc.parquet"
+    fsspec.filesystem("memory").pipe(url, path.read_bytes())
+    with pytest.raises(EncryptedShardError, match=r"enc\.parquet"):
+        ParquetDataset(url, cache_dir=tmp_path / "cache")

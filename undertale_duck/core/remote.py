@@ -12,7 +12,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import CorruptShardError, NotParquetError, ShardChangedError, SourceError
+from ..common.text import first_line
+from ..errors import (
+    CorruptShardError,
+    EncryptedShardError,
+    NotParquetError,
+    ShardChangedError,
+    SourceError,
+    UnsupportedShardError,
+)
+from . import footers as footer_checks
 from .duck import GLOB_CHARS
 from .shard_cache import key_of
 from .source import MAGIC, PARQUET_SUFFIXES, Shard, _is_hidden, read_footer
@@ -198,10 +207,23 @@ def metadata(store: Store, url: str, info: Mapping[str, Any]) -> Any:
     tail = _fetch_footer(store, url, size)
     try:
         meta = pq.read_metadata(pa.BufferReader(tail))
-        meta.schema.to_arrow_schema()
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise CorruptShardError(
             f"Parquet shard {url} is truncated or corrupt: its footer cannot be read ({exc})",
+            url,
+        ) from None
+    # the checks read_footer makes of a local file, before anything touches a column
+    footer_checks.check_encrypted_columns(url, meta, tail[:-8])
+    try:
+        meta.schema.to_arrow_schema()
+    except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
+        raise UnsupportedShardError(
+            f"Parquet shard {url} uses a column type Arrow cannot represent: {first_line(exc)}",
+            url,
+        ) from None
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise CorruptShardError(
+            f"Parquet shard {url} is corrupt: its schema cannot be read ({first_line(exc)})",
             url,
         ) from None
     store.cache.save_footer(key, tail)  # it decodes: the next open needs no range read
@@ -211,12 +233,17 @@ def metadata(store: Store, url: str, info: Mapping[str, Any]) -> Any:
 def _fetch_footer(store: Store, url: str, size: int) -> bytes:
     """The footer of an object and its 8-byte trailer, by range reads (magic checked)."""
     try:
-        if size < 12 or store.read_range(url, 0, 4) != MAGIC:
+        head = store.read_range(url, 0, 4) if size >= 12 else b""
+        if head == footer_checks.ENCRYPTED_MAGIC:
+            _encrypted(url)
+        if head != MAGIC:
             raise NotParquetError(
                 f"{url} is not a Parquet file (it does not start with the Parquet magic bytes)",
                 url,
             )
         tail = store.read_range(url, max(0, size - TAIL_BYTES), size)
+        if tail[-4:] == footer_checks.ENCRYPTED_MAGIC:
+            _encrypted(url)
         if tail[-4:] != MAGIC:
             raise CorruptShardError(
                 f"Parquet shard {url} is truncated or corrupt: it does not end with the "
@@ -237,16 +264,22 @@ def _fetch_footer(store: Store, url: str, size: int) -> bytes:
     return tail[-need:]
 
 
-def _shard(store: Store, url: str, size: int, version: str | None, meta: Any) -> RemoteShard:
-    """The :class:`RemoteShard` a decoded footer describes."""
-    schema = meta.schema.to_arrow_schema()
-    groups = tuple(
-        (int(meta.row_group(i).num_rows), int(meta.row_group(i).total_byte_size))
-        for i in range(meta.num_row_groups)
+def _encrypted(url: str) -> None:
+    raise EncryptedShardError(
+        f"Parquet shard {url} is encrypted (Parquet modular encryption with an encrypted "
+        "footer); undertale_duck cannot read encrypted files: decrypt it, or remove it from "
+        "the dataset",
+        url,
     )
+
+
+def _shard(store: Store, url: str, size: int, version: str | None, meta: Any) -> RemoteShard:
+    """The :class:`RemoteShard` a decoded footer describes (row groups checked as locally)."""
+    schema = meta.schema.to_arrow_schema()
+    groups = footer_checks.row_groups(url, meta, size)
     return RemoteShard(
         path=url,
-        rows=int(meta.num_rows),
+        rows=sum(rows for rows, _ in groups),
         row_groups=groups,
         size=size,
         mtime_ns=0,
