@@ -58,3 +58,20 @@ def test_access_benchmark_runs(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "access.md").read_text().count("|") > 20
     assert all(p.stat().st_size > 0 for p in results["plots"])
     assert not list((tmp_path / "data").rglob("*.arrow"))  # no window file beside the data
+
+
+@pytest.mark.heavy
+def test_storage_benchmark_runs(tmp_path: Path) -> None:
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    import bench_storage
+
+    results = bench_storage.main([
+        "--shards", "2", "--rows", "400", "--row-group", "200", "--batch", "64",
+        "--repeat", "1", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    assert all(math.isfinite(v) and v > 0 for v in results["ratios"].values())
+    assert all(math.isfinite(v) and v > 0 for v in results["epoch_ratios"].values())
+    assert results["runs"][0]["cold"]["downloads"] == 2
+    assert results["runs"][0]["warm"]["downloads"] == 0
+    assert (tmp_path / "out" / "storage.md").read_text().count("|") > 10

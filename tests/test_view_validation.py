@@ -316,5 +316,7 @@ def test_computed_column_that_fails_is_a_failed_check(data: Path) -> None:
     report = ds.report(S)
     check = _check(report, "range", "x")
     assert not report.passed and check.error is not None
-    assert "the check query failed on" in check.error and "row-00000000" in check.error
+    # which string DuckDB names first depends on its threads: any row id will do
+    assert "the check query failed on" in check.error
+    assert re.search(r"row-\d{8}", check.error)
     assert _check(report, "readable", None).passed  # the shards themselves are fine

@@ -102,6 +102,14 @@ class ShardChangedError(SourceError):
     """A shard changed on disk (replaced, truncated, extended, deleted) after it was opened."""
 
 
+class StorageError(SourceError):
+    """Object storage failed: unreachable, throttling or erroring after retries, or refusing access.
+
+    The message names the object and what was tried; a missing store client names the extra
+    to install (``pip install undertale_duck[s3]`` ...).
+    """
+
+
 class ColumnError(SourceError):
     """A requested column does not exist in the dataset."""
 

@@ -129,11 +129,32 @@ def _subparser(
         metavar="SOURCE",
         help="a Parquet file, a directory of shards, or a quoted glob such as 'data/*.parquet'",
     )
+    _add_storage_option(parser)
     return parser
 
 
+def _add_storage_option(parser: argparse.ArgumentParser) -> None:
+    # SOURCE may be a URL (s3://bucket/prefix/, gs://, https://...): docs/storage.md
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of a URL source's store (repeatable; JSON values; a dotted KEY "
+        "nests: client_kwargs.endpoint_url=http://host:9000); see docs/storage.md",
+    )
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, object] | None:
+    from ..core.store import parse_storage_options
+
+    return parse_storage_options(args.storage_option) or None
+
+
 @contextlib.contextmanager
-def _open_dataset(source: str, columns: str | None = None) -> Iterator[ParquetDatasetT]:
+def _open_dataset(
+    source: str, columns: str | None = None, options: dict[str, object] | None = None
+) -> Iterator[ParquetDatasetT]:
     # closed on the way out: its read-ahead thread must not be inside DuckDB at exit
     from ..dataset import ParquetDataset
 
@@ -142,7 +163,7 @@ def _open_dataset(source: str, columns: str | None = None) -> Iterator[ParquetDa
         names = [c.strip() for c in columns.split(",")]
         if not all(names):
             raise ArgumentError(f"--columns takes names separated by commas, got {columns!r}")
-    ds = ParquetDataset(source, columns=names)
+    ds = ParquetDataset(source, columns=names, storage_options=options)
     try:
         yield ds
     finally:
@@ -150,13 +171,15 @@ def _open_dataset(source: str, columns: str | None = None) -> Iterator[ParquetDa
 
 
 @contextlib.contextmanager
-def _open_view(source: str) -> Iterator[tuple[Source, Connection]]:
+def _open_view(
+    source: str, options: dict[str, object] | None = None
+) -> Iterator[tuple[Source, Connection]]:
     # The `dataset` view alone, as ParquetDataset attaches it, without importing torch (the
     # `sql` and `shell` commands need no rows as Python objects): starts about 2 s faster.
     from ..core.duck import default_duckdb_config
     from ..core.source import Source
 
-    src = Source(source)
+    src = Source(source, storage_options=options)
     con = src.connection(default_duckdb_config())
     try:
         yield src, con
@@ -244,7 +267,7 @@ def _sql(args: argparse.Namespace) -> int:
 
     text = _query_text(args.query)
     fmt = output.choose_format(args.format, args.output, sys.stdout.isatty())
-    with _open_view(args.source) as (src, con):
+    with _open_view(args.source, _storage_options(args)) as (src, con):
         return _run_sql(src, con, args, text, fmt)
 
 
@@ -343,7 +366,9 @@ def _describe(args: argparse.Namespace) -> int:
     from . import describe
 
     with progress_bar("scanning shards", unit=" shards") as progress:
-        report = describe.describe(args.source, scan=args.scan, progress=progress)
+        report = describe.describe(
+            args.source, scan=args.scan, progress=progress, storage_options=_storage_options(args)
+        )
     if args.format == "json":
         json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -393,7 +418,7 @@ def _head(args: argparse.Namespace) -> int:
     from . import output
 
     fmt = output.choose_format(args.format, None, sys.stdout.isatty())
-    with _open_dataset(args.source, args.columns) as ds:
+    with _open_dataset(args.source, args.columns, _storage_options(args)) as ds:
         rows = ds.__getitems__(list(range(min(args.n, len(ds)))))
     table = pa.Table.from_pylist(rows, schema=ds.schema)
     _write_result(table.schema, table.to_batches(), fmt, None, table_rows=None)
@@ -427,7 +452,7 @@ def register_head(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 def _row(args: argparse.Namespace) -> int:
 
-    with _open_dataset(args.source, args.columns) as ds:
+    with _open_dataset(args.source, args.columns, _storage_options(args)) as ds:
         total = len(ds)
         try:
             shard, local = ds.locate(args.index)
@@ -482,7 +507,10 @@ def register_row(commands: argparse._SubParsersAction[_Parser]) -> None:
 def _shell(args: argparse.Namespace) -> int:
     from . import shell
 
-    return shell.main(args.source, fmt=args.format, sql_files=args.sql_files)
+    return shell.main(
+        args.source, fmt=args.format, sql_files=args.sql_files,
+        storage_options=_storage_options(args),
+    )
 
 
 def register_shell(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -545,7 +573,10 @@ def _validate(args: argparse.Namespace) -> int:
         if os.path.isdir(target):
             raise ArgumentError(f"--output {args.output} is a directory; give a file name")
     with progress_bar("validating", unit=" queries") as progress:
-        result = runner.report_for(args.source, model, examples=args.examples, progress=progress)
+        result = runner.report_for(
+            args.source, model, examples=args.examples, progress=progress,
+            storage_options=_storage_options(args),
+        )
     text = report.render(result, fmt)
     if args.output is None:
         sys.stdout.write(text)
@@ -600,6 +631,7 @@ def register_validate(commands: argparse._SubParsersAction[_Parser]) -> None:
         metavar="SOURCE",
         help="a Parquet file, a directory of shards, or a quoted glob such as 'data/*.parquet'",
     )
+    _add_storage_option(p)
     p.add_argument(
         "--schema",
         "-s",

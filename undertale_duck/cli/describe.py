@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..common.jsonvalue import jsonable
 from ..common.progress import Progress
 from ..common.text import aligned
 from ..core import sqlfiles
 from ..core.duck import connect, default_duckdb_config, duckdb_path
-from ..core.source import Shard, read_footer, resolve
+from ..core.remote import SourceFiles
+from ..core.source import Shard
 from ..errors import SourceError
 from .output import cell
 
@@ -294,13 +295,15 @@ def _is_list(duck_type: str) -> bool:
 # --------------------------------------------------------------------------- reading
 
 
-def _read_shard(con: duckdb.DuckDBPyConnection, path: str) -> tuple[ShardInfo, Shard | None]:
+def _read_shard(
+    con: duckdb.DuckDBPyConnection, path: str, files: SourceFiles
+) -> tuple[ShardInfo, Shard | None]:
     try:
-        size = os.stat(path).st_size
+        size = files.size(path)
     except OSError as exc:
         return ShardInfo(path, error=f"cannot open: {exc.strerror}"), None
     try:
-        shard = read_footer(path)
+        shard = files.footer(path)
     except SourceError as exc:
         return ShardInfo(path, bytes=size, error=_reason(str(exc), path)), None
     info = ShardInfo(
@@ -329,9 +332,9 @@ def _reason(message: str, path: str) -> str:
     return text
 
 
-def _footer_stats(path: str) -> dict[str, tuple[int | None, Any, Any, bool]]:
+def _footer_stats(path: str, files: SourceFiles) -> dict[str, tuple[int | None, Any, Any, bool]]:
     """Per top-level primitive column: (null count, min, max, statistics complete)."""
-    meta = pq.read_metadata(path)
+    meta = files.metadata(path)
     stats: dict[str, tuple[int | None, Any, Any, bool]] = {}
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
@@ -386,6 +389,7 @@ def describe(
     *,
     scan: bool = False,
     progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Description:
     """Describe a dataset from its shards' footers (and, with ``scan``, one full scan).
 
@@ -396,6 +400,8 @@ def describe(
         source: A Parquet file, a directory of shards, or a glob (as ``ParquetDataset`` takes).
         scan: Read every value for exact null counts, min/max (and list lengths).
         progress: Called with each shard's file name before it is scanned.
+        storage_options: Options of a remote source's store (footers are read by range
+            reads; see docs/storage.md).
 
     Returns:
         The description.
@@ -403,13 +409,15 @@ def describe(
     Raises:
         SourceError: If the source resolves to no file at all.
     """
-    paths = resolve(source)
+    files = SourceFiles(source, storage_options)  # local paths or URLs
+    paths = files.paths
     config = {k: v for k, v in default_duckdb_config().items()}
     con = connect(config)
+    files.attach(con)
     try:
         infos: list[ShardInfo] = []
         for path in paths:
-            info, _ = _read_shard(con, path)
+            info, _ = _read_shard(con, path, files)
             infos.append(info)
         readable = [s for s in infos if s.error is None]
         reference = dict(readable[0].columns) if readable else {}
@@ -437,7 +445,7 @@ def describe(
                         _scan_stats(con, s.path, s.columns)
                     )
                 else:
-                    stats = _footer_stats(s.path)
+                    stats = _footer_stats(s.path, files)
             except (duckdb.Error, OSError, pa.ArrowException) as exc:
                 s.error = "cannot be read: " + " ".join(str(exc).split())
                 continue

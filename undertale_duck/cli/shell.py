@@ -6,9 +6,9 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -365,7 +365,13 @@ class Shell:
         self.out.flush()
 
 
-def main(source: str, *, fmt: str = "table", sql_files: querymod.SqlFiles = "dataset") -> int:
+def main(
+    source: str,
+    *,
+    fmt: str = "table",
+    sql_files: querymod.SqlFiles = "dataset",
+    storage_options: Mapping[str, Any] | None = None,
+) -> int:
     """Run the shell over a dataset source (``undertale-duck shell``).
 
     Args:
@@ -373,6 +379,7 @@ def main(source: str, *, fmt: str = "table", sql_files: querymod.SqlFiles = "dat
         fmt: Initial result format.
         sql_files: ``"dataset"`` (default) confines SQL to the dataset's own shards;
             ``"any"`` lets it read any file (e.g. to join a CSV of labels).
+        storage_options: Options of a URL source's store (docs/storage.md).
 
     Returns:
         The exit status (see :meth:`Shell.run`).
@@ -383,7 +390,7 @@ def main(source: str, *, fmt: str = "table", sql_files: querymod.SqlFiles = "dat
     from ..core.duck import default_duckdb_config
     from ..core.source import Source
 
-    src = Source(source)
+    src = Source(source, storage_options=storage_options)
     session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
     interactive = sys.stdin.isatty()
     try:

@@ -113,6 +113,17 @@ class ShardDataset(Dataset[Row]):
         sql_files: What :meth:`sql` may read besides the view: ``"any"`` (default) file
             the process can read, or only the ``"dataset"``'s own shards (DuckDB refuses
             ``read_text('/etc/passwd')`` and every other path).
+        storage_options: For a remote ``source`` (an fsspec URL such as
+            ``s3://bucket/prefix/``, a glob URL or a list of URLs): options of the store's
+            fsspec filesystem (credentials, ``endpoint_url`` ...); ignored for local paths.
+            See docs/storage.md.
+        cache_dir: Where a remote source's shards are cached, shared by every process of
+            the node (default ``$UNDERTALE_DUCK_CACHE``, else ``~/.cache/undertale_duck/shards``).
+        cache_limit: The shard cache's byte limit (an int, or a size such as ``"20GiB"``);
+            default ``$UNDERTALE_DUCK_CACHE_LIMIT``, else the smaller of 64 GiB and 80% of
+            the disk the cache can use.
+        retries: Retries of a failed store request (timeouts, 5xx, throttling), with
+            exponential backoff, before a ``StorageError`` (default 3).
 
     Raises:
         SourceError: If the source cannot be resolved or a shard's footer cannot be read
@@ -140,6 +151,10 @@ class ShardDataset(Dataset[Row]):
         where: str | None = None,
         tables: Mapping[str, SideTable] | None = None,
         sql_files: querymod.SqlFiles = "any",
+        storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+        retries: int | None = None,
         disk: float | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -190,11 +205,17 @@ class ShardDataset(Dataset[Row]):
         user = _check_duckdb_config(duckdb_config)
         self.duckdb_config = {**default_duckdb_config(), **user}
         self._user_config = frozenset(user)
+        self._remote: dict[str, Any] = {
+            "storage_options": storage_options,
+            "cache_dir": cache_dir,
+            "cache_limit": cache_limit,
+            "retries": retries,
+        }
         self._open(source)
 
     def _open(self, source: SourceLike) -> None:
         self._spec = source
-        self.source = Source(source, self._columns)
+        self.source = Source(source, self._columns, **self._remote)
         shards = self.source.shards
         self.windows = win.plan(
             [s.row_groups for s in shards], self.window_bytes, file_bytes=[s.size for s in shards]
@@ -246,6 +267,7 @@ class ShardDataset(Dataset[Row]):
                 # about twice their size (compressed and decompressed pages).
                 ceiling = _bytes_setting(config.get("memory_limit")) or 2 * limit
                 config["memory_limit"] = f"{min(2 * limit, ceiling) >> 20}MiB"
+            remote = self.source.store
             cache = WindowCache(self.memory_bytes)
             if self.disk_dir is not None and self.disk:
                 view = None if self.view is None else [
@@ -264,11 +286,15 @@ class ShardDataset(Dataset[Row]):
                 self.source,
                 self.windows,
                 cache,
+                # a remote source's windows are read from cached copies; the store's
+                # filesystem serves validation, and the dataset view a view= query needs
                 Connection(
                     self.source.paths,
                     self.source.columns,
                     config,
                     None if self.view is None else self.view.setup,
+                    filesystem=None if remote is None else remote.filesystem,
+                    view=remote is None or self.view is not None,
                 ),
                 read_ahead=self.read_ahead,
                 retained=retained,
@@ -330,8 +356,7 @@ class ShardDataset(Dataset[Row]):
         self, setup: Callable[[duckdb.DuckDBPyConnection], None]
     ) -> duckdb.DuckDBPyConnection:
         """Open a database with the ``dataset`` view for one-off work (a view's indexing)."""
-        holder = Connection(self.source.paths, self.source.columns, self.duckdb_config, setup)
-        return holder.cursor()
+        return self.source.connection(self.duckdb_config, setup).cursor()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -385,7 +410,8 @@ class ShardDataset(Dataset[Row]):
             "sides": [] if self.view is None else [s.fingerprint for s in self.view.sides],
             "columns": self.columns,
             "shards": [
-                [s.path, s.rows, s.size, s.mtime_ns, list(s.inode)] for s in self.source.shards
+                [s.path, s.rows, s.size, s.mtime_ns, list(s.inode), getattr(s, "version", None)]
+                for s in self.source.shards
             ],
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

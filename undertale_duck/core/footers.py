@@ -76,7 +76,20 @@ def check_encryption(path: str, meta: pq.FileMetaData | None, size: int) -> None
         )
     if meta is None:
         return
-    footer = _footer_bytes(path, size)
+    check_encrypted_columns(path, meta, _footer_bytes(path, size))
+
+
+def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | None) -> None:
+    """Refuse a plaintext footer whose columns are encrypted (see :func:`check_encryption`).
+
+    Args:
+        path: The shard (for the message; a URL for a remote shard).
+        meta: Its metadata as pyarrow parsed it.
+        footer: The footer's bytes (without the 8-byte length and magic), or None.
+
+    Raises:
+        EncryptedShardError: If any column is encrypted.
+    """
     if footer is None:
         return
     if len(footer) == meta.serialized_size and not _COLUMN_KEY.search(footer):

@@ -62,8 +62,9 @@ class _QueryConnection(Connection):
         *,
         confine: bool,
         readable: Sequence[str] = (),
+        filesystem: Callable[[], Any] | None = None,
     ) -> None:
-        super().__init__(files, columns, config, setup)
+        super().__init__(files, columns, config, setup, filesystem=filesystem)
         self.confine = confine
         self.readable = list(readable)
         self.state: list[tuple[Any, ...]] = []
@@ -142,6 +143,8 @@ class QuerySession:
             setup,
             confine=sql_files == "dataset",
             readable=readable,
+            # a remote source's objects: DuckDB reads them through the store's client
+            filesystem=None if source.store is None else source.store.filesystem,
         )
         self._streams: weakref.WeakSet[_Stream] = weakref.WeakSet()
         lifecycle.track_connection(self)  # streams closed before fork() and at exit

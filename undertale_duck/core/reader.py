@@ -22,7 +22,7 @@ from . import failures, sqlfiles
 from .cache import WindowCache, table_bytes
 from .duck import duckdb_path
 from .readahead import ReadAhead
-from .source import Connection, Source
+from .source import Connection, Shard, Source
 from .windows import Window, max_touched_bytes, read_reserve, touched_bytes
 
 #: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
@@ -295,7 +295,6 @@ class WindowReader:
         """
         win = self.windows[position]
         shard = self.source.shards[win.shard]
-        shard.check_unchanged()
         what = f"rows {win.offset}..{win.end - 1} (local rows {win.start}..{win.stop - 1})"
         touched = touched_bytes(win, shard.row_groups)
         limit = self.read_limit
@@ -308,7 +307,16 @@ class WindowReader:
                 shard.path,
                 (win.offset, win.end),
             )
-        params: dict[str, object] = {"path": duckdb_path(shard.path)}
+        # DuckDB reads the shard itself, or its copy in the shard cache (held while read)
+        with shard.local() as local:
+            return self._read(position, local, what, touched)
+
+    def _read(self, position: int, local: Shard, what: str, touched: int) -> pa.Table:
+        win = self.windows[position]
+        shard = self.source.shards[win.shard]
+        limit = self.read_limit
+        local.check_unchanged()
+        params: dict[str, object] = {"path": duckdb_path(local.path)}
         sql = self._sql_file
         if self._view_sql is not None:
             sql = self._view_sql
@@ -323,7 +331,7 @@ class WindowReader:
         try:
             table = self._fetch(cursor.sql(sql, params=params), limit, shard.path, what, win)
         except duckdb.BinderException as exc:
-            shard.check_unchanged()
+            local.check_unchanged()
             raise SourceError(
                 f"shard {shard.path} does not match the dataset's columns "
                 f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
@@ -334,11 +342,11 @@ class WindowReader:
                 raise KeyboardInterrupt from None
             if failures.is_fatal(exc):
                 self.connection.close()  # DuckDB invalidated the database: reopen on next use
-            shard.check_unchanged()
+            local.check_unchanged()
             raise failures.shard_error(
                 exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
             ) from None
-        shard.check_unchanged()
+        local.check_unchanged()
         if self._view_sql is not None:  # drop the row-number columns the view carried
             table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
         if table.num_rows != win.rows:

@@ -6,7 +6,7 @@ import contextlib
 import glob as globlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,14 @@ class Shard:
     schema: pa.Schema
     created_by: str
     inode: tuple[int, int] = (0, 0)
+
+    def local(self) -> contextlib.AbstractContextManager[Shard]:
+        """The local file DuckDB reads for this shard: itself (a remote shard's cached copy).
+
+        Returns:
+            A context manager yielding a local :class:`Shard`, held while the block runs.
+        """
+        return contextlib.nullcontext(self)
 
     def check_unchanged(self) -> None:
         """Check that the file on disk is still the one whose footer we read.
@@ -348,6 +356,9 @@ class Connection:
         columns: Columns the view exposes.
         config: DuckDB settings applied when the database opens.
         setup: Called with the database once it is open (registers a view's side tables).
+        filesystem: Returns this process's fsspec filesystem, through which DuckDB reads
+            remote shard URLs (called when the database opens, so after a fork too).
+        view: Whether to create the ``dataset`` view (a reader of cached copies needs none).
     """
 
     def __init__(
@@ -356,11 +367,16 @@ class Connection:
         columns: Sequence[str],
         config: dict[str, Any] | None = None,
         setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        *,
+        filesystem: Callable[[], Any] | None = None,
+        view: bool = True,
     ) -> None:
         self._setup = setup
         self._files = list(files)
         self._columns = list(columns)
         self._config = dict(config or {})
+        self._filesystem = filesystem
+        self._view = view
         self._lock = threading.Lock()
         self._db: duckdb.DuckDBPyConnection | None = None
         self._pid = -1
@@ -373,18 +389,23 @@ class Connection:
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         db = duck.connect(self._config)
-        files = "[" + ", ".join(sqlfiles.quote_literal(duckdb_path(f)) for f in self._files) + "]"
-        try:
-            db.execute(
-                sqlfiles.render(
-                    "dataset_view", files=files, columns=sqlfiles.column_list(self._columns)
+        if self._filesystem is not None:
+            db.register_filesystem(self._filesystem())
+        self.view_error = None
+        if self._view:
+            files = "[" + ", ".join(sqlfiles.quote_literal(duckdb_path(f)) for f in self._files)
+            try:
+                db.execute(
+                    sqlfiles.render(
+                        "dataset_view", files=files + "]",
+                        columns=sqlfiles.column_list(self._columns),
+                    )
                 )
-            )
-            self.view_error = None
-        except duckdb.Error as exc:
-            # The view binds the first shard's schema: a first shard DuckDB cannot open must
-            # not stop window reads, which read each shard by itself. ds.sql reports it.
-            self.view_error = exc
+            except duckdb.Error as exc:
+                # The view binds the first shard's schema: a first shard DuckDB cannot open
+                # must not stop window reads, which read each shard by itself. ds.sql
+                # reports it.
+                self.view_error = exc
         if self._setup is not None:  # a view's side tables
             self._setup(db)
         return db
@@ -430,16 +451,46 @@ class Source:
     """The resolved shards of a dataset with their footers, offsets and reference schema.
 
     Args:
-        source: A file, directory, glob or list of files (see :func:`resolve`).
+        source: A file, directory, glob or list of files (see :func:`resolve`); or an fsspec
+            URL (``s3://bucket/prefix/``), glob URL or list of URLs (see ``core/remote.py``).
         columns: Columns to keep, or None for all.
+        storage_options: Options of the fsspec filesystem of a remote source.
+        cache_dir: The shard cache directory of a remote source (``core/shard_cache.py``).
+        cache_limit: The shard cache's byte limit.
+        retries: Retries of a failed store request.
 
     Raises:
         SourceError: If the source cannot be resolved or a shard cannot be read.
     """
 
-    def __init__(self, source: SourceLike, columns: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        source: SourceLike,
+        columns: Sequence[str] | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+        retries: int | None = None,
+    ) -> None:
         self.spec = source if isinstance(source, str) else _describe(source)
-        self.shards: tuple[Shard, ...] = tuple(read_footer(p) for p in resolve(source))
+        self.store: Any = None  # a store.Store when the shards are in object storage
+        if _remote_source(source):
+            from . import remote
+            from . import store as storemod
+            from .shard_cache import ShardCache
+
+            self.store = storemod.open_store(
+                source,  # type: ignore[arg-type]
+                storage_options,
+                ShardCache(cache_dir, cache_limit),
+                storemod.RETRIES if retries is None else retries,
+            )
+            self.shards: tuple[Shard, ...] = tuple(
+                remote.open_shards(self.store, source)  # type: ignore[arg-type]
+            )
+        else:
+            self.shards = tuple(read_footer(p) for p in resolve(source))
         self.schema = reference_schema(self.shards, columns)
         self.columns: tuple[str, ...] = tuple(self.schema.names)
         for shard in self.shards:
@@ -466,19 +517,38 @@ class Source:
         Raises:
             ShardChangedError: If a shard was deleted, replaced, truncated or extended.
         """
+        if self.store is not None:  # one request per object: ask many at once
+            self.store.check_all(self.shards)
+            return
         for shard in self.shards:
             shard.check_unchanged()
 
-    def connection(self, config: dict[str, Any] | None = None) -> Connection:
+    def connection(
+        self,
+        config: dict[str, Any] | None = None,
+        setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    ) -> Connection:
         """Return a new lazily opened :class:`Connection` with the ``dataset`` view.
+
+        For a remote source DuckDB reads the objects through the store's fsspec filesystem
+        (range reads of the row groups a query needs), not through the shard cache.
 
         Args:
             config: DuckDB settings.
+            setup: Called with the database once it is open (see :class:`Connection`).
 
         Returns:
             The connection holder (nothing is opened until first use).
         """
-        return Connection(self.paths, self.columns, config)
+        fs = None if self.store is None else self.store.filesystem
+        return Connection(self.paths, self.columns, config, setup, filesystem=fs)
+
+
+def _remote_source(source: object) -> bool:
+    """Whether a source is a URL or list of URLs (``core/remote.py`` reads those)."""
+    from .store import is_remote
+
+    return is_remote(source)
 
 
 def _describe(source: object) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -176,6 +177,10 @@ def load(
     tables: Mapping[str, Any] | None = None,
     format: Format = "python",
     check_data: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | str | None = None,
+    retries: int | None = None,
 ) -> ChunkedLoader:
     """Build a DataLoader for the dataset at ``path``.
 
@@ -215,6 +220,10 @@ def load(
         check_data: When resuming (``load_state_dict``), refuse a state saved over other
             data (a different dataset fingerprint); False resumes at the saved position
             anyway.
+        storage_options: Options of a remote source's store (see docs/storage.md).
+        cache_dir: The node's shard cache directory for a remote source.
+        cache_limit: The shard cache's byte limit.
+        retries: Retries of a failed store request.
 
     Returns:
         A :class:`ChunkedLoader` (a ``DataLoader`` with ``state_dict``/``load_state_dict``).
@@ -237,6 +246,10 @@ def load(
             where=where,
             tables=tables,
             format=format,
+            storage_options=storage_options,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            retries=retries,
         )
     if schema is not None:
         validate_once(dataset, schema)

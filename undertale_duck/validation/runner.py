@@ -13,7 +13,8 @@ from pydantic import BaseModel
 
 from ..common.progress import Progress
 from ..core.duck import connect
-from ..core.source import Shard, SourceLike, read_footer, resolve
+from ..core.remote import SourceFiles
+from ..core.source import Shard, SourceLike
 from ..errors import SourceError
 from . import schemas
 from .layout import layout_checks, shard_groups
@@ -137,6 +138,7 @@ def report_for(
     examples: int = DEFAULT_EXAMPLES,
     progress: Progress | None = None,
     duckdb_config: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ValidationReport:
     """Validate a dataset given as a path, also when some shards cannot be read at all.
 
@@ -149,6 +151,7 @@ def report_for(
         examples: Offending rows to keep per failed check.
         progress: Called before each query with a short label.
         duckdb_config: DuckDB settings for the connection the checks run on.
+        storage_options: Options of a remote source's store (docs/storage.md).
 
     Returns:
         The report.
@@ -158,14 +161,15 @@ def report_for(
         ArgumentError: If ``schema`` is not a pydantic model class.
     """
     model = schemas.check_schema(schema)
-    paths = resolve(source)
+    files = SourceFiles(source, storage_options)  # local paths or URLs
+    paths = files.paths
     shards: list[Shard | None] = []
     errors: dict[int, str] = {}
     for i, path in enumerate(paths):
         if progress is not None:
             progress("footers")
         try:
-            shards.append(read_footer(path))
+            shards.append(files.footer(path))
         except SourceError as exc:
             shards.append(None)
             errors[i] = str(exc)
@@ -175,6 +179,7 @@ def report_for(
     }
     config.update(duckdb_config or {})
     connection = connect(config)
+    files.attach(connection)
     try:
         state = RunState(model, shards, paths, errors, connection, examples, progress)
         report = _validate(state)
