@@ -42,6 +42,25 @@ def test_sizes_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.heavy
+def test_access_benchmark_runs(tmp_path: Path) -> None:
+    import bench_access
+
+    results = bench_access.main([
+        "--shards", "2", "--rows", "600", "--row-group", "100", "--memory", "1",
+        "--random-batches", "1", "--workers", "0,1", "--no-peers",
+        "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    scenarios = {e["scenario"] for e in results["entries"]}
+    assert {"random", "small batches", "first epoch"} <= scenarios
+    assert all(math.isfinite(e["rate"]) and e["rate"] > 0 for e in results["entries"])
+    assert math.isfinite(results["ratios"]["cached_batch64_vs_batch256"])
+    assert results["memory"]["decoded"] == results["memory"]["windows"]
+    assert (tmp_path / "out" / "access.md").read_text().count("|") > 20
+    assert all(p.stat().st_size > 0 for p in results["plots"])
+    assert not list((tmp_path / "data").rglob("*.arrow"))  # no window file beside the data
+
+
+@pytest.mark.heavy
 def test_storage_benchmark_runs(tmp_path: Path) -> None:
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")

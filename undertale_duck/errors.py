@@ -136,3 +136,11 @@ class ReadOnlyError(QueryError):
 
 class MemoryBudgetWarning(UserWarning):
     """``memory`` is too small to cache a window beside the memory one window read needs."""
+
+
+class RandomAccessWarning(UserWarning):
+    """Rows are read in a uniform random order over data larger than the memory budget.
+
+    Each window read then serves only a few rows before it is evicted, so nearly every row
+    costs a window decode. Emitted once per process.
+    """

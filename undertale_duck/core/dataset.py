@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import math
@@ -20,10 +21,29 @@ from ..errors import ArgumentError, OutOfRangeError, ShardChangedError
 from . import duck
 from . import query as querymod
 from . import windows as win
+from .access import AccessMonitor
 from .cache import CacheStats, WindowCache
+from .disk_tier import (
+    DiskStats,
+    DiskTier,
+    TieredCache,
+    default_directory,
+    prepare_directory,
+    window_keys,
+)
 from .duck import allocator_config, default_duckdb_config, duckdb_path, worker_duckdb_config
+from .gather import gather
 from .reader import WindowReader
-from .rows import FORMATS, ConversionFailure, Format, Row, Selection, merge, select
+from .rows import (
+    FORMATS,
+    ConversionFailure,
+    Format,
+    Row,
+    Selection,
+    TensorRangeError,
+    merge,
+    select,
+)
 from .source import Connection, Source, SourceLike
 from .view import check as check_view
 from .view_index import IndexedView, SideTable, index_view, side_tables
@@ -77,6 +97,19 @@ class ShardDataset(Dataset[Row]):
             keeps and is kept on disk (see docs/views.md).
         where: Shorthand for ``query="SELECT * FROM dataset WHERE <where>"``.
         tables: Side tables a view joins: ``{name: Parquet/CSV path or pyarrow.Table}``.
+        disk: Size in megabytes of a local disk tier, or None (default) for none. Each
+            window decoded is written once, as an Arrow IPC file, to ``disk_dir`` and read
+            back memory-mapped, so no window is decoded twice while its file is there and
+            rows come from the operating system's page cache (shared by DataLoader workers,
+            reclaimable; not counted in ``memory``, which then only pays for reads in
+            flight). For uniform random access (``shuffle=True``) over data larger than
+            ``memory``, which without it reads a window per row or two and warns once per
+            process (:class:`~undertale_duck.errors.RandomAccessWarning`). The directory's
+            window files are kept within ``disk`` megabytes (least recently used removed
+            first); files of changed shards are never read.
+        disk_dir: Directory of the disk tier; by default ``$UNDERTALE_DUCK_CACHE/windows``,
+            else ``~/.cache/undertale_duck/windows``. Never inside, above or beside the
+            dataset's directories.
         sql_files: What :meth:`sql` may read besides the view: ``"any"`` (default) file
             the process can read, or only the ``"dataset"``'s own shards (DuckDB refuses
             ``read_text('/etc/passwd')`` and every other path).
@@ -98,8 +131,9 @@ class ShardDataset(Dataset[Row]):
             ``UnsupportedShardError`` and ``ColumnError`` are subclasses).
         ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number,
             ``columns`` is not a list of non-empty names, DuckDB refuses ``duckdb_config``,
-            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``, or
-            ``sql_files`` is not ``"any"`` or ``"dataset"``.
+            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``, ``sql_files``
+            is not ``"any"`` or ``"dataset"``, ``disk`` is not a number of megabytes, or
+            ``disk_dir`` overlaps the dataset or cannot be created.
         QueryError: If a view's query is not row by row (naming the construct) or fails.
     """
 
@@ -121,6 +155,8 @@ class ShardDataset(Dataset[Row]):
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
         retries: int | None = None,
+        disk: float | None = None,
+        disk_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if query is not None and where is not None:
             raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
@@ -154,6 +190,14 @@ class ShardDataset(Dataset[Row]):
             isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1
         ):
             raise ArgumentError(f"window_bytes must be a positive integer, got {window_bytes!r}")
+        if disk is not None and (
+            isinstance(disk, bool) or not isinstance(disk, int | float) or not disk >= 0
+        ):
+            raise ArgumentError(f"disk must be a number of megabytes >= 0 or None, got {disk!r}")
+        if disk_dir is not None and disk is None:
+            raise ArgumentError("disk_dir needs disk= (the disk tier's size in megabytes)")
+        self.disk = disk
+        self._disk_spec = disk_dir
         self.memory = memory
         self.memory_bytes = int(memory * (1 << 20))
         self._columns = _check_columns(columns)
@@ -192,6 +236,12 @@ class ShardDataset(Dataset[Row]):
         self._starts_array = np.asarray(self._starts, dtype=np.int64)
         self._reader: WindowReader | None = None
         self._sql_session: querymod.QuerySession | None = None
+        self._monitor: AccessMonitor | None = None
+        self.disk_dir: str | None = None
+        if self.disk:
+            self.disk_dir = prepare_directory(
+                self._disk_spec or default_directory(), self.source.paths
+            )
 
     # ------------------------------------------------------------------ lazy process state
     @property
@@ -218,10 +268,24 @@ class ShardDataset(Dataset[Row]):
                 ceiling = _bytes_setting(config.get("memory_limit")) or 2 * limit
                 config["memory_limit"] = f"{min(2 * limit, ceiling) >> 20}MiB"
             remote = self.source.store
+            cache = WindowCache(self.memory_bytes)
+            if self.disk_dir is not None and self.disk:
+                view = None if self.view is None else [
+                    self.view.query.sql, [side.fingerprint for side in self.view.sides]
+                ]
+                tier = DiskTier(
+                    self.disk_dir,
+                    int(self.disk * (1 << 20)),
+                    window_keys(self.source, self.windows, self.schema, view),
+                    self.source,
+                    self.windows,
+                    self.columns,
+                )
+                cache = TieredCache(self.memory_bytes, tier)
             self._reader = WindowReader(
                 self.source,
                 self.windows,
-                WindowCache(self.memory_bytes),
+                cache,
                 # a remote source's windows are read from cached copies; the store's
                 # filesystem serves validation, and the dataset view a view= query needs
                 Connection(
@@ -240,6 +304,11 @@ class ShardDataset(Dataset[Row]):
             )
             if self._order:
                 self._reader.set_order(self._order)
+            if not isinstance(cache, TieredCache) and self.windows:
+                data = sum(max(b, 0) for s in self.source.shards for _, b in s.row_groups)
+                self._monitor = AccessMonitor(
+                    len(self) / len(self.windows), self.memory, data / (1 << 20)
+                )
         return self._reader
 
     def prefetch(self, windows: Sequence[int] | None) -> None:
@@ -292,6 +361,7 @@ class ShardDataset(Dataset[Row]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_reader"] = None
+        state["_monitor"] = None
         state["_sql_session"] = None
         return state
 
@@ -356,6 +426,12 @@ class ShardDataset(Dataset[Row]):
         """Hit, miss and eviction counts and bytes held by this process's cache."""
         return self.reader.cache.stats()
 
+    @property
+    def disk_stats(self) -> DiskStats | None:
+        """This process's disk tier counters (windows served, written, removed), or None."""
+        cache = self.reader.cache
+        return cache.tier.stats if isinstance(cache, TieredCache) else None
+
     def locate(self, index: int) -> tuple[str, int]:
         """Return the shard and local row number of a global index.
 
@@ -412,7 +488,9 @@ class ShardDataset(Dataset[Row]):
         position = win.locate(self._starts, i)
         table = self.reader.window(position)
         local = i - self.windows[position].offset
-        return self._select(position, table, slice(local, local + 1))[0]
+        row = self._select(position, table, slice(local, local + 1))[0]
+        self._watch(1)
+        return row
 
     def __getitems__(self, indices: Sequence[int]) -> MutableSequence[Row]:
         """Return many rows, reading each window they touch once (torch's batched fetch).
@@ -430,6 +508,19 @@ class ShardDataset(Dataset[Row]):
             TypeError: If an index is not an integer.
             SourceError: If a shard changed on disk or cannot be decoded.
         """
+        rows = self._rows_of(indices)
+        self._watch(len(rows))
+        return rows
+
+    def _watch(self, rows: int) -> None:
+        monitor = self._monitor
+        if monitor is not None and monitor.active and self._reader is not None:
+            monitor.served(rows, self._reader.cache)
+
+    def _rows_of(self, indices: Sequence[int]) -> MutableSequence[Row]:
+        run = self._run_of(indices)
+        if run is not None:
+            return run
         index = self._normalize(indices)
         if len(index) == 0:
             return []
@@ -438,15 +529,79 @@ class ShardDataset(Dataset[Row]):
             return self._window_part(int(positions[0]), index)
         order = np.argsort(positions, kind="stable")
         cuts = np.flatnonzero(np.diff(positions[order])) + 1
+        if self.format != "python":
+            return self._gather(index, positions[order], order, cuts)
         groups = np.split(order, cuts)
         last = len(groups) - 1
+        first = int(positions[order[0]])
         parts = [
-            self._window_part(
-                int(positions[m[0]]), index[m], advance=k == last, first=int(positions[order[0]])
-            )
+            self._window_part(int(positions[m[0]]), index[m], advance=k == last, first=first)
             for k, m in enumerate(groups)
         ]
         return merge(parts, np.argsort(order, kind="stable"))
+
+    def _gather(
+        self,
+        index: np.ndarray[Any, np.dtype[np.int64]],
+        sorted_positions: np.ndarray[Any, np.dtype[np.int64]],
+        order: np.ndarray[Any, np.dtype[np.int64]],
+        cuts: np.ndarray[Any, np.dtype[np.int64]],
+    ) -> MutableSequence[Row]:
+        """The rows of a batch touching several windows (numpy and torch formats)."""
+        local = index[order] - self._starts_array[sorted_positions]
+        bounds = [0, *cuts.tolist(), len(order)]
+        heads = sorted_positions[bounds[:-1]].tolist()
+        last = len(heads) - 1
+        tables = []
+        selections: list[Selection] = []
+        places = []
+        for k, position in enumerate(heads):
+            a, b = bounds[k], bounds[k + 1]
+            tables.append(self.reader.window(position, advance=k == last, first=heads[0]))
+            if b - a == 1:
+                start = int(local[a])
+                selections.append(slice(start, start + 1))
+            else:
+                selections.append(_local(local[a:b]))
+            places.append(order[a:b])
+        try:
+            return gather(tables, selections, places, len(index), self.format)
+        except (ConversionFailure, TensorRangeError):  # per window: names the shard and row
+            parts = [
+                self._select(p, t, sel)
+                for p, t, sel in zip(heads, tables, selections, strict=True)
+            ]
+            back = np.empty(len(index), dtype=np.int64)
+            back[np.concatenate(places)] = np.arange(len(index), dtype=np.int64)
+            return merge(parts, back)
+
+    def _run_of(self, indices: Sequence[int]) -> MutableSequence[Row] | None:
+        """The rows of a list of consecutive ascending indices inside one window, else None.
+
+        The common batch (a sequential or ``ChunkedSampler`` order hands torch's batch
+        sampler's lists of ints): recognised with one list comparison, served by one slice.
+        """
+        if type(indices) is not list or not indices:
+            return None
+        start = indices[0]
+        n = len(indices)
+        if type(start) is not int or start < 0 or indices != list(range(start, start + n)):
+            return None
+        starts = self._starts
+        position = bisect.bisect_right(starts, start) - 1
+        if position < 0 or start + n > (
+            starts[position + 1] if position + 1 < len(starts) else self._length
+        ):
+            return None
+        table = self.reader.window(position)
+        offset = starts[position]
+        local = slice(start - offset, start - offset + n)
+        if self.format == "python":
+            return self._select(position, table, local)
+        try:
+            return gather([table], [local], None, n, self.format)
+        except (ConversionFailure, TensorRangeError):
+            return self._select(position, table, local)  # names the shard and row
 
     def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
         """Check and normalize many indices at once (negative ones count from the end)."""
@@ -474,13 +629,13 @@ class ShardDataset(Dataset[Row]):
     ) -> MutableSequence[Row]:
         """The rows at global ``index`` (all in window ``position``): one slice or one take."""
         table = self.reader.window(position, advance=advance, first=first)
-        local = index - self.windows[position].offset
-        start = int(local[0])
-        if int(local[-1]) - start == len(local) - 1 and (
-            len(local) < 2 or bool((np.diff(local) == 1).all())
-        ):
-            return self._select(position, table, slice(start, start + len(local)))
-        return self._select(position, table, local)
+        sel = _local(index - self.windows[position].offset)
+        if self.format == "python":
+            return self._select(position, table, sel)
+        try:
+            return gather([table], [sel], None, len(index), self.format)
+        except (ConversionFailure, TensorRangeError):
+            return self._select(position, table, sel)  # names the shard and row
 
     def _select(self, position: int, table: pa.Table, sel: Selection) -> MutableSequence[Row]:
         """:func:`rows.select`, with a value that cannot be converted named by shard and row."""
@@ -577,6 +732,16 @@ class ShardDataset(Dataset[Row]):
                 last batch).
         """
         return self.sql_session.batches(query, params, batch_rows=batch_rows)
+
+
+def _local(local: np.ndarray[Any, np.dtype[np.int64]]) -> Selection:
+    """Local rows as a slice when they are consecutive and ascending, else as the array."""
+    start = int(local[0])
+    if int(local[-1]) - start == len(local) - 1 and (
+        len(local) < 2 or bool((np.diff(local) == 1).all())
+    ):
+        return slice(start, start + len(local))
+    return local
 
 
 def read_limit(memory_bytes: int) -> int:
