@@ -1,0 +1,158 @@
+"""``undertale-duck sql``: run read-only SQL over the ``dataset`` view and write the result."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+import sys
+from collections.abc import Iterator
+
+import duckdb
+import pyarrow as pa
+
+from ..common.text import first_line
+from ..errors import QueryError
+from . import writers
+from .command import (
+    EXIT_OK,
+    Command,
+    count,
+    open_view,
+    read_text_argument,
+    storage_options,
+    to_stdout,
+)
+
+#: Rows DuckDB hands over per record batch.
+BATCH_ROWS = 8192
+
+
+def _failed(exc: BaseException) -> QueryError:
+    return QueryError("query failed: " + first_line(exc, limit=2000))
+
+
+def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from reader
+    except (duckdb.Error, pa.ArrowException) as exc:
+        raise _failed(exc) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``sql``: check the query is read-only, stream its result to stdout or a file.
+
+    Args:
+        args: The parsed arguments.
+
+    Returns:
+        The exit status.
+    """
+    from ..core import query as querymod
+    from .guard import OutputFile, Protected
+    from .interrupt import interruptible
+
+    text = read_text_argument(args.query, "QUERY")
+    output = None if to_stdout(args.output) else args.output
+    fmt = writers.choose_format(args.format, output, sys.stdout.isatty())
+    with open_view(args.source, storage_options(args)) as (src, con):
+        target = None
+        if output is not None:  # fail fast; judged again when the file is created
+            protected = Protected.of(args.source, src.paths)
+            target = OutputFile(output, protected=protected, force=args.force)
+        querymod.check_read_only(text)
+        src.check_unchanged()
+        cursor = con.cursor()
+        with interruptible(cursor):
+            try:
+                relation = cursor.sql(text)
+                if relation is None:  # a statement without a result
+                    return EXIT_OK
+                reader = relation.to_arrow_reader(BATCH_ROWS)
+            except (duckdb.Error, pa.ArrowException) as exc:
+                raise _failed(exc) from None
+            try:
+                batches = writers.limit(_batches(reader), args.limit)
+                # the first batch is computed before the output file is created: a long
+                # query runs before the target is judged, not after
+                first = next(batches, None)
+                result = itertools.chain([] if first is None else [first], batches)
+                table_rows = args.limit if args.limit is not None else writers.TABLE_ROWS
+                if target is None:
+                    writers.write_text(
+                        fmt,
+                        reader.schema,
+                        result,
+                        sys.stdout,
+                        table_rows=table_rows,
+                        terminal=sys.stdout.isatty(),
+                    )
+                    sys.stdout.flush()
+                    return EXIT_OK
+                with target.open() as stream:
+                    if fmt == "parquet":
+                        writers.write_parquet(reader.schema, result, stream)
+                    else:
+                        textio = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+                        try:
+                            writers.write_text(
+                                fmt, reader.schema, result, textio, table_rows=table_rows
+                            )
+                        finally:
+                            textio.detach()  # flushes; the guard closes the file
+            finally:
+                reader.close()
+    return EXIT_OK
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "query",
+        metavar="QUERY",
+        help="SQL text, '-' for standard input, or @FILE.sql (1 MiB at most)",
+    )
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=writers.RESULT_FORMATS,
+        help="output format (default: table on a terminal, csv in a pipe, or --output's suffix)",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write the result to FILE ('-': standard output; never inside the dataset; "
+        "needed for parquet)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace --output if it is an existing regular file"
+    )
+    p.add_argument(
+        "--limit",
+        type=count,
+        metavar="N",
+        help="stop after N rows (a table shows at most 100 rows unless --limit is given)",
+    )
+
+
+COMMAND = Command(
+    name="sql",
+    summary="Run read-only SQL in which `dataset` is the view over every shard.",
+    examples="  undertale-duck sql data/train \\\n"
+    "      \"SELECT label, count(*) AS n FROM dataset GROUP BY label\"\n"
+    "  undertale-duck sql data/train 'SELECT * FROM dataset WHERE len(tokens) > 500' "
+    "--format jsonl | head\n"
+    "  undertale-duck sql data/train @query.sql --output result.parquet\n"
+    "  echo 'SELECT count(*) FROM dataset' | undertale-duck sql data/train -\n"
+    "\n"
+    "Only SELECT, EXPLAIN and CALL run (COPY, ATTACH, CREATE ... are refused): the dataset\n"
+    "is read-only and results are written only to --output, never inside the dataset, never\n"
+    "through a link or onto a special file, and over an existing file only with --force. The\n"
+    "default format is table on a terminal and csv in a pipe; with --output it follows the\n"
+    "file's suffix (.csv, .json, .jsonl, .parquet). In csv/json/jsonl, bytes are base64 and\n"
+    "times ISO 8601. Ctrl-C stops a running query.\n"
+    "Exit status: 0 ok, 1 the query failed or was refused, 2 bad usage or input,\n"
+    "130 interrupted.",
+    arguments=_arguments,
+    run=run,
+)
