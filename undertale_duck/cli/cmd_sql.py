@@ -12,7 +12,7 @@ import duckdb
 import pyarrow as pa
 
 from ..common.text import first_line
-from ..errors import QueryError
+from ..errors import QueryError, UndertaleDuckError
 from . import writers
 from .command import (
     EXIT_OK,
@@ -23,6 +23,7 @@ from .command import (
     storage_options,
     to_stdout,
 )
+from .guard import OutputFile, Protected
 
 #: Rows DuckDB hands over per record batch.
 BATCH_ROWS = 8192
@@ -39,6 +40,33 @@ def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
         raise _failed(exc) from None
 
 
+def _write(
+    reader: pa.RecordBatchReader, fmt: str, target: OutputFile | None, rows: int | None
+) -> None:
+    batches = writers.limit(_batches(reader), rows)
+    # the first batch is computed before the output file is created: a long query runs
+    # before the target is judged, not after
+    first = next(batches, None)
+    result = itertools.chain([] if first is None else [first], batches)
+    table_rows = rows if rows is not None else writers.TABLE_ROWS
+    if target is None:
+        terminal = sys.stdout.isatty()
+        writers.write_text(
+            fmt, reader.schema, result, sys.stdout, table_rows=table_rows, terminal=terminal
+        )
+        sys.stdout.flush()
+        return
+    with target.open() as stream:
+        if fmt == "parquet":
+            writers.write_parquet(reader.schema, result, stream)
+            return
+        text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+        try:
+            writers.write_text(fmt, reader.schema, result, text, table_rows=table_rows)
+        finally:
+            text.detach()  # flushes; the guard syncs and closes the file
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sql``: check the query is read-only, stream its result to stdout or a file.
 
@@ -49,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
         The exit status.
     """
     from ..core import query as querymod
-    from .guard import OutputFile, Protected
     from .interrupt import interruptible
 
     text = read_text_argument(args.query, "QUERY")
@@ -72,34 +99,15 @@ def run(args: argparse.Namespace) -> int:
             except (duckdb.Error, pa.ArrowException) as exc:
                 raise _failed(exc) from None
             try:
-                batches = writers.limit(_batches(reader), args.limit)
-                # the first batch is computed before the output file is created: a long
-                # query runs before the target is judged, not after
-                first = next(batches, None)
-                result = itertools.chain([] if first is None else [first], batches)
-                table_rows = args.limit if args.limit is not None else writers.TABLE_ROWS
-                if target is None:
-                    writers.write_text(
-                        fmt,
-                        reader.schema,
-                        result,
-                        sys.stdout,
-                        table_rows=table_rows,
-                        terminal=sys.stdout.isatty(),
-                    )
-                    sys.stdout.flush()
-                    return EXIT_OK
-                with target.open() as stream:
-                    if fmt == "parquet":
-                        writers.write_parquet(reader.schema, result, stream)
-                    else:
-                        textio = io.TextIOWrapper(stream, encoding="utf-8", newline="")
-                        try:
-                            writers.write_text(
-                                fmt, reader.schema, result, textio, table_rows=table_rows
-                            )
-                        finally:
-                            textio.detach()  # flushes; the guard closes the file
+                _write(reader, fmt, target, args.limit)
+            except UndertaleDuckError:
+                raise
+            except (ValueError, OverflowError, pa.ArrowException) as exc:
+                # a value the format cannot hold (a date outside Python's range, an interval
+                # in Parquet): the query ran, its result cannot be written
+                raise QueryError(
+                    f"cannot write the result as {fmt}: {first_line(exc, limit=2000)}"
+                ) from None
             finally:
                 reader.close()
     return EXIT_OK

@@ -163,7 +163,7 @@ def read_text_argument(value: str, what: str) -> str:
     size = len(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
     if size > limit:
         raise ArgumentError(
-            f"{where} is larger than {limit // (1 << 20)} MiB, the most {what} text read; "
+            f"{where} is larger than {limit // (1 << 20)} MiB, the limit for {what} text; "
             "put large inputs in the dataset, not in the query"
         )
     if isinstance(raw, bytes):

@@ -59,8 +59,8 @@ class Protected:
         directories: ``(st_dev, st_ino)`` of each protected directory, with the path shown
             in errors; every directory below one of them is protected too.
         shards: ``(st_dev, st_ino)`` of each shard file.
-        real_directories: The protected directories' resolved paths (a second check by name
-            where a directory's ancestors cannot be opened).
+        real_directories: The protected directories' resolved paths (the check by name, used
+            only where a directory's ancestors cannot be opened).
     """
 
     directories: Mapping[tuple[int, int], str]
@@ -126,8 +126,8 @@ class Protected:
                     break  # an ancestor we may not enter: the check by name below decides
                 os.close(fd)
                 fd = parent
-                if _key(os.fstat(fd)) == here:  # "/" is its own parent
-                    break
+                if _key(os.fstat(fd)) == here:  # "/" is its own parent: the walk is complete
+                    return None
         finally:
             os.close(fd)
         real = os.path.realpath(path)
@@ -279,9 +279,11 @@ class OutputFile:
 
     def _publish(self, directory_fd: int, temporary: str) -> None:
         try:
-            for attempt in range(3):
+            for _ in range(3):
                 self._check_directory(directory_fd)
-                if self._check_target(directory_fd, appeared=attempt > 0):
+                # without --force the target was absent when the file was created: whatever
+                # is there now appeared while the result was being written
+                if self._check_target(directory_fd, appeared=True):
                     os.replace(
                         temporary, self.name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd
                     )

@@ -67,8 +67,8 @@ def interruptible(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
     watcher.start()
     try:
         yield
-    except Exception:
-        if fired.is_set():
+    except Exception as exc:
+        if fired.is_set() or _caused_by_interrupt(exc):
             raise KeyboardInterrupt from None
         raise
     finally:
@@ -76,3 +76,20 @@ def interruptible(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
         sender.close()
         watcher.join(timeout=5)
         receiver.close()
+
+
+def _caused_by_interrupt(exc: BaseException | None) -> bool:
+    """Whether an error is, or wraps, DuckDB's report of an interrupted query.
+
+    DuckDB checks for signals itself while a query runs and may turn the KeyboardInterrupt
+    into its own error before the watcher thread has read the signal.
+    """
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, duckdb.InterruptException | KeyboardInterrupt):
+            return True
+        if isinstance(exc, RuntimeError) and str(exc).strip() == "Query interrupted":
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
