@@ -22,6 +22,7 @@ from .command import (
     EXIT_USAGE,
     Command,
 )
+from .interrupt import caused_by_interrupt
 
 __all__ = [
     "COMMANDS",
@@ -102,28 +103,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         run = next(c.run for c in COMMANDS if c.name == name)
         return run(args)
-    except QueryError as exc:
-        _say(f"error: {first_line(exc, ERROR_LENGTH)}")
-        return EXIT_FAILED
-    except UndertaleDuckError as exc:
-        _say(f"error: {first_line(exc, ERROR_LENGTH)}")
-        return EXIT_USAGE
     except KeyboardInterrupt:
         _say("interrupted")
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except Exception as exc:
+        return _report(exc)
+
+
+def _report(exc: Exception) -> int:
+    """Say what went wrong in one line and return the exit status for it."""
+    if caused_by_interrupt(exc):  # DuckDB reported Ctrl-C as its own error
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    if isinstance(exc, QueryError):
+        _say(f"error: {first_line(exc, ERROR_LENGTH)}")
+        return EXIT_FAILED
+    if isinstance(exc, UndertaleDuckError):
+        _say(f"error: {first_line(exc, ERROR_LENGTH)}")
+        return EXIT_USAGE
+    if isinstance(exc, BrokenPipeError):
         # the reader of our output (e.g. `| head`) went away: not an error; point stdout at
         # /dev/null so that the interpreter's final flush does not complain either
         with contextlib.suppress(OSError, ValueError, AttributeError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
-    except MemoryError:
+    if isinstance(exc, MemoryError):
         _say("error: out of memory; use a smaller query or a machine with more memory")
         return EXIT_USAGE
-    except Exception as exc:  # the one place that turns any failure into a line
-        _say(f"error: unexpected {type(exc).__name__}: {first_line(exc, ERROR_LENGTH)}")
-        return EXIT_USAGE
+    _say(f"error: unexpected {type(exc).__name__}: {first_line(exc, ERROR_LENGTH)}")
+    return EXIT_USAGE
 
 
 def entry() -> None:

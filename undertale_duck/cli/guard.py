@@ -260,9 +260,11 @@ class OutputFile:
                     stream.flush()
                     os.fsync(stream.fileno())
                 self._publish(directory_fd, temporary)
-            except BaseException:
+            except BaseException as exc:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary, dir_fd=directory_fd)
+                if isinstance(exc, OSError):  # a full disk, a quota, an I/O error
+                    raise self._oserror(exc) from None
                 raise
 
     def _create_temporary(self, directory_fd: int) -> tuple[str, int]:

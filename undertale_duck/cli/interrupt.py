@@ -68,7 +68,7 @@ def interruptible(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if fired.is_set() or _caused_by_interrupt(exc):
+        if fired.is_set() or caused_by_interrupt(exc):
             raise KeyboardInterrupt from None
         raise
     finally:
@@ -78,7 +78,7 @@ def interruptible(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
         receiver.close()
 
 
-def _caused_by_interrupt(exc: BaseException | None) -> bool:
+def caused_by_interrupt(exc: BaseException | None) -> bool:
     """Whether an error is, or wraps, DuckDB's report of an interrupted query.
 
     DuckDB checks for signals itself while a query runs and may turn the KeyboardInterrupt
