@@ -217,7 +217,7 @@ def _read_shard(
     )
     try:
         params = {"path": duckdb_path(path)}
-        table = con.sql(sqlfiles.load("describe_columns"), params=params).to_arrow_table()
+        table = con.sql(sqlfiles.sql_text("describe_columns"), params=params).to_arrow_table()
     except SourceError as exc:
         info.error = str(exc)
         return info, None
