@@ -12,6 +12,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+import duckdb
+
 from ..common.text import first_line
 from ..errors import QueryError, UndertaleDuckError
 from . import cmd_describe, cmd_inspect, cmd_shell, cmd_sql, cmd_validate
@@ -22,7 +24,6 @@ from .command import (
     EXIT_USAGE,
     Command,
 )
-from .interrupt import caused_by_interrupt
 
 __all__ = [
     "COMMANDS",
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _report(exc: Exception) -> int:
     """Say what went wrong in one line and return the exit status for it."""
-    if caused_by_interrupt(exc):  # DuckDB reported Ctrl-C as its own error
+    if _interrupted(exc):  # DuckDB reported Ctrl-C as its own error
         _say("interrupted")
         return EXIT_INTERRUPTED
     if isinstance(exc, QueryError):
@@ -133,6 +134,23 @@ def _report(exc: Exception) -> int:
         return EXIT_USAGE
     _say(f"error: unexpected {type(exc).__name__}: {first_line(exc, ERROR_LENGTH)}")
     return EXIT_USAGE
+
+
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether an error is, or was raised while handling, DuckDB's interrupt of a query.
+
+    Queries run through ``core/interrupt.py`` raise ``KeyboardInterrupt`` themselves; this
+    catches DuckDB's own report of Ctrl-C reaching us from any other path.
+    """
+    for _ in range(10):
+        if exc is None:
+            return False
+        if isinstance(exc, duckdb.InterruptException):
+            return True
+        if isinstance(exc, RuntimeError) and str(exc).strip() == "Query interrupted":
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def entry() -> None:

@@ -6,9 +6,7 @@ import argparse
 import io
 import itertools
 import sys
-from collections.abc import Iterator
 
-import duckdb
 import pyarrow as pa
 
 from ..common.text import first_line
@@ -17,8 +15,8 @@ from . import writers
 from .command import (
     EXIT_OK,
     Command,
+    add_sql_files,
     count,
-    open_view,
     read_text_argument,
     storage_options,
     to_stdout,
@@ -29,21 +27,10 @@ from .guard import OutputFile, Protected
 BATCH_ROWS = 8192
 
 
-def _failed(exc: BaseException) -> QueryError:
-    return QueryError("query failed: " + first_line(exc, limit=2000))
-
-
-def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
-    try:
-        yield from reader
-    except (duckdb.Error, pa.ArrowException) as exc:
-        raise _failed(exc) from None
-
-
 def _write(
     reader: pa.RecordBatchReader, fmt: str, target: OutputFile | None, rows: int | None
 ) -> None:
-    batches = writers.limit(_batches(reader), rows)
+    batches = writers.limit(reader, rows)
     # the first batch is computed before the output file is created: a long query runs
     # before the target is judged, not after
     first = next(batches, None)
@@ -68,7 +55,7 @@ def _write(
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``sql``: check the query is read-only, stream its result to stdout or a file.
+    """Run ``sql``: stream one read-only statement's result to stdout or a guarded file.
 
     Args:
         args: The parsed arguments.
@@ -76,28 +63,22 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         The exit status.
     """
-    from ..core import query as querymod
-    from .interrupt import interruptible
+    from ..core.duck import default_duckdb_config
+    from ..core.query import QuerySession
+    from ..core.source import Source
 
     text = read_text_argument(args.query, "QUERY")
     output = None if to_stdout(args.output) else args.output
     fmt = writers.choose_format(args.format, output, sys.stdout.isatty())
-    with open_view(args.source, storage_options(args)) as (src, con):
-        target = None
-        if output is not None:  # fail fast; judged again when the file is created
-            protected = Protected.of(args.source, src.paths)
-            target = OutputFile(output, protected=protected, force=args.force)
-        querymod.check_read_only(text)
-        src.check_unchanged()
-        cursor = con.cursor()
-        with interruptible(cursor):
-            try:
-                relation = cursor.sql(text)
-                if relation is None:  # a statement without a result
-                    return EXIT_OK
-                reader = relation.to_arrow_reader(BATCH_ROWS)
-            except (duckdb.Error, pa.ArrowException) as exc:
-                raise _failed(exc) from None
+    src = Source(args.source, storage_options=storage_options(args))
+    target = None
+    if output is not None:  # fail fast; judged again when the file is created
+        protected = Protected.of(args.source, src.paths)
+        target = OutputFile(output, protected=protected, force=args.force)
+    # the session runs each batch so that Ctrl-C interrupts DuckDB at once (core/interrupt.py)
+    session = QuerySession(src, default_duckdb_config(), sql_files=args.sql_files)
+    try:
+        with session.batches(text, batch_rows=BATCH_ROWS) as reader:
             try:
                 _write(reader, fmt, target, args.limit)
             except UndertaleDuckError:
@@ -108,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
                 raise QueryError(
                     f"cannot write the result as {fmt}: {first_line(exc, limit=2000)}"
                 ) from None
-            finally:
-                reader.close()
+    finally:
+        session.close()
     return EXIT_OK
 
 
@@ -141,6 +122,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="stop after N rows (a table shows at most 100 rows unless --limit is given)",
     )
+    add_sql_files(p)
 
 
 COMMAND = Command(
@@ -153,7 +135,8 @@ COMMAND = Command(
     "  undertale-duck sql data/train @query.sql --output result.parquet\n"
     "  echo 'SELECT count(*) FROM dataset' | undertale-duck sql data/train -\n"
     "\n"
-    "Only SELECT, EXPLAIN and CALL run (COPY, ATTACH, CREATE ... are refused): the dataset\n"
+    "One statement; only SELECT and EXPLAIN SELECT run (COPY, ATTACH, CREATE, CALL ... are\n"
+    "refused), and it reads only the dataset's files unless --sql-files any: the dataset\n"
     "is read-only and results are written only to --output, never inside the dataset, never\n"
     "through a link or onto a special file, and over an existing file only with --force. The\n"
     "default format is table on a terminal and csv in a pipe; with --output it follows the\n"

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ArgumentError
 
 if TYPE_CHECKING:
-    from ..core.source import Connection, Source
     from ..dataset import ParquetDataset
 
 #: Exit statuses shared by every subcommand.
@@ -208,30 +207,3 @@ def open_dataset(
         yield ds
     finally:
         ds.close()
-
-
-@contextlib.contextmanager
-def open_view(
-    source: str, options: dict[str, Any] | None = None
-) -> Iterator[tuple[Source, Connection]]:
-    """Open a source as the ``dataset`` view alone, without importing torch.
-
-    ``sql`` and ``shell`` need no rows as Python objects; skipping torch starts them about
-    two seconds sooner.
-
-    Args:
-        source: The SOURCE argument.
-        options: ``--storage-option`` values for a URL source.
-
-    Yields:
-        The resolved source and its connection holder (closed on the way out).
-    """
-    from ..core.duck import default_duckdb_config
-    from ..core.source import Source
-
-    src = Source(source, storage_options=options)
-    con = src.connection(default_duckdb_config())
-    try:
-        yield src, con
-    finally:
-        con.close()
