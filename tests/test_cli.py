@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck.cli import app as cli
-from undertale_duck.cli import output
+from undertale_duck.cli import writers
+from undertale_duck.common.jsonvalue import jsonable
 
 SIZES = [30, 0, 25, 5]
 TOTAL = sum(SIZES)
@@ -322,7 +323,7 @@ def test_row_matches_the_dataset_with_its_shard(data: Path) -> None:
     assert got["index"] == 31
     assert got["shard"] == str(data / "part-00002.parquet")
     assert got["shard_row"] == 1
-    assert got["row"] == output.jsonable(datagen.expected(TOTAL)[31])
+    assert got["row"] == jsonable(datagen.expected(TOTAL)[31])
     text = invoke("row", str(data), "-1")
     assert text.returncode == 0, text.stderr
     last = datagen.expected(TOTAL)[-1]
@@ -370,7 +371,7 @@ def test_csv_round_trips_any_text_and_tells_null_from_empty(rows: list[list[str 
     schema = pa.schema([("a", pa.string()), ("b", pa.string())])
     batch = pa.RecordBatch.from_pylist([{"a": a, "b": b} for a, b in rows], schema=schema)
     buffer = io.StringIO()
-    assert output.write_csv(schema, [batch], buffer) == len(rows)
+    assert writers.write_csv(schema, [batch], buffer) == len(rows)
     lines = buffer.getvalue().split("\n")
     parsed = list(csv.reader(io.StringIO(buffer.getvalue(), newline="")))
     assert parsed[0] == ["a", "b"]
@@ -388,7 +389,7 @@ def test_csv_round_trips_any_text_and_tells_null_from_empty(rows: list[list[str 
 @given(st.integers(min_value=0, max_value=40), st.integers(min_value=0, max_value=50))
 def test_limit_yields_exactly_min_of_rows(n: int, cap: int) -> None:
     batches = [pa.record_batch({"x": list(range(k, k + 7))}) for k in range(0, n, 7)]
-    got = [b.num_rows for b in output.limit(batches, cap)]
+    got = [b.num_rows for b in writers.limit(batches, cap)]
     assert sum(got) == min(cap, sum(b.num_rows for b in batches))
 
 

@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from undertale_duck.cli import describe
+from undertale_duck.cli.render_describe import to_text
+from undertale_duck.core import describe
 
 SIZES = [40, 0, 23, 9]
 TOTAL = sum(SIZES)
@@ -138,7 +139,7 @@ def test_drift_is_reported_and_describe_still_works(drifting: Path) -> None:
     drift = d.drift[0]
     assert Path(drift.path).name == "b.parquet"
     assert drift.missing == ["blob"] and drift.extra == ["extra"]
-    assert drift.changed == [("label", "VARCHAR", "BIGINT")]
+    assert drift.changed == [("label", "BIGINT", "VARCHAR")]  # (column, reference, shard)
     cols = {c.name: c for c in d.columns}
     assert cols["blob"].shards == 2 and cols["extra"].shards == 1 and cols["extra"].type == "DOUBLE"
     assert cols["label"].min is None  # mixed types: no min/max pretends to cover every shard
@@ -154,7 +155,7 @@ def test_drift_is_reported_and_describe_still_works(drifting: Path) -> None:
             "changed": [{"column": "label", "type": "VARCHAR", "expected": "BIGINT"}],
         }
     ]
-    text = d.to_text()
+    text = to_text(d)
     assert "b.parquet: missing blob; extra extra; label is VARCHAR (expected BIGINT)" in text
     assert "DOUBLE (in 1 of 3 shards)" in text
 

@@ -75,7 +75,7 @@ def _fragments(placeholders: set[str], a: str, b: str) -> dict[str, str]:
 
 
 def _first_word(name: str) -> str:
-    text = sqlfiles.load(name)
+    text = sqlfiles.sql_text(name)
     words = [text[a:b].strip().upper() for a, b, kind in sqlfiles.tokens(text)
              if kind != duckdb.token_type.comment]
     return words[0]

@@ -16,7 +16,7 @@ from ..common.text import aligned, first_line
 from ..core import query as querymod
 from ..core import readonly
 from ..errors import UndertaleDuckError
-from . import output
+from . import writers as output
 
 PROMPT = "duck> "
 CONTINUATION = "  ...> "

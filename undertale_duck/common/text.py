@@ -30,7 +30,7 @@ def aligned(
 
     Args:
         headers: Column titles.
-        rows: Cell texts, already rendered (e.g. with ``cli.output.cell``).
+        rows: Cell texts, already rendered (e.g. with ``cli.writers.cell``).
         indent: Text put before every line.
         right: Numbers of the columns to right-align (numbers, counts); others are left-aligned.
 

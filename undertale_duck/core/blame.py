@@ -24,7 +24,7 @@ def _probe(cursor: duckdb.DuckDBPyConnection, path: str, rows: int) -> duckdb.Er
     """The error reading a shard's footer (``rows=0``) or first rows gives, or None."""
     try:
         cursor.sql(
-            sqlfiles.load("probe_shard"), params={"path": duckdb_path(path), "rows": rows}
+            sqlfiles.sql_text("probe_shard"), params={"path": duckdb_path(path), "rows": rows}
         ).fetchall()
     except duckdb.Error as exc:
         if failures.is_interrupt(exc):

@@ -35,7 +35,7 @@ from .duck import allocator_config, default_duckdb_config, duckdb_path, worker_d
 from .gather import gather
 from .reader import WindowReader
 from .rows import (
-    FORMATS,
+    ROW_FORMATS,
     ConversionFailure,
     Format,
     Row,
@@ -168,8 +168,8 @@ class ShardDataset(Dataset[Row]):
             raise ArgumentError("tables= is for views: pass query= joining them as well")
         self.query = query
         self._tables = dict(tables or {})
-        if format not in FORMATS:
-            raise ArgumentError(f"format must be one of {list(FORMATS)}, got {format!r}")
+        if format not in ROW_FORMATS:
+            raise ArgumentError(f"format must be one of {list(ROW_FORMATS)}, got {format!r}")
         if sql_files not in querymod.SQL_FILES:
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
         self.sql_files: querymod.SqlFiles = sql_files

@@ -85,13 +85,13 @@ class _QueryConnection(Connection):
 
 
 def _execute_file(db: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> None:
-    for statement in duckdb.extract_statements(sqlfiles.load(name)):
+    for statement in duckdb.extract_statements(sqlfiles.sql_text(name)):
         wanted = {k: v for k, v in params.items() if k in statement.named_parameters}
         db.execute(statement.query, wanted or None)
 
 
 def _catalog_state(cursor: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
-    return sorted(cursor.execute(sqlfiles.load("catalog_state")).fetchall())
+    return sorted(cursor.execute(sqlfiles.sql_text("catalog_state")).fetchall())
 
 
 class QuerySession:

@@ -233,7 +233,7 @@ _PARSER = _Parser()
 
 def _syntax_tree(text: str, cursor: duckdb.DuckDBPyConnection | None) -> Any:
     """DuckDB's syntax tree of one SELECT, as ``json_serialize_sql`` gives it."""
-    sql = sqlfiles.load("syntax_tree")
+    sql = sqlfiles.sql_text("syntax_tree")
     try:
         if cursor is None:
             rows = _PARSER.run(sql, {"query": text})
@@ -304,7 +304,7 @@ def _builtins() -> _Builtins:
     """DuckDB's built-in table functions and macros, from a pristine database."""
     con = duck.connect()
     try:
-        rows = con.execute(sqlfiles.load("builtin_functions")).fetchall()
+        rows = con.execute(sqlfiles.sql_text("builtin_functions")).fetchall()
     finally:
         con.close()
     tables: set[str] = set()

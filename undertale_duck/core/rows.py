@@ -13,7 +13,7 @@ Row = dict[str, Any]
 
 #: What ``ParquetDataset(format=...)`` accepts.
 Format = Literal["python", "numpy", "torch"]
-FORMATS: tuple[str, ...] = ("python", "numpy", "torch")
+ROW_FORMATS: tuple[str, ...] = ("python", "numpy", "torch")
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
 

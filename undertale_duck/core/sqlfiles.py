@@ -24,7 +24,7 @@ class TemplateError(ValueError):
 
 
 @functools.cache
-def load(name: str) -> str:
+def sql_text(name: str) -> str:
     """Return the text of an SQL file shipped with the package.
 
     Args:
@@ -45,7 +45,7 @@ def load(name: str) -> str:
 
 
 def templates() -> list[str]:
-    """Return the name of every SQL file shipped with the package (as :func:`load` takes it).
+    """Return the name of every SQL file shipped with the package (as :func:`sql_text` takes it).
 
     Returns:
         Sorted names such as ``"dataset_view"`` and ``"checks/not_null"``.
@@ -94,7 +94,7 @@ def placeholders(name: str) -> tuple[tuple[int, int, str], ...]:
     """Return the placeholders of an SQL file, refusing any that is not in SQL code.
 
     Args:
-        name: SQL file name, as for :func:`load`.
+        name: SQL file name, as for :func:`sql_text`.
 
     Returns:
         ``(start, end, placeholder name)`` of each placeholder, in text order.
@@ -102,7 +102,7 @@ def placeholders(name: str) -> tuple[tuple[int, int, str], ...]:
     Raises:
         TemplateError: If a placeholder sits inside a comment, a string or a quoted identifier.
     """
-    return scan_template(load(name), f"sql/{name}.sql")
+    return scan_template(sql_text(name), f"sql/{name}.sql")
 
 
 def scan_template(text: str, where: str = "SQL template") -> tuple[tuple[int, int, str], ...]:
@@ -196,7 +196,7 @@ def render(name: str, **fragments: str) -> str:
     fragment (:func:`check_fragment`).
 
     Args:
-        name: SQL file name, as for :func:`load`.
+        name: SQL file name, as for :func:`sql_text`.
         **fragments: One value per placeholder, each built with :func:`quote_identifier`,
             :func:`column_list` or :func:`quote_literal`.
 
@@ -208,7 +208,7 @@ def render(name: str, **fragments: str) -> str:
             is missing from ``fragments``, or a fragment is unsafe (fragments the template
             does not use are ignored).
     """
-    text = load(name)
+    text = sql_text(name)
     spots = placeholders(name)
     wanted = {n for _, _, n in spots}
     missing = wanted - set(fragments)

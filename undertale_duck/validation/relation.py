@@ -21,7 +21,7 @@ def _template(name: str, **parts: str) -> str:
     Comments are dropped before substitution, so a view's query (which may hold a string
     literal spanning lines) is never mistaken for one.
     """
-    lines = [ln for ln in sqlfiles.load(name).splitlines() if not ln.lstrip().startswith("--")]
+    lines = [ln for ln in sqlfiles.sql_text(name).splitlines() if not ln.lstrip().startswith("--")]
     return "\n".join(lines).strip().format(**parts)
 
 
@@ -49,7 +49,7 @@ class Relation:
 
 def shard_rows() -> Relation:
     """The shards' own rows: every column as stored."""
-    return Relation(_template("checks/rows"), sqlfiles.load("checks/column_types").strip())
+    return Relation(_template("checks/rows"), sqlfiles.sql_text("checks/column_types").strip())
 
 
 def view_rows(view: IndexedView, columns: Sequence[str]) -> Relation:

@@ -59,7 +59,7 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
                     no_null_leaves = _columns_without_null_leaves(state, files)
                 if target.path[0] in no_null_leaves:  # the footers prove it: no scan
                     tally.condition = tally.condition or cond
-                    tally.sql.append(sqlfiles.load("checks/leaf_nulls").strip())
+                    tally.sql.append(sqlfiles.sql_text("checks/leaf_nulls").strip())
                     continue
             tally.condition = tally.condition or cond
             counts.append(f'count_if({cond}) AS "c{len(planned)}"')
@@ -91,7 +91,7 @@ def _columns_without_null_leaves(state: RunState, files: Sequence[str]) -> set[s
     """Top-level columns whose leaves record zero nulls in every chunk's statistics."""
     state.step("statistics")
     try:
-        rows = state.query(sqlfiles.load("checks/leaf_nulls"), {"files": list(files)})
+        rows = state.query(sqlfiles.sql_text("checks/leaf_nulls"), {"files": list(files)})
     except duckdb.Error:
         return set()
     clean: dict[str, bool] = {}
@@ -104,7 +104,7 @@ def _columns_without_null_leaves(state: RunState, files: Sequence[str]) -> set[s
 def _pattern_ok(state: RunState, check: RowCheck, tally: Tally) -> bool:
     """Whether DuckDB accepts a pattern; when not, the check gets an error saying why."""
     try:
-        state.query(sqlfiles.load("checks/pattern_valid"), {"pattern": check.bound})
+        state.query(sqlfiles.sql_text("checks/pattern_valid"), {"pattern": check.bound})
     except duckdb.Error as exc:
         tally.error = f"pattern {check.bound!r} is not a valid regular expression: " + (
             first_line(exc)

@@ -217,7 +217,7 @@ class RunState:
 
     def decodes(self, index: int) -> bool:
         """Decode every column of one shard; record it as unreadable when that fails."""
-        readable_sql = sqlfiles.load("checks/readable").strip()
+        readable_sql = sqlfiles.sql_text("checks/readable").strip()
         tally = self.tallies[("readable", "", READABLE)]
         if readable_sql not in tally.sql:
             tally.sql.append(readable_sql)

@@ -1,6 +1,9 @@
 r"""Write query results (Arrow record batches) as a table, CSV, JSON, JSON Lines or Parquet.
 
-Conventions shared by every text format (documented in README.md, "Command line"):
+Writers write to a stream they are given; which file that stream is, and whether it may be
+created or replaced, is decided by :mod:`undertale_duck.cli.guard` alone.
+
+Conventions shared by every text format (documented in docs/cli.md):
 
 - ``bytes`` values are written as standard base64 strings in CSV, JSON and JSON Lines, and as
   ``\xNN`` escapes in tables;
@@ -10,17 +13,20 @@ Conventions shared by every text format (documented in README.md, "Command line"
 - lists, structs and maps are nested JSON (in CSV: JSON text in the field); maps are lists
   of ``[key, value]`` pairs;
 - in CSV, NULL is an empty field and an empty string is ``""``.
+
+Plain-text tables elsewhere (``describe``, the shell's ``.shards``) use the one helper
+:func:`undertale_duck.common.text.aligned`. :func:`write_table` is the one table writer built on
+rich, because query results need what plain alignment does not give: cutting columns to fit
+the terminal width with an ellipsis, right-aligned numbers and colors on a terminal.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import decimal
 import io
 import json
-import os
-import tempfile
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -32,8 +38,8 @@ import pyarrow.parquet as pq
 from ..common.jsonvalue import jsonable
 from ..errors import ArgumentError, QueryError
 
-#: Every output format, in the order ``--help`` lists them.
-FORMATS = ("table", "csv", "json", "jsonl", "parquet")
+#: Every format a query result can be written in, in the order ``--help`` lists them.
+RESULT_FORMATS = ("table", "csv", "json", "jsonl", "parquet")
 
 #: Output formats guessed from an ``--output`` file's suffix when ``--format`` is not given.
 SUFFIX_FORMATS = {
@@ -78,8 +84,10 @@ def choose_format(requested: str | None, output: str | None, stdout_is_tty: bool
             fmt = SUFFIX_FORMATS.get(Path(output).suffix.lower(), "csv")
         else:
             fmt = "table" if stdout_is_tty else "csv"
-    if fmt not in FORMATS:
-        raise ArgumentError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt not in RESULT_FORMATS:
+        raise ArgumentError(
+            f"--format must be one of {', '.join(RESULT_FORMATS)}, got {fmt!r}"
+        )
     if fmt == "parquet" and output is None:
         raise ArgumentError(
             "--format parquet needs --output FILE (Parquet is not written to a pipe)"
@@ -256,13 +264,15 @@ def write_json(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[str
     return count
 
 
-def write_parquet(schema: pa.Schema, batches: Iterable[pa.RecordBatch], path: str) -> int:
+def write_parquet(
+    schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[bytes]
+) -> int:
     """Write the result as one Parquet file.
 
     Args:
         schema: The result's schema.
         batches: The result's record batches.
-        path: The file to write (the caller makes it atomic and safe).
+        out: A binary stream (the caller's guarded output file).
 
     Returns:
         The number of rows written.
@@ -272,7 +282,7 @@ def write_parquet(schema: pa.Schema, batches: Iterable[pa.RecordBatch], path: st
     """
     _unique_names(schema, "Parquet")
     count = 0
-    with pq.ParquetWriter(path, schema) as writer:
+    with pq.ParquetWriter(out, schema) as writer:
         for batch in batches:
             writer.write_batch(batch)
             count += batch.num_rows
@@ -356,93 +366,41 @@ def write_table(
     return n
 
 
-# --------------------------------------------------------------------------- safe output files
-
-
-def check_output_path(
-    output: str,
+def write_text(
+    fmt: str,
+    schema: pa.Schema,
+    batches: Iterable[pa.RecordBatch],
+    out: IO[str],
     *,
-    shards: Sequence[str],
-    directories: Sequence[str],
-    force: bool,
-) -> str:
-    """Refuse output paths that would touch the dataset or overwrite a file by surprise.
+    table_rows: int | None = TABLE_ROWS,
+    terminal: bool = False,
+) -> int:
+    """Write a result in one of the text formats (every format but ``parquet``).
 
     Args:
-        output: The ``--output`` path.
-        shards: The dataset's shard paths (never written, also not through a link).
-        directories: Directories whose whole tree belongs to the dataset.
-        force: Whether an existing file (outside the dataset) may be replaced.
+        fmt: ``table``, ``csv``, ``json`` or ``jsonl``.
+        schema: The result's schema.
+        batches: The result's record batches.
+        out: A text stream.
+        table_rows: The most rows a table shows (None: all).
+        terminal: Whether ``out`` is a terminal (a table then fits its width, with colors).
 
     Returns:
-        The absolute output path.
-
-    Raises:
-        ArgumentError: If the path is a shard, lies inside a dataset directory, is a directory,
-            its directory does not exist, or it exists and ``force`` is False.
+        The number of rows written.
     """
-    if not output:
-        raise ArgumentError("--output must name a file")
-    path = os.path.abspath(os.path.expanduser(output))
-    real = os.path.realpath(path)
-    real_shards = {os.path.realpath(s) for s in shards}
-    if real in real_shards or _same_file_as_any(path, shards):
-        raise ArgumentError(
-            f"--output {output} is a shard of the dataset; the dataset is read-only: choose a "
-            "file outside the dataset"
-        )
-    for directory in directories:
-        root = os.path.realpath(directory)
-        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
-            raise ArgumentError(
-                f"--output {output} lies inside the dataset directory {directory}; the dataset "
-                "is read-only (a new file there would become part of it): choose a path outside it"
-            )
-    if os.path.isdir(path):
-        raise ArgumentError(f"--output {output} is a directory; name a file")
-    parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
-        raise ArgumentError(f"--output {output}: directory {parent} does not exist")
-    if os.path.lexists(path) and not force:
-        raise ArgumentError(f"--output {output} already exists; pass --force to replace it")
-    return path
-
-
-def _same_file_as_any(path: str, shards: Sequence[str]) -> bool:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    for shard in shards:
-        try:
-            other = os.stat(shard)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino):
-            return True
-    return False
-
-
-@contextlib.contextmanager
-def atomic_file(path: str) -> Iterator[str]:
-    """Yield a temporary path beside ``path`` and move it onto ``path`` only on success.
-
-    Args:
-        path: The final file.
-
-    Yields:
-        The temporary file's path; it is removed when the block raises.
-    """
-    directory, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    if fmt == "csv":
+        return write_csv(schema, batches, out)
+    if fmt == "json":
+        return write_json(schema, batches, out)
+    if fmt == "jsonl":
+        return write_jsonl(schema, batches, out)
+    if fmt != "table":
+        raise ArgumentError(f"{fmt} is not a text format")
+    return write_table(
+        schema,
+        batches,
+        out,
+        max_rows=table_rows,
+        width=shutil.get_terminal_size().columns if terminal else None,
+        color=terminal,
+    )

@@ -1,4 +1,7 @@
-"""Describe a dataset from its footers: shards, totals, column types, statistics, schema drift."""
+"""Describe a dataset from its footers: shards, totals, column types, statistics, schema drift.
+
+This is the data only; ``undertale-duck describe`` renders it (cli/render_describe.py).
+"""
 
 from __future__ import annotations
 
@@ -12,13 +15,12 @@ import pyarrow as pa
 
 from ..common.jsonvalue import jsonable
 from ..common.progress import Progress
-from ..common.text import aligned
-from ..core import sqlfiles
-from ..core.duck import connect, default_duckdb_config, duckdb_path
-from ..core.remote import SourceFiles
-from ..core.source import Shard
 from ..errors import SourceError
-from .output import cell
+from . import sqlfiles
+from .drift import ShardDrift, reference_columns, schema_drift
+from .duck import connect, default_duckdb_config, duckdb_path
+from .remote import SourceFiles
+from .source import Shard
 
 
 @dataclass
@@ -50,7 +52,8 @@ class ColumnInfo:
 
     Attributes:
         name: Column name.
-        type: DuckDB type in the first readable shard that has the column.
+        type: DuckDB type in the reference layout (the most common one; see core/drift.py),
+            or in the first readable shard that has the column when the reference lacks it.
         shards: Number of readable shards that have the column.
         null_count: NULLs over those shards, or None when some footer has no statistics.
         min: Smallest value, or None when unknown (or every value is NULL).
@@ -69,6 +72,11 @@ class ColumnInfo:
     max_length: int | None = None
     _known: bool = True
 
+    @property
+    def min_max_known(self) -> bool:
+        """Whether ``min`` and ``max`` describe every readable shard (False: unknown)."""
+        return self._known
+
     def _merge_min_max(self, lo: Any, hi: Any) -> None:
         try:
             if lo is not None:
@@ -81,38 +89,22 @@ class ColumnInfo:
 
 
 @dataclass
-class Drift:
-    """How one shard's columns differ from the first readable shard's.
-
-    Attributes:
-        path: The shard.
-        missing: Columns of the first shard that this shard lacks.
-        extra: Columns this shard has that the first shard lacks.
-        changed: ``(column, this shard's type, first shard's type)`` for type changes.
-    """
-
-    path: str
-    missing: list[str]
-    extra: list[str]
-    changed: list[tuple[str, str, str]]
-
-
-@dataclass
 class Description:
     """Everything ``undertale-duck describe`` reports.
 
     Attributes:
         source: The source as given.
         shards: Every resolved shard, readable or not, in dataset order.
-        columns: The first readable shard's columns, then columns only other shards have.
-        drift: Shards whose columns differ from the first readable shard's.
+        columns: The reference layout's columns, then columns only other shards have.
+        drift: Shards whose columns or types differ from the reference layout (the most
+            common one among readable shards; see core/drift.py).
         scanned: Whether statistics come from a full scan (exact) or from footers.
     """
 
     source: str
     shards: list[ShardInfo]
     columns: list[ColumnInfo]
-    drift: list[Drift]
+    drift: list[ShardDrift]
     scanned: bool
 
     @property
@@ -135,7 +127,7 @@ class Description:
         """Total row groups over the readable shards."""
         return sum(s.row_groups for s in self.shards)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """Return the description as JSON-ready data (values converted like ``sql --format json``).
 
         Returns:
@@ -183,105 +175,15 @@ class Description:
                     "path": d.path,
                     "missing": d.missing,
                     "extra": d.extra,
-                    "changed": [{"column": n, "type": t, "expected": e} for n, t, e in d.changed],
+                    "changed": [
+                        {"column": n, "type": mine, "expected": reference}
+                        for n, reference, mine in d.changed
+                    ],
                 }
                 for d in self.drift
             ],
             "errors": [{"path": s.path, "error": s.error} for s in self.errors],
         }
-
-    def to_text(self) -> str:
-        """Return the description as aligned plain text for a terminal or a pipe.
-
-        Returns:
-            The text, ending with a newline.
-        """
-        base = _common_dir([s.path for s in self.shards])
-        out = [
-            f"dataset {self.source}",
-            f"  {len(self.shards)} shard{_s(len(self.shards))}, {self.rows:,} rows, "
-            f"{self.row_groups:,} row groups, {_size(self.bytes)}",
-            "",
-            f"shards (in {base})" if base else "shards",
-        ]
-        rows = [
-            [
-                os.path.relpath(s.path, base) if base else s.path,
-                f"{s.rows:,}" if s.error is None else "-",
-                str(s.row_groups) if s.error is None else "-",
-                _size(s.bytes),
-                s.created_by if s.error is None else f"UNREADABLE: {s.error}",
-            ]
-            for s in self.shards
-        ]
-        out.append(aligned(["path", "rows", "row groups", "size", "writer"], rows).rstrip("\n"))
-        kind = "full scan" if self.scanned else "footer statistics; exact values: --scan"
-        out += ["", f"columns ({kind})"]
-        readable = len(self.shards) - len(self.errors)
-        crows = []
-        for c in self.columns:
-            nulls = "?" if c.null_count is None else f"{c.null_count:,}"
-            row = [c.name, c.type, nulls, _stat(c.min, c), _stat(c.max, c)]
-            if c.min_length is not None:
-                row[3] = f"len {c.min_length}"
-                row[4] = f"len {c.max_length}"
-            if c.shards != readable:
-                row[1] += f" (in {c.shards} of {readable} shards)"
-            crows.append(row)
-        out.append(aligned(["name", "type", "nulls", "min", "max"], crows).rstrip("\n"))
-        if not self.scanned and any("?" in row[2:] for row in crows):
-            out.append("  (? = not in the footers: a nested column, or no statistics written)")
-        out.append("")
-        if not self.drift:
-            out.append("schema drift: none (every readable shard has the same columns and types)")
-        else:
-            out.append(
-                f"schema drift: {len(self.drift)} shard{_s(len(self.drift))} differ "
-                "from the first shard"
-            )
-            for d in self.drift:
-                name = os.path.relpath(d.path, base) if base else d.path
-                parts = []
-                if d.missing:
-                    parts.append("missing " + ", ".join(d.missing))
-                if d.extra:
-                    parts.append("extra " + ", ".join(d.extra))
-                parts += [f"{n} is {t} (expected {e})" for n, t, e in d.changed]
-                out.append(f"  {name}: " + "; ".join(parts))
-        if self.errors:
-            out += ["", f"unreadable shards: {len(self.errors)}"]
-            out += [f"  {s.path}: {s.error}" for s in self.errors]
-        return "\n".join(out) + "\n"
-
-
-def _s(n: int) -> str:
-    return "" if n == 1 else "s"
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def _stat(value: Any, column: ColumnInfo) -> str:
-    if not column._known:
-        return "?"
-    if value is None:
-        return "-"
-    return cell(value, 32)
-
-
-def _common_dir(paths: list[str]) -> str:
-    if not paths:
-        return ""
-    try:
-        return os.path.commonpath([os.path.dirname(p) for p in paths])
-    except ValueError:
-        return ""
 
 
 def _is_nested(duck_type: str) -> bool:
@@ -315,7 +217,7 @@ def _read_shard(
     )
     try:
         params = {"path": duckdb_path(path)}
-        table = con.sql(sqlfiles.load("describe_columns"), params=params).to_arrow_table()
+        table = con.sql(sqlfiles.sql_text("describe_columns"), params=params).to_arrow_table()
     except SourceError as exc:
         info.error = str(exc)
         return info, None
@@ -420,20 +322,15 @@ def describe(
             info, _ = _read_shard(con, path, files)
             infos.append(info)
         readable = [s for s in infos if s.error is None]
-        reference = dict(readable[0].columns) if readable else {}
+        layouts = [dict(s.columns) for s in readable]
         columns: dict[str, ColumnInfo] = {
-            name: ColumnInfo(name, duck_type) for name, duck_type in reference.items()
+            name: ColumnInfo(name, duck_type)
+            for name, duck_type in reference_columns(layouts).items()
         }
-        drift: list[Drift] = []
         for s in readable:
-            mine = dict(s.columns)
             for name, duck_type in s.columns:
                 columns.setdefault(name, ColumnInfo(name, duck_type)).shards += 1
-            missing = [n for n in reference if n not in mine]
-            extra = [n for n in mine if n not in reference]
-            changed = [(n, mine[n], t) for n, t in reference.items() if n in mine and mine[n] != t]
-            if missing or extra or changed:
-                drift.append(Drift(s.path, missing, extra, changed))
+        drift = schema_drift([(s.path, dict(s.columns)) for s in readable])
         for s in infos:
             if scan and progress is not None:
                 progress(os.path.basename(s.path))

@@ -1,0 +1,149 @@
+"""``undertale-duck sql``: run read-only SQL over the ``dataset`` view and write the result."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+import sys
+
+import pyarrow as pa
+
+from ..common.text import first_line
+from ..errors import QueryError, UndertaleDuckError
+from . import writers
+from .command import (
+    EXIT_OK,
+    Command,
+    add_sql_files,
+    count,
+    read_text_argument,
+    storage_options,
+    to_stdout,
+)
+from .guard import OutputFile, Protected
+
+#: Rows DuckDB hands over per record batch.
+BATCH_ROWS = 8192
+
+
+def _write(
+    reader: pa.RecordBatchReader, fmt: str, target: OutputFile | None, rows: int | None
+) -> None:
+    batches = writers.limit(reader, rows)
+    # the first batch is computed before the output file is created: a long query runs
+    # before the target is judged, not after
+    first = next(batches, None)
+    result = itertools.chain([] if first is None else [first], batches)
+    table_rows = rows if rows is not None else writers.TABLE_ROWS
+    if target is None:
+        terminal = sys.stdout.isatty()
+        writers.write_text(
+            fmt, reader.schema, result, sys.stdout, table_rows=table_rows, terminal=terminal
+        )
+        sys.stdout.flush()
+        return
+    with target.open() as stream:
+        if fmt == "parquet":
+            writers.write_parquet(reader.schema, result, stream)
+            return
+        text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+        try:
+            writers.write_text(fmt, reader.schema, result, text, table_rows=table_rows)
+        finally:
+            text.detach()  # flushes; the guard syncs and closes the file
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``sql``: stream one read-only statement's result to stdout or a guarded file.
+
+    Args:
+        args: The parsed arguments.
+
+    Returns:
+        The exit status.
+    """
+    from ..core.duck import default_duckdb_config
+    from ..core.query import QuerySession
+    from ..core.source import Source
+
+    text = read_text_argument(args.query, "QUERY")
+    output = None if to_stdout(args.output) else args.output
+    fmt = writers.choose_format(args.format, output, sys.stdout.isatty())
+    src = Source(args.source, storage_options=storage_options(args))
+    target = None
+    if output is not None:  # fail fast; judged again when the file is created
+        protected = Protected.of(args.source, src.paths)
+        target = OutputFile(output, protected=protected, force=args.force)
+    # the session runs each batch so that Ctrl-C interrupts DuckDB at once (core/interrupt.py)
+    session = QuerySession(src, default_duckdb_config(), sql_files=args.sql_files)
+    try:
+        with session.batches(text, batch_rows=BATCH_ROWS) as reader:
+            try:
+                _write(reader, fmt, target, args.limit)
+            except UndertaleDuckError:
+                raise
+            except (ValueError, OverflowError, pa.ArrowException) as exc:
+                # a value the format cannot hold (a date outside Python's range, an interval
+                # in Parquet): the query ran, its result cannot be written
+                raise QueryError(
+                    f"cannot write the result as {fmt}: {first_line(exc, limit=2000)}"
+                ) from None
+    finally:
+        session.close()
+    return EXIT_OK
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "query",
+        metavar="QUERY",
+        help="SQL text, '-' for standard input, or @FILE.sql (1 MiB at most)",
+    )
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=writers.RESULT_FORMATS,
+        help="output format (default: table on a terminal, csv in a pipe, or --output's suffix)",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write the result to FILE ('-': standard output; never inside the dataset; "
+        "needed for parquet)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace --output if it is an existing regular file"
+    )
+    p.add_argument(
+        "--limit",
+        type=count,
+        metavar="N",
+        help="stop after N rows (a table shows at most 100 rows unless --limit is given)",
+    )
+    add_sql_files(p)
+
+
+COMMAND = Command(
+    name="sql",
+    summary="Run read-only SQL in which `dataset` is the view over every shard.",
+    examples="  undertale-duck sql data/train \\\n"
+    "      \"SELECT label, count(*) AS n FROM dataset GROUP BY label\"\n"
+    "  undertale-duck sql data/train 'SELECT * FROM dataset WHERE len(tokens) > 500' "
+    "--format jsonl | head\n"
+    "  undertale-duck sql data/train @query.sql --output result.parquet\n"
+    "  echo 'SELECT count(*) FROM dataset' | undertale-duck sql data/train -\n"
+    "\n"
+    "One statement; only SELECT and EXPLAIN SELECT run (COPY, ATTACH, CREATE, CALL ... are\n"
+    "refused), and it reads only the dataset's files unless --sql-files any: the dataset\n"
+    "is read-only and results are written only to --output, never inside the dataset, never\n"
+    "through a link or onto a special file, and over an existing file only with --force. The\n"
+    "default format is table on a terminal and csv in a pipe; with --output it follows the\n"
+    "file's suffix (.csv, .json, .jsonl, .parquet). In csv/json/jsonl, bytes are base64 and\n"
+    "times ISO 8601. Ctrl-C stops a running query.\n"
+    "Exit status: 0 ok, 1 the query failed or was refused, 2 bad usage or input,\n"
+    "130 interrupted.",
+    arguments=_arguments,
+    run=run,
+)

@@ -1,0 +1,108 @@
+"""Render a dataset description (core/describe.py) as aligned plain text for ``describe``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..common.text import aligned
+from ..core.describe import ColumnInfo, Description
+from .writers import cell
+
+
+def to_text(description: Description) -> str:
+    """Return the description as aligned plain text for a terminal or a pipe.
+
+    Args:
+        description: What :func:`undertale_duck.core.describe.describe` returned.
+
+    Returns:
+        The text, ending with a newline.
+    """
+    d = description
+    base = _common_dir([s.path for s in d.shards])
+    out = [
+        f"dataset {d.source}",
+        f"  {len(d.shards)} shard{_s(len(d.shards))}, {d.rows:,} rows, "
+        f"{d.row_groups:,} row groups, {_size(d.bytes)}",
+        "",
+        f"shards (in {base})" if base else "shards",
+    ]
+    rows = [
+        [
+            os.path.relpath(s.path, base) if base else s.path,
+            f"{s.rows:,}" if s.error is None else "-",
+            str(s.row_groups) if s.error is None else "-",
+            _size(s.bytes),
+            s.created_by if s.error is None else f"UNREADABLE: {s.error}",
+        ]
+        for s in d.shards
+    ]
+    out.append(aligned(["path", "rows", "row groups", "size", "writer"], rows).rstrip("\n"))
+    kind = "full scan" if d.scanned else "footer statistics; exact values: --scan"
+    out += ["", f"columns ({kind})"]
+    readable = len(d.shards) - len(d.errors)
+    crows = []
+    for c in d.columns:
+        nulls = "?" if c.null_count is None else f"{c.null_count:,}"
+        row = [c.name, c.type, nulls, _stat(c.min, c), _stat(c.max, c)]
+        if c.min_length is not None:
+            row[3] = f"len {c.min_length}"
+            row[4] = f"len {c.max_length}"
+        if c.shards != readable:
+            row[1] += f" (in {c.shards} of {readable} shards)"
+        crows.append(row)
+    out.append(aligned(["name", "type", "nulls", "min", "max"], crows).rstrip("\n"))
+    if not d.scanned and any("?" in row[2:] for row in crows):
+        out.append("  (? = not in the footers: a nested column, or no statistics written)")
+    out.append("")
+    if not d.drift:
+        out.append("schema drift: none (every readable shard has the same columns and types)")
+    else:
+        out.append(
+            f"schema drift: {len(d.drift)} shard{_s(len(d.drift))} differ "
+            "from the layout most shards share"
+        )
+        for drift in d.drift:
+            name = os.path.relpath(drift.path, base) if base else drift.path
+            parts = []
+            if drift.missing:
+                parts.append("missing " + ", ".join(drift.missing))
+            if drift.extra:
+                parts.append("extra " + ", ".join(drift.extra))
+            parts += [f"{n} is {mine} (expected {ref})" for n, ref, mine in drift.changed]
+            out.append(f"  {name}: " + "; ".join(parts))
+    if d.errors:
+        out += ["", f"unreadable shards: {len(d.errors)}"]
+        out += [f"  {s.path}: {s.error}" for s in d.errors]
+    return "\n".join(out) + "\n"
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _stat(value: Any, column: ColumnInfo) -> str:
+    if not column.min_max_known:
+        return "?"
+    if value is None:
+        return "-"
+    return cell(value, 32)
+
+
+def _common_dir(paths: list[str]) -> str:
+    if not paths:
+        return ""
+    try:
+        return os.path.commonpath([os.path.dirname(p) for p in paths])
+    except ValueError:
+        return ""
