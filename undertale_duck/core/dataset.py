@@ -21,6 +21,7 @@ from . import windows as win
 from .access import AccessMonitor
 from .arguments import bytes_setting, check_columns, check_duckdb_config, read_limit
 from .cache import CacheStats, WindowCache
+from .connection import Connection
 from .disk_tier import (
     DiskStats,
     DiskTier,
@@ -37,7 +38,7 @@ from .rows import (
     Format,
     Row,
 )
-from .source import Connection, Source, SourceLike
+from .source import Source, SourceLike
 from .sql_access import SqlAccess
 from .view import check as check_view
 from .view_index import IndexedView, SideTable, index_view, side_tables
