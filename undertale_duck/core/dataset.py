@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, MutableSequence, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -16,13 +15,13 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset
 
-from ..common.text import first_line
-from ..errors import ArgumentError, OutOfRangeError, ShardChangedError
-from . import duck
+from ..errors import ArgumentError, ShardChangedError
 from . import query as querymod
 from . import windows as win
 from .access import AccessMonitor
+from .arguments import bytes_setting, check_columns, check_duckdb_config, read_limit
 from .cache import CacheStats, WindowCache
+from .connection import Connection
 from .disk_tier import (
     DiskStats,
     DiskTier,
@@ -32,24 +31,20 @@ from .disk_tier import (
     window_keys,
 )
 from .duck import allocator_config, default_duckdb_config, duckdb_path, worker_duckdb_config
-from .gather import gather
 from .reader import WindowReader
+from .row_access import RowAccess
 from .rows import (
     ROW_FORMATS,
-    ConversionFailure,
     Format,
     Row,
-    Selection,
-    TensorRangeError,
-    merge,
-    select,
 )
-from .source import Connection, Source, SourceLike
+from .source import Source, SourceLike
+from .sql_access import SqlAccess
 from .view import check as check_view
 from .view_index import IndexedView, SideTable, index_view, side_tables
 
 
-class ShardDataset(Dataset[Row]):
+class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
     """A Parquet-backed dataset with random access through a byte-bounded window cache.
 
     Rows are read in *windows* (contiguous row ranges aligned to the shards' row groups), one
@@ -200,9 +195,9 @@ class ShardDataset(Dataset[Row]):
         self._disk_spec = disk_dir
         self.memory = memory
         self.memory_bytes = int(memory * (1 << 20))
-        self._columns = _check_columns(columns)
+        self._columns = check_columns(columns)
         self.window_bytes = window_bytes or win.default_window_bytes(self.memory_bytes)
-        user = _check_duckdb_config(duckdb_config)
+        user = check_duckdb_config(duckdb_config)
         self.duckdb_config = {**default_duckdb_config(), **user}
         self._user_config = frozenset(user)
         self._remote: dict[str, Any] = {
@@ -265,7 +260,7 @@ class ShardDataset(Dataset[Row]):
                 # (the footer check cannot see them): DuckDB stops such a read. Twice the
                 # limit, as an honest read of row groups within the limit holds up to
                 # about twice their size (compressed and decompressed pages).
-                ceiling = _bytes_setting(config.get("memory_limit")) or 2 * limit
+                ceiling = bytes_setting(config.get("memory_limit")) or 2 * limit
                 config["memory_limit"] = f"{min(2 * limit, ceiling) >> 20}MiB"
             remote = self.source.store
             cache = WindowCache(self.memory_bytes)
@@ -468,357 +463,3 @@ class ShardDataset(Dataset[Row]):
             f"{type(self).__name__}({self.source.spec!r}, memory={self.memory}, rows={len(self)}, "
             f"shards={len(self.source.shards)}, windows={len(self.windows)})"
         )
-
-    # ------------------------------------------------------------------ rows
-    def __getitem__(self, index: int) -> Row:
-        """Return one row as ``{column: value}`` with the values pyarrow's ``as_py()`` gives.
-
-        Args:
-            index: Global row index; negative indices count from the end.
-
-        Returns:
-            The row.
-
-        Raises:
-            IndexError: If the index is out of range.
-            TypeError: If the index is not an integer.
-            SourceError: If the shard changed on disk or cannot be decoded.
-        """
-        i = win.normalize_index(index, len(self))
-        position = win.locate(self._starts, i)
-        table = self.reader.window(position)
-        local = i - self.windows[position].offset
-        row = self._select(position, table, slice(local, local + 1))[0]
-        self._watch(1)
-        return row
-
-    def __getitems__(self, indices: Sequence[int]) -> MutableSequence[Row]:
-        """Return many rows, reading each window they touch once (torch's batched fetch).
-
-        Args:
-            indices: Global row indices, in any order, repeats allowed.
-
-        Returns:
-            The rows in the order of ``indices``: a list in the ``python`` format; in the
-            ``numpy``/``torch`` formats a :class:`RowBatch` (a list-like sequence that keeps
-            the batch column-wise for :func:`undertale_duck.collate`).
-
-        Raises:
-            IndexError: If an index is out of range.
-            TypeError: If an index is not an integer.
-            SourceError: If a shard changed on disk or cannot be decoded.
-        """
-        rows = self._rows_of(indices)
-        self._watch(len(rows))
-        return rows
-
-    def _watch(self, rows: int) -> None:
-        monitor = self._monitor
-        if monitor is not None and monitor.active and self._reader is not None:
-            monitor.served(rows, self._reader.cache)
-
-    def _rows_of(self, indices: Sequence[int]) -> MutableSequence[Row]:
-        run = self._run_of(indices)
-        if run is not None:
-            return run
-        index = self._normalize(indices)
-        if len(index) == 0:
-            return []
-        positions = np.searchsorted(self._starts_array, index, side="right") - 1
-        if positions[0] == positions[-1] and (positions == positions[0]).all():
-            return self._window_part(int(positions[0]), index)
-        order = np.argsort(positions, kind="stable")
-        cuts = np.flatnonzero(np.diff(positions[order])) + 1
-        if self.format != "python":
-            return self._gather(index, positions[order], order, cuts)
-        groups = np.split(order, cuts)
-        last = len(groups) - 1
-        first = int(positions[order[0]])
-        parts = [
-            self._window_part(int(positions[m[0]]), index[m], advance=k == last, first=first)
-            for k, m in enumerate(groups)
-        ]
-        return merge(parts, np.argsort(order, kind="stable"))
-
-    def _gather(
-        self,
-        index: np.ndarray[Any, np.dtype[np.int64]],
-        sorted_positions: np.ndarray[Any, np.dtype[np.int64]],
-        order: np.ndarray[Any, np.dtype[np.int64]],
-        cuts: np.ndarray[Any, np.dtype[np.int64]],
-    ) -> MutableSequence[Row]:
-        """The rows of a batch touching several windows (numpy and torch formats)."""
-        local = index[order] - self._starts_array[sorted_positions]
-        bounds = [0, *cuts.tolist(), len(order)]
-        heads = sorted_positions[bounds[:-1]].tolist()
-        last = len(heads) - 1
-        tables = []
-        selections: list[Selection] = []
-        places = []
-        for k, position in enumerate(heads):
-            a, b = bounds[k], bounds[k + 1]
-            tables.append(self.reader.window(position, advance=k == last, first=heads[0]))
-            if b - a == 1:
-                start = int(local[a])
-                selections.append(slice(start, start + 1))
-            else:
-                selections.append(_local(local[a:b]))
-            places.append(order[a:b])
-        try:
-            return gather(tables, selections, places, len(index), self.format)
-        except (ConversionFailure, TensorRangeError):  # per window: names the shard and row
-            parts = [
-                self._select(p, t, sel)
-                for p, t, sel in zip(heads, tables, selections, strict=True)
-            ]
-            back = np.empty(len(index), dtype=np.int64)
-            back[np.concatenate(places)] = np.arange(len(index), dtype=np.int64)
-            return merge(parts, back)
-
-    def _run_of(self, indices: Sequence[int]) -> MutableSequence[Row] | None:
-        """The rows of a list of consecutive ascending indices inside one window, else None.
-
-        The common batch (a sequential or ``ChunkedSampler`` order hands torch's batch
-        sampler's lists of ints): recognised with one list comparison, served by one slice.
-        """
-        if type(indices) is not list or not indices:
-            return None
-        start = indices[0]
-        n = len(indices)
-        if type(start) is not int or start < 0 or indices != list(range(start, start + n)):
-            return None
-        starts = self._starts
-        position = bisect.bisect_right(starts, start) - 1
-        if position < 0 or start + n > (
-            starts[position + 1] if position + 1 < len(starts) else self._length
-        ):
-            return None
-        table = self.reader.window(position)
-        offset = starts[position]
-        local = slice(start - offset, start - offset + n)
-        if self.format == "python":
-            return self._select(position, table, local)
-        try:
-            return gather([table], [local], None, n, self.format)
-        except (ConversionFailure, TensorRangeError):
-            return self._select(position, table, local)  # names the shard and row
-
-    def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
-        """Check and normalize many indices at once (negative ones count from the end)."""
-        n = len(self)
-        if isinstance(indices, torch.Tensor):
-            indices = indices.tolist()
-        array = np.asarray(indices)
-        if array.ndim != 1 or array.dtype.kind not in "iu":
-            return np.fromiter(
-                (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
-            )
-        index = array.astype(np.int64, copy=False)
-        if index.size and (index.min() < -n or index.max() >= n):
-            bad = next(int(i) for i in index if not -n <= i < n)
-            raise IndexError(f"dataset index {bad} out of range for {n} rows")
-        return np.where(index < 0, index + n, index)
-
-    def _window_part(
-        self,
-        position: int,
-        index: np.ndarray[Any, np.dtype[np.int64]],
-        *,
-        advance: bool = True,
-        first: int | None = None,
-    ) -> MutableSequence[Row]:
-        """The rows at global ``index`` (all in window ``position``): one slice or one take."""
-        table = self.reader.window(position, advance=advance, first=first)
-        sel = _local(index - self.windows[position].offset)
-        if self.format == "python":
-            return self._select(position, table, sel)
-        try:
-            return gather([table], [sel], None, len(index), self.format)
-        except (ConversionFailure, TensorRangeError):
-            return self._select(position, table, sel)  # names the shard and row
-
-    def _select(self, position: int, table: pa.Table, sel: Selection) -> MutableSequence[Row]:
-        """:func:`rows.select`, with a value that cannot be converted named by shard and row."""
-        try:
-            return select(table, sel, self.format)
-        except ConversionFailure as exc:
-            window = self.windows[position]
-            local = sel.start + exc.row if isinstance(sel, slice) else int(sel[exc.row])
-            shard = self.source.shards[window.shard].path
-            row = window.offset + local
-            raise OutOfRangeError(
-                f"shard {shard}, row {row} (local row {window.start + local}): column "
-                f"{exc.column!r} {exc.reason}",
-                shard,
-                (row, row + 1),
-                exc.column,
-            ) from None
-
-    # ------------------------------------------------------------------ SQL
-    @property
-    def sql_session(self) -> querymod.QuerySession:
-        """This process's database for :meth:`sql` (apart from window reads), made on first use."""
-        if self._sql_session is None:
-            config = dict(self.duckdb_config)
-            info = torch.utils.data.get_worker_info()
-            if info is not None:  # a DataLoader worker: its share of the cores, as for reads
-                tuned = worker_duckdb_config(info.num_workers)
-                config.update({k: v for k, v in tuned.items() if k not in self._user_config})
-            if "memory_limit" not in self._user_config:
-                config["memory_limit"] = querymod.memory_limit(self.memory_bytes)
-            self._sql_session = querymod.QuerySession(
-                self.source,
-                config,
-                sql_files=self.sql_files,
-                max_bytes=querymod.result_limit(self.memory_bytes),
-                setup=None if self.view is None else self.view.setup,
-                readable=[] if self.view is None else [s.path for s in self.view.sides if s.path],
-            )
-        return self._sql_session
-
-    def sql(
-        self, query: str, params: querymod.Params = None, *, max_bytes: int | None = None
-    ) -> pa.Table:
-        """Run one read-only SQL statement in which ``dataset`` is the view over every shard.
-
-        The whole result is collected, up to ``max_bytes``; :meth:`sql_batches` streams
-        results of any size. See docs/sql.md for what may run.
-
-        Args:
-            query: SQL text, e.g. ``"SELECT label, count(*) FROM dataset GROUP BY label"``.
-            params: Values for ``$name`` (mapping) or ``?`` (sequence) placeholders.
-            max_bytes: The most bytes of result to collect; by default ``memory`` (at least
-                64 MiB).
-
-        Returns:
-            The result as an Arrow table.
-
-        Raises:
-            ArgumentError: If ``query`` is not a string.
-            QueryError: If the SQL fails, holds more than one statement, or its result is
-                larger than ``max_bytes``.
-            ReadOnlyError: If the SQL would write or change state (``COPY``, ``ATTACH`` ...).
-            SourceError: If a shard cannot be read (the subclass says why: encrypted,
-                unsupported, out of range, corrupt) or its result cannot be handed to Arrow.
-            ShardChangedError: If a shard changed on disk since the dataset was opened
-                (checked before and after the query, so no answer mixes two versions).
-        """
-        return self.sql_session.table(query, params, max_bytes=max_bytes)
-
-    def sql_batches(
-        self,
-        query: str,
-        params: querymod.Params = None,
-        *,
-        batch_rows: int = querymod.DEFAULT_BATCH_ROWS,
-    ) -> pa.RecordBatchReader:
-        """Run one read-only SQL statement and stream its result in record batches.
-
-        DuckDB computes the result as it is read, so memory stays bounded whatever its size.
-        Read it to the end or close it (``with ds.sql_batches(q) as reader: ...``).
-
-        Args:
-            query: SQL text in which ``dataset`` is the view over every shard.
-            params: Values for ``$name`` (mapping) or ``?`` (sequence) placeholders.
-            batch_rows: The most rows per batch.
-
-        Returns:
-            A ``pyarrow.RecordBatchReader``; errors while reading are :class:`QueryError`.
-
-        Raises:
-            QueryError: If the SQL fails to parse, bind or start.
-            ReadOnlyError: If the SQL would write or change state.
-            ShardChangedError: If a shard changed on disk (checked before, and after the
-                last batch).
-        """
-        return self.sql_session.batches(query, params, batch_rows=batch_rows)
-
-
-def _local(local: np.ndarray[Any, np.dtype[np.int64]]) -> Selection:
-    """Local rows as a slice when they are consecutive and ascending, else as the array."""
-    start = int(local[0])
-    if int(local[-1]) - start == len(local) - 1 and (
-        len(local) < 2 or bool((np.diff(local) == 1).all())
-    ):
-        return slice(start, start + len(local))
-    return local
-
-
-def read_limit(memory_bytes: int) -> int:
-    """Return the most bytes one window read may decompress or decode for a budget.
-
-    The budget, but at least :data:`READ_LIMIT_FLOOR` (DuckDB needs working memory, and a
-    tiny budget still serves small windows); 0 (no limit) for ``memory=0``. DuckDB's own
-    ``memory_limit`` is set to twice this (unless ``duckdb_config`` sets it).
-
-    Args:
-        memory_bytes: The dataset's memory budget in bytes.
-
-    Returns:
-        The limit in bytes, or 0.
-    """
-    return max(memory_bytes, READ_LIMIT_FLOOR) if memory_bytes > 0 else 0
-
-
-#: Smallest read limit (and DuckDB ``memory_limit``) a positive budget gets.
-READ_LIMIT_FLOOR = 64 << 20
-
-
-def _bytes_setting(value: object) -> int:
-    """Bytes of a DuckDB ``"...MB"``/``"...MiB"`` setting we wrote ourselves (0 if unknown)."""
-    if not isinstance(value, str):
-        return 0
-    for suffix, scale in (("MiB", 1 << 20), ("MB", 1 << 20), ("GiB", 1 << 30), ("GB", 1 << 30)):
-        if value.endswith(suffix) and value[: -len(suffix)].strip().isdigit():
-            return int(value[: -len(suffix)]) * scale
-    return 0
-
-
-def _check_columns(columns: Sequence[str] | None) -> list[str] | None:
-    if columns is None:
-        return None
-    if isinstance(columns, str | bytes):
-        raise ArgumentError("columns must be a list of column names, not a single string")
-    try:
-        names = list(columns)
-    except TypeError:
-        raise ArgumentError(
-            f"columns must be a list of column names, got {type(columns).__name__}"
-        ) from None
-    for name in names:
-        if not isinstance(name, str):
-            raise ArgumentError(f"columns must hold column names (str), got {name!r}")
-        if not name:
-            raise ArgumentError(
-                "columns holds an empty column name; DuckDB cannot select a column named ''"
-            )
-    return names
-
-
-def _check_duckdb_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Check ``duckdb_config`` by opening a DuckDB database with it once.
-
-    Raises:
-        ArgumentError: If it is not a mapping of setting names to values, or DuckDB
-            refuses a name or a value.
-    """
-    if config is None:
-        return {}
-    if not isinstance(config, Mapping):
-        raise ArgumentError(
-            f"duckdb_config must be a mapping of DuckDB setting names to values, got "
-            f"{type(config).__name__}"
-        )
-    settings = dict(config)
-    for key, value in settings.items():
-        if not isinstance(key, str) or not key:
-            raise ArgumentError(f"duckdb_config keys must be DuckDB setting names, got {key!r}")
-        if not isinstance(value, str | int | float | bool):
-            raise ArgumentError(
-                f"duckdb_config[{key!r}] must be a string, number or bool, got {value!r}"
-            )
-    try:
-        duck.connect({**default_duckdb_config(), **settings}).close()
-    except (duckdb.Error, TypeError, ValueError, RuntimeError) as exc:
-        raise ArgumentError(f"duckdb_config is refused by DuckDB: {first_line(exc)}") from None
-    return settings

@@ -14,10 +14,11 @@ import pyarrow as pa
 from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, ReadOnlyError
 from . import blame, failures, lifecycle, sqlfiles
+from .connection import Connection
 from .duck import duckdb_path
 from .interrupt import interruptible
 from .readonly import check_read_only, check_statement, statements
-from .source import Connection, Source
+from .source import Source
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",

@@ -20,9 +20,10 @@ from ..errors import (
 )
 from . import failures, sqlfiles
 from .cache import WindowCache, table_bytes
+from .connection import Connection
 from .duck import duckdb_path
 from .readahead import ReadAhead
-from .source import Connection, Shard, Source
+from .source import Shard, Source
 from .windows import Window, max_touched_bytes, read_reserve, touched_bytes
 
 #: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches

@@ -1,11 +1,10 @@
-"""Resolve a source into Parquet shards, read their footers once, and own the DuckDB connection."""
+"""Resolve a source into Parquet shards and read their footers once."""
 
 from __future__ import annotations
 
 import contextlib
 import glob as globlib
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,8 @@ from ..errors import (
     SourceError,
     UnsupportedShardError,
 )
-from . import duck, footers, lifecycle, sqlfiles
+from . import footers
+from .connection import Connection
 from .duck import GLOB_CHARS, duckdb_path
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
@@ -342,109 +342,6 @@ def reference_schema(shards: Sequence[Shard], columns: Sequence[str] | None) -> 
 
 
 # --------------------------------------------------------------------------- connections
-
-
-class Connection:
-    """A per-process in-memory DuckDB database with the ``dataset`` view and per-thread cursors.
-
-    The database is opened lazily (by :func:`duck.connect`), closed before any ``fork()`` and
-    at exit (:mod:`lifecycle`) and never pickled, so a dataset is safe to use from DataLoader
-    workers under every start method.
-
-    Args:
-        files: Shard paths the ``dataset`` view covers.
-        columns: Columns the view exposes.
-        config: DuckDB settings applied when the database opens.
-        setup: Called with the database once it is open (registers a view's side tables).
-        filesystem: Returns this process's fsspec filesystem, through which DuckDB reads
-            remote shard URLs (called when the database opens, so after a fork too).
-        view: Whether to create the ``dataset`` view (a reader of cached copies needs none).
-    """
-
-    def __init__(
-        self,
-        files: Sequence[str],
-        columns: Sequence[str],
-        config: dict[str, Any] | None = None,
-        setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-        *,
-        filesystem: Callable[[], Any] | None = None,
-        view: bool = True,
-    ) -> None:
-        self._setup = setup
-        self._files = list(files)
-        self._columns = list(columns)
-        self._config = dict(config or {})
-        self._filesystem = filesystem
-        self._view = view
-        self._lock = threading.Lock()
-        self._db: duckdb.DuckDBPyConnection | None = None
-        self._pid = -1
-        self._local = threading.local()
-        self._cursors: list[duckdb.DuckDBPyConnection] = []
-        self._generation = 0
-        #: The error creating the ``dataset`` view when the database last opened, if any.
-        self.view_error: duckdb.Error | None = None
-        lifecycle.track_connection(self)
-
-    def _open(self) -> duckdb.DuckDBPyConnection:
-        db = duck.connect(self._config)
-        if self._filesystem is not None:
-            db.register_filesystem(self._filesystem())
-        self.view_error = None
-        if self._view:
-            files = "[" + ", ".join(sqlfiles.quote_literal(duckdb_path(f)) for f in self._files)
-            try:
-                db.execute(
-                    sqlfiles.render(
-                        "dataset_view", files=files + "]",
-                        columns=sqlfiles.column_list(self._columns),
-                    )
-                )
-            except duckdb.Error as exc:
-                # The view binds the first shard's schema: a first shard DuckDB cannot open
-                # must not stop window reads, which read each shard by itself. ds.sql
-                # reports it.
-                self.view_error = exc
-        if self._setup is not None:  # a view's side tables
-            self._setup(db)
-        return db
-
-    def cursor(self) -> duckdb.DuckDBPyConnection:
-        """Return this thread's cursor on the process's database, opening it if needed.
-
-        Returns:
-            A DuckDB connection object private to the calling thread.
-        """
-        pid = os.getpid()
-        cur = getattr(self._local, "cursor", None)
-        if cur is not None and self._local.generation == self._generation and self._pid == pid:
-            return cur  # type: ignore[no-any-return]
-        with self._lock:
-            if self._db is None or self._pid != pid:
-                self._db = None
-                self._cursors = []
-                self._db = self._open()
-                self._pid = pid
-                self._generation += 1
-            cur = self._db.cursor()
-            self._cursors.append(cur)
-            self._local.cursor = cur
-            self._local.generation = self._generation
-            return cur
-
-    def close(self) -> None:
-        """Close the database and every cursor; the next :meth:`cursor` reopens it."""
-        with self._lock:
-            if self._db is not None and self._pid == os.getpid():
-                for cur in self._cursors:
-                    with contextlib.suppress(duckdb.Error):
-                        cur.close()
-                with contextlib.suppress(duckdb.Error):
-                    self._db.close()
-            self._db = None
-            self._cursors = []
-            self._generation += 1
 
 
 class Source:
