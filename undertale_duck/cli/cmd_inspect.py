@@ -11,7 +11,15 @@ import pyarrow as pa
 from ..common.jsonvalue import jsonable
 from ..errors import ArgumentError
 from . import writers
-from .command import EXIT_OK, Command, count, open_dataset, storage_options
+from .command import (
+    EXIT_OK,
+    Command,
+    add_view_options,
+    count,
+    open_dataset,
+    storage_options,
+    view_arguments,
+)
 
 
 def run_head(args: argparse.Namespace) -> int:
@@ -24,7 +32,9 @@ def run_head(args: argparse.Namespace) -> int:
         The exit status.
     """
     fmt = writers.choose_format(args.format, None, sys.stdout.isatty())
-    with open_dataset(args.source, args.columns, storage_options(args)) as ds:
+    with open_dataset(
+        args.source, args.columns, storage_options(args), view_arguments(args)
+    ) as ds:
         rows = ds.__getitems__(list(range(min(args.n, len(ds)))))
     table = pa.Table.from_pylist(rows, schema=ds.schema)
     writers.write_text(
@@ -51,7 +61,9 @@ def run_row(args: argparse.Namespace) -> int:
     Raises:
         ArgumentError: If INDEX is out of range.
     """
-    with open_dataset(args.source, args.columns, storage_options(args)) as ds:
+    with open_dataset(
+        args.source, args.columns, storage_options(args), view_arguments(args)
+    ) as ds:
         total = len(ds)
         try:
             shard, local = ds.locate(args.index)
@@ -82,6 +94,7 @@ def _head_arguments(p: argparse.ArgumentParser) -> None:
         choices=("table", "csv", "json", "jsonl"),
         help="output format (default: table on a terminal, csv in a pipe)",
     )
+    add_view_options(p)
 
 
 def _row_arguments(p: argparse.ArgumentParser) -> None:
@@ -90,6 +103,7 @@ def _row_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--columns", "-c", metavar="A,B", help="only these columns, in this order")
     p.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    add_view_options(p)
 
 
 HEAD = Command(

@@ -177,9 +177,34 @@ def read_text_argument(value: str, what: str) -> str:
     return text
 
 
+def add_view_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--query`` and ``--where``, which make the command work on a view (docs/views.md)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--query",
+        metavar="SQL",
+        help="work on a view: SQL over dataset that can be served row by row (text, "
+        "@file.sql, or - for standard input)",
+    )
+    group.add_argument(
+        "--where", metavar="CONDITION", help="work on the view keeping rows matching CONDITION"
+    )
+
+
+def view_arguments(args: argparse.Namespace) -> dict[str, str | None]:
+    """``query=``/``where=`` for ``ParquetDataset`` from ``--query``/``--where``."""
+    query = getattr(args, "query", None)
+    if query is not None:
+        query = read_text_argument(query, "--query")
+    return {"query": query, "where": getattr(args, "where", None)}
+
+
 @contextlib.contextmanager
 def open_dataset(
-    source: str, columns: str | None = None, options: dict[str, Any] | None = None
+    source: str,
+    columns: str | None = None,
+    options: dict[str, Any] | None = None,
+    view: dict[str, str | None] | None = None,
 ) -> Iterator[ParquetDataset]:
     """Open a source as a ``ParquetDataset`` (rows as the library returns them).
 
@@ -187,6 +212,7 @@ def open_dataset(
         source: The SOURCE argument.
         columns: ``--columns``: names separated by commas, or None for all.
         options: ``--storage-option`` values for a URL source.
+        view: ``query``/``where`` from :func:`view_arguments`, for a view.
 
     Yields:
         The dataset, closed on the way out (its read-ahead thread must not be inside DuckDB
@@ -202,7 +228,14 @@ def open_dataset(
         names = [c.strip() for c in columns.split(",")]
         if not all(names):
             raise ArgumentError(f"--columns takes names separated by commas, got {columns!r}")
-    ds = ParquetDataset(source, columns=names, storage_options=options)
+    view = view or {}
+    ds = ParquetDataset(
+        source,
+        columns=names,
+        storage_options=options,
+        query=view.get("query"),
+        where=view.get("where"),
+    )
     try:
         yield ds
     finally:
