@@ -1,4 +1,26 @@
-"""The exception hierarchy of undertale_duck: every error we raise is an UndertaleDuckError."""
+"""The exception hierarchy of undertale_duck: every error we raise is an UndertaleDuckError.
+
+The tree (documented in docs/errors.md)::
+
+    UndertaleDuckError                 root of everything we raise
+    ├── ArgumentError (ValueError)     an argument has a value we cannot use (names the argument)
+    ├── SourceError                    the source cannot be resolved or read      .path
+    │   ├── NotParquetError            a shard is not a Parquet file
+    │   ├── CorruptShardError          a shard is truncated or corrupt           .rows
+    │   ├── UnsupportedShardError      a shard uses a feature DuckDB/Arrow cannot read
+    │   │   └── EncryptedShardError    a shard's footer or columns are encrypted
+    │   ├── OutOfRangeError            a value the format cannot represent      .rows .column
+    │   ├── MemoryBudgetError          a read would pass the memory budget       .rows
+    │   ├── ShardChangedError          a shard changed on disk (or in its store) after opening
+    │   ├── StorageError               object storage failed (retries, access, no client)
+    │   └── ColumnError                a requested column does not exist
+    ├── SchemaError                    the dataset does not conform to a schema   .report
+    └── QueryError                     ad hoc SQL failed or was refused
+        └── ReadOnlyError              the statement would write or change state
+
+    MemoryBudgetWarning (UserWarning)  `memory` is too small for one read and one cached window
+    RandomAccessWarning (UserWarning)  uniform random access over data larger than `memory`
+"""
 
 from __future__ import annotations
 
