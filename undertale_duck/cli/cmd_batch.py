@@ -16,6 +16,7 @@ from .command import (
     add_view_options,
     count,
     open_dataset,
+    print_rows,
     storage_options,
     view_arguments,
 )
@@ -51,11 +52,7 @@ def run_batch(args: argparse.Namespace) -> int:
         if "row" in r:
             r["row"] = json.dumps(jsonable(r["row"]), ensure_ascii=False)
     table = pa.Table.from_pylist(rows)
-    writers.write_text(
-        fmt, table.schema, table.to_batches(), sys.stdout, table_rows=None,
-        terminal=sys.stdout.isatty(),
-    )
-    sys.stdout.flush()
+    print_rows(table, fmt)
     return EXIT_OK
 
 

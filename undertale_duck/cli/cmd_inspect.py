@@ -17,6 +17,7 @@ from .command import (
     add_view_options,
     count,
     open_dataset,
+    print_rows,
     storage_options,
     view_arguments,
 )
@@ -37,15 +38,7 @@ def run_head(args: argparse.Namespace) -> int:
     ) as ds:
         rows = ds.__getitems__(list(range(min(args.n, len(ds)))))
     table = pa.Table.from_pylist(rows, schema=ds.schema)
-    writers.write_text(
-        fmt,
-        table.schema,
-        table.to_batches(),
-        sys.stdout,
-        table_rows=None,
-        terminal=sys.stdout.isatty(),
-    )
-    sys.stdout.flush()
+    print_rows(table, fmt)
     return EXIT_OK
 
 

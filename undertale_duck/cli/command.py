@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from ..errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -240,3 +242,19 @@ def open_dataset(
         yield ds
     finally:
         ds.close()
+
+
+def print_rows(table: pa.Table, fmt: str) -> None:
+    """Write a small result (every row, no table cut-off) to standard output in ``fmt``.
+
+    Args:
+        table: The rows.
+        fmt: ``table``, ``csv``, ``json`` or ``jsonl``.
+    """
+    from . import writers
+
+    writers.write_text(
+        fmt, table.schema, table.to_batches(), sys.stdout, table_rows=None,
+        terminal=sys.stdout.isatty(),
+    )
+    sys.stdout.flush()
