@@ -73,3 +73,29 @@ def test_head_and_row_on_a_view(data: Path) -> None:
     assert record["row"] == {"id": expected[0]["id"], "n": len(expected[0]["tokens"])}
     status, _, err = _run("head", str(data), "--query", "SELECT DISTINCT label FROM dataset")
     assert status != 0 and "DISTINCT" in err
+
+
+def test_validate_a_view_from_the_command_line(data: Path, tmp_path: Path) -> None:
+    schema = tmp_path / "schemas.py"
+    schema.write_text(
+        "from pydantic import BaseModel, Field\n"
+        "class Short(BaseModel):\n"
+        "    id: str\n"
+        "    n: int = Field(le=3)\n"
+    )
+    query = "SELECT id, len(tokens) AS n FROM dataset"
+    status, out, err = _run("validate", str(data), "--schema", f"{schema}:Short",
+                            "--query", query, "-f", "json")
+    assert status == 1, err
+    report = json.loads(out)
+    failed = [c for c in report["checks"] if not c["passed"]]
+    assert [c["check"] for c in failed] == ["range"]
+    assert failed[0]["violations"] == sum(1 for r in datagen.expected(128) if len(r["tokens"]) > 3)
+    with pytest.raises(SystemExit) as exit_info:  # argparse: one of --query and --where
+        _run("validate", str(data), "--schema", f"{schema}:Short",
+             "--query", query, "--where", "label = 1")
+    assert exit_info.value.code == 2
+    status, out, err = _run("validate", str(data), "--schema", f"{schema}:Short",
+                            "--query", "SELECT id, len(tokens) AS n FROM dataset "
+                            "WHERE len(tokens) <= 3")
+    assert status == 0, err

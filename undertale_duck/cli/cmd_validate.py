@@ -8,7 +8,17 @@ from pathlib import Path
 
 from ..validation.render import REPORT_FORMATS
 from ..validation.runner import DEFAULT_EXAMPLES
-from .command import EXIT_FAILED, EXIT_OK, Command, count, storage_options, to_stdout
+from .command import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Command,
+    add_view_options,
+    count,
+    open_dataset,
+    storage_options,
+    to_stdout,
+    view_arguments,
+)
 
 #: Report formats guessed from an ``--output`` file's suffix when ``--format`` is not given.
 REPORT_SUFFIXES = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".html": "html"}
@@ -38,14 +48,20 @@ def run(args: argparse.Namespace) -> int:
         shards = [] if is_remote(args.source) else resolve(args.source)
         protected = Protected.of(args.source, shards)
         target = OutputFile(output, protected=protected, force=args.force)
-    with progress_bar("validating", unit=" queries") as progress:
-        result = runner.report_for(
-            args.source,
-            model,
-            examples=args.examples,
-            progress=progress,
-            storage_options=storage_options(args),
-        )
+    view = view_arguments(args)
+    if view["query"] is not None or view["where"] is not None:
+        # a view: its rows are checked (computed and joined columns included)
+        with open_dataset(args.source, None, storage_options(args), view) as ds:
+            result = ds.report(model)
+    else:
+        with progress_bar("validating", unit=" queries") as progress:
+            result = runner.report_for(
+                args.source,
+                model,
+                examples=args.examples,
+                progress=progress,
+                storage_options=storage_options(args),
+            )
     text = render.render(result, fmt)
     if target is None:
         sys.stdout.write(text)
@@ -58,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
+    add_view_options(p)
     p.add_argument(
         "--schema",
         "-s",
