@@ -261,10 +261,13 @@ def test_ctrl_c_with_piped_input_exits_130(data: Path, tmp_path: Path) -> None:
 def _shell_with_peak(data: Path, tmp_path: Path, stdin: object) -> tuple[int, str, str, int]:
     """Run the shell with its own peak RSS (MiB) printed last on stderr."""
     code = (
-        "import resource, sys\n"
+        "import sys\n"
         "from undertale_duck.cli.app import main\n"
         "status = main(sys.argv[1:])\n"
-        "sys.stderr.write(f'peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}\\n')\n"
+        # VmHWM, not ru_maxrss: ru_maxrss survives exec, so it would count pytest's own size
+        "status_lines = open('/proc/self/status').read().splitlines()\n"
+        "hwm = int(next(l.split()[1] for l in status_lines if l.startswith('VmHWM:')))\n"
+        "sys.stderr.write(f'peak {hwm >> 10}\\n')\n"
         "sys.exit(status)\n"
     )
     done = subprocess.run(
