@@ -7,9 +7,11 @@ import re
 import struct
 from collections.abc import Sequence
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import CorruptShardError, EncryptedShardError
+from ..common.text import first_line
+from ..errors import CorruptShardError, EncryptedShardError, UnsupportedShardError
 
 #: The magic bytes of a Parquet file whose footer is encrypted.
 ENCRYPTED_MAGIC = b"PARE"
@@ -109,6 +111,34 @@ def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | No
             "the dataset",
             path,
         )
+
+
+def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
+    """The Arrow schema a footer describes, or our error naming the shard.
+
+    Args:
+        path: The shard (a local path or a URL), for messages.
+        meta: Its decoded footer.
+
+    Returns:
+        The schema.
+
+    Raises:
+        UnsupportedShardError: If a column's type has no Arrow counterpart.
+        CorruptShardError: If the schema cannot be decoded.
+    """
+    try:
+        return meta.schema.to_arrow_schema()
+    except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
+        raise UnsupportedShardError(
+            f"Parquet shard {path} uses a column type Arrow cannot represent: {first_line(exc)}",
+            path,
+        ) from None
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise CorruptShardError(
+            f"Parquet shard {path} is corrupt: its schema cannot be read ({first_line(exc)})",
+            path,
+        ) from None
 
 
 def row_groups(path: str, meta: pq.FileMetaData, size: int) -> tuple[tuple[int, int], ...]:

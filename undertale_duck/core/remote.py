@@ -12,14 +12,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..common.text import first_line
 from ..errors import (
     CorruptShardError,
     EncryptedShardError,
     NotParquetError,
     ShardChangedError,
     SourceError,
-    UnsupportedShardError,
 )
 from . import footers as footer_checks
 from .duck import GLOB_CHARS
@@ -214,18 +212,7 @@ def metadata(store: Store, url: str, info: Mapping[str, Any]) -> Any:
         ) from None
     # the checks read_footer makes of a local file, before anything touches a column
     footer_checks.check_encrypted_columns(url, meta, tail[:-8])
-    try:
-        meta.schema.to_arrow_schema()
-    except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
-        raise UnsupportedShardError(
-            f"Parquet shard {url} uses a column type Arrow cannot represent: {first_line(exc)}",
-            url,
-        ) from None
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        raise CorruptShardError(
-            f"Parquet shard {url} is corrupt: its schema cannot be read ({first_line(exc)})",
-            url,
-        ) from None
+    footer_checks.arrow_schema(url, meta)
     store.cache.save_footer(key, tail)  # it decodes: the next open needs no range read
     return meta
 
@@ -275,7 +262,7 @@ def _encrypted(url: str) -> None:
 
 def _shard(store: Store, url: str, size: int, version: str | None, meta: Any) -> RemoteShard:
     """The :class:`RemoteShard` a decoded footer describes (row groups checked as locally)."""
-    schema = meta.schema.to_arrow_schema()
+    schema = footer_checks.arrow_schema(url, meta)
     groups = footer_checks.row_groups(url, meta, size)
     return RemoteShard(
         path=url,

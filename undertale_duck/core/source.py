@@ -22,7 +22,6 @@ from ..errors import (
     NotParquetError,
     ShardChangedError,
     SourceError,
-    UnsupportedShardError,
 )
 from . import footers
 from .connection import Connection
@@ -239,18 +238,7 @@ def read_footer(path: str) -> Shard:
             path,
         ) from None
     footers.check_encryption(path, meta, st.st_size)
-    try:
-        schema = meta.schema.to_arrow_schema()
-    except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
-        raise UnsupportedShardError(
-            f"Parquet shard {path} uses a column type Arrow cannot represent: {first_line(exc)}",
-            path,
-        ) from None
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        raise CorruptShardError(
-            f"Parquet shard {path} is corrupt: its schema cannot be read ({first_line(exc)})",
-            path,
-        ) from None
+    schema = footers.arrow_schema(path, meta)
     groups = footers.row_groups(path, meta, st.st_size)
     return Shard(
         path=path,
