@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader
 
 from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, QueryError
 from undertale_duck.core import view as viewmod
+from undertale_duck.core import view_index
 from undertale_duck.core import windows as win
 
 SIZES = [150, 1, 0, 97, 300, 2]
@@ -267,3 +268,19 @@ def test_hostile_literals_stay_values(name: str) -> None:
     con.execute("CREATE TABLE dataset AS SELECT 'x' AS id, 'c' AS category, 1 AS __ud_row")
     rows = con.sql(checked.window_sql).fetchall()
     assert rows == ([("x", name, 1)] if name != "c" else [])
+
+
+def test_indexing_reports_progress_per_shard(data: Path) -> None:
+    ds = ParquetDataset(data, where="label = 1")
+    assert ds.view is not None
+    base = win.plan([s.row_groups for s in ds.source.shards], ds.window_bytes)
+    labels: list[str] = []
+    con = ds._connect(lambda c: None)
+    try:
+        counts = view_index.count_rows(
+            con, ds.view.query, ds.source.columns, ds.source.shards, base, labels.append
+        )
+    finally:
+        con.close()
+    assert sum(counts) == len(ds)
+    assert labels == [f"part-{k:05d}.parquet" for k, n in enumerate(SIZES) if n]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -15,6 +14,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..common.progress import Progress, progress_bar
 from ..errors import ArgumentError, QueryError, SourceError
 from . import sqlfiles
 from .cachedir import cache_dir, write_atomic
@@ -164,7 +164,7 @@ def count_rows(
     columns: Sequence[str],
     shards: Sequence[Shard],
     windows: Sequence[Window],
-    progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    progress: Progress | None = None,
 ) -> list[int]:
     """Run the indexing pass: for each window, how many of its source rows the view keeps.
 
@@ -177,7 +177,7 @@ def count_rows(
         columns: The dataset's columns.
         shards: The shards.
         windows: The dataset's window plan.
-        progress: Wraps the shard indices to draw a progress bar.
+        progress: Called once per shard indexed (see :mod:`common.progress`).
 
     Returns:
         One count per window, in plan order.
@@ -193,11 +193,10 @@ def count_rows(
     for k, w in enumerate(windows):
         by_shard.setdefault(w.shard, []).append(k)
     counts = [0] * len(windows)
-    shard_indices: Iterable[int] = sorted(by_shard)
-    if progress is not None:
-        shard_indices = progress(shard_indices)
-    for s in shard_indices:
+    for s in sorted(by_shard):
         shard = shards[s]
+        if progress is not None:
+            progress(os.path.basename(shard.path))
         positions = by_shard[s]
         bounds = np.asarray([windows[k].start for k in positions], dtype=np.int64)
         seen = np.zeros(shard.rows, dtype=bool)
@@ -233,16 +232,6 @@ def count_rows(
         for k, n in zip(positions, per_window.tolist(), strict=True):
             counts[k] = int(n)
     return counts
-
-
-def tty_progress(items: Iterable[int], total: int) -> Iterable[int]:
-    """A progress bar on stderr over the shards when stderr is a terminal, else nothing."""
-    if not sys.stderr.isatty():
-        return items
-    from tqdm import tqdm
-
-    bar: Any = tqdm(items, total=total, desc="indexing view", unit="shard", leave=False)
-    return bar  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -325,10 +314,8 @@ def index_view(
         counts = load_counts(key, protected)
         reused = counts is not None and len(counts) == len(windows)
         if not reused:
-            counts = count_rows(
-                con, view, columns, shards, windows,
-                lambda items: tty_progress(items, len({w.shard for w in windows})),
-            )
+            with progress_bar("indexing view", unit=" shards") as progress:
+                counts = count_rows(con, view, columns, shards, windows, progress)
             save_counts(key, counts, protected)
     finally:
         con.close()
