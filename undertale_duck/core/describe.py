@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from ..common.jsonvalue import jsonable
 from ..common.progress import Progress
+from ..common.text import first_line
 from ..errors import SourceError
 from . import sqlfiles
 from .drift import ShardDrift, reference_columns, schema_drift
@@ -222,7 +223,7 @@ def _read_shard(
         info.error = str(exc)
         return info, None
     except duckdb.Error as exc:
-        info.error = "DuckDB cannot read its schema: " + " ".join(str(exc).split())
+        info.error = "DuckDB cannot read its schema: " + first_line(exc, limit=4000)
         return info, None
     info.columns = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
     return info, shard
@@ -344,7 +345,7 @@ def describe(
                 else:
                     stats = _footer_stats(s.path, files)
             except (duckdb.Error, OSError, pa.ArrowException) as exc:
-                s.error = "cannot be read: " + " ".join(str(exc).split())
+                s.error = "cannot be read: " + first_line(exc, limit=4000)
                 continue
             for name, duck_type in s.columns:
                 c = columns[name]

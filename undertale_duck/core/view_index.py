@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..common.progress import Progress, progress_bar
+from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, SourceError
 from . import sqlfiles
 from .cachedir import cache_dir, write_atomic
@@ -226,7 +227,7 @@ def count_rows(
                 per_window += np.bincount(which, minlength=len(positions))
         except duckdb.Error as exc:
             shard.check_unchanged()
-            text = " ".join(str(exc).split())
+            text = first_line(exc, limit=4000)
             raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
         shard.check_unchanged()
         for k, n in zip(positions, per_window.tolist(), strict=True):
@@ -308,7 +309,7 @@ def index_view(
             result: Any = con.sql(window_sql, params=params).to_arrow_table()
             schema = result.schema
         except duckdb.Error as exc:
-            text = " ".join(str(exc).split())
+            text = first_line(exc, limit=4000)
             raise QueryError(f"view query cannot run over the dataset: {text}") from None
         schema = pa.schema([f for f in schema if not f.name.startswith("__ud_")])
         counts = load_counts(key, protected)
