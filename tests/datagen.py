@@ -97,3 +97,15 @@ def write_shards(
 def expected(total: int) -> list[dict[str, Any]]:
     """What pyarrow's ``as_py()`` gives for rows ``0..total-1``."""
     return table(0, total).to_pylist() if total else []
+
+
+def plain(value: Any) -> Any:
+    """A numpy/torch value as the Python value ``as_py()`` would give (others unchanged)."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, np.ndarray | torch.Tensor):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

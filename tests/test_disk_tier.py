@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import torch
+from datagen import plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,14 +23,6 @@ from undertale_duck.core.disk_tier import (
     prepare_directory,
 )
 from undertale_duck.core.windows import Window
-
-
-def plain(value: Any) -> Any:
-    if isinstance(value, np.ndarray | torch.Tensor):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def window_files(directory: Path) -> list[Path]:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from datagen import plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
@@ -18,15 +19,6 @@ from torch.utils.data import DataLoader
 from undertale_duck import ArgumentError, ParquetDataset
 from undertale_duck.core.rows import RowBatch
 from undertale_duck.training.collate import collate
-
-
-def plain(value: Any) -> Any:
-    """A numpy/torch value as the Python value ``as_py()`` would give."""
-    if isinstance(value, np.ndarray | torch.Tensor):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def fixed_table(start: int, stop: int) -> pa.Table:

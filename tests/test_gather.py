@@ -4,23 +4,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
+from datagen import plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
 from undertale_duck.core.rows import RowBatch
-
-
-def plain(value: Any) -> Any:
-    if isinstance(value, np.ndarray | torch.Tensor):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def shard(start: int, stop: int, width: int | None) -> pa.Table:
