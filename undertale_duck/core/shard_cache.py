@@ -164,11 +164,7 @@ class ShardCache:
             if not os.access(self.directory, os.W_OK | os.X_OK):
                 raise PermissionError(errno.EACCES, "permission denied")
         except OSError as exc:
-            raise SourceError(
-                f"cannot use the shard cache directory {self.directory}: "
-                f"{exc.strerror or first_line(exc)}; pass cache_dir= or set ${ENV_DIR}",
-                str(self.directory),
-            ) from None
+            raise self._unusable(exc) from None
         self._ready = True
 
     # ------------------------------------------------------------------ paths
@@ -279,15 +275,19 @@ class ShardCache:
             finally:
                 os.close(fd)
 
+    def _unusable(self, exc: OSError) -> SourceError:
+        """The error for a cache directory that cannot be created or written."""
+        return SourceError(
+            f"cannot use the shard cache directory {self.directory}: "
+            f"{exc.strerror or first_line(exc)}; pass cache_dir= or set ${ENV_DIR}",
+            str(self.directory),
+        )
+
     def _open(self, lock: str) -> int:
         try:
             return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise SourceError(
-                f"cannot use the shard cache directory {self.directory}: "
-                f"{exc.strerror or first_line(exc)}; pass cache_dir= or set ${ENV_DIR}",
-                str(self.directory),
-            ) from None
+            raise self._unusable(exc) from None
 
     def _download(self, shard: Shard, key: str, data: str, fetch: Fetch) -> None:
         """Download under the exclusive lock: to a part file, renamed once checked."""
