@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
 from ..common.text import first_line
@@ -79,8 +78,8 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 class ViewWindows(Protocol):
     """How a view's windows are read (implemented by ``view_index.IndexedView``)."""
 
-    def window_query(self, window: Window) -> tuple[str, pa.Table | None]:
-        """The SQL reading ``window``, and a table to register as ``__ud_keep`` (or None)."""
+    def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
+        """The SQL reading ``window``, and its parameters besides path, start and stop."""
         ...
 
 
@@ -329,10 +328,9 @@ class WindowReader:
         local.check_unchanged()
         params: dict[str, object] = {"path": duckdb_path(local.path)}
         sql = self._sql_file
-        keep: pa.Table | None = None
         if self._view is not None:
-            sql, keep = self._view.window_query(win)
-            params.update(start=win.start, stop=win.stop)
+            sql, extra = self._view.window_query(win)
+            params.update(start=win.start, stop=win.stop, **extra)
         elif win.start != 0 or win.stop != shard.rows:
             sql = self._sql
             params.update(start=win.start, stop=win.stop)
@@ -341,8 +339,6 @@ class WindowReader:
         except duckdb.Error as exc:
             raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
         try:
-            if keep is not None:  # the cursor is this read's own: the name is not shared
-                cursor.register("__ud_keep", keep)
             table = self._fetch(cursor.sql(sql, params=params), limit, shard.path, what, win)
         except duckdb.BinderException as exc:
             local.check_unchanged()
@@ -361,12 +357,7 @@ class WindowReader:
                 exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
             ) from None
         local.check_unchanged()
-        if self._view is not None:
-            if keep is not None:  # the kept rows arrive in hash-join order: restore row order
-                order = table.column("__ud_order").to_numpy()
-                if order.size > 1 and bool((order[1:] < order[:-1]).any()):
-                    table = table.take(pa.array(np.argsort(order, kind="stable")))
-            # drop the row-number columns the view carried
+        if self._view is not None:  # drop the row-number columns the view carried
             table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
         if table.num_rows != win.rows:
             if win.kept is not None:

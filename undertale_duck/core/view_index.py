@@ -262,8 +262,8 @@ class IndexedView:
         window_sql: ``sql/view_window.sql`` rendered for this view.
         locate_sql: ``sql/view_index.sql`` rendered for this view.
         reused: Whether the counts came from the on-disk index.
-        serve_sql: ``sql/view_window_kept.sql`` rendered for this view (empty when the
-            query has no filter).
+        serve_sql: ``sql/view_window_kept[_scan].sql`` rendered for this view (empty when
+            the query has no filter).
         kept: The rows the view keeps, when the index has them.
     """
 
@@ -277,22 +277,21 @@ class IndexedView:
     serve_sql: str = ""
     kept: KeptRows | None = None
 
-    def window_query(self, window: Window) -> tuple[str, pa.Table | None]:
-        """How to read one window: the SQL, and the kept rows to register as ``__ud_keep``.
+    def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
+        """How to read one window: the SQL, and parameters besides path, start and stop.
 
         A window that drops rows is read through the query without its filter, restricted
-        to the source rows the index found kept, so the columns only the filter needs are
-        not read and the dropped rows are not decoded. Otherwise (no filter, every row kept,
+        to the source rows the index found kept (``$keep``, one bit per source row), so the
+        columns only the filter needs are not read. Otherwise (no filter, every row kept,
         or the bitmap unusable) the whole query is run over the window.
-
-        Returns:
-            ``(sql, None)`` or ``(sql, table)`` with a ``__ud_row`` column to register.
         """
         if self.serve_sql and self.kept is not None and window.rows < window.span:
             rows = self.kept.rows(window.shard, window.start, window.stop)
             if rows is not None and rows.size == window.rows:
-                return self.serve_sql, pa.table({"__ud_row": pa.array(rows, pa.int64())})
-        return self.window_sql, None
+                flags = np.full(window.span, ord("0"), dtype=np.uint8)
+                flags[rows - window.start] = ord("1")
+                return self.serve_sql, {"keep": flags.tobytes().decode("ascii")}
+        return self.window_sql, {}
 
     def kept_rows(self, window: Window) -> np.ndarray | None:
         """The local row numbers a window keeps, from the index (None when not available)."""
@@ -340,7 +339,8 @@ def index_view(
     locate_sql = sqlfiles.render("view_index", columns=listed, view=view.index_sql)
     serve_sql = ""
     if view.serve_sql:
-        serve_sql = sqlfiles.render("view_window_kept", columns=listed, view=view.serve_sql)
+        kept_template = "view_window_kept" if view.side_tables else "view_window_kept_scan"
+        serve_sql = sqlfiles.render(kept_template, columns=listed, view=view.serve_sql)
 
     def setup(con: duckdb.DuckDBPyConnection) -> None:
         for side in sides:
