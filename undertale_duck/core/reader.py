@@ -79,7 +79,7 @@ class ViewWindows(Protocol):
     """How a view's windows are read (implemented by ``view_index.IndexedView``)."""
 
     def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
-        """The SQL reading ``window``, and its parameters besides path, start and stop."""
+        """The SQL reading ``window``, and its parameters (they may override the window's)."""
         ...
 
 
@@ -330,7 +330,8 @@ class WindowReader:
         sql = self._sql_file
         if self._view is not None:
             sql, extra = self._view.window_query(win)
-            params.update(start=win.start, stop=win.stop, **extra)
+            params.update(start=win.start, stop=win.stop)
+            params.update(extra)
         elif win.start != 0 or win.stop != shard.rows:
             sql = self._sql
             params.update(start=win.start, stop=win.stop)

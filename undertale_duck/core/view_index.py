@@ -278,7 +278,7 @@ class IndexedView:
     kept: KeptRows | None = None
 
     def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
-        """How to read one window: the SQL, and parameters besides path, start and stop.
+        """How to read one window: the SQL, and parameters besides the path (and overrides).
 
         A window that drops rows is read through the query without its filter, restricted
         to the source rows the index found kept (``$keep``, one bit per source row), so the
@@ -288,9 +288,12 @@ class IndexedView:
         if self.serve_sql and self.kept is not None and window.rows < window.span:
             rows = self.kept.rows(window.shard, window.start, window.stop)
             if rows is not None and rows.size == window.rows:
-                flags = np.full(window.span, ord("0"), dtype=np.uint8)
-                flags[rows - window.start] = ord("1")
-                return self.serve_sql, {"keep": flags.tobytes().decode("ascii")}
+                # from the first to the last kept row: row groups outside are not read
+                first, last = int(rows[0]), int(rows[-1])
+                flags = np.full(last - first + 1, ord("0"), dtype=np.uint8)
+                flags[rows - first] = ord("1")
+                keep = flags.tobytes().decode("ascii")
+                return self.serve_sql, {"start": first, "stop": last + 1, "keep": keep}
         return self.window_sql, {}
 
     def kept_rows(self, window: Window) -> np.ndarray | None:
