@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import ArgumentError
 
@@ -61,11 +63,38 @@ def cache_dir(kind: str, protected: list[str] | None = None) -> Path:
     return path
 
 
-def write_atomic(directory: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` to ``directory/name`` atomically: a private temp file, then a rename.
+@contextlib.contextmanager
+def atomic_file(directory: Path, name: str) -> Iterator[BinaryIO]:
+    """Write ``directory/name`` atomically: yield a private temp file, rename it on success.
 
     Readers never see a half-written file; concurrent writers of the same name each write
-    a complete file and the last rename wins (every writer writes the same content).
+    a complete file and the last rename wins (every writer writes the same content). On an
+    exception the temp file is removed and nothing is published.
+
+    Args:
+        directory: A cache directory from :func:`cache_dir`.
+        name: The file name (no path separators).
+
+    Yields:
+        The open temp file, for binary writes.
+    """
+    if os.sep in name or name in (".", ".."):
+        raise ValueError(f"bad cache file name {name!r}")
+    fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, directory / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def write_atomic(directory: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` to ``directory/name`` atomically (see :func:`atomic_file`).
 
     Args:
         directory: A cache directory from :func:`cache_dir`.
@@ -75,17 +104,6 @@ def write_atomic(directory: Path, name: str, data: bytes) -> Path:
     Returns:
         The final path.
     """
-    if os.sep in name or name in (".", ".."):
-        raise ValueError(f"bad cache file name {name!r}")
-    fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, directory / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    with atomic_file(directory, name) as out:
+        out.write(data)
     return directory / name

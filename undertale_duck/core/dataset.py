@@ -293,7 +293,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
                 ),
                 read_ahead=self.read_ahead,
                 retained=retained,
-                view_sql=None if self.view is None else self.view.window_sql,
+                view=self.view,
                 schema=None if self.view is None else self.view.schema,
                 read_limit=limit,
             )
@@ -445,6 +445,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         shard = self.source.shards[w.shard]
         if self.view is None:
             return shard.path, w.start + (i - w.offset)
+        known = self.view.kept_rows(w)
+        if known is not None:
+            return shard.path, int(known[i - w.offset])
         params = {"path": duckdb_path(shard.path), "start": w.start, "stop": w.stop}
         rows = self.reader.connection.cursor().execute(self.view.locate_sql, params).fetchall()
         if len(rows) != w.rows:

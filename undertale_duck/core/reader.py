@@ -6,6 +6,7 @@ import itertools
 import threading
 import warnings
 from collections.abc import Sequence
+from typing import Protocol
 
 import duckdb
 import pyarrow as pa
@@ -74,6 +75,14 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
+class ViewWindows(Protocol):
+    """How a view's windows are read (implemented by ``view_index.IndexedView``)."""
+
+    def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
+        """The SQL reading ``window``, and its parameters (they may override the window's)."""
+        ...
+
+
 class WindowReader:
     """Serve windows as Arrow tables: from the cache, or by one DuckDB query each.
 
@@ -108,13 +117,13 @@ class WindowReader:
         *,
         read_ahead: bool = True,
         retained: int = 0,
-        view_sql: str | None = None,
+        view: ViewWindows | None = None,
         schema: pa.Schema | None = None,
         read_limit: int = 0,
     ) -> None:
         self.source = source
         self.schema = source.schema if schema is None else schema
-        self._view_sql = view_sql
+        self._view = view
         self.retained = retained
         self.read_limit = read_limit
         self.windows = windows
@@ -319,9 +328,10 @@ class WindowReader:
         local.check_unchanged()
         params: dict[str, object] = {"path": duckdb_path(local.path)}
         sql = self._sql_file
-        if self._view_sql is not None:
-            sql = self._view_sql
+        if self._view is not None:
+            sql, extra = self._view.window_query(win)
             params.update(start=win.start, stop=win.stop)
+            params.update(extra)
         elif win.start != 0 or win.stop != shard.rows:
             sql = self._sql
             params.update(start=win.start, stop=win.stop)
@@ -348,7 +358,7 @@ class WindowReader:
                 exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
             ) from None
         local.check_unchanged()
-        if self._view_sql is not None:  # drop the row-number columns the view carried
+        if self._view is not None:  # drop the row-number columns the view carried
             table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
         if table.num_rows != win.rows:
             if win.kept is not None:

@@ -118,6 +118,9 @@ class ViewQuery:
         side_tables: Names of the side tables the query joins.
         check_sql: The query with the source shard's path and row number carried as
             ``__ud_shard`` and ``__ud_order`` (schema validation scans many shards at once).
+        serve_sql: :attr:`window_sql` without its ``WHERE`` clause, for reading rows the
+            index already knows the query keeps (the filter's columns are then not read);
+            empty when the query has no ``WHERE``.
     """
 
     text: str
@@ -126,6 +129,7 @@ class ViewQuery:
     index_sql: str
     side_tables: tuple[str, ...]
     check_sql: str = ""
+    serve_sql: str = ""
 
 
 def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQuery:
@@ -171,11 +175,18 @@ def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQu
         window_sql = _unparse(con, tree, window_node)
         index_sql = _unparse(con, tree, index_node)
         check_sql = _unparse(con, tree, check_node)
+        serve_sql = ""
+        if node.get("where_clause") is not None:
+            # Rows the index found kept pass the filter by definition (the query is
+            # deterministic), so serving them needs only the projection and the joins.
+            serve_node = copy.deepcopy(window_node)
+            serve_node["where_clause"] = None
+            serve_sql = _unparse(con, tree, serve_node)
     finally:
         con.close()
     names_used = {str(t["table_name"]).lower() for t in _tables(node["from_table"])}
     used = tuple(sorted(names_used - {"dataset"}))
-    return ViewQuery(query, plain_sql, window_sql, index_sql, used, check_sql)
+    return ViewQuery(query, plain_sql, window_sql, index_sql, used, check_sql, serve_sql)
 
 
 def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:

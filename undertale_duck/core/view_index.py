@@ -18,14 +18,15 @@ from ..common.progress import Progress, progress_bar
 from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, SourceError
 from . import sqlfiles
-from .cachedir import cache_dir, write_atomic
+from .cachedir import atomic_file, cache_dir, write_atomic
 from .duck import duckdb_path
 from .source import Shard
 from .view import ViewQuery
+from .view_rows import BitmapWriter, KeptRows
 from .windows import Window
 
 #: Bumped whenever the index format or the meaning of a count changes.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 #: Source rows fetched per batch while counting (bounds the pass's memory).
 INDEX_BATCH_ROWS = 1 << 16
 
@@ -138,11 +139,14 @@ def index_key(
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def load_counts(key: str, protected: list[str]) -> list[int] | None:
-    """The counts stored for ``key``, or None when there are none (or they are unreadable)."""
-    path = cache_dir("views", protected) / f"{key}.json"
+def load_counts(key: str, protected: list[str]) -> tuple[list[int], KeptRows | None] | None:
+    """The counts (and kept-rows bitmap) stored for ``key``, or None when there are none.
+
+    Unreadable or malformed records count as none (the view is then indexed again).
+    """
+    directory = cache_dir("views", protected)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads((directory / f"{key}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     counts = data.get("counts") if isinstance(data, dict) else None
@@ -150,13 +154,17 @@ def load_counts(key: str, protected: list[str]) -> list[int] | None:
         return None
     if not all(isinstance(c, int) and c >= 0 for c in counts):
         return None
-    return counts
+    return counts, KeptRows.from_json(directory, data.get("kept"))
 
 
-def save_counts(key: str, counts: Sequence[int], protected: list[str]) -> Path:
-    """Store the counts for ``key`` in the views cache (atomically)."""
-    data = json.dumps({"key": key, "counts": list(counts)}).encode()
-    return write_atomic(cache_dir("views", protected), f"{key}.json", data)
+def save_counts(
+    key: str, counts: Sequence[int], protected: list[str], kept: KeptRows | None = None
+) -> Path:
+    """Store the counts (and the kept-rows bitmap's record) for ``key``, atomically."""
+    record: dict[str, Any] = {"key": key, "counts": list(counts)}
+    if kept is not None:
+        record["kept"] = kept.to_json()
+    return write_atomic(cache_dir("views", protected), f"{key}.json", json.dumps(record).encode())
 
 
 def count_rows(
@@ -166,6 +174,7 @@ def count_rows(
     shards: Sequence[Shard],
     windows: Sequence[Window],
     progress: Progress | None = None,
+    bitmaps: BitmapWriter | None = None,
 ) -> list[int]:
     """Run the indexing pass: for each window, how many of its source rows the view keeps.
 
@@ -179,6 +188,7 @@ def count_rows(
         shards: The shards.
         windows: The dataset's window plan.
         progress: Called once per shard indexed (see :mod:`common.progress`).
+        bitmaps: Receives each shard's kept rows (one bool per source row), in shard order.
 
     Returns:
         One count per window, in plan order.
@@ -194,8 +204,11 @@ def count_rows(
     for k, w in enumerate(windows):
         by_shard.setdefault(w.shard, []).append(k)
     counts = [0] * len(windows)
-    for s in sorted(by_shard):
-        shard = shards[s]
+    for s, shard in enumerate(shards):
+        if s not in by_shard:  # an empty shard has no window
+            if bitmaps is not None:
+                bitmaps.add(np.zeros(shard.rows, dtype=bool))
+            continue
         if progress is not None:
             progress(os.path.basename(shard.path))
         positions = by_shard[s]
@@ -230,6 +243,8 @@ def count_rows(
             text = first_line(exc, limit=4000)
             raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
         shard.check_unchanged()
+        if bitmaps is not None:
+            bitmaps.add(seen)
         for k, n in zip(positions, per_window.tolist(), strict=True):
             counts[k] = int(n)
     return counts
@@ -247,6 +262,9 @@ class IndexedView:
         window_sql: ``sql/view_window.sql`` rendered for this view.
         locate_sql: ``sql/view_index.sql`` rendered for this view.
         reused: Whether the counts came from the on-disk index.
+        serve_sql: ``sql/view_window_kept[_scan].sql`` rendered for this view (empty when
+            the query has no filter).
+        kept: The rows the view keeps, when the index has them.
     """
 
     query: ViewQuery
@@ -256,6 +274,34 @@ class IndexedView:
     window_sql: str
     locate_sql: str
     reused: bool
+    serve_sql: str = ""
+    kept: KeptRows | None = None
+
+    def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
+        """How to read one window: the SQL, and parameters besides the path (and overrides).
+
+        A window that drops rows is read through the query without its filter, restricted
+        to the source rows the index found kept (``$keep``, one bit per source row), so the
+        columns only the filter needs are not read. Otherwise (no filter, every row kept,
+        or the bitmap unusable) the whole query is run over the window.
+        """
+        if self.serve_sql and self.kept is not None and window.rows < window.span:
+            rows = self.kept.rows(window.shard, window.start, window.stop)
+            if rows is not None and rows.size == window.rows:
+                # from the first to the last kept row: row groups outside are not read
+                first, last = int(rows[0]), int(rows[-1])
+                flags = np.full(last - first + 1, ord("0"), dtype=np.uint8)
+                flags[rows - first] = ord("1")
+                keep = flags.tobytes().decode("ascii")
+                return self.serve_sql, {"start": first, "stop": last + 1, "keep": keep}
+        return self.window_sql, {}
+
+    def kept_rows(self, window: Window) -> np.ndarray | None:
+        """The local row numbers a window keeps, from the index (None when not available)."""
+        if self.kept is None:
+            return None
+        rows = self.kept.rows(window.shard, window.start, window.stop)
+        return rows if rows is not None and rows.size == window.rows else None
 
     def setup(self, con: duckdb.DuckDBPyConnection) -> None:
         """Register the side tables and ``dataset_view`` on a newly opened database."""
@@ -294,6 +340,10 @@ def index_view(
     template = "view_window" if view.side_tables else "view_window_scan"
     window_sql = sqlfiles.render(template, columns=listed, view=view.window_sql)
     locate_sql = sqlfiles.render("view_index", columns=listed, view=view.index_sql)
+    serve_sql = ""
+    if view.serve_sql:
+        kept_template = "view_window_kept" if view.side_tables else "view_window_kept_scan"
+        serve_sql = sqlfiles.render(kept_template, columns=listed, view=view.serve_sql)
 
     def setup(con: duckdb.DuckDBPyConnection) -> None:
         for side in sides:
@@ -312,15 +362,30 @@ def index_view(
             text = first_line(exc, limit=4000)
             raise QueryError(f"view query cannot run over the dataset: {text}") from None
         schema = pa.schema([f for f in schema if not f.name.startswith("__ud_")])
-        counts = load_counts(key, protected)
-        reused = counts is not None and len(counts) == len(windows)
-        if not reused:
-            with progress_bar("indexing view", unit=" shards") as progress:
-                counts = count_rows(con, view, columns, shards, windows, progress)
-            save_counts(key, counts, protected)
+        stored = load_counts(key, protected)
+        reused = stored is not None and len(stored[0]) == len(windows)
+        if stored is not None and reused:
+            counts, kept = stored
+        else:
+            directory = cache_dir("views", protected)
+            with (
+                atomic_file(directory, f"{key}.rows") as out,
+                progress_bar("indexing view", unit=" shards") as progress,
+            ):
+                bitmaps = BitmapWriter(out, directory / f"{key}.rows")
+                counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
+                kept = bitmaps.finish()
+            save_counts(key, counts, protected, kept)
     finally:
         con.close()
-    assert counts is not None
     return IndexedView(
-        view, sides, view_plan(windows, counts), schema, window_sql, locate_sql, reused
+        view,
+        sides,
+        view_plan(windows, counts),
+        schema,
+        window_sql,
+        locate_sql,
+        reused,
+        serve_sql,
+        kept,
     )

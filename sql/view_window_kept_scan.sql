@@ -1,0 +1,15 @@
+-- One window of a view without joins whose kept rows the index knows: the user's query
+-- without its WHERE clause (rewritten by DuckDB to carry the source row number as
+-- __ud_order) over the source rows of [$start, $stop) (the window's first to last kept row)
+-- whose bit is set in $keep (a BITSTRING, one bit per source row from $start). Only the
+-- columns the projection needs are read. A scan, filter and projection keep source order
+-- (the connection keeps preserve_insertion_order on), so no sort is needed; a filter rather
+-- than a join with the row list, which would not keep the order. The query is SQL text
+-- produced by DuckDB's own json_deserialize_sql from the parsed query.
+WITH dataset AS (
+    SELECT {columns}, file_row_number AS __ud_row
+    FROM read_parquet($path, file_row_number = true)
+    WHERE file_row_number >= $start AND file_row_number < $stop
+        AND get_bit($keep::BITSTRING, CAST(file_row_number - $start AS INTEGER)) = 1
+)
+SELECT * FROM ({view});
