@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import datagen
@@ -148,3 +149,34 @@ def test_large_window_keeps_source_order(tmp_path: Path) -> None:
     expected = _reference(tmp_path / "d", select, where)
     got = ds.__getitems__(list(range(len(ds))))
     assert list(got) == expected
+
+
+def test_cache_planted_symlink_or_shared_directory_is_refused(
+    tmp_path: Path, private_cache: Path
+) -> None:
+    import hashlib
+
+    from undertale_duck import ArgumentError
+
+    data = tmp_path / "d"
+    datagen.write_shards(data, [30, 20], row_group_size=8)
+
+    def digest() -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in data.iterdir()}
+
+    before = digest()
+    private_cache.mkdir()
+    (private_cache / "views").symlink_to(data, target_is_directory=True)
+    with pytest.raises(ArgumentError, match="inside the dataset"):
+        ParquetDataset(data, where="label = 1")
+    assert digest() == before
+    (private_cache / "views").unlink()
+    (private_cache / "views").mkdir(mode=0o700)
+    os.chmod(private_cache / "views", 0o777)  # others could swap the index files
+    with pytest.raises(ArgumentError, match="not private"):
+        ParquetDataset(data, where="label = 1")
+    assert not list((private_cache / "views").iterdir())
+    os.chmod(private_cache / "views", 0o700)
+    ds = ParquetDataset(data, where="label = 1")
+    assert len(ds) == sum(1 for i in range(50) if i % 7 == 1)
+    assert digest() == before

@@ -46,6 +46,28 @@ def cache_dir(kind: str, protected: list[str] | None = None) -> Path:
     """
     root = cache_root()
     path = root / kind
+    _refuse_inside(path, protected)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # what is there now: a symlink planted at `kind` must not lead into a dataset, and a
+        # directory others can write to could hand us index files that are not ours
+        real = path.resolve(strict=True)
+        st = os.stat(real)
+    except OSError as exc:
+        raise ArgumentError(
+            f"cannot create the cache directory {path}: {exc.strerror}; set {CACHE_ENV} to a "
+            "writable directory"
+        ) from None
+    _refuse_inside(real, protected)
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise ArgumentError(
+            f"the cache directory {real} is not private (owned by another user, or writable "
+            f"by others); set {CACHE_ENV} to a directory only you can write"
+        )
+    return real
+
+
+def _refuse_inside(path: Path, protected: list[str] | None) -> None:
     for directory in protected or []:
         real = Path(directory).resolve()
         if path == real or real in path.parents:
@@ -53,14 +75,6 @@ def cache_dir(kind: str, protected: list[str] | None = None) -> Path:
                 f"the cache directory {path} lies inside the dataset directory {real}; set "
                 f"{CACHE_ENV} to a directory outside the dataset"
             )
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ArgumentError(
-            f"cannot create the cache directory {path}: {exc.strerror}; set {CACHE_ENV} to a "
-            "writable directory"
-        ) from None
-    return path
 
 
 @contextlib.contextmanager
