@@ -160,6 +160,8 @@ class Shell:
         self._size = 0
         self._start = 0
         self._scan = ("", "")
+        #: Rows of the view given with ``shell --query``/``--where`` (None: no view).
+        self.view_rows: int | None = None
 
     # ------------------------------------------------------------------ input
     def _piped_lines(self) -> Iterator[tuple[int, str]]:
@@ -230,6 +232,11 @@ class Shell:
                 f"{'' if len(self._shards) == 1 else 's'} ({rows:,} rows). End statements "
                 "with ';'. .help for help, .quit to leave.\n"
             )
+            if self.view_rows is not None:
+                self.out.write(
+                    f"`dataset_view` is the view given with --query/--where ({self.view_rows:,}"
+                    " rows, in no set order: add ORDER BY).\n"
+                )
         for number, line in self._lines():
             try:
                 if not self._step(number, line):
@@ -371,6 +378,7 @@ def main(
     fmt: str = "table",
     sql_files: querymod.SqlFiles = "dataset",
     storage_options: Mapping[str, Any] | None = None,
+    view: Mapping[str, Any] | None = None,
 ) -> int:
     """Run the shell over a dataset source (``undertale-duck shell``).
 
@@ -380,20 +388,34 @@ def main(
         sql_files: ``"dataset"`` (default) confines SQL to the dataset's own shards;
             ``"any"`` lets it read any file (e.g. to join a CSV of labels).
         storage_options: Options of a URL source's store (docs/storage.md).
+        view: ``query=``/``where=``/``tables=`` of a view (``shell --query``): statements
+            then see it as ``dataset_view``, as ``ds.sql`` does; ``dataset`` stays every
+            shard.
 
     Returns:
         The exit status (see :meth:`Shell.run`).
 
     Raises:
         SourceError: If the source cannot be opened.
+        QueryError: If the view's query cannot be served row by row.
     """
     from ..core.duck import default_duckdb_config
     from ..core.source import Source
+    from .command import has_view, open_dataset
 
-    src = Source(source, storage_options=storage_options)
-    session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
-    interactive = sys.stdin.isatty()
-    try:
+    with contextlib.ExitStack() as stack:
+        view_rows = None
+        if view is not None and has_view(view):
+            ds = stack.enter_context(
+                open_dataset(source, None, dict(storage_options or {}) or None, view,
+                             sql_files=sql_files)
+            )
+            src, session, view_rows = ds.source, ds.sql_session, len(ds)
+        else:
+            src = Source(source, storage_options=storage_options)
+            session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
+            stack.callback(session.close)
+        interactive = sys.stdin.isatty()
         with line_editing(interactive):
             shell = Shell(
                 session,
@@ -403,9 +425,9 @@ def main(
                 interactive=interactive,
                 fmt=fmt,
             )
+            shell.view_rows = view_rows
             return shell.run()
-    finally:
-        session.close()
+    raise AssertionError("unreachable")  # pragma: no cover - ExitStack swallows nothing
 
 
 @contextlib.contextmanager
