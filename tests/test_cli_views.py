@@ -89,8 +89,10 @@ def _view(name: str, labels: Path) -> tuple[list[str], str]:
 def test_the_reference_order_by_id_is_shard_and_row_order(data: Path) -> None:
     # the comparisons below order by id: it is the order of shards and rows in them
     files = sorted(str(p) for p in data.glob("*.parquet"))
-    rows = duckdb.sql(f"SELECT id FROM read_parquet({files!r}, filename = true, "
-                      "file_row_number = true) ORDER BY filename, file_row_number").fetchall()
+    con = duckdb.connect()
+    rows = con.execute(f"SELECT id FROM read_parquet({files!r}, filename = true, "
+                       "file_row_number = true) ORDER BY filename, file_row_number").fetchall()
+    con.close()
     assert [r[0] for r in rows] == [datagen.row(i)["id"] for i in range(TOTAL)]
 
 

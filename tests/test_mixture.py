@@ -213,4 +213,4 @@ def test_bad_source_options(two: tuple[Path, Path]) -> None:
     with pytest.raises(ArgumentError, match="every stream is an open dataset"):
         Mixture([ParquetDataset(a)], cache_dir="x")
     with pytest.raises(ArgumentError, match="list of streams"):
-        Mixture(str(a))  # type: ignore[arg-type]
+        Mixture(str(a))
