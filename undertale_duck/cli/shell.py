@@ -6,9 +6,9 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -17,6 +17,9 @@ from ..core import query as querymod
 from ..core import readonly
 from ..errors import UndertaleDuckError
 from . import writers as output
+
+if TYPE_CHECKING:
+    from ..core.source import Source
 
 PROMPT = "duck> "
 CONTINUATION = "  ...> "
@@ -399,23 +402,9 @@ def main(
         SourceError: If the source cannot be opened.
         QueryError: If the view's query cannot be served row by row.
     """
-    from ..core.duck import default_duckdb_config
-    from ..core.source import Source
-    from .command import has_view, open_dataset
-
-    with contextlib.ExitStack() as stack:
-        view_rows = None
-        if view is not None and has_view(view):
-            ds = stack.enter_context(
-                open_dataset(source, None, dict(storage_options or {}) or None, view,
-                             sql_files=sql_files)
-            )
-            src, session, view_rows = ds.source, ds.sql_session, len(ds)
-        else:
-            src = Source(source, storage_options=storage_options)
-            session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
-            stack.callback(session.close)
-        interactive = sys.stdin.isatty()
+    src, session, close, view_rows = _open(source, sql_files, storage_options, view)
+    interactive = sys.stdin.isatty()
+    try:
         with line_editing(interactive):
             shell = Shell(
                 session,
@@ -427,7 +416,35 @@ def main(
             )
             shell.view_rows = view_rows
             return shell.run()
-    raise AssertionError("unreachable")  # pragma: no cover - ExitStack swallows nothing
+    finally:
+        close()
+
+
+def _open(
+    source: str,
+    sql_files: querymod.SqlFiles,
+    storage_options: Mapping[str, Any] | None,
+    view: Mapping[str, Any] | None,
+) -> tuple[Source, querymod.QuerySession, Callable[[], None], int | None]:
+    """The source, the session statements run in, what closes it, and the view's rows.
+
+    With a view the session is the view's dataset's (``ds.sql``): ``dataset_view`` is the
+    view. The view is opened (indexed) here, so a refused query fails before any prompt.
+    """
+    from ..core.duck import default_duckdb_config
+    from ..core.source import Source
+    from .command import has_view, open_dataset
+
+    if view is not None and has_view(view):
+        stack = contextlib.ExitStack()
+        ds = stack.enter_context(
+            open_dataset(source, None, dict(storage_options or {}) or None, view,
+                         sql_files=sql_files)
+        )
+        return ds.source, ds.sql_session, stack.close, len(ds)
+    src = Source(source, storage_options=storage_options)
+    session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
+    return src, session, session.close, None
 
 
 @contextlib.contextmanager
