@@ -304,3 +304,26 @@ def test_help_says_which_query_is_which() -> None:
     flat = " ".join(out.split())
     assert "--query VIEW_SQL" in flat and "not the SQL to run" in flat
     assert "dataset_view" in flat
+
+
+class _Typed(io.StringIO):
+    """Standard input that says it is a terminal (the shell then prompts and greets)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_interactive_shell_greets_with_the_view(data: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from undertale_duck.cli import shell
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(sys, "stdin", _Typed("SELECT count(*) AS n FROM dataset_view;\n"))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = shell.main(str(data), fmt="csv", view={"where": "label = 4"})
+    assert status == 0, err.getvalue()
+    kept = sum(1 for r in datagen.expected(TOTAL) if r["label"] == 4)
+    text = out.getvalue()
+    assert f"`dataset_view` is the view given with --query/--where ({kept:,} rows" in text
+    assert f"n\n{kept}\n" in text
