@@ -327,3 +327,22 @@ def test_interactive_shell_greets_with_the_view(data: Path, tmp_path: Path,
     text = out.getvalue()
     assert f"`dataset_view` is the view given with --query/--where ({kept:,} rows" in text
     assert f"n\n{kept}\n" in text
+
+
+def test_describe_scan_refuses_a_view_whose_side_table_changed(data: Path,
+                                                                tmp_path: Path) -> None:
+    from undertale_duck import ParquetDataset
+    from undertale_duck.core.describe_view import describe_view
+    from undertale_duck.errors import ShardChangedError
+
+    side = tmp_path / "names.csv"
+    side.write_text("label,name\n1,one\n")
+    ds = ParquetDataset(data, query="SELECT d.id, n.name FROM dataset d JOIN names n "
+                        "ON d.label = n.label", tables={"names": str(side)})
+    try:
+        assert describe_view(ds, scan=True).rows == len(ds)
+        side.write_text("label,name\n1,one\n2,two\n")  # more rows join now
+        with pytest.raises(ShardChangedError, match="a side table changed"):
+            describe_view(ds, scan=True)
+    finally:
+        ds.close()
