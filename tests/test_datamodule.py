@@ -68,7 +68,7 @@ DDP_SCRIPT = textwrap.dedent(
 
     cfg = json.loads(sys.argv[1])
     dm = DataModule(cfg["train"], cfg["val"], None, collate, cfg["batch"], cfg["workers"],
-                    memory=1, seed=cfg["seed"])
+                    memory=1, seed=cfg["seed"], **cfg.get("view", {}))
     trainer = lightning.Trainer(
         strategy="ddp", accelerator="cpu", devices=2, max_epochs=cfg["epochs"],
         use_distributed_sampler=cfg["uds"], logger=False, enable_checkpointing=False,
@@ -291,6 +291,47 @@ def test_ddp_fit_each_rank_reads_its_own_share(splits: dict[str, Path], tmp_path
         assert len(set(both)) == len(both) == 400  # disjoint; 400 = 2 ranks x 2 workers x 100
         assert sorted(both) == list(range(400))
     assert orders[0][0] != orders[0][1]  # set_epoch was called each epoch
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("view", [{"where": "len(tokens) > 0"},
+                                  {"query": "SELECT id, label, tokens[1:2] AS head "
+                                            "FROM dataset WHERE len(tokens) > 0"}])
+def test_ddp_fit_over_a_view_reads_every_row_of_the_view_once_per_epoch(
+    splits: dict[str, Path], tmp_path: Path, view: dict[str, str]
+) -> None:
+    (tmp_path / "recorder.py").write_text(MODULE)
+    (tmp_path / "fit.py").write_text(DDP_SCRIPT)
+    batch, seed, epochs, workers = 16, 11, 2, 2
+    cfg = {"train": str(splits["train"]), "val": str(splits["val"]), "batch": batch,
+           "workers": workers, "seed": seed, "epochs": epochs, "uds": True,
+           "out": str(tmp_path), "view": view}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    result = subprocess.run([sys.executable, str(tmp_path / "fit.py"), json.dumps(cfg)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+    train = ParquetDataset(splits["train"], memory=1, **view)  # type: ignore[arg-type]
+    val = ParquetDataset(splits["val"], memory=1, **view)  # type: ignore[arg-type]
+    # the view keeps the rows with tokens: 320 of 400, which 2 ranks x 2 workers divide
+    kept = [i for i in range(400) if len(datagen.row(i)["tokens"]) > 0]
+    assert len(train) == len(kept) == 320 and _ids([train[i] for i in range(320)]) == kept
+    orders = []
+    for epoch in range(epochs):
+        both: list[int] = []
+        for rank in range(2):
+            sampler = ChunkedSampler(train, batch, workers, 2, rank, shuffle=True, seed=seed)
+            sampler.set_epoch(epoch)
+            got = _flat(_read(tmp_path, f"train-{rank}-{epoch}.txt"))
+            # view positions -> source ids: each rank read exactly its share, in order
+            assert got == [kept[int(i)] for i in sampler.order()]
+            both += got
+            evaluation = ChunkedSampler(val, batch, workers, 2, rank)
+            assert _flat(_read(tmp_path, f"val-{rank}-{epoch}.txt")) == _ids(
+                [val[int(i)] for i in evaluation])
+        assert sorted(both) == kept  # every row of the view exactly once across the ranks
+        orders.append(both)
+    assert orders[0] != orders[1]  # shuffled differently each epoch
 
 
 @pytest.mark.heavy

@@ -173,3 +173,44 @@ def test_resume_refuses_changed_data(tmp_path: Path) -> None:
     assert same.dataset.fingerprint != state["data"]
     fresh = load(root, None, None, 4, shuffle=True, where="label <> 3")
     fresh.load_state_dict(fresh.state_dict())
+
+
+def test_streams_given_as_sources_are_opened_with_the_mixtures_options(
+    two: tuple[Path, Path]
+) -> None:
+    a, b = two
+    mix = Mixture([Stream(a, proportion=3, where="label <> 1"),
+                   Stream([b / "part-00000.parquet"], proportion=1,
+                          query="SELECT id, len(tokens) AS n FROM dataset",
+                          options={"format": "numpy"})],
+                  epoch_size=80, columns=["id", "tokens", "label"], memory=8)
+    try:
+        opened = [s.dataset for s in mix.streams]
+        assert all(isinstance(ds, ParquetDataset) for ds in opened)
+        assert opened[0].memory_bytes == opened[1].memory_bytes == 8 << 20
+        assert opened[0].format == "python" and opened[1].format == "numpy"
+        assert len(opened[0]) == sum(1 for r in datagen.expected(100) if r["label"] != 1)
+        assert mix[0] == {k: v for k, v in datagen.row(0).items() if k in ("id", "tokens", "label")}
+        assert int(mix[len(opened[0]) + 4]["n"]) == len(datagen.row(4)["tokens"])
+        assert mix.counts == [60, 20]
+        plain = Mixture([str(a), b])  # plain sources: every row once
+        assert plain.counts == [100, 30]
+        plain.close()
+    finally:
+        mix.close()
+
+
+def test_bad_source_options(two: tuple[Path, Path]) -> None:
+    a, b = two
+    with pytest.raises(ArgumentError, match="unknown option"):
+        Mixture([Stream(a)], storage_option={})
+    with pytest.raises(ArgumentError, match="per stream"):
+        Mixture([Stream(a)], where="label = 1")
+    with pytest.raises(ArgumentError, match="stream 1: unknown option"):
+        Mixture([Stream(a), Stream(b, options={"cachedir": "x"})])
+    with pytest.raises(ArgumentError, match="already open"):
+        Mixture([Stream(ParquetDataset(a), where="label = 1")])
+    with pytest.raises(ArgumentError, match="every stream is an open dataset"):
+        Mixture([ParquetDataset(a)], cache_dir="x")
+    with pytest.raises(ArgumentError, match="list of streams"):
+        Mixture(str(a))

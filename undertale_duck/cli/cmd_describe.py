@@ -6,7 +6,16 @@ import argparse
 import json
 import sys
 
-from .command import EXIT_OK, EXIT_USAGE, Command, storage_options
+from .command import (
+    EXIT_OK,
+    EXIT_USAGE,
+    Command,
+    add_view_options,
+    has_view,
+    open_dataset,
+    storage_options,
+    view_arguments,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,8 +29,13 @@ def run(args: argparse.Namespace) -> int:
     """
     from ..common.progress import progress_bar
     from ..core.describe import describe
-    from .render_describe import to_text
+    from ..core.describe_view import describe_view
+    from .render_describe import to_text, view_to_text
 
+    view, described = view_arguments(args), None
+    if has_view(view):  # the view first: a refused query fails before the footers are read
+        with open_dataset(args.source, None, storage_options(args), view) as ds:
+            described = describe_view(ds, scan=args.scan)
     with progress_bar("scanning shards", unit=" shards") as progress:
         description = describe(
             args.source,
@@ -30,10 +44,15 @@ def run(args: argparse.Namespace) -> int:
             storage_options=storage_options(args),
         )
     if args.format == "json":
-        json.dump(description.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
+        data = description.to_dict()
+        if described is not None:
+            data["view"] = described.to_dict()
+        json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(to_text(description))
+        if described is not None:
+            sys.stdout.write(view_to_text(described))
     sys.stdout.flush()
     bad = description.errors
     if bad:
@@ -49,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", "-f", choices=("text", "json"), default="text")
     p.add_argument(
-        "--scan", action="store_true", help="read every value for exact statistics (slow)"
+        "--scan", action="store_true", help="read every value for exact statistics (slow); "
+        "with a view, the view's rows too"
     )
+    add_view_options(p)
 
 
 COMMAND = Command(
@@ -60,7 +81,11 @@ COMMAND = Command(
     "  undertale-duck describe data/train --scan            # exact statistics, reads "
     "every value\n"
     "  undertale-duck describe 'data/*.parquet' --format json | jq .totals\n"
+    "  undertale-duck describe data/train --where 'len(tokens) < 512' --scan\n"
     "\n"
+    "With --query or --where (and --table side tables) the view's columns, DuckDB types\n"
+    "and exact row count (from its index) follow the source's description (JSON: key\n"
+    "view); with --scan the view's rows are scanned as well, for exact statistics.\n"
     "Without --scan only the footers are read: null counts and min/max come from the\n"
     "writers' statistics ('?' when a writer recorded none; nested columns have none).\n"
     "Shards whose columns or types differ from the layout most shards share are listed\n"

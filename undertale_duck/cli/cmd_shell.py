@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .command import Command, add_sql_files, storage_options
+from ..errors import ArgumentError
+from .command import Command, add_sql_files, add_view_options, storage_options, view_arguments
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,11 +19,17 @@ def run(args: argparse.Namespace) -> int:
     """
     from . import shell
 
+    if args.view_query == "-":
+        raise ArgumentError(
+            "the shell reads its statements from standard input: give --query as text or "
+            "@file.sql"
+        )
     return shell.main(
         args.source,
         fmt=args.format,
         sql_files=args.sql_files,
         storage_options=storage_options(args),
+        view=view_arguments(args),
     )
 
 
@@ -35,6 +42,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="how results are shown (default table; .format changes it)",
     )
     add_sql_files(p)
+    add_view_options(p, adhoc=True)
 
 
 COMMAND = Command(
@@ -45,7 +53,11 @@ COMMAND = Command(
     "    ...> GROUP BY label;\n"
     "  duck> .help\n"
     "  printf 'SELECT count(*) FROM dataset;\\n' | undertale-duck shell data/train\n"
+    "  undertale-duck shell data/train --where 'len(tokens) < 512'\n"
+    "  duck> SELECT count(*) FROM dataset_view;\n"
     "\n"
+    "With --query VIEW_SQL or --where (and --table side tables) statements see the view\n"
+    "as dataset_view, as ParquetDataset.sql does; dataset is still every shard.\n"
     "Statements end with ';' and may span lines; .help lists the dot commands. On a\n"
     "terminal: line editing and a history file ($XDG_STATE_HOME/undertale-duck/\n"
     "shell_history, else ~/.cache/undertale-duck/shell_history). With piped input there\n"

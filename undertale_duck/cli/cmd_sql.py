@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import itertools
 import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from ..common.text import first_line
-from ..errors import QueryError, UndertaleDuckError
+from ..errors import ArgumentError, QueryError, UndertaleDuckError
 from . import writers
 from .command import (
     EXIT_OK,
     Command,
     add_sql_files,
+    add_view_options,
     count,
+    has_view,
+    open_dataset,
     read_text_argument,
     storage_options,
     to_stdout,
+    view_arguments,
 )
 from .guard import OutputFile, Protected
+
+if TYPE_CHECKING:
+    from ..core.query import QuerySession
 
 #: Rows DuckDB hands over per record batch.
 BATCH_ROWS = 8192
@@ -54,6 +64,33 @@ def _write(
             text.detach()  # flushes; the guard syncs and closes the file
 
 
+@contextlib.contextmanager
+def _session(args: argparse.Namespace) -> Iterator[tuple[QuerySession, list[str]]]:
+    """The read-only session the QUERY runs in, with the shard paths the output must avoid.
+
+    With ``--query``/``--where`` it is the session of ``ds.sql`` on the view's dataset:
+    ``dataset`` is every shard and ``dataset_view`` the view.
+    """
+    from ..core.duck import default_duckdb_config
+    from ..core.query import QuerySession
+    from ..core.source import Source
+
+    view = view_arguments(args)
+    if has_view(view):
+        with open_dataset(
+            args.source, None, storage_options(args), view, sql_files=args.sql_files
+        ) as ds:
+            yield ds.sql_session, ds.source.paths
+        return
+    src = Source(args.source, storage_options=storage_options(args))
+    # the session runs each batch so that Ctrl-C interrupts DuckDB at once (core/interrupt.py)
+    session = QuerySession(src, default_duckdb_config(), sql_files=args.sql_files)
+    try:
+        yield session, src.paths
+    finally:
+        session.close()
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sql``: stream one read-only statement's result to stdout or a guarded file.
 
@@ -63,21 +100,16 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         The exit status.
     """
-    from ..core.duck import default_duckdb_config
-    from ..core.query import QuerySession
-    from ..core.source import Source
-
+    if args.query == "-" and args.view_query == "-":
+        raise ArgumentError("QUERY and --query cannot both be read from standard input")
     text = read_text_argument(args.query, "QUERY")
     output = None if to_stdout(args.output) else args.output
     fmt = writers.choose_format(args.format, output, sys.stdout.isatty())
-    src = Source(args.source, storage_options=storage_options(args))
-    target = None
-    if output is not None:  # fail fast; judged again when the file is created
-        protected = Protected.of(args.source, src.paths)
-        target = OutputFile(output, protected=protected, force=args.force)
-    # the session runs each batch so that Ctrl-C interrupts DuckDB at once (core/interrupt.py)
-    session = QuerySession(src, default_duckdb_config(), sql_files=args.sql_files)
-    try:
+    with _session(args) as (session, paths):
+        target = None
+        if output is not None:  # fail fast; judged again when the file is created
+            protected = Protected.of(args.source, paths)
+            target = OutputFile(output, protected=protected, force=args.force)
         with session.batches(text, batch_rows=BATCH_ROWS) as reader:
             try:
                 _write(reader, fmt, target, args.limit)
@@ -89,8 +121,6 @@ def run(args: argparse.Namespace) -> int:
                 raise QueryError(
                     f"cannot write the result as {fmt}: {first_line(exc, limit=2000)}"
                 ) from None
-    finally:
-        session.close()
     return EXIT_OK
 
 
@@ -98,7 +128,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "query",
         metavar="QUERY",
-        help="SQL text, '-' for standard input, or @FILE.sql (1 MiB at most)",
+        help="the SQL to run: text, '-' for standard input, or @FILE.sql (1 MiB at most); "
+        "dataset is every row of every shard, and with --query/--where, dataset_view is "
+        "the view",
     )
     p.add_argument(
         "--format",
@@ -123,6 +155,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="stop after N rows (a table shows at most 100 rows unless --limit is given)",
     )
     add_sql_files(p)
+    add_view_options(p, adhoc=True)
 
 
 COMMAND = Command(
@@ -134,7 +167,13 @@ COMMAND = Command(
     "--format jsonl | head\n"
     "  undertale-duck sql data/train @query.sql --output result.parquet\n"
     "  echo 'SELECT count(*) FROM dataset' | undertale-duck sql data/train -\n"
+    "  undertale-duck sql data/train --where 'len(tokens) < 512' \\\n"
+    "      'SELECT label, count(*) FROM dataset_view GROUP BY label'\n"
     "\n"
+    "QUERY is the SQL to run. --query VIEW_SQL (or --where, with --table side tables)\n"
+    "defines a view, as ParquetDataset(query=...) does: QUERY then sees it as dataset_view\n"
+    "(in no set order: add ORDER BY), while dataset is still every row of every shard.\n"
+    "A view that cannot be served row by row is refused (exit 1).\n"
     "One statement; only SELECT and EXPLAIN SELECT run (COPY, ATTACH, CREATE, CALL ... are\n"
     "refused), and it reads only the dataset's files unless --sql-files any: the dataset\n"
     "is read-only and results are written only to --output, never inside the dataset, never\n"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ import pyarrow as pa
 from ..errors import ArgumentError
 
 if TYPE_CHECKING:
+    from ..core.query import SqlFiles
     from ..dataset import ParquetDataset
 
 #: Exit statuses shared by every subcommand.
@@ -179,26 +181,73 @@ def read_text_argument(value: str, what: str) -> str:
     return text
 
 
-def add_view_options(parser: argparse.ArgumentParser) -> None:
-    """Add ``--query`` and ``--where``, which make the command work on a view (docs/views.md)."""
+def add_view_options(parser: argparse.ArgumentParser, *, adhoc: bool = False) -> None:
+    """Add ``--query``, ``--where`` and ``--table``, which make a command work on a view.
+
+    The parsed values are read by :func:`view_arguments` (``--query`` lands in
+    ``view_query``, so that a command's own positional QUERY keeps ``query``).
+
+    Args:
+        parser: A command's parser.
+        adhoc: The command also runs ad hoc SQL (``sql``, ``shell``): the help says that
+            the view is ``dataset_view`` there.
+    """
+    seen = "; QUERY sees the view as dataset_view, dataset stays every shard" if adhoc else ""
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--query",
-        metavar="SQL",
-        help="work on a view: SQL over dataset that can be served row by row (text, "
-        "@file.sql, or - for standard input)",
+        dest="view_query",
+        metavar="VIEW_SQL" if adhoc else "SQL",
+        help=("define a view (not the SQL to run): " if adhoc else "work on a view: ")
+        + f"SQL over dataset that can be served row by row (text, @file.sql, or -){seen}",
     )
     group.add_argument(
-        "--where", metavar="CONDITION", help="work on the view keeping rows matching CONDITION"
+        "--where",
+        dest="view_where",
+        metavar="CONDITION",
+        help=f"work on the view keeping the rows matching CONDITION{seen}",
+    )
+    parser.add_argument(
+        "--table",
+        dest="view_tables",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a side table the --query view may join: a Parquet or CSV file (repeatable)",
     )
 
 
-def view_arguments(args: argparse.Namespace) -> dict[str, str | None]:
-    """``query=``/``where=`` for ``ParquetDataset`` from ``--query``/``--where``."""
-    query = getattr(args, "query", None)
+def view_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """``query=``, ``where=`` and ``tables=`` for ``ParquetDataset`` from the view options.
+
+    Args:
+        args: The parsed arguments (of a command with :func:`add_view_options`).
+
+    Returns:
+        The keyword arguments; all None when no view was asked for.
+
+    Raises:
+        ArgumentError: If ``--query`` cannot be read or a ``--table`` is not ``NAME=FILE``.
+    """
+    query = getattr(args, "view_query", None)
     if query is not None:
         query = read_text_argument(query, "--query")
-    return {"query": query, "where": getattr(args, "where", None)}
+    tables: dict[str, str] = {}
+    for item in getattr(args, "view_tables", None) or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path:
+            raise ArgumentError(f"--table takes NAME=FILE (a Parquet or CSV file), got {item!r}")
+        if name.strip() in tables:
+            raise ArgumentError(f"--table {name.strip()} is given twice")
+        tables[name.strip()] = os.path.expanduser(path)
+    if tables and query is None:
+        raise ArgumentError("--table is for views: pass --query joining the side table as well")
+    return {"query": query, "where": getattr(args, "view_where", None), "tables": tables or None}
+
+
+def has_view(view: Mapping[str, Any]) -> bool:
+    """Whether :func:`view_arguments` asked for a view."""
+    return view.get("query") is not None or view.get("where") is not None
 
 
 @contextlib.contextmanager
@@ -206,7 +255,9 @@ def open_dataset(
     source: str,
     columns: str | None = None,
     options: dict[str, Any] | None = None,
-    view: dict[str, str | None] | None = None,
+    view: Mapping[str, Any] | None = None,
+    *,
+    sql_files: SqlFiles = "any",
 ) -> Iterator[ParquetDataset]:
     """Open a source as a ``ParquetDataset`` (rows as the library returns them).
 
@@ -214,7 +265,8 @@ def open_dataset(
         source: The SOURCE argument.
         columns: ``--columns``: names separated by commas, or None for all.
         options: ``--storage-option`` values for a URL source.
-        view: ``query``/``where`` from :func:`view_arguments`, for a view.
+        view: ``query``/``where``/``tables`` from :func:`view_arguments`, for a view.
+        sql_files: ``--sql-files`` for the dataset's ad hoc SQL (``ds.sql``).
 
     Yields:
         The dataset, closed on the way out (its read-ahead thread must not be inside DuckDB
@@ -237,6 +289,8 @@ def open_dataset(
         storage_options=options,
         query=view.get("query"),
         where=view.get("where"),
+        tables=view.get("tables"),
+        sql_files=sql_files,
     )
     try:
         yield ds

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..common.text import aligned
 from ..core.describe import ColumnInfo, Description
+from ..core.describe_view import ViewDescription
 from .writers import cell
 
 
@@ -75,6 +76,33 @@ def to_text(description: Description) -> str:
     if d.errors:
         out += ["", f"unreadable shards: {len(d.errors)}"]
         out += [f"  {s.path}: {s.error}" for s in d.errors]
+    return "\n".join(out) + "\n"
+
+
+def view_to_text(view: ViewDescription) -> str:
+    """Return a view's description (``describe --query/--where``) as aligned plain text.
+
+    Args:
+        view: What :func:`undertale_duck.core.describe_view.describe_view` returned.
+
+    Returns:
+        The text, ending with a newline: the query, its exact row count, its columns.
+    """
+    query = " ".join(view.query.split())
+    out = ["", f"view {query}", f"  {view.rows:,} rows (exact, from the view's index)"]
+    kind = "full scan of the view's rows" if view.scanned else "types; statistics: --scan"
+    out += ["", f"view columns ({kind})"]
+    if not view.scanned:
+        rows = [[c.name, c.type] for c in view.columns]
+        out.append(aligned(["name", "type"], rows).rstrip("\n"))
+        return "\n".join(out) + "\n"
+    crows = []
+    for c in view.columns:
+        row = [c.name, c.type, f"{c.null_count:,}", _stat(c.min, c), _stat(c.max, c)]
+        if c.min_length is not None:
+            row[3], row[4] = f"len {c.min_length}", f"len {c.max_length}"
+        crows.append(row)
+    out.append(aligned(["name", "type", "nulls", "min", "max"], crows).rstrip("\n"))
     return "\n".join(out) + "\n"
 
 

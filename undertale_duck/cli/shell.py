@@ -6,9 +6,9 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -17,6 +17,9 @@ from ..core import query as querymod
 from ..core import readonly
 from ..errors import UndertaleDuckError
 from . import writers as output
+
+if TYPE_CHECKING:
+    from ..core.source import Source
 
 PROMPT = "duck> "
 CONTINUATION = "  ...> "
@@ -160,6 +163,8 @@ class Shell:
         self._size = 0
         self._start = 0
         self._scan = ("", "")
+        #: Rows of the view given with ``shell --query``/``--where`` (None: no view).
+        self.view_rows: int | None = None
 
     # ------------------------------------------------------------------ input
     def _piped_lines(self) -> Iterator[tuple[int, str]]:
@@ -230,6 +235,11 @@ class Shell:
                 f"{'' if len(self._shards) == 1 else 's'} ({rows:,} rows). End statements "
                 "with ';'. .help for help, .quit to leave.\n"
             )
+            if self.view_rows is not None:
+                self.out.write(
+                    f"`dataset_view` is the view given with --query/--where ({self.view_rows:,}"
+                    " rows, in no set order: add ORDER BY).\n"
+                )
         for number, line in self._lines():
             try:
                 if not self._step(number, line):
@@ -371,6 +381,7 @@ def main(
     fmt: str = "table",
     sql_files: querymod.SqlFiles = "dataset",
     storage_options: Mapping[str, Any] | None = None,
+    view: Mapping[str, Any] | None = None,
 ) -> int:
     """Run the shell over a dataset source (``undertale-duck shell``).
 
@@ -380,18 +391,18 @@ def main(
         sql_files: ``"dataset"`` (default) confines SQL to the dataset's own shards;
             ``"any"`` lets it read any file (e.g. to join a CSV of labels).
         storage_options: Options of a URL source's store (docs/storage.md).
+        view: ``query=``/``where=``/``tables=`` of a view (``shell --query``): statements
+            then see it as ``dataset_view``, as ``ds.sql`` does; ``dataset`` stays every
+            shard.
 
     Returns:
         The exit status (see :meth:`Shell.run`).
 
     Raises:
         SourceError: If the source cannot be opened.
+        QueryError: If the view's query cannot be served row by row.
     """
-    from ..core.duck import default_duckdb_config
-    from ..core.source import Source
-
-    src = Source(source, storage_options=storage_options)
-    session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
+    src, session, close, view_rows = _open(source, sql_files, storage_options, view)
     interactive = sys.stdin.isatty()
     try:
         with line_editing(interactive):
@@ -403,9 +414,37 @@ def main(
                 interactive=interactive,
                 fmt=fmt,
             )
+            shell.view_rows = view_rows
             return shell.run()
     finally:
-        session.close()
+        close()
+
+
+def _open(
+    source: str,
+    sql_files: querymod.SqlFiles,
+    storage_options: Mapping[str, Any] | None,
+    view: Mapping[str, Any] | None,
+) -> tuple[Source, querymod.QuerySession, Callable[[], None], int | None]:
+    """The source, the session statements run in, what closes it, and the view's rows.
+
+    With a view the session is the view's dataset's (``ds.sql``): ``dataset_view`` is the
+    view. The view is opened (indexed) here, so a refused query fails before any prompt.
+    """
+    from ..core.duck import default_duckdb_config
+    from ..core.source import Source
+    from .command import has_view, open_dataset
+
+    if view is not None and has_view(view):
+        stack = contextlib.ExitStack()
+        ds = stack.enter_context(
+            open_dataset(source, None, dict(storage_options or {}) or None, view,
+                         sql_files=sql_files)
+        )
+        return ds.source, ds.sql_session, stack.close, len(ds)
+    src = Source(source, storage_options=storage_options)
+    session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
+    return src, session, session.close, None
 
 
 @contextlib.contextmanager

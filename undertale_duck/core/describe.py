@@ -187,7 +187,8 @@ class Description:
         }
 
 
-def _is_nested(duck_type: str) -> bool:
+def is_nested(duck_type: str) -> bool:
+    """Whether a DuckDB type is a list, array, struct, map or union."""
     return duck_type.endswith("]") or duck_type.startswith(("STRUCT", "MAP", "UNION"))
 
 
@@ -266,25 +267,45 @@ def _footer_stats(path: str, files: SourceFiles) -> dict[str, tuple[int | None, 
     return stats
 
 
-def _scan_stats(
-    con: duckdb.DuckDBPyConnection, path: str, columns: list[tuple[str, str]]
-) -> dict[str, tuple[int, Any, Any, bool]]:
+def scan_aggregates(columns: list[tuple[str, str]]) -> str:
+    """The aggregates of a full scan: for column k its nulls, and min/max (of lengths for lists).
+
+    Args:
+        columns: ``(name, DuckDB type)`` pairs; names are quoted by :mod:`sqlfiles`.
+
+    Returns:
+        SQL select items ``n_k``, ``lo_k``, ``hi_k`` for ``describe_scan`` and
+        ``describe_view_scan``; read back with :func:`scan_values`.
+    """
     parts = []
     for k, (name, duck_type) in enumerate(columns):
         q = sqlfiles.quote_identifier(name)
         parts.append(f"count(*) - count({q}) AS n_{k}")
         if _is_list(duck_type):
             parts += [f"min(len({q})) AS lo_{k}", f"max(len({q})) AS hi_{k}"]
-        elif _is_nested(duck_type):
+        elif is_nested(duck_type):
             parts += [f"NULL AS lo_{k}", f"NULL AS hi_{k}"]
         else:
             parts += [f"min({q}) AS lo_{k}", f"max({q}) AS hi_{k}"]
-    text = sqlfiles.render("describe_scan", aggregates=", ".join(parts))
-    row = con.sql(text, params={"path": duckdb_path(path)}).to_arrow_table().to_pylist()[0]
+    return ", ".join(parts)
+
+
+def scan_values(
+    row: Mapping[str, Any], columns: list[tuple[str, str]]
+) -> dict[str, tuple[int, Any, Any, bool]]:
+    """``{name: (nulls, min, max, is a list)}`` from a row of :func:`scan_aggregates`."""
     return {
         name: (int(row[f"n_{k}"]), row[f"lo_{k}"], row[f"hi_{k}"], _is_list(duck_type))
         for k, (name, duck_type) in enumerate(columns)
     }
+
+
+def _scan_stats(
+    con: duckdb.DuckDBPyConnection, path: str, columns: list[tuple[str, str]]
+) -> dict[str, tuple[int, Any, Any, bool]]:
+    text = sqlfiles.render("describe_scan", aggregates=scan_aggregates(columns))
+    row = con.sql(text, params={"path": duckdb_path(path)}).to_arrow_table().to_pylist()[0]
+    return scan_values(row, columns)
 
 
 def describe(
@@ -355,7 +376,7 @@ def describe(
                     continue
                 got = stats.get(name)
                 if got is None:
-                    if _is_nested(duck_type):  # footer statistics do not describe whole values
+                    if is_nested(duck_type):  # footer statistics do not describe whole values
                         c.null_count = None
                         c._known = False
                     continue  # else: a shard without row groups adds nothing

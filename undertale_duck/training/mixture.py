@@ -11,10 +11,13 @@ a single dataset's windows. Reads therefore stay contiguous within each source.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
+import inspect
 import json
 import math
-from collections.abc import MutableSequence, Sequence
+import os
+from collections.abc import Mapping, MutableSequence, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,14 +34,24 @@ class Stream:
     Give at most one of ``proportion``, ``repeat`` and ``choose`` (as MosaicML streaming's
     ``Stream``); with none, an epoch takes every row once.
 
+    ``dataset`` may also be a source (a path, URL, glob or list of them): the
+    :class:`Mixture` opens it as a ``ParquetDataset`` with the mixture's options (such as
+    ``storage_options=`` and ``cache_dir=`` for object storage) updated by ``options``, as
+    the view ``query``/``where``/``tables`` says.
+
     Attributes:
-        dataset: A ``ParquetDataset`` (or view), or any sized map-style dataset.
+        dataset: A ``ParquetDataset`` (or view), any sized map-style dataset, or a source.
         proportion: Share of the epoch (normalised over the streams); all streams of a
             mixture give one, or none does.
         repeat: Rows per epoch as a multiple of the source's length (2.5: every row twice,
             plus a contiguous half).
         choose: Exact rows per epoch.
         name: A label for the source in lookups (default ``"stream<k>"``).
+        query: For a source: serve this view of it (``ParquetDataset(query=)``).
+        where: For a source: serve the rows matching this SQL condition.
+        tables: For a source: side tables the view joins.
+        options: For a source: ``ParquetDataset`` keyword options for this stream alone,
+            over the mixture's (``{"storage_options": {...}}`` for a stream in another store).
     """
 
     dataset: Any
@@ -46,6 +59,77 @@ class Stream:
     repeat: float | None = None
     choose: int | None = None
     name: str | None = None
+    query: str | None = None
+    where: str | None = None
+    tables: Mapping[str, Any] | None = None
+    options: Mapping[str, Any] | None = None
+
+
+#: Stream fields that open a source (refused for a stream given as an open dataset).
+_SOURCE_FIELDS = ("query", "where", "tables", "options")
+#: What a mixture's options may not set: each stream's view is its own.
+_PER_STREAM = frozenset({"source", "query", "where", "tables"})
+
+
+def is_source(value: Any) -> bool:
+    """Whether a stream's ``dataset`` is a source to open (a path, URL, glob or list of them)."""
+    if isinstance(value, str | os.PathLike):
+        return True
+    return (isinstance(value, list | tuple) and bool(value)
+            and all(isinstance(v, str | os.PathLike) for v in value))
+
+
+def _source_options() -> frozenset[str]:
+    """The ``ParquetDataset`` options a mixture passes to the sources it opens."""
+    from ..dataset import ParquetDataset
+
+    names = inspect.signature(ParquetDataset.__init__).parameters
+    return frozenset(n for n in names if n != "self") - _PER_STREAM
+
+
+def _open(streams: list[Stream], options: Mapping[str, Any]) -> tuple[list[Stream], list[Any]]:
+    """Open the streams given as sources; return the streams and the datasets opened."""
+    from ..dataset import ParquetDataset
+
+    allowed = _source_options()
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ArgumentError(
+            f"Mixture got unknown option(s) {unknown}; options are {sorted(allowed)} (a view "
+            "is per stream: Stream(source, query=/where=/tables=))"
+        )
+    out, opened = [], []
+    try:
+        for k, s in enumerate(streams):
+            if not is_source(s.dataset):
+                given = [f for f in _SOURCE_FIELDS if getattr(s, f) is not None]
+                if given:
+                    raise ArgumentError(
+                        f"stream {k}: {'/'.join(given)} are for a stream given as a source "
+                        "(a path or URL); this stream's dataset is already open"
+                    )
+                out.append(s)
+                continue
+            own = dict(s.options or {})
+            bad = sorted(set(own) - allowed)
+            if bad:
+                raise ArgumentError(
+                    f"stream {k}: unknown option(s) {bad}; options are {sorted(allowed)}"
+                )
+            ds = ParquetDataset(s.dataset, query=s.query, where=s.where, tables=s.tables,
+                                **{**options, **own})
+            opened.append(ds)
+            out.append(dataclasses.replace(s, dataset=ds))
+    except BaseException:
+        for ds in opened:
+            ds.close()
+        raise
+    if options and not opened:
+        raise ArgumentError(
+            f"Mixture options {sorted(options)} apply to streams given as sources, and every "
+            "stream is an open dataset: pass the options to its ParquetDataset"
+        )
+    return out, opened
 
 
 def _units(dataset: Any, chunk: int) -> list[tuple[int, int]]:
@@ -90,24 +174,37 @@ class Mixture(Dataset[Any]):
     """A map-style dataset mixing several sources in set proportions per epoch.
 
     Args:
-        streams: The sources, as :class:`Stream` or plain datasets (every row once).
+        streams: The sources, as :class:`Stream`, plain datasets (every row once) or
+            sources (paths, URLs) to open.
         epoch_size: Rows per epoch when streams give proportions (default: the sum of the
             sources' lengths).
         chunk: Rows per contiguous unit for sources without windows.
+        **options: ``ParquetDataset`` options for the streams given as sources: ``memory``,
+            ``storage_options``, ``cache_dir``, ``cache_limit``, ``retries``, ``columns``,
+            ``format``, ... (a stream's own ``options`` win).
 
     Raises:
         ArgumentError: If the streams or their options are inconsistent.
+        SourceError: If a source cannot be opened.
 
     Example:
         >>> mix = Mixture([Stream(code, proportion=0.7), Stream(text, proportion=0.3)])
         >>> sampler = ChunkedSampler(mix, 64, workers=2, shuffle=True)
+        >>> remote = Mixture([Stream("s3://b/code/", proportion=0.7, where="len(tokens) < 512"),
+        ...                   Stream("s3://b/text/", proportion=0.3)],
+        ...                  storage_options={"anon": True}, cache_dir="/scratch/shards")
     """
 
     def __init__(
-        self, streams: Sequence[Stream | Any], *, epoch_size: int | None = None, chunk: int = 1024
+        self,
+        streams: Sequence[Stream | Any],
+        *,
+        epoch_size: int | None = None,
+        chunk: int = 1024,
+        **options: Any,
     ) -> None:
-        if not streams:
-            raise ArgumentError("a Mixture needs at least one stream")
+        if not streams or isinstance(streams, str | os.PathLike):
+            raise ArgumentError("a Mixture needs a list of streams (at least one)")
         self.streams = [s if isinstance(s, Stream) else Stream(s) for s in streams]
         for k, s in enumerate(self.streams):
             given = [x is not None for x in (s.proportion, s.repeat, s.choose)]
@@ -124,14 +221,19 @@ class Mixture(Dataset[Any]):
             raise ArgumentError("either every stream gives a proportion or none does")
         if epoch_size is not None and not all(with_proportion):
             raise ArgumentError("epoch_size= is for streams given by proportion")
-        lengths = [len(s.dataset) for s in self.streams]
-        self.offsets = [0]
-        for n in lengths:
-            self.offsets.append(self.offsets[-1] + n)
-        self.names = [s.name or f"stream{k}" for k, s in enumerate(self.streams)]
-        self.counts = self._counts(lengths, epoch_size)
-        self.chunk = chunk
-        self._units = [_units(s.dataset, chunk) for s in self.streams]
+        self.streams, self._opened = _open(self.streams, options)
+        try:
+            lengths = [len(s.dataset) for s in self.streams]
+            self.offsets = [0]
+            for n in lengths:
+                self.offsets.append(self.offsets[-1] + n)
+            self.names = [s.name or f"stream{k}" for k, s in enumerate(self.streams)]
+            self.counts = self._counts(lengths, epoch_size)
+            self.chunk = chunk
+            self._units = [_units(s.dataset, chunk) for s in self.streams]
+        except BaseException:
+            self.close()
+            raise
 
     def _counts(self, lengths: list[int], epoch_size: int | None) -> list[int]:
         if all(s.proportion is not None for s in self.streams):
@@ -205,6 +307,11 @@ class Mixture(Dataset[Any]):
 
     def __len__(self) -> int:
         return self.offsets[-1]
+
+    def close(self) -> None:
+        """Close the datasets this mixture opened from sources (not those it was given)."""
+        for ds in self._opened:
+            ds.close()
 
     def __getitem__(self, index: int) -> Any:
         k, i = self.source_of(int(index))
