@@ -361,3 +361,18 @@ def test_one_long_value_among_short_ones_is_still_read(tmp_path: Path) -> None:
         {"i": i, "s": texts[i]} for i in (0, 12_344, 19_999)
     ]
     assert hf.sha256s(tmp_path) == before
+
+
+def test_arrow_string_limit_is_a_budget_error_not_corruption(tmp_path: Path) -> None:
+    from undertale_duck.core import failures
+
+    # the text DuckDB's Arrow appender raises (through pyarrow, as OSError) for a batch of
+    # more than 2 GiB of strings: reproducing it takes gigabytes of memory, so the mapping
+    # is checked on the message itself
+    exc = OSError(
+        "Invalid Input Error: Arrow Appender: The maximum total string size for regular "
+        "string buffers is 2147483647 but the offset of 2147483648 exceeds this."
+    )
+    error = failures.shard_error(exc, "/d/x.parquet", "rows 0..9", (0, 10), memory=0)
+    assert isinstance(error, MemoryBudgetError) and "corrupt" not in str(error)
+    assert "/d/x.parquet" in str(error) and error.rows == (0, 10)
