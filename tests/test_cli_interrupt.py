@@ -159,3 +159,21 @@ def test_ctrl_c_while_importing_prints_one_line(
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == ["undertale-duck: interrupted"]
     assert out == ""
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("command", ["describe", "validate"])
+def test_ctrl_c_stops_a_view_being_indexed(slow: Path, tmp_path: Path, command: str) -> None:
+    # --where builds a view: its indexing pass matches the pattern against every value
+    schema = tmp_path / "slow_schema.py"
+    schema.write_text(SCHEMA)
+    where = ["--where", "NOT regexp_full_match(s, 'x*z')"]
+    args = ["-s", f"{schema}:Slow"] if command == "validate" else []
+    before = hf.sha256s(slow)
+    proc = _start(_cli(command, str(slow), *args, *where))
+    _wait_for_cpu(proc.pid, 4.0)
+    out, err = _interrupt(proc)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert out == ""
+    assert hf.sha256s(slow) == before
