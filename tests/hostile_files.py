@@ -194,3 +194,24 @@ def bomb(path: Path, mib: int, *, understate: bool) -> None:
 
     footer.rewrite(src, path, edit)
     src.unlink()
+
+
+def dictionary_bomb(path: Path, rows: int, length: int, *, row_group_rows: int = 1 << 20) -> None:
+    """A column ``s`` whose every row is the one ``length``-byte string of its dictionary.
+
+    The file is tiny (one dictionary page per row group, run-length encoded indices) while
+    the decoded column holds ``rows * length`` bytes: slow to scan, and a memory bomb for a
+    reader that materialises the strings.
+    """
+    import numpy as np
+
+    dictionary = pa.array(["x" * (length - 1) + "y"], pa.string())
+    schema = pa.schema([("s", pa.dictionary(pa.int32(), pa.string()))])
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        left = rows
+        while left > 0:
+            n = min(left, row_group_rows)
+            indices = pa.array(np.zeros(n, dtype=np.int32))
+            column = pa.DictionaryArray.from_arrays(indices, dictionary)
+            writer.write_table(pa.table({"s": column}, schema=schema), row_group_size=n)
+            left -= n

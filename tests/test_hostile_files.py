@@ -305,3 +305,74 @@ def test_row_groups_larger_than_the_budget_are_refused_before_reading(tmp_path: 
     assert info.value.path == str(path) and info.value.rows is not None
     assert len(ParquetDataset(path, memory=128)[79]["s"]) == 1 << 20  # a larger budget reads
     shutil.rmtree(tmp_path)
+
+
+# --------------------------------------------------------------------------- dictionary bombs
+@pytest.mark.heavy
+def test_dictionary_bomb_stops_at_the_budget_before_duckdb_materialises_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bomb.parquet"
+    hf.dictionary_bomb(path, 100_000, 256 << 10)  # 25 GiB of one 256 KiB string, ~1 KB file
+    assert path.stat().st_size < 16 << 10
+    before = hf.sha256s(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "MemoryBudgetError:" in out and "bomb.parquet" in out, out
+    assert "dictionary bomb" in out and "GiB of string and binary values" in out, out
+    grew = int(out.split("GREW_KIB")[1].split()[0]) << 10
+    # without the bound DuckDB materialised one 2048-row vector of it: about 1.5 GiB
+    assert grew < 192 << 20, f"peak RSS grew by {grew >> 20} MiB reading a dictionary bomb"
+    assert hf.sha256s(tmp_path) == before
+
+
+def test_dictionary_bomb_of_binary_values_is_refused(tmp_path: Path) -> None:
+    import numpy as np
+
+    path = tmp_path / "blob.parquet"
+    dictionary = pa.array([bytes(64 << 10)], pa.binary())
+    column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(50_000, np.int32)), dictionary)
+    pq.write_table(pa.table({"id": np.arange(50_000), "b": column}), path)
+    ds = ParquetDataset(path, memory=64)
+    with pytest.raises(MemoryBudgetError, match="dictionary bomb") as info:
+        ds[7]
+    assert info.value.path == str(path)
+    assert ParquetDataset(path, memory=64, columns=["id"])[7] == {"id": 7}
+
+
+def test_one_long_value_among_short_ones_is_still_read(tmp_path: Path) -> None:
+    # the bound trips on the long value; its window's values are weighed and fit: read
+    rows = 20_000
+    texts = [f"row {i}" for i in range(rows)]
+    texts[12_345] = "L" * (300 << 10)
+    path = tmp_path / "outlier.parquet"
+    pq.write_table(pa.table({"i": list(range(rows)), "s": texts}), path)
+    before = hf.sha256s(tmp_path)
+    ds = ParquetDataset(path, memory=64)
+    assert ds[12_345] == {"i": 12_345, "s": texts[12_345]}
+    assert [ds[i] for i in (0, 12_344, 19_999)] == [
+        {"i": i, "s": texts[i]} for i in (0, 12_344, 19_999)
+    ]
+    assert hf.sha256s(tmp_path) == before
+
+
+def test_arrow_string_limit_is_a_budget_error_not_corruption(tmp_path: Path) -> None:
+    from undertale_duck.core import failures
+
+    # the text DuckDB's Arrow appender raises (through pyarrow, as OSError) for a batch of
+    # more than 2 GiB of strings: reproducing it takes gigabytes of memory, so the mapping
+    # is checked on the message itself
+    exc = OSError(
+        "Invalid Input Error: Arrow Appender: The maximum total string size for regular "
+        "string buffers is 2147483647 but the offset of 2147483648 exceeds this."
+    )
+    error = failures.shard_error(exc, "/d/x.parquet", "rows 0..9", (0, 10), memory=0)
+    assert isinstance(error, MemoryBudgetError) and "corrupt" not in str(error)
+    assert "/d/x.parquet" in str(error) and error.rows == (0, 10)

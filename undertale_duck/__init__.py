@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import schema
 from .errors import (
     ArgumentError,
     ColumnError,
@@ -23,9 +22,9 @@ from .errors import (
     UndertaleDuckError,
     UnsupportedShardError,
 )
-from .validation.model import CheckResult, ValidationReport
 
 if TYPE_CHECKING:
+    from . import schema
     from .dataset import ParquetDataset
     from .training.collate import collate
     from .training.datamodule import DataModule
@@ -33,10 +32,15 @@ if TYPE_CHECKING:
     from .training.lookup import batch_rows
     from .training.mixture import Mixture, Stream
     from .training.sampler import ChunkedSampler
+    from .validation.model import CheckResult, ValidationReport
 
-#: Names imported on first use: they pull in torch (and lightning for DataModule), which the
-#: command line's SQL, describe and validate commands do not need.
+#: Names imported on first use: they pull in torch (and lightning for DataModule) or pydantic,
+#: which the command line does not need before it runs (importing little keeps the window in
+#: which Ctrl-C could interrupt the import itself, before the CLI handles it, short).
 _LAZY = {
+    "schema": "",  # the submodule itself
+    "CheckResult": "validation.model",
+    "ValidationReport": "validation.model",
     "ParquetDataset": "dataset",
     "ChunkedSampler": "training.sampler",
     "load": "training.loader",
@@ -87,6 +91,9 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'undertale_duck' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    if not module:
+        value: Any = importlib.import_module(f".{name}", __name__)
+    else:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

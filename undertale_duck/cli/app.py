@@ -155,5 +155,7 @@ def _interrupted(exc: BaseException | None) -> bool:
 
 
 def entry() -> None:
-    """Console-script entry point: exit with :func:`main`'s status."""
-    sys.exit(main())
+    """Console-script entry point: the package's (``undertale_duck.cli.entry``)."""
+    from . import entry as run
+
+    run()

@@ -7,6 +7,9 @@ Every command that writes a file (``sql --output``, ``validate --output``) goes 
   holding any of its shards (for a single-file source: the file's own directory), however it
   is reached (symbolic links, ``..``, bind mounts): directories are compared by device and
   inode, walking up from the directory actually opened;
+- nor in undertale_duck's own caches (the cache root, the node's shard cache, the disk tier,
+  the view indexes), whose files are trusted as copies of shards and as indexes, also for a
+  URL source that has no local directory of its own;
 - the target is judged when the file is created, not before the work: the directory is opened
   once, the result is written to a temporary file created inside that open directory
   (``O_EXCL | O_NOFOLLOW``, an unpredictable name), synced, and moved onto the target within
@@ -29,7 +32,7 @@ import os
 import secrets
 import stat
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..errors import ArgumentError
@@ -66,18 +69,23 @@ class Protected:
     directories: Mapping[tuple[int, int], str]
     shards: frozenset[tuple[int, int]]
     real_directories: tuple[str, ...]
+    caches: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    real_caches: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, source: str, shards: Iterable[str]) -> Protected:
+    def of(cls, source: str, shards: Iterable[str], *, caches: bool = True) -> Protected:
         """The protection for a dataset given on the command line.
 
         Args:
             source: The SOURCE argument: a file, a directory or a glob.
             shards: The shard paths it resolved to.
+            caches: Whether undertale_duck's own cache directories are protected too
+                (:func:`cache_directories`).
 
         Returns:
             The directories (the source directory, a glob's starting directory, and the
-            directory of every shard, as given and as resolved) and the shard files.
+            directory of every shard, as given and as resolved), the shard files, and the
+            cache directories that exist.
         """
         from ..core.store import is_remote
 
@@ -102,10 +110,15 @@ class Protected:
             with contextlib.suppress(OSError):
                 files.add(_key(os.stat(path)))
         real = tuple(sorted({os.path.realpath(d) for d in directories.values()}))
-        return cls(directories, frozenset(files), real)
+        own: dict[tuple[int, int], str] = {}
+        for directory in cache_directories() if caches else []:
+            with contextlib.suppress(OSError):  # a cache not created yet holds nothing
+                own.setdefault(_key(os.stat(directory)), directory)
+        real_own = tuple(sorted({os.path.realpath(d) for d in own.values()}))
+        return cls(directories, frozenset(files), real, own, real_own)
 
     def enclosing(self, directory_fd: int, path: str) -> str | None:
-        """The protected directory that holds an open directory, if any.
+        """The protected dataset directory that holds an open directory, if any.
 
         Args:
             directory_fd: A descriptor of the directory to judge.
@@ -114,12 +127,28 @@ class Protected:
         Returns:
             The protected directory's path as shown to the user, or None.
         """
+        found = self.judge(directory_fd, path)
+        return None if found is None or found[1] else found[0]
+
+    def judge(self, directory_fd: int, path: str) -> tuple[str, bool] | None:
+        """The protected directory (dataset or cache) that holds an open directory, if any.
+
+        Args:
+            directory_fd: A descriptor of the directory to judge.
+            path: Its path (for the check by name).
+
+        Returns:
+            ``(the protected directory's path as shown to the user, whether it is one of
+            our caches)``, or None.
+        """
         fd = os.dup(directory_fd)
         try:
             while True:
                 here = _key(os.fstat(fd))
                 if here in self.directories:
-                    return self.directories[here]
+                    return self.directories[here], False
+                if here in self.caches:
+                    return self.caches[here], True
                 try:
                     parent = os.open("..", _DIRECTORY_FLAGS, dir_fd=fd)
                 except OSError:
@@ -131,10 +160,28 @@ class Protected:
         finally:
             os.close(fd)
         real = os.path.realpath(path)
-        for root in self.real_directories:
-            if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
-                return root
+        for roots, is_cache in ((self.real_directories, False), (self.real_caches, True)):
+            for root in roots:
+                if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+                    return root, is_cache
         return None
+
+
+def cache_directories() -> list[str]:
+    """undertale_duck's own cache directories on this node, as configured now.
+
+    Returns:
+        The cache root (``$UNDERTALE_DUCK_CACHE``, else the user's cache directory; see
+        core/cachedir.py), the node's shard cache, the disk tier's window files and the
+        view indexes: files there are trusted as copies of shards or as indexes, so no
+        output may ever be written among them.
+    """
+    from ..core import disk_tier, shard_cache
+    from ..core.cachedir import cache_root
+
+    root = cache_root()
+    paths = [root, shard_cache.default_directory(), disk_tier.default_directory(), root / "views"]
+    return [os.fspath(p) for p in paths]
 
 
 class OutputFile:
@@ -197,12 +244,19 @@ class OutputFile:
             os.close(fd)
 
     def _check_directory(self, directory_fd: int) -> None:
-        inside = self.protected.enclosing(directory_fd, self.directory)
-        if inside is not None:
+        found = self.protected.judge(directory_fd, self.directory)
+        if found is None:
+            return
+        inside, is_cache = found
+        if is_cache:
             raise self._refuse(
-                f"lies inside the dataset directory {inside}; the dataset is read-only (a new "
-                "file there would become part of it): choose a path outside it"
+                f"lies inside undertale_duck's cache directory {inside}; files there are "
+                "trusted as copies of shards and as indexes: choose a path outside it"
             )
+        raise self._refuse(
+            f"lies inside the dataset directory {inside}; the dataset is read-only (a new "
+            "file there would become part of it): choose a path outside it"
+        )
 
     def _check_target(self, directory_fd: int, *, appeared: bool = False) -> bool:
         """Judge what is at the target now; True when it is a regular file ``--force`` replaces."""

@@ -405,7 +405,7 @@ def main(
     src, session, close, view_rows = _open(source, sql_files, storage_options, view)
     interactive = sys.stdin.isatty()
     try:
-        with line_editing(interactive):
+        with line_editing(interactive, src.paths, source):
             shell = Shell(
                 session,
                 [(s.path, s.rows) for s in src.shards],
@@ -448,11 +448,17 @@ def _open(
 
 
 @contextlib.contextmanager
-def line_editing(enabled: bool) -> Iterator[None]:
+def line_editing(enabled: bool, shards: list[str], source: str) -> Iterator[None]:
     """Turn on readline editing and the history file for the duration of the block.
+
+    The history file is read and written through the output guard (cli/history.py): never
+    inside the dataset, never through a link or onto a special file; a refused one is
+    named in one warning line and left alone.
 
     Args:
         enabled: False for piped input (nothing is read or written then).
+        shards: The dataset's shard paths (their directories are protected).
+        source: The SOURCE argument.
 
     Yields:
         Nothing.
@@ -465,13 +471,20 @@ def line_editing(enabled: bool) -> Iterator[None]:
     except ImportError:  # pragma: no cover - Windows without pyreadline
         yield
         return
+    from . import history
+    from .guard import Protected
+
     path = history_path()
-    with contextlib.suppress(OSError):
-        readline.read_history_file(path)
+    protected = Protected.of(source, shards, caches=False)
+    _warn(history.load(readline, path, protected))
     readline.set_history_length(HISTORY_LENGTH)
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            readline.write_history_file(path)
+        _warn(history.save(readline, path, protected))
+
+
+def _warn(message: str | None) -> None:
+    if message is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(f"undertale-duck: warning: {message}", file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ from ..errors import SourceError
 from . import sqlfiles
 from .drift import ShardDrift, reference_columns, schema_drift
 from .duck import connect, default_duckdb_config, duckdb_path
+from .interrupt import interruptible
 from .remote import SourceFiles
 from .source import Shard
 
@@ -219,7 +220,8 @@ def _read_shard(
     )
     try:
         params = {"path": duckdb_path(path)}
-        table = con.sql(sqlfiles.sql_text("describe_columns"), params=params).to_arrow_table()
+        text = sqlfiles.sql_text("describe_columns")
+        table = interruptible(con, lambda: con.sql(text, params=params).to_arrow_table())
     except SourceError as exc:
         info.error = str(exc)
         return info, None
@@ -304,8 +306,10 @@ def _scan_stats(
     con: duckdb.DuckDBPyConnection, path: str, columns: list[tuple[str, str]]
 ) -> dict[str, tuple[int, Any, Any, bool]]:
     text = sqlfiles.render("describe_scan", aggregates=scan_aggregates(columns))
-    row = con.sql(text, params={"path": duckdb_path(path)}).to_arrow_table().to_pylist()[0]
-    return scan_values(row, columns)
+    params = {"path": duckdb_path(path)}
+    # Ctrl-C stops the scan at once (core/interrupt.py), not after it
+    table = interruptible(con, lambda: con.sql(text, params=params).to_arrow_table())
+    return scan_values(table.to_pylist()[0], columns)
 
 
 def describe(

@@ -89,6 +89,14 @@ def shard_error(
             path,
             rows,
         )
+    if "maximum total string size" in low:  # Arrow's 2 GiB of strings in one batch
+        return MemoryBudgetError(
+            f"reading {what} of shard {path} decodes to more than 2 GiB of strings in one "
+            f"batch, more than Arrow holds ({text}); a dictionary bomb (a long value repeated "
+            "by many rows) or values far too large: set memory (a budget bounds each value)",
+            path,
+            rows,
+        )
     if "encrypt" in low:
         return EncryptedShardError(
             f"shard {path} is encrypted (Parquet modular encryption): {text}; undertale_duck "

@@ -19,7 +19,7 @@ from ..errors import (
     ShardChangedError,
     SourceError,
 )
-from . import failures, sqlfiles
+from . import decoded, failures, sqlfiles
 from .cache import WindowCache, table_bytes
 from .connection import Connection
 from .duck import duckdb_path
@@ -133,6 +133,13 @@ class WindowReader:
         columns = sqlfiles.column_list(source.columns)
         self._sql = sqlfiles.render("read_window", columns=columns)
         self._sql_file = sqlfiles.render("read_file", columns=columns)
+        # string and binary values are bounded before DuckDB materialises them (decoded.py)
+        self._bound = decoded.ValueBound(source.schema, list(source.columns))
+        guard = self._bound.guard() if self._bound else ""
+        self._guarded = {
+            self._sql: sqlfiles.render("read_window_guarded", columns=columns, guard=guard),
+            self._sql_file: sqlfiles.render("read_file_guarded", columns=columns, guard=guard),
+        } if self._bound else {}
         self._next: dict[int, int] = {}
         self._row_bytes = 0.0
         groups = [shard.row_groups for shard in source.shards]
@@ -339,8 +346,21 @@ class WindowReader:
             cursor = self.connection.cursor()
         except duckdb.Error as exc:
             raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
+        bounded = bool(limit) and sql in self._guarded
         try:
-            table = self._fetch(cursor.sql(sql, params=params), limit, shard.path, what, win)
+            if bounded:
+                table = decoded.read_bounded(
+                    cursor,
+                    self._bound,
+                    (self._guarded[sql], sql),
+                    params,
+                    lambda rel: self._fetch(rel, limit, shard.path, what, win),
+                    limit=limit,
+                    rows=win.rows,
+                    error=(shard.path, what, (win.offset, win.end)),
+                )
+            else:
+                table = self._fetch(cursor.sql(sql, params=params), limit, shard.path, what, win)
         except duckdb.BinderException as exc:
             local.check_unchanged()
             raise SourceError(
@@ -348,7 +368,7 @@ class WindowReader:
                 f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
                 shard.path,
             ) from None
-        except (duckdb.Error, pa.ArrowException) as exc:
+        except (duckdb.Error, pa.ArrowException, OSError) as exc:  # OSError: from a batch
             if failures.is_interrupt(exc):
                 raise KeyboardInterrupt from None
             if failures.is_fatal(exc):

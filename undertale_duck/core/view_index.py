@@ -20,6 +20,7 @@ from ..errors import ArgumentError, QueryError, SourceError
 from . import sqlfiles
 from .cachedir import atomic_file, cache_dir, write_atomic
 from .duck import duckdb_path
+from .interrupt import interruptible
 from .source import Shard
 from .view import ViewQuery
 from .view_rows import BitmapWriter, KeptRows
@@ -217,9 +218,10 @@ def count_rows(
         shard.check_unchanged()
         try:
             params = {"path": duckdb_path(shard.path), "start": 0, "stop": shard.rows}
-            reader: Any = cursor.sql(sql, params=params).to_arrow_reader(INDEX_BATCH_ROWS)
+            # Ctrl-C stops the indexing query at once (core/interrupt.py)
+            reader = _start(cursor, sql, params)
             per_window = np.zeros(len(positions), dtype=np.int64)
-            for batch in reader:
+            while (batch := _next_batch(cursor, reader)) is not None:
                 rows = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
                 if rows.size == 0:
                     continue
@@ -238,7 +240,7 @@ def count_rows(
                 seen[rows] = True
                 which = np.searchsorted(bounds, rows, side="right") - 1
                 per_window += np.bincount(which, minlength=len(positions))
-        except duckdb.Error as exc:
+        except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error from a batch
             shard.check_unchanged()
             text = first_line(exc, limit=4000)
             raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
@@ -389,3 +391,22 @@ def index_view(
         serve_sql,
         kept,
     )
+
+
+def _start(cursor: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> Any:
+    """Start an indexing query; Ctrl-C interrupts it at once."""
+    return interruptible(
+        cursor, lambda: cursor.sql(sql, params=params).to_arrow_reader(INDEX_BATCH_ROWS)
+    )
+
+
+def _next_batch(cursor: duckdb.DuckDBPyConnection, reader: Any) -> pa.RecordBatch | None:
+    """The next batch of an indexing query, or None at its end; Ctrl-C interrupts it at once."""
+
+    def read() -> pa.RecordBatch | None:
+        try:
+            return reader.read_next_batch()
+        except StopIteration:
+            return None
+
+    return interruptible(cursor, read)

@@ -17,6 +17,7 @@ from ..common.progress import Progress
 from ..common.text import first_line
 from ..core import sqlfiles
 from ..core.duck import duckdb_path
+from ..core.interrupt import interruptible
 from ..core.source import Shard
 from .model import CheckKind, CheckResult, Example
 from .relation import Relation, ViewPositions, shard_rows
@@ -207,9 +208,18 @@ class RunState:
         return Example(index=index, shard=shard, row=row, value=display(value))
 
     def query(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        """Run a query with shard paths escaped for ``read_parquet``; return every row."""
-        rows: list[tuple[Any, ...]] = self.cursor.execute(sql, _bind_paths(sql, params)).fetchall()
-        return rows
+        """Run a query with shard paths escaped for ``read_parquet``; return every row.
+
+        Ctrl-C interrupts the query at once and raises ``KeyboardInterrupt`` (never a
+        ``duckdb.Error`` that a check would take for an unreadable shard).
+        """
+        bound = _bind_paths(sql, params)
+        cursor = self.cursor
+
+        def work() -> list[tuple[Any, ...]]:
+            return cursor.execute(sql, bound).fetchall()
+
+        return interruptible(cursor, work)
 
     def files(self, indices: Sequence[int]) -> list[str]:
         """The paths of some shards."""

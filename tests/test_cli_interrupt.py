@@ -1,0 +1,179 @@
+"""Ctrl-C (a real SIGINT to a real child) stops describe, validate and the imports cleanly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import datagen
+import hostile_files as hf
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: A schema whose pattern check makes DuckDB run a regular expression over every value.
+SCHEMA = (
+    "from pydantic import BaseModel, Field\n"
+    "class Slow(BaseModel):\n"
+    "    s: str = Field(pattern=r'x*z')\n"
+)
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset DuckDB needs minutes to scan: 8M rows of one 256 KiB dictionary string.
+
+    ``describe --scan`` compares 2 TiB of strings for min/max and ``validate`` matches a
+    pattern against each of them; the files themselves are a few dozen KB.
+    """
+    root = tmp_path_factory.mktemp("slow") / "data"
+    root.mkdir()
+    hf.dictionary_bomb(root / "part-00000.parquet", 8_000_000, 256 << 10)
+    return root
+
+
+def _default_sigint() -> None:
+    # a test runner started in the background ignores SIGINT, and children inherit that
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _start(command: list[str], cwd: Path | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=cwd,
+        preexec_fn=_default_sigint,
+    )
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "undertale_duck", *args]
+
+
+def _wait_for_cpu(pid: int, seconds: float) -> None:
+    """Wait until a process has used ``seconds`` of CPU: far more than its imports take, so
+    its DuckDB scan is running."""
+    process = psutil.Process(pid)
+    for _ in range(6000):
+        if sum(process.cpu_times()[:2]) >= seconds:
+            return
+        if process.status() == psutil.STATUS_ZOMBIE:
+            raise AssertionError("the command ended before it was interrupted")
+        time.sleep(0.05)
+    raise AssertionError("the scan never started")
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        # without the interrupt the scan runs for minutes: the wait would time out
+        return proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.heavy
+def test_ctrl_c_stops_describe_scan_at_once(slow: Path) -> None:
+    before = hf.sha256s(slow)
+    proc = _start(_cli("describe", str(slow), "--scan"))
+    _wait_for_cpu(proc.pid, 4.0)
+    out, err = _interrupt(proc)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert out == ""
+    assert hf.sha256s(slow) == before
+
+
+@pytest.mark.heavy
+def test_ctrl_c_stops_validate_with_no_report_left(slow: Path, tmp_path: Path) -> None:
+    schema = tmp_path / "slow_schema.py"
+    schema.write_text(SCHEMA)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    before = hf.sha256s(slow)
+    proc = _start(
+        _cli("validate", str(slow), "-s", f"{schema}:Slow", "-o", str(out_dir / "r.html"))
+    )
+    _wait_for_cpu(proc.pid, 4.0)
+    out, err = _interrupt(proc)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert out == ""
+    assert list(out_dir.iterdir()) == []  # no report, no temporary file
+    assert hf.sha256s(slow) == before
+
+
+def _loaded(pid: int, library: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            return library in maps.read()
+    except OSError:
+        return False
+
+
+def _entry_points() -> list[list[str]]:
+    points = [_cli()]
+    script = shutil.which("undertale-duck", path=os.path.dirname(sys.executable))
+    if script is not None:  # the console script pip installs ([project.scripts])
+        points.append([script])
+    return points
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
+@pytest.mark.parametrize("entry", _entry_points(), ids=lambda e: os.path.basename(e[-1]))
+@pytest.mark.parametrize("command", ["describe", "validate", "sql"])
+def test_ctrl_c_while_importing_prints_one_line(
+    entry: list[str], command: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    datagen.write_shards(data, [4])
+    args = {
+        "describe": ["describe", str(data)],
+        "validate": ["validate", str(data), "-s", "Dataset"],
+        "sql": ["sql", str(data), "SELECT count(*) FROM dataset"],
+    }[command]
+    proc = _start([*entry, *args])
+    try:
+        # DuckDB's library is mapped while the command line's modules are being imported,
+        # before main() runs: Ctrl-C arrives in the middle of the imports
+        while proc.poll() is None and not _loaded(proc.pid, "_duckdb."):
+            pass
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "Traceback" not in err
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert out == ""
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("command", ["describe", "validate"])
+def test_ctrl_c_stops_a_view_being_indexed(slow: Path, tmp_path: Path, command: str) -> None:
+    # --where builds a view: its indexing pass matches the pattern against every value
+    schema = tmp_path / "slow_schema.py"
+    schema.write_text(SCHEMA)
+    where = ["--where", "NOT regexp_full_match(s, 'x*z')"]
+    args = ["-s", f"{schema}:Slow"] if command == "validate" else []
+    before = hf.sha256s(slow)
+    proc = _start(_cli(command, str(slow), *args, *where))
+    _wait_for_cpu(proc.pid, 4.0)
+    out, err = _interrupt(proc)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert out == ""
+    assert hf.sha256s(slow) == before
