@@ -346,3 +346,28 @@ def test_describe_scan_refuses_a_view_whose_side_table_changed(data: Path,
             describe_view(ds, scan=True)
     finally:
         ds.close()
+
+
+@pytest.mark.parametrize("command", ["sql", "validate"])
+def test_output_never_replaces_a_side_table(data: Path, tmp_path: Path, command: str) -> None:
+    import hashlib
+
+    side = tmp_path / "names.csv"
+    side.write_text("label,name\n0,zero\n1,one\n")
+    before = hashlib.sha256(side.read_bytes()).hexdigest()
+    view = ["--query", "SELECT d.id, n.name FROM dataset d JOIN names n ON d.label = n.label",
+            "--table", f"names={side}"]
+    schema = tmp_path / "schema.py"
+    schema.write_text("from pydantic import BaseModel\n\nclass Row(BaseModel):\n    id: str\n")
+    head = (["sql", str(data), "SELECT * FROM dataset_view"] if command == "sql"
+            else ["validate", str(data), "--schema", f"{schema}:Row"])
+    for target in (side, tmp_path / "link.csv"):
+        if target.name == "link.csv":
+            target.symlink_to(side)
+        status, _, err = _run(*head, *view, "--output", str(target), "--force")
+        assert status == 2 and "Traceback" not in err, err
+        assert "side table" in err or "link" in err, err
+        assert hashlib.sha256(side.read_bytes()).hexdigest() == before
+    # the side table's directory stays writable: only the file itself is an input
+    status, _, err = _run(*head, *view, "--output", str(tmp_path / "out.txt"))
+    assert status in (0, 1) and (tmp_path / "out.txt").exists(), err

@@ -245,6 +245,12 @@ def view_arguments(args: argparse.Namespace) -> dict[str, Any]:
     return {"query": query, "where": getattr(args, "view_where", None), "tables": tables or None}
 
 
+def table_files(args: argparse.Namespace) -> list[str]:
+    """The files named by ``--table NAME=FILE`` (inputs an output file must never replace)."""
+    items = getattr(args, "view_tables", None) or []
+    return [os.path.expanduser(path) for _, sep, path in (i.partition("=") for i in items) if sep]
+
+
 def has_view(view: Mapping[str, Any]) -> bool:
     """Whether :func:`view_arguments` asked for a view."""
     return view.get("query") is not None or view.get("where") is not None

@@ -73,7 +73,14 @@ class Protected:
     real_caches: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, source: str, shards: Iterable[str], *, caches: bool = True) -> Protected:
+    def of(
+        cls,
+        source: str,
+        shards: Iterable[str],
+        *,
+        caches: bool = True,
+        files: Iterable[str] = (),
+    ) -> Protected:
         """The protection for a dataset given on the command line.
 
         Args:
@@ -81,6 +88,8 @@ class Protected:
             shards: The shard paths it resolved to.
             caches: Whether undertale_duck's own cache directories are protected too
                 (:func:`cache_directories`).
+            files: Other input files never to be replaced (a view's side tables); unlike
+                shards, their directories stay writable.
 
         Returns:
             The directories (the source directory, a glob's starting directory, and the
@@ -105,17 +114,17 @@ class Protected:
         for directory in candidates:
             with contextlib.suppress(OSError):
                 directories.setdefault(_key(os.stat(directory)), directory)
-        files = set()
-        for path in paths:
+        keys = set()
+        for path in [*paths, *(os.path.abspath(os.path.expanduser(f)) for f in files)]:
             with contextlib.suppress(OSError):
-                files.add(_key(os.stat(path)))
+                keys.add(_key(os.stat(path)))
         real = tuple(sorted({os.path.realpath(d) for d in directories.values()}))
         own: dict[tuple[int, int], str] = {}
         for directory in cache_directories() if caches else []:
             with contextlib.suppress(OSError):  # a cache not created yet holds nothing
                 own.setdefault(_key(os.stat(directory)), directory)
         real_own = tuple(sorted({os.path.realpath(d) for d in own.values()}))
-        return cls(directories, frozenset(files), real, own, real_own)
+        return cls(directories, frozenset(keys), real, own, real_own)
 
     def enclosing(self, directory_fd: int, path: str) -> str | None:
         """The protected dataset directory that holds an open directory, if any.
@@ -285,7 +294,8 @@ class OutputFile:
             )
         if _key(st) in self.protected.shards:
             raise self._refuse(
-                "is a shard of the dataset; the dataset is read-only: choose a file outside it"
+                "is a shard of the dataset or a side table of its view; inputs are read-only: "
+                "choose another file"
             )
         if not self.force:
             when = " (it appeared while the result was being written)" if appeared else ""
