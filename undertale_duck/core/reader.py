@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import duckdb
@@ -22,6 +22,7 @@ from ..errors import (
 from . import decoded, failures, sqlfiles
 from .cache import WindowCache, table_bytes
 from .connection import Connection
+from .direct import DirectReader
 from .duck import duckdb_path
 from .readahead import ReadAhead
 from .source import Shard, Source
@@ -106,6 +107,9 @@ class WindowReader:
         read_limit: Most bytes one window read may decompress (row groups, from the
             footer) or decode (its Arrow result, counted as it arrives); beyond it the read
             stops with :class:`MemoryBudgetError`. 0: no limit.
+        direct: Whether windows on the allow-list of :mod:`pages` are decoded by pyarrow
+            (:mod:`direct`); views and remote shards always go through DuckDB.
+        threads: Whether pyarrow may decode a window's columns in parallel.
     """
 
     def __init__(
@@ -120,6 +124,8 @@ class WindowReader:
         view: ViewWindows | None = None,
         schema: pa.Schema | None = None,
         read_limit: int = 0,
+        direct: bool = True,
+        threads: bool = False,
     ) -> None:
         self.source = source
         self.schema = source.schema if schema is None else schema
@@ -130,6 +136,10 @@ class WindowReader:
         self.cache = cache
         self.connection = connection
         self.read_ahead = read_ahead
+        #: pyarrow's reader for plain windows of local shards (None: DuckDB reads every one).
+        self.direct: DirectReader | None = None
+        if direct and view is None and source.store is None:
+            self.direct = DirectReader(source.columns, self.schema, read_limit, threads=threads)
         columns = sqlfiles.column_list(source.columns)
         self._sql = sqlfiles.render("read_window", columns=columns)
         self._sql_file = sqlfiles.render("read_file", columns=columns)
@@ -331,52 +341,17 @@ class WindowReader:
     def _read(self, position: int, local: Shard, what: str, touched: int) -> pa.Table:
         win = self.windows[position]
         shard = self.source.shards[win.shard]
-        limit = self.read_limit
         local.check_unchanged()
-        params: dict[str, object] = {"path": duckdb_path(local.path)}
-        sql = self._sql_file
-        if self._view is not None:
-            sql, extra = self._view.window_query(win)
-            params.update(start=win.start, stop=win.stop)
-            params.update(extra)
-        elif win.start != 0 or win.stop != shard.rows:
-            sql = self._sql
-            params.update(start=win.start, stop=win.stop)
-        try:
-            cursor = self.connection.cursor()
-        except duckdb.Error as exc:
-            raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
-        bounded = bool(limit) and sql in self._guarded
-        try:
-            if bounded:
-                table = decoded.read_bounded(
-                    cursor,
-                    self._bound,
-                    (self._guarded[sql], sql),
-                    params,
-                    lambda rel: self._fetch(rel, limit, shard.path, what, win),
-                    limit=limit,
-                    rows=win.rows,
-                    error=(shard.path, what, (win.offset, win.end)),
-                )
-            else:
-                table = self._fetch(cursor.sql(sql, params=params), limit, shard.path, what, win)
-        except duckdb.BinderException as exc:
-            local.check_unchanged()
-            raise SourceError(
-                f"shard {shard.path} does not match the dataset's columns "
-                f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
-                shard.path,
-            ) from None
-        except (duckdb.Error, pa.ArrowException, OSError) as exc:  # OSError: from a batch
-            if failures.is_interrupt(exc):
-                raise KeyboardInterrupt from None
-            if failures.is_fatal(exc):
-                self.connection.close()  # DuckDB invalidated the database: reopen on next use
-            local.check_unchanged()
-            raise failures.shard_error(
-                exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
-            ) from None
+        table = self._read_direct(local, win, what)
+        # pyarrow's batches are one chunk per column and sized to their rows, unless the
+        # window is part of them: then they are copied out like DuckDB's
+        exact = (
+            table is not None
+            and all(c.num_chunks == 1 for c in table.columns)
+            and table.get_total_buffer_size() <= table.nbytes + (table.nbytes >> 3) + 4096
+        )
+        if table is None:
+            table = self._read_duckdb(local, win, what, touched)
         local.check_unchanged()
         if self._view is not None:  # drop the row-number columns the view carried
             table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
@@ -395,12 +370,14 @@ class WindowReader:
                 (win.offset, win.end),
             )
         table = conform(table, self.schema)
-        # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
-        # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row batches
-        # cost the consumer 3-4x more CPU than this copy saves the reader, see DESIGN.md), and
-        # the cache counts what is really held. One copy per window read; DuckDB's buffers
-        # are freed right away.
-        table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
+        if not exact:
+            # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
+            # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row
+            # batches cost the consumer 3-4x more CPU than this copy saves the reader, see
+            # DESIGN.md), and the cache counts what is really held (not the whole row groups
+            # a slice of pyarrow's batch points into). One copy per window read; the
+            # reader's own buffers are freed right away.
+            table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
         if table.num_rows:
             row_bytes = table_bytes(table) / table.num_rows
             with self._row_lock:  # the consumer and the read-ahead thread both read
@@ -409,38 +386,138 @@ class WindowReader:
                     self._update_reserve()
         return table
 
-    @staticmethod
-    def _fetch(
-        relation: duckdb.DuckDBPyRelation, limit: int, path: str, what: str, win: Window
-    ) -> pa.Table:
-        """Fetch a window's result batch by batch, stopping once it outgrows ``limit``.
+    def _read_direct(self, local: Shard, win: Window, what: str) -> pa.Table | None:
+        """The window decoded by pyarrow, or None: DuckDB reads it (and gives any error).
 
-        A file can decode to far more than its footer records (a small dictionary page
-        repeated by every row, or pages that understate their sizes), so the result is
-        counted as it arrives rather than trusted to fit.
+        Only windows the footer and page headers put on the allow-list of :mod:`pages` are
+        tried; any failure (a pyarrow error, the read limit, rows or columns not as the
+        footer says) falls back to DuckDB, so errors and their classes are DuckDB's.
         """
-        stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
-        batches: list[pa.RecordBatch] = []
-        total = 0
-        for batch in stream:
+        if self.direct is None or type(local) is not Shard:
+            return None
+        batches = self.direct.batches(local, win)
+        if batches is None:
+            return None
+        shard = self.source.shards[win.shard]
+        try:
+            table = collect(batches, self.read_limit, shard.path, what, win)
+            if table.num_rows != win.rows or sorted(table.column_names) != sorted(
+                self.source.columns
+            ):
+                raise ValueError("pyarrow read other rows or columns than the footer records")
+            table = table.select(list(self.source.columns))
+        except Exception:  # any doubt: DuckDB reads the window (and reports what it finds)
+            self.direct.stats["fallback"] += 1
+            return None
+        self.direct.stats["direct"] += 1
+        return table
+
+    def _read_duckdb(self, local: Shard, win: Window, what: str, touched: int) -> pa.Table:
+        shard = self.source.shards[win.shard]
+        limit = self.read_limit
+        params: dict[str, object] = {"path": duckdb_path(local.path)}
+        sql = self._sql_file
+        if self._view is not None:
+            sql, extra = self._view.window_query(win)
+            params.update(start=win.start, stop=win.stop)
+            params.update(extra)
+        elif win.start != 0 or win.stop != shard.rows:
+            sql = self._sql
+            params.update(start=win.start, stop=win.stop)
+        try:
+            cursor = self.connection.cursor()
+        except duckdb.Error as exc:
+            raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
+        def fetch(relation: duckdb.DuckDBPyRelation) -> pa.Table:
+            stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
+            return collect(stream, limit, shard.path, what, win, schema=stream.schema)
+
+        try:
+            if limit and sql in self._guarded:
+                return decoded.read_bounded(
+                    cursor,
+                    self._bound,
+                    (self._guarded[sql], sql),
+                    params,
+                    fetch,
+                    limit=limit,
+                    rows=win.rows,
+                    error=(shard.path, what, (win.offset, win.end)),
+                )
+            return fetch(cursor.sql(sql, params=params))
+        except duckdb.BinderException as exc:
+            local.check_unchanged()
+            raise SourceError(
+                f"shard {shard.path} does not match the dataset's columns "
+                f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
+                shard.path,
+            ) from None
+        except (duckdb.Error, pa.ArrowException, OSError) as exc:  # OSError: from a batch
+            if failures.is_interrupt(exc):
+                raise KeyboardInterrupt from None
+            if failures.is_fatal(exc):
+                self.connection.close()  # DuckDB invalidated the database: reopen on next use
+            local.check_unchanged()
+            raise failures.shard_error(
+                exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
+            ) from None
+
+
+def collect(
+    batches: Iterable[pa.RecordBatch],
+    limit: int,
+    path: str,
+    what: str,
+    win: Window,
+    *,
+    schema: pa.Schema | None = None,
+) -> pa.Table:
+    """Gather a window's record batches, stopping once they outgrow ``limit``: THE guard.
+
+    Both readers (DuckDB's Arrow stream and pyarrow's batches) go through this one check. A
+    file can decode to far more than its footer records (a small dictionary page repeated
+    by every row, or pages that understate their sizes), so the result is counted as it
+    arrives rather than trusted to fit. The batches' source is closed on return.
+
+    Args:
+        batches: The window's batches as they are decoded.
+        limit: The read limit in bytes (0: none).
+        path: The shard, for the message.
+        what: What is read, for the message.
+        win: The window.
+        schema: The batches' schema (needed when there may be none).
+
+    Returns:
+        The batches as one table.
+
+    Raises:
+        MemoryBudgetError: If the batches outgrow ``limit``.
+    """
+    kept: list[pa.RecordBatch] = []
+    total = 0
+    try:
+        for batch in batches:
             total += batch.nbytes
             if limit and total > limit:
-                stream.close()
                 raise MemoryBudgetError(
                     f"reading {what} of shard {path} decodes to more than the memory budget "
-                    f"allows for one read ({limit / MIB:.4g} MiB) after {_rows(batches)} rows, "
+                    f"allows for one read ({limit / MIB:.4g} MiB) after {_rows(kept)} rows, "
                     "far more than its footer records (a decompression bomb, or rows "
                     "far larger than the budget): raise memory if the shard is trusted, or "
                     "pass a smaller window_bytes",
                     path,
                     (win.offset, win.end),
                 )
-            batches.append(batch)
-        return pa.Table.from_batches(batches, schema=stream.schema)
+            kept.append(batch)
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
+    return pa.Table.from_batches(kept, schema=schema)
 
 
 def _rows(batches: list[pa.RecordBatch]) -> int:
     return sum(batch.num_rows for batch in batches)
 
 
-__all__ = ["MemoryBudgetWarning", "ShardChangedError", "WindowReader", "conform"]
+__all__ = ["MemoryBudgetWarning", "ShardChangedError", "WindowReader", "collect", "conform"]
