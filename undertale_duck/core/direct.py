@@ -55,6 +55,11 @@ class DirectReader:
         self.cap = limit or UNBUDGETED_CAP
         self.threads = threads
         self._shards: dict[str, ShardPages | None] = {}
+        # DuckDB refuses strings that are not UTF-8; pyarrow checks them only when asked
+        self._text = [
+            name for name in self.columns
+            if name in schema.names and _has_text(schema.field(name).type)
+        ]
         #: Windows read by pyarrow, and windows that fell back to DuckDB after trying.
         self.stats = {"direct": 0, "fallback": 0}
 
@@ -101,10 +106,11 @@ class DirectReader:
             total += bound
         if not groups or total > self.cap:
             return None
-        return self._iterate(pages, groups, skip, window.rows)
+        expected = sum(shard.row_groups[g][0] for g in groups)
+        return self._iterate(pages, groups, skip, window.rows, expected)
 
     def _iterate(
-        self, pages: ShardPages, groups: list[int], skip: int, rows: int
+        self, pages: ShardPages, groups: list[int], skip: int, rows: int, expected: int
     ) -> Iterator[pa.RecordBatch]:
         with pq.ParquetFile(
             pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False
@@ -114,18 +120,32 @@ class DirectReader:
                 use_threads=self.threads,
             )
             need = rows
+            decoded = 0
             for batch in stream:
+                # Every row of the row groups is decoded and checked, those outside the
+                # window too: DuckDB checks the whole pages it decodes, so a window this read
+                # accepts must be one DuckDB accepts (else DuckDB reads it, and reports)
+                for name in self._text:
+                    batch.column(name).validate(full=True)
                 n = batch.num_rows
+                decoded += n
                 if skip >= n:
                     skip -= n
                     continue
-                if skip or n - skip > need:
+                if need and (skip or n - skip > need):
                     batch = batch.slice(skip, need)
                     skip = 0
-                need -= batch.num_rows
-                yield batch
-                if not need:
-                    return
+                if need:
+                    need -= batch.num_rows
+                    yield batch
+            if decoded != expected:
+                raise ValueError(f"pyarrow decoded {decoded} rows of row groups of {expected}")
+
+
+def _has_text(typ: pa.DataType) -> bool:
+    if pa.types.is_dictionary(typ) or pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        typ = typ.value_type
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ))
 
 
 __all__ = ["DirectReader", "row_groups"]

@@ -121,7 +121,7 @@ class ShardPages:
                         names.discard("BYTE_STREAM_SPLIT")
                     if not names <= FOOTER_ENCODINGS:
                         return None
-                    bound = _chunk_bound(fh, size, chunk, width)
+                    bound = _chunk_bound(fh, size, chunk, width, rg.num_rows)
                     if bound is None:
                         return None
                     total += bound
@@ -201,7 +201,9 @@ def _int(fields: object, fid: int) -> int:
     return value
 
 
-def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: int) -> int | None:
+def _chunk_bound(
+    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: int, rows: int
+) -> int | None:
     """Walk one column chunk's page headers; return its decode bound, or None."""
     start = int(chunk.data_page_offset)
     dictionary = int(chunk.dictionary_page_offset or 0)
@@ -211,6 +213,10 @@ def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: 
     if start < 4 or end > size - 8 or end <= start:
         return None
     fp = chunk.physical_type in ("FLOAT", "DOUBLE")
+    boolean = chunk.physical_type == "BOOLEAN"
+    plain = chunk.compression == "UNCOMPRESSED"
+    v2_rows: int | None = 0
+    has_dict = False
     pos, bound, peak, dict_bytes, pages = start, 0, 0, 0, 0
     while pos < end:
         pages += 1
@@ -221,12 +227,14 @@ def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: 
         kind, raw, packed = _int(header, 1), _int(header, 2), _int(header, 3)
         if 4 in header:  # a CRC: whether each reader checks it is not known to agree
             return None
+        if plain and raw != packed:  # DuckDB refuses such a page
+            return None
         pos += length + packed
         peak = max(peak, raw + packed)
         if kind == 2:  # dictionary page: before every data page, once
             if pages != 1 or _int(header.get(7), 2) not in (0, 2):
                 return None
-            dict_bytes = raw
+            dict_bytes, has_dict = raw, True
             bound += raw + _int(header.get(7), 1) * VALUE_OVERHEAD
             continue
         if kind == 0:
@@ -234,15 +242,20 @@ def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: 
             values, encoding = _int(page, 1), _int(page, 2)
             if _int(page, 3) not in LEVEL_ENCODINGS or _int(page, 4) not in LEVEL_ENCODINGS:
                 return None
+            v2_rows = None
         elif kind == 3:
             page = header.get(8)
             values, encoding = _int(page, 1), _int(page, 4)
+            if v2_rows is not None:
+                v2_rows += _int(page, 3)
         else:
             return None
         if not (encoding in ENCODINGS or (fp and encoding == BYTE_STREAM_SPLIT)):
             return None
+        if boolean and encoding == 3:  # RLE booleans: DuckDB checks each run's value
+            return None
         if encoding in DICTIONARY_ENCODINGS:
-            if not dict_bytes and values:
+            if not has_dict:  # dictionary indices without a dictionary page
                 return None
             data = values * (width or dict_bytes)
         elif width:
@@ -252,8 +265,8 @@ def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: 
         else:
             data = raw
         bound += data + values * VALUE_OVERHEAD
-    if pos != end:
-        return None
+    if pos != end or (v2_rows is not None and v2_rows != rows):
+        return None  # v2 pages record their rows: DuckDB checks them against the group's
     return bound + peak
 
 
