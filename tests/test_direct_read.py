@@ -133,7 +133,10 @@ def test_pyarrow_and_duckdb_reads_are_equal(
         a, b = fast.reader.read(position), slow.reader.read(position)
         assert a.equals(b), (position, a.schema, b.schema)
         assert all(c.num_chunks == 1 for c in a.columns)
-    plain = compression in ("none", "snappy", "gzip", "zstd")
+    # on the allow-list: these codecs, and booleans only PLAIN (v1; v2 writes them RLE)
+    plain = compression in ("none", "snappy", "gzip", "zstd") and not (
+        version == "2.0" and "bool" in kinds
+    )
     if plain and fast.windows and any(w.rows for w in fast.windows):
         assert fast.reader.direct is not None and fast.reader.direct.stats["direct"] > 0
     if compression in ("brotli", "lz4"):
