@@ -129,6 +129,11 @@ class WindowReader:
         reserve = read_reserve(
             self._max_rows, row_bytes, self._max_touched, READ_OVERHEAD_BYTES + self.retained
         )
+        if self.direct is not None:
+            # pyarrow's allocator keeps a read's freed buffers (pages, builders) for the next
+            # read instead of returning them (handing them back after each read costs more
+            # CPU than the decode saves): counted as one more read's transient memory
+            reserve += read_reserve(self._max_rows, row_bytes, self._max_touched, 0)
         cache.set_reserve(reserve, floor=window)
         if cache.budget < reserve + window and not self._warned:
             self._warned = True
