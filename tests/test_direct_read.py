@@ -284,3 +284,18 @@ def test_window_row_groups() -> None:
     assert row_groups(shard, Window(0, 5, 15, 5)) == ([0, 2], 5)
     assert row_groups(shard, Window(0, 12, 25, 12)) == ([2, 3], 2)
     assert row_groups(shard, Window(0, 10, 20, 10)) == ([2], 0)
+
+
+def test_a_shard_replaced_by_one_with_encrypted_columns_is_not_touched(tmp_path: Path) -> None:
+    # pyarrow aborts the process on a column chunk's key metadata: the gate checks the
+    # footer it reads again as the open did, and leaves such a file to DuckDB's errors
+    from undertale_duck.core.direct import DirectReader
+
+    good = tmp_path / "good.parquet"
+    pq.write_table(datagen.table(0, 6), good)
+    ds = ParquetDataset(good, columns=["label"])
+    shard = ds.source.shards[0]
+    hf.column_key_crypto_metadata(good, tmp_path / "crafted.parquet")
+    (tmp_path / "crafted.parquet").replace(good)
+    reader = DirectReader(["label"], ds.source.schema, 64 << 20, threads=False)
+    assert reader.batches(shard, ds.windows[0]) is None

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import SourceError
+from . import footers
 from .pages import ShardPages
 from .source import Shard
 from .windows import Window
@@ -69,12 +72,16 @@ class DirectReader:
             pages = None
             try:
                 meta = pq.read_metadata(shard.path)
+                # the file may have been replaced since it was opened: its columns' metadata
+                # is touched only once the footer is known not to hold encrypted columns
+                # (pyarrow aborts the process on those), as at open
+                footers.check_encryption(shard.path, meta, os.stat(shard.path).st_size)
                 if meta.num_row_groups == len(shard.row_groups) and all(
                     meta.row_group(g).num_rows == rows
                     for g, (rows, _) in enumerate(shard.row_groups)
                 ):
                     pages = ShardPages(shard.path, meta, self.columns, self.schema)
-            except (OSError, ValueError, pa.ArrowException):
+            except (OSError, ValueError, pa.ArrowException, SourceError):
                 pages = None
             self._shards[key] = pages
         return self._shards[key]
