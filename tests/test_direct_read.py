@@ -299,3 +299,16 @@ def test_a_shard_replaced_by_one_with_encrypted_columns_is_not_touched(tmp_path:
     (tmp_path / "crafted.parquet").replace(good)
     reader = DirectReader(["label"], ds.source.schema, 64 << 20, threads=False)
     assert reader.batches(shard, ds.windows[0]) is None
+
+
+def test_files_written_by_duckdb_are_read_by_pyarrow_alike(tmp_path: Path) -> None:
+    datagen.write_shards(tmp_path, [130, 70], row_group_size=32, writer="duckdb",
+                         compression="zstd")
+    cols = ["label", "tokens", "id", "score", "blob", "category"]
+    fast, slow = _both(tmp_path, columns=cols, window_bytes=2000)
+    for position in range(len(fast.windows)):
+        assert fast.reader.read(position).equals(slow.reader.read(position)), position
+    assert fast.reader.direct is not None
+    assert fast.reader.direct.stats["direct"] == len(fast.windows)
+    want = [{k: r[k] for k in cols} for r in datagen.expected(200)]
+    assert fast.__getitems__(list(range(200))) == want

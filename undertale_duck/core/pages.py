@@ -217,7 +217,7 @@ def _chunk_bound(
     plain = chunk.compression == "UNCOMPRESSED"
     v2_rows: int | None = 0
     has_dict = False
-    pos, bound, peak, dict_bytes, pages = start, 0, 0, 0, 0
+    pos, bound, peak, dict_bytes, pages, count = start, 0, 0, 0, 0, 0
     while pos < end:
         pages += 1
         parsed = _header(fh, pos, end)
@@ -265,8 +265,11 @@ def _chunk_bound(
         else:
             data = raw
         bound += data + values * VALUE_OVERHEAD
-    if pos != end or (v2_rows is not None and v2_rows != rows):
-        return None  # v2 pages record their rows: DuckDB checks them against the group's
+        count += values
+    if pos != end or count != chunk.num_values or (v2_rows is not None and v2_rows != rows):
+        # the pages' values must be the footer's (readers differ on which to believe), and
+        # v2 pages record their rows: DuckDB checks them against the group's
+        return None
     return bound + peak
 
 
