@@ -15,6 +15,7 @@ import datagen
 import hostile_files as hf
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -213,6 +214,7 @@ def _hostile(root: Path) -> dict[str, Path]:
     hf.invalid_geoparquet(place("geo"))
     hf.bomb(place("bomb_under"), 80, understate=True)
     hf.bomb(place("bomb"), 80, understate=False)
+    hf.dictionary_bomb(place("dictionary_bomb"), 4096, 32 << 10)  # 128 MiB decoded
     values = pa.array([bytes([i]) * 4 for i in range(10)], pa.binary(4))
     pq.write_table(pa.table({"x": values}), place("bss_flba"), use_dictionary=False,
                    column_encoding={"x": "BYTE_STREAM_SPLIT"})
@@ -225,9 +227,10 @@ def _hostile(root: Path) -> dict[str, Path]:
     return made
 
 
-def test_hostile_files_give_the_same_errors_as_duckdb(tmp_path: Path) -> None:
+@pytest.mark.parametrize("window", [1, None])  # the smallest windows, and the default
+def test_hostile_files_give_the_same_errors_as_duckdb(tmp_path: Path, window: int | None) -> None:
     for name, folder in _hostile(tmp_path).items():
-        fast, slow = _both(folder, memory=64, window_bytes=1)
+        fast, slow = _both(folder, memory=64, window_bytes=window)
         rows = min(len(fast), 3)
         for attempt in ("item", "batch"):
             got, want = (
