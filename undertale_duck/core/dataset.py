@@ -296,6 +296,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
                 view=self.view,
                 schema=None if self.view is None else self.view.schema,
                 read_limit=limit,
+                threads=int(config.get("threads", 1)) > 1,
             )
             if self._order:
                 self._reader.set_order(self._order)

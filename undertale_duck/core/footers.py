@@ -22,7 +22,7 @@ ENCRYPTED_MAGIC = b"PARE"
 MIN_PAGE_BYTES = 8
 MAX_PAGE_VALUES = (1 << 31) - 1
 
-#: Deepest Thrift nesting :func:`_Thrift.struct` follows (a real footer nests about 8 deep).
+#: Deepest Thrift nesting :func:`Thrift.struct` follows (a real footer nests about 8 deep).
 _MAX_DEPTH = 64
 
 # A ColumnChunk's crypto_metadata (field 8, a struct) holding ENCRYPTION_WITH_COLUMN_KEY
@@ -97,7 +97,7 @@ def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | No
     if len(footer) == meta.serialized_size and not _COLUMN_KEY.search(footer):
         return
     try:
-        parsed = _Thrift(footer).struct(0)
+        parsed = Thrift(footer).struct(0)
     except (IndexError, ValueError, struct.error):
         return  # not parseable here: pyarrow parsed it; DuckDB reports what it finds
     if _field(parsed, 8) is not None or any(
@@ -211,7 +211,7 @@ def _list(value: object) -> Sequence[object]:
     return value if isinstance(value, list) else []
 
 
-class _Thrift:
+class Thrift:
     """A Thrift compact-protocol reader that builds ``{field id: value}`` dicts.
 
     Bounded by its input: every value consumes at least one byte, and nesting deeper than
@@ -224,11 +224,13 @@ class _Thrift:
         self.pos = 0
 
     def byte(self) -> int:
+        """The next byte."""
         b = self.data[self.pos]
         self.pos += 1
         return b
 
     def varint(self) -> int:
+        """The next unsigned varint."""
         shift = result = 0
         while True:
             b = self.byte()
@@ -240,6 +242,7 @@ class _Thrift:
                 raise ValueError("varint too long")
 
     def value(self, kind: int, depth: int) -> object:
+        """The next value of compact type ``kind`` (structs as dicts; maps and doubles None)."""
         if kind in (1, 2):  # a boolean inside a list: one byte
             return self.byte() == 1
         if kind == 3:
@@ -282,6 +285,7 @@ class _Thrift:
         raise ValueError(f"unknown Thrift compact type {kind}")
 
     def struct(self, depth: int) -> Fields:
+        """The struct starting here, ``depth`` levels down, as ``{field id: value}``."""
         if depth > _MAX_DEPTH:
             raise ValueError("Thrift nesting too deep")
         fields: Fields = {}

@@ -1,4 +1,4 @@
-"""Read windows through ``sql/read_window.sql`` into Arrow tables, through the window cache."""
+"""Serve windows as Arrow tables through the window cache, with read-ahead and the reserve."""
 
 from __future__ import annotations
 
@@ -6,81 +6,23 @@ import itertools
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Protocol
 
-import duckdb
 import pyarrow as pa
 
-from ..common.text import first_line
-from ..errors import (
-    CorruptShardError,
-    MemoryBudgetError,
-    MemoryBudgetWarning,
-    ShardChangedError,
-    SourceError,
-)
-from . import decoded, failures, sqlfiles
+from ..errors import MemoryBudgetWarning, ShardChangedError
 from .cache import WindowCache, table_bytes
 from .connection import Connection
-from .duck import duckdb_path
+from .direct import DirectReader
 from .readahead import ReadAhead
-from .source import Shard, Source
-from .windows import Window, max_touched_bytes, read_reserve, touched_bytes
-
-#: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
-#: are cheaper for DuckDB to build than its 131072-row default, whose list buffers grow by
-#: reallocation and keep spare capacity (measured on 512-token rows, paired A/B in one
-#: process: workers=0 epoch to tensors 1.23x, 8 of 8 repeats). The batches are then copied
-#: into one chunk per column.
-ARROW_BATCH_ROWS = 2048
+from .source import Source
+from .window_read import ViewWindows, WindowDecoder, conform
+from .windows import Window, max_touched_bytes, read_reserve
 
 #: Fixed transient bytes of one window read besides its row groups and result (DuckDB's
 #: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
 #: 0.06 to 62 MiB (DESIGN.md, "Notes from the memory budget").
 READ_OVERHEAD_BYTES = 12 << 20
 MIB = 1 << 20
-
-
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Give a DuckDB result the Arrow types pyarrow reads from the footer, where they differ.
-
-    DuckDB returns, for example, plain strings for dictionary-encoded columns and its own
-    integer types for unsigned or narrow Parquet types; casting back keeps ``as_py()`` values
-    identical to pyarrow's. Dictionary types are decoded (values are what ``as_py`` sees).
-
-    Args:
-        table: A window as DuckDB returned it, columns in ``schema`` order.
-        schema: The dataset's reference schema.
-
-    Returns:
-        The table with each column cast to the reference type where that cast is safe.
-    """
-    columns = []
-    fields = []
-    changed = False
-    for column, field in zip(table.columns, schema, strict=True):
-        target = field.type
-        if pa.types.is_dictionary(target):
-            target = target.value_type
-        if column.type != target:
-            try:
-                column = column.cast(target)
-                changed = True
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                pass
-        columns.append(column)
-        fields.append(pa.field(field.name, column.type, nullable=field.nullable))
-    if not changed:
-        return table
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
-
-
-class ViewWindows(Protocol):
-    """How a view's windows are read (implemented by ``view_index.IndexedView``)."""
-
-    def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
-        """The SQL reading ``window``, and its parameters (they may override the window's)."""
-        ...
 
 
 class WindowReader:
@@ -106,6 +48,9 @@ class WindowReader:
         read_limit: Most bytes one window read may decompress (row groups, from the
             footer) or decode (its Arrow result, counted as it arrives); beyond it the read
             stops with :class:`MemoryBudgetError`. 0: no limit.
+        direct: Whether windows on the allow-list of :mod:`pages` are decoded by pyarrow
+            (:mod:`direct`); views and remote shards always go through DuckDB.
+        threads: Whether pyarrow may decode a window's columns in parallel.
     """
 
     def __init__(
@@ -120,26 +65,22 @@ class WindowReader:
         view: ViewWindows | None = None,
         schema: pa.Schema | None = None,
         read_limit: int = 0,
+        direct: bool = True,
+        threads: bool = False,
     ) -> None:
         self.source = source
         self.schema = source.schema if schema is None else schema
-        self._view = view
         self.retained = retained
         self.read_limit = read_limit
         self.windows = windows
         self.cache = cache
         self.connection = connection
         self.read_ahead = read_ahead
-        columns = sqlfiles.column_list(source.columns)
-        self._sql = sqlfiles.render("read_window", columns=columns)
-        self._sql_file = sqlfiles.render("read_file", columns=columns)
-        # string and binary values are bounded before DuckDB materialises them (decoded.py)
-        self._bound = decoded.ValueBound(source.schema, list(source.columns))
-        guard = self._bound.guard() if self._bound else ""
-        self._guarded = {
-            self._sql: sqlfiles.render("read_window_guarded", columns=columns, guard=guard),
-            self._sql_file: sqlfiles.render("read_file_guarded", columns=columns, guard=guard),
-        } if self._bound else {}
+        #: Decodes one window (pyarrow or DuckDB); :meth:`read` adds the row-size bookkeeping.
+        self.decoder = WindowDecoder(
+            source, windows, connection, schema=schema, view=view,
+            read_limit=read_limit, direct=direct, threads=threads,
+        )
         self._next: dict[int, int] = {}
         self._row_bytes = 0.0
         groups = [shard.row_groups for shard in source.shards]
@@ -151,6 +92,15 @@ class WindowReader:
         self._row_lock = threading.Lock()
         self._update_reserve()
         self.ahead = ReadAhead(self._fetch_ahead, running=read_ahead)
+
+    @property
+    def direct(self) -> DirectReader | None:
+        """The reader of plain windows of local shards by pyarrow (None: DuckDB reads all)."""
+        return self.decoder.direct
+
+    @direct.setter
+    def direct(self, value: DirectReader | None) -> None:
+        self.decoder.direct = value
 
     @property
     def row_bytes(self) -> float:
@@ -179,6 +129,11 @@ class WindowReader:
         reserve = read_reserve(
             self._max_rows, row_bytes, self._max_touched, READ_OVERHEAD_BYTES + self.retained
         )
+        if self.direct is not None:
+            # pyarrow's allocator keeps a read's freed buffers (pages, builders) for the next
+            # read instead of returning them (handing them back after each read costs more
+            # CPU than the decode saves): counted as one more read's transient memory
+            reserve += read_reserve(self._max_rows, row_bytes, self._max_touched, 0)
         cache.set_reserve(reserve, floor=window)
         if cache.budget < reserve + window and not self._warned:
             self._warned = True
@@ -292,115 +247,15 @@ class WindowReader:
         return table
 
     def read(self, position: int) -> pa.Table:
-        """Read one window from disk, bypassing the cache.
+        """Read one window from disk, bypassing the cache (see :meth:`WindowDecoder.decode`).
 
         Args:
             position: The window's position in the plan.
 
         Returns:
             The window's rows as an Arrow table.
-
-        Raises:
-            ShardChangedError: If the shard changed on disk since it was opened.
-            MemoryBudgetError: If the window's row groups, or its rows once decoded, exceed
-                the read limit (:attr:`read_limit`).
-            UnsupportedShardError: If the shard uses a feature DuckDB or Arrow cannot read
-                (``EncryptedShardError`` if it is encrypted).
-            OutOfRangeError: If DuckDB cannot represent a value of the window.
-            CorruptShardError: If the shard's data cannot be decoded.
-            SourceError: If the shard lacks a column of the dataset.
         """
-        win = self.windows[position]
-        shard = self.source.shards[win.shard]
-        what = f"rows {win.offset}..{win.end - 1} (local rows {win.start}..{win.stop - 1})"
-        touched = touched_bytes(win, shard.row_groups)
-        limit = self.read_limit
-        if limit and touched > limit:
-            raise MemoryBudgetError(
-                f"reading {what} of shard {shard.path} means decompressing row groups of "
-                f"{touched / MIB:.4g} MiB (as its footer records), more than the memory budget "
-                f"allows for one read ({limit / MIB:.4g} MiB); raise memory if the shard is "
-                "trusted (a row group is the smallest unit DuckDB decodes)",
-                shard.path,
-                (win.offset, win.end),
-            )
-        # DuckDB reads the shard itself, or its copy in the shard cache (held while read)
-        with shard.local() as local:
-            return self._read(position, local, what, touched)
-
-    def _read(self, position: int, local: Shard, what: str, touched: int) -> pa.Table:
-        win = self.windows[position]
-        shard = self.source.shards[win.shard]
-        limit = self.read_limit
-        local.check_unchanged()
-        params: dict[str, object] = {"path": duckdb_path(local.path)}
-        sql = self._sql_file
-        if self._view is not None:
-            sql, extra = self._view.window_query(win)
-            params.update(start=win.start, stop=win.stop)
-            params.update(extra)
-        elif win.start != 0 or win.stop != shard.rows:
-            sql = self._sql
-            params.update(start=win.start, stop=win.stop)
-        try:
-            cursor = self.connection.cursor()
-        except duckdb.Error as exc:
-            raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
-        bounded = bool(limit) and sql in self._guarded
-        try:
-            if bounded:
-                table = decoded.read_bounded(
-                    cursor,
-                    self._bound,
-                    (self._guarded[sql], sql),
-                    params,
-                    lambda rel: self._fetch(rel, limit, shard.path, what, win),
-                    limit=limit,
-                    rows=win.rows,
-                    error=(shard.path, what, (win.offset, win.end)),
-                )
-            else:
-                table = self._fetch(cursor.sql(sql, params=params), limit, shard.path, what, win)
-        except duckdb.BinderException as exc:
-            local.check_unchanged()
-            raise SourceError(
-                f"shard {shard.path} does not match the dataset's columns "
-                f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
-                shard.path,
-            ) from None
-        except (duckdb.Error, pa.ArrowException, OSError) as exc:  # OSError: from a batch
-            if failures.is_interrupt(exc):
-                raise KeyboardInterrupt from None
-            if failures.is_fatal(exc):
-                self.connection.close()  # DuckDB invalidated the database: reopen on next use
-            local.check_unchanged()
-            raise failures.shard_error(
-                exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
-            ) from None
-        local.check_unchanged()
-        if self._view is not None:  # drop the row-number columns the view carried
-            table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
-        if table.num_rows != win.rows:
-            if win.kept is not None:
-                raise ShardChangedError(
-                    f"the view kept {table.num_rows} rows of local rows {win.start}.."
-                    f"{win.stop - 1} of shard {shard.path} where its index promises {win.rows}; "
-                    "a side table changed since the view was indexed: call refresh()",
-                    shard.path,
-                )
-            raise CorruptShardError(
-                f"shard {shard.path} returned {table.num_rows} rows for local rows "
-                f"{win.start}..{win.stop - 1} where its footer promises {win.rows}",
-                shard.path,
-                (win.offset, win.end),
-            )
-        table = conform(table, self.schema)
-        # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
-        # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row batches
-        # cost the consumer 3-4x more CPU than this copy saves the reader, see DESIGN.md), and
-        # the cache counts what is really held. One copy per window read; DuckDB's buffers
-        # are freed right away.
-        table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
+        table = self.decoder.decode(position)
         if table.num_rows:
             row_bytes = table_bytes(table) / table.num_rows
             with self._row_lock:  # the consumer and the read-ahead thread both read
@@ -409,38 +264,5 @@ class WindowReader:
                     self._update_reserve()
         return table
 
-    @staticmethod
-    def _fetch(
-        relation: duckdb.DuckDBPyRelation, limit: int, path: str, what: str, win: Window
-    ) -> pa.Table:
-        """Fetch a window's result batch by batch, stopping once it outgrows ``limit``.
 
-        A file can decode to far more than its footer records (a small dictionary page
-        repeated by every row, or pages that understate their sizes), so the result is
-        counted as it arrives rather than trusted to fit.
-        """
-        stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
-        batches: list[pa.RecordBatch] = []
-        total = 0
-        for batch in stream:
-            total += batch.nbytes
-            if limit and total > limit:
-                stream.close()
-                raise MemoryBudgetError(
-                    f"reading {what} of shard {path} decodes to more than the memory budget "
-                    f"allows for one read ({limit / MIB:.4g} MiB) after {_rows(batches)} rows, "
-                    "far more than its footer records (a decompression bomb, or rows "
-                    "far larger than the budget): raise memory if the shard is trusted, or "
-                    "pass a smaller window_bytes",
-                    path,
-                    (win.offset, win.end),
-                )
-            batches.append(batch)
-        return pa.Table.from_batches(batches, schema=stream.schema)
-
-
-def _rows(batches: list[pa.RecordBatch]) -> int:
-    return sum(batch.num_rows for batch in batches)
-
-
-__all__ = ["MemoryBudgetWarning", "ShardChangedError", "WindowReader", "conform"]
+__all__ = ["MemoryBudgetWarning", "ShardChangedError", "ViewWindows", "WindowReader", "conform"]

@@ -1,0 +1,158 @@
+"""Decode a window's row groups with pyarrow when ``pages.py`` allows it (DuckDB reads the rest)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import SourceError
+from . import footers
+from .pages import ShardPages
+from .source import Shard
+from .windows import Window
+
+#: Most bytes a window read by pyarrow may decode when the dataset has no memory budget
+#: (memory=0): larger windows go to DuckDB, whose ``memory_limit`` then applies.
+UNBUDGETED_CAP = 1 << 30
+
+
+def row_groups(shard: Shard, window: Window) -> tuple[list[int], int]:
+    """Return the row groups a window overlaps and the window's first row inside them.
+
+    Args:
+        shard: The window's shard.
+        window: A window of that shard.
+
+    Returns:
+        ``(row group indices, offset of window.start from the first group's first row)``;
+        groups without rows are left out.
+    """
+    ends = list(itertools.accumulate(rows for rows, _ in shard.row_groups))
+    first = bisect.bisect_right(ends, window.start)
+    last = bisect.bisect_left(ends, window.stop)
+    start = ends[first - 1] if first else 0
+    groups = [g for g in range(first, min(last, len(ends) - 1) + 1) if shard.row_groups[g][0]]
+    return groups, window.start - start
+
+
+class DirectReader:
+    """Read plain windows of local shards with pyarrow, within the read limit.
+
+    Args:
+        columns: The dataset's columns, in order.
+        schema: The dataset's Arrow schema.
+        limit: The read limit in bytes (0: none, then :data:`UNBUDGETED_CAP`).
+        threads: Whether pyarrow may decode columns in parallel.
+    """
+
+    def __init__(
+        self, columns: Sequence[str], schema: pa.Schema, limit: int, *, threads: bool
+    ) -> None:
+        self.columns = list(columns)
+        self.schema = schema
+        self.cap = limit or UNBUDGETED_CAP
+        self.threads = threads
+        self._shards: dict[str, ShardPages | None] = {}
+        # DuckDB refuses strings that are not UTF-8; pyarrow checks them only when asked
+        self._text = [
+            name for name in self.columns
+            if name in schema.names and _has_text(schema.field(name).type)
+        ]
+        #: Windows read by pyarrow, and windows that fell back to DuckDB after trying.
+        self.stats = {"direct": 0, "fallback": 0}
+
+    def _pages(self, shard: Shard) -> ShardPages | None:
+        key = shard.path
+        if key not in self._shards:
+            pages = None
+            try:
+                meta = pq.read_metadata(shard.path)
+                # the file may have been replaced since it was opened: its columns' metadata
+                # is touched only once the footer is known not to hold encrypted columns
+                # (pyarrow aborts the process on those), as at open
+                footers.check_encryption(shard.path, meta, os.stat(shard.path).st_size)
+                if meta.num_row_groups == len(shard.row_groups) and all(
+                    meta.row_group(g).num_rows == rows
+                    for g, (rows, _) in enumerate(shard.row_groups)
+                ):
+                    pages = ShardPages(shard.path, meta, self.columns, self.schema)
+            except (OSError, ValueError, pa.ArrowException, SourceError):
+                pages = None
+            self._shards[key] = pages
+        return self._shards[key]
+
+    def batches(self, shard: Shard, window: Window) -> Iterator[pa.RecordBatch] | None:
+        """The window's rows as record batches decoded by pyarrow, or None (DuckDB reads it).
+
+        The caller checks that the shard is unchanged before and after, counts the batches
+        against the read limit, and falls back to DuckDB on any exception.
+
+        Args:
+            shard: The window's (local, unchanged) shard.
+            window: The window.
+
+        Returns:
+            An iterator of batches holding exactly the window's rows (if the file is as its
+            pages say), or None when the window is not on the allow-list or its bound
+            exceeds the read limit.
+        """
+        pages = self._pages(shard)
+        if pages is None or pages.leaves is None or not window.rows:
+            return None
+        groups, skip = row_groups(shard, window)
+        total = 0
+        for group in groups:
+            bound = pages.bound(group)
+            if bound is None:
+                return None
+            total += bound
+        if not groups or total > self.cap:
+            return None
+        expected = sum(shard.row_groups[g][0] for g in groups)
+        return self._iterate(pages, groups, skip, window.rows, expected)
+
+    def _iterate(
+        self, pages: ShardPages, groups: list[int], skip: int, rows: int, expected: int
+    ) -> Iterator[pa.RecordBatch]:
+        with pq.ParquetFile(
+            pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False
+        ) as parquet:
+            stream = parquet.iter_batches(
+                batch_size=rows, row_groups=groups, columns=self.columns,
+                use_threads=self.threads,
+            )
+            need = rows
+            decoded = 0
+            for batch in stream:
+                # Every row of the row groups is decoded and checked, those outside the
+                # window too: DuckDB checks the whole pages it decodes, so a window this read
+                # accepts must be one DuckDB accepts (else DuckDB reads it, and reports)
+                for name in self._text:
+                    batch.column(name).validate(full=True)
+                n = batch.num_rows
+                decoded += n
+                if skip >= n:
+                    skip -= n
+                    continue
+                if need and (skip or n - skip > need):
+                    batch = batch.slice(skip, need)
+                    skip = 0
+                if need:
+                    need -= batch.num_rows
+                    yield batch
+            if decoded != expected:
+                raise ValueError(f"pyarrow decoded {decoded} rows of row groups of {expected}")
+
+
+def _has_text(typ: pa.DataType) -> bool:
+    if pa.types.is_dictionary(typ) or pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        typ = typ.value_type
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ))
+
+
+__all__ = ["DirectReader", "row_groups"]

@@ -1,0 +1,276 @@
+"""Decide from a shard's footer and page headers whether pyarrow may decode its row groups.
+
+pyarrow decodes plain row groups with less CPU than DuckDB's read plus its Arrow export, but
+the two readers do not accept the same files (pyarrow reads BYTE_STREAM_SPLIT on any type,
+legacy list layouts differently, and has no memory limit). A row group is handed to pyarrow
+only when everything about the columns read is on an explicit allow-list where both readers
+are known to agree, and its page headers (read here, not trusted from the footer) prove that
+decoding it stays within the read limit; anything else, or any doubt, goes to DuckDB.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .footers import Thrift
+
+#: Data page encodings both readers decode alike (Parquet's Encoding enum), for any of the
+#: physical types below, and BYTE_STREAM_SPLIT (9), only for FLOAT and DOUBLE.
+ENCODINGS = frozenset({0, 2, 3, 4, 5, 6, 7, 8})  # PLAIN .. RLE_DICTIONARY
+DICTIONARY_ENCODINGS = frozenset({2, 8})
+BYTE_STREAM_SPLIT = 9
+LEVEL_ENCODINGS = frozenset({3, 4})  # RLE, BIT_PACKED
+FOOTER_ENCODINGS = frozenset({
+    "PLAIN", "PLAIN_DICTIONARY", "RLE", "BIT_PACKED", "DELTA_BINARY_PACKED",
+    "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY", "RLE_DICTIONARY",
+})
+CODECS = frozenset({"UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD", "LZ4_RAW"})
+#: Bytes per value of the physical types read (0: variable, BYTE_ARRAY). No INT96, no
+#: FIXED_LEN_BYTE_ARRAY.
+WIDTHS = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8, "BYTE_ARRAY": 0}
+LOGICAL = frozenset({"NONE", "STRING", "INT", "DATE"})
+CONVERTED = frozenset({
+    "NONE", "UTF8", "DATE", "INT_8", "INT_16", "INT_32", "INT_64",
+    "UINT_8", "UINT_16", "UINT_32", "UINT_64",
+})
+#: File metadata keys known to change nothing in either reader (DuckDB gives meaning to
+#: others, such as GeoParquet's ``geo``).
+METADATA_KEYS = frozenset({b"ARROW:schema", b"pandas", b"huggingface"})
+#: Per value besides its data: validity bit, list or string offsets (rounded up).
+VALUE_OVERHEAD = 9
+#: Most pages per column chunk followed here (more: DuckDB reads the group).
+MAX_PAGES = 20_000
+HEADER_READ = 1024
+HEADER_MAX = 1 << 16
+
+
+def plain_type(typ: pa.DataType) -> bool:
+    """Whether an Arrow type is one both readers give alike (after ``reader.conform``)."""
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+        return bool(pa.types.is_string(typ) or pa.types.is_binary(typ))
+    return bool(
+        pa.types.is_integer(typ)
+        or pa.types.is_float32(typ)
+        or pa.types.is_float64(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+        or pa.types.is_date32(typ)
+    )
+
+
+def allowed_type(typ: pa.DataType) -> bool:
+    """Whether an Arrow column type is on the allow-list: plain types and lists of them."""
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        value = typ.value_type
+        return plain_type(value) and not pa.types.is_dictionary(value)
+    return plain_type(typ)
+
+
+class ShardPages:
+    """The pyarrow verdicts of one shard: which leaf columns, and each row group's bound.
+
+    Args:
+        path: The local shard file.
+        meta: Its footer.
+        columns: The dataset's columns, in order.
+        schema: The dataset's Arrow schema (the types every shard must have).
+    """
+
+    def __init__(
+        self, path: str, meta: pq.FileMetaData, columns: Sequence[str], schema: pa.Schema
+    ) -> None:
+        self.path = path
+        self.meta = meta
+        self.leaves = _leaves(meta, columns, schema)
+        self._bounds: dict[int, int | None] = {}
+
+    def bound(self, group: int) -> int | None:
+        """Most bytes decoding the columns of one row group can take, or None (DuckDB reads it).
+
+        The bound counts each page's values as its header records them (a dictionary-encoded
+        string counts as long as the whole dictionary page), the decoded values' offsets and
+        validity, and the largest page held compressed and decompressed at once.
+        """
+        if group not in self._bounds:
+            self._bounds[group] = self._group_bound(group)
+        return self._bounds[group]
+
+    def _group_bound(self, group: int) -> int | None:
+        if self.leaves is None or not 0 <= group < self.meta.num_row_groups:
+            return None
+        try:
+            rg = self.meta.row_group(group)
+            total = 0
+            with open(self.path, "rb") as fh:
+                size = fh.seek(0, 2)
+                for index, width in self.leaves:
+                    chunk = rg.column(index)
+                    if chunk.compression not in CODECS or chunk.physical_type not in WIDTHS:
+                        return None
+                    names = set(chunk.encodings)
+                    if chunk.physical_type in ("FLOAT", "DOUBLE"):
+                        names.discard("BYTE_STREAM_SPLIT")
+                    if not names <= FOOTER_ENCODINGS:
+                        return None
+                    bound = _chunk_bound(fh, size, chunk, width, rg.num_rows)
+                    if bound is None:
+                        return None
+                    total += bound
+        except (OSError, ValueError, IndexError, pa.ArrowException):
+            return None
+        return total
+
+
+def _leaves(
+    meta: pq.FileMetaData, columns: Sequence[str], schema: pa.Schema
+) -> list[tuple[int, int]] | None:
+    """``(leaf index, value width)`` of each column read, or None if any is not allowed."""
+    try:
+        arrow = meta.schema.to_arrow_schema()
+        parquet = meta.schema
+        leaves = [parquet.column(i) for i in range(len(parquet))]
+    except (pa.ArrowException, ValueError, NotImplementedError):
+        return None
+    if not set(meta.metadata or {}) <= METADATA_KEYS:
+        return None
+    lowered = [name.lower() for name in arrow.names]
+    if len(set(lowered)) != len(lowered):
+        return None  # DuckDB may bind such names differently
+    out = []
+    for name in columns:
+        if "." in name or arrow.get_all_field_indices(name) != [arrow.get_field_index(name)]:
+            return None
+        field = arrow.field(name)
+        want = schema.field(name) if name in schema.names else None
+        if want is None or field.type != want.type or not allowed_type(field.type):
+            return None
+        mine = [(i, leaf) for i, leaf in enumerate(leaves) if leaf.path.split(".")[0] == name]
+        if len(mine) != 1:
+            return None
+        index, leaf = mine[0]
+        parts = leaf.path.split(".")
+        listed = pa.types.is_list(field.type) or pa.types.is_large_list(field.type)
+        shape = (
+            len(parts) == 3 and parts[1] == "list" and parts[2] in ("element", "item")
+            and leaf.max_repetition_level == 1 and leaf.max_definition_level <= 3
+            if listed
+            else len(parts) == 1 and leaf.max_repetition_level == 0
+            and leaf.max_definition_level <= 1
+        )
+        if (
+            not shape
+            or leaf.physical_type not in WIDTHS
+            or leaf.logical_type.type not in LOGICAL
+            or leaf.converted_type not in CONVERTED
+        ):
+            return None
+        out.append((index, WIDTHS[leaf.physical_type]))
+    return out
+
+
+def _header(fh: BinaryIO, pos: int, end: int) -> tuple[dict[int, object], int] | None:
+    """Parse the page header at ``pos``: ``(fields, header length)``, or None."""
+    size = HEADER_READ
+    while True:
+        fh.seek(pos)
+        data = fh.read(min(size, end - pos))
+        parser = Thrift(data)
+        try:
+            return parser.struct(0), parser.pos
+        except IndexError:
+            if size >= HEADER_MAX or len(data) < size:
+                return None
+            size = HEADER_MAX
+        except (ValueError, struct.error):
+            return None
+
+
+def _int(fields: object, fid: int) -> int:
+    value = fields.get(fid) if isinstance(fields, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"page header field {fid} missing or negative")
+    return value
+
+
+def _chunk_bound(
+    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: int, rows: int
+) -> int | None:
+    """Walk one column chunk's page headers; return its decode bound, or None."""
+    start = int(chunk.data_page_offset)
+    dictionary = int(chunk.dictionary_page_offset or 0)
+    if chunk.has_dictionary_page and 0 < dictionary < start:
+        start = dictionary
+    end = start + int(chunk.total_compressed_size)
+    if start < 4 or end > size - 8 or end <= start:
+        return None
+    fp = chunk.physical_type in ("FLOAT", "DOUBLE")
+    boolean = chunk.physical_type == "BOOLEAN"
+    plain = chunk.compression == "UNCOMPRESSED"
+    v2_rows: int | None = 0
+    has_dict = False
+    pos, bound, peak, dict_bytes, pages, count = start, 0, 0, 0, 0, 0
+    while pos < end:
+        pages += 1
+        parsed = _header(fh, pos, end)
+        if parsed is None or pages > MAX_PAGES:
+            return None
+        header, length = parsed
+        kind, raw, packed = _int(header, 1), _int(header, 2), _int(header, 3)
+        if 4 in header:  # a CRC: whether each reader checks it is not known to agree
+            return None
+        if plain and raw != packed:  # DuckDB refuses such a page
+            return None
+        pos += length + packed
+        peak = max(peak, raw + packed)
+        if kind == 2:  # dictionary page: before every data page, once
+            if pages != 1 or _int(header.get(7), 2) not in (0, 2):
+                return None
+            dict_bytes, has_dict = raw, True
+            bound += raw + _int(header.get(7), 1) * VALUE_OVERHEAD
+            continue
+        if kind == 0:
+            page = header.get(5)
+            values, encoding = _int(page, 1), _int(page, 2)
+            if _int(page, 3) not in LEVEL_ENCODINGS or _int(page, 4) not in LEVEL_ENCODINGS:
+                return None
+            v2_rows = None
+        elif kind == 3:
+            page = header.get(8)
+            values, encoding = _int(page, 1), _int(page, 4)
+            if v2_rows is not None:
+                v2_rows += _int(page, 3)
+        else:
+            return None
+        if not (encoding in ENCODINGS or (fp and encoding == BYTE_STREAM_SPLIT)):
+            return None
+        if boolean and encoding == 3:  # RLE booleans: DuckDB checks each run's value
+            return None
+        if encoding in DICTIONARY_ENCODINGS:
+            if not has_dict:  # dictionary indices without a dictionary page
+                return None
+            data = values * (width or dict_bytes)
+        elif width:
+            data = values * width
+        elif encoding == 7:  # DELTA_BYTE_ARRAY: a value is at most a page long
+            data = values * raw
+        else:
+            data = raw
+        bound += data + values * VALUE_OVERHEAD
+        count += values
+    if pos != end or count != chunk.num_values or (v2_rows is not None and v2_rows != rows):
+        # the pages' values must be the footer's (readers differ on which to believe), and
+        # v2 pages record their rows: DuckDB checks them against the group's
+        return None
+    return bound + peak
+
+
+__all__ = ["ShardPages", "allowed_type", "plain_type"]
