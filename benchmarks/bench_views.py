@@ -6,7 +6,8 @@ on a non-trivial predicate (``label % 2 = 0 AND list_sum(mask) > 0``), measures:
 - serving: an epoch of the view to tensors (``format="torch"``, ``ChunkedSampler``,
   ``collate``, workers=0) against the unfiltered dataset, in rows/s (target >= 0.8x);
 - indexing: the first open (one indexing pass) against
-  ``SELECT count(*) FROM dataset WHERE <same predicate>`` (target <= 2x);
+  ``SELECT count(*) FROM dataset WHERE <same predicate>`` (target <= 2x), and the pass alone
+  (the first open less a reopen, which opens the same way without the pass);
 - reopening: a second open of the same view, reusing the index on disk, against the
   indexing time (target <= 0.1x).
 
@@ -60,6 +61,9 @@ def main() -> None:
                 f"SELECT count(*) FROM read_parquet($f) WHERE {PREDICATE}", {"f": files}
             ).fetchone()
             count_s = time.perf_counter() - t0
+            # warm-up: the first open in a process also imports and initialises the view
+            # machinery, which is not the indexing pass
+            ParquetDataset(data, memory=4096, where="label < 0", format="torch")
             t0 = time.perf_counter()
             view = ParquetDataset(data, memory=4096, query=query, format="torch")
             index_s = time.perf_counter() - t0
@@ -76,14 +80,18 @@ def main() -> None:
                 "serve_ratio": view_rate / plain_rate,
                 "count_s": count_s, "index_s": index_s, "reopen_s": reopen_s,
                 "index_ratio": index_s / count_s, "reopen_ratio": reopen_s / index_s,
+                # the pass alone: a reopen is the same open (footers, window plan, schema)
+                # without the pass
+                "pass_ratio": (index_s - reopen_s) / count_s,
             })
     summary = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(common.markdown_table(
         ["rows", "kept", "plain rows/s", "view rows/s", "x plain", "count(*) s", "index s",
-         "x count", "reopen s", "x index"],
+         "x count", "pass x count", "reopen s", "x index"],
         [[summary["rows"], summary["kept"], summary["plain_rows_s"], summary["view_rows_s"],
           round(summary["serve_ratio"], 3), round(summary["count_s"], 3),
           round(summary["index_s"], 3), round(summary["index_ratio"], 2),
+          round(summary["pass_ratio"], 2),
           round(summary["reopen_s"], 4), round(summary["reopen_ratio"], 3)]],
     ))
     common.RESULTS.mkdir(exist_ok=True)

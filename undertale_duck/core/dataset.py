@@ -40,7 +40,6 @@ from .rows import (
 )
 from .source import Source, SourceLike
 from .sql_access import SqlAccess
-from .view import check as check_view
 from .view_index import IndexedView, SideTable, index_view, side_tables
 
 
@@ -218,7 +217,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self.view: IndexedView | None = None
         if self.query is not None:
             self.view = index_view(
-                check_view(self.query, self._tables),
+                self.query,
                 side_tables(self._tables),
                 self.source.shards,
                 self.source.columns,

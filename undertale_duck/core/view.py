@@ -132,13 +132,20 @@ class ViewQuery:
     serve_sql: str = ""
 
 
-def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQuery:
+def check(
+    query: str,
+    side_tables: Mapping[str, object] | None = None,
+    *,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> ViewQuery:
     """Check that ``query`` can be served row by row and rewrite it for windows and indexing.
 
     Args:
         query: SQL over the ``dataset`` view, e.g.
             ``"SELECT tokens[1:512] AS tokens, label FROM dataset WHERE len(tokens) > 8"``.
         side_tables: Names the query may join besides ``dataset``.
+        con: A connection to parse on (DuckDB parses; nothing is created on it); by default
+            one is opened and closed.
 
     Returns:
         The checked :class:`ViewQuery`.
@@ -152,7 +159,9 @@ def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQu
     if not isinstance(query, str) or not query.strip():
         raise ArgumentError(f"query must be SQL text over the dataset view, got {query!r}")
     names = {n.lower() for n in side_tables or {}}
-    con = duck.connect()
+    own = con is None
+    if con is None:
+        con = duck.connect()
     try:
         tree = _parse(con, query)
         statements = tree.get("statements", [])
@@ -183,7 +192,8 @@ def check(query: str, side_tables: Mapping[str, object] | None = None) -> ViewQu
             serve_node["where_clause"] = None
             serve_sql = _unparse(con, tree, serve_node)
     finally:
-        con.close()
+        if own:
+            con.close()
     names_used = {str(t["table_name"]).lower() for t in _tables(node["from_table"])}
     used = tuple(sorted(names_used - {"dataset"}))
     return ViewQuery(query, plain_sql, window_sql, index_sql, used, check_sql, serve_sql)

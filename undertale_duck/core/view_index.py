@@ -313,17 +313,17 @@ class IndexedView:
 
 
 def index_view(
-    view: ViewQuery,
+    query: str,
     sides: tuple[Side, ...],
     shards: Sequence[Shard],
     columns: Sequence[str],
     windows: Sequence[Window],
     connect: Callable[[Callable[[duckdb.DuckDBPyConnection], None]], duckdb.DuckDBPyConnection],
 ) -> IndexedView:
-    """Count the rows a view keeps in each window (or reuse the counts on disk).
+    """Check a view's query and count the rows it keeps in each window (or reuse the counts).
 
     Args:
-        view: The checked query.
+        query: The view's SQL over ``dataset``.
         sides: Its side tables.
         shards: The dataset's shards.
         columns: The dataset's columns.
@@ -334,8 +334,37 @@ def index_view(
         The :class:`IndexedView`.
 
     Raises:
-        QueryError: If the query fails to bind or run, or a join repeats rows.
+        QueryError: If the query is not row by row, fails to bind or run, or a join repeats
+            rows.
     """
+    from .view import check
+
+    def setup(con: duckdb.DuckDBPyConnection) -> None:
+        for side in sides:
+            side.register(con)
+
+    # one database for checking, probing and indexing (opening one costs about 20 ms)
+    con = connect(setup)
+    try:
+        parser = con.cursor()  # its own results: check() leaves one unfetched
+        try:
+            view = check(query, {side.name: None for side in sides}, con=parser)
+        finally:
+            parser.close()
+        return _index(view, sides, shards, columns, windows, con)
+    finally:
+        con.close()
+
+
+def _index(
+    view: ViewQuery,
+    sides: tuple[Side, ...],
+    shards: Sequence[Shard],
+    columns: Sequence[str],
+    windows: Sequence[Window],
+    con: duckdb.DuckDBPyConnection,
+) -> IndexedView:
+    """:func:`index_view` once the query is checked, on its open database."""
     from .windows import view_plan
 
     listed = sqlfiles.column_list(columns)
@@ -347,39 +376,31 @@ def index_view(
         kept_template = "view_window_kept" if view.side_tables else "view_window_kept_scan"
         serve_sql = sqlfiles.render(kept_template, columns=listed, view=view.serve_sql)
 
-    def setup(con: duckdb.DuckDBPyConnection) -> None:
-        for side in sides:
-            side.register(con)
-
     protected = sorted({os.path.dirname(s.path) for s in shards})
     key = index_key(view, columns, shards, windows, sides)
-    con = connect(setup)
+    first = shards[0] if shards else None
+    params = {"path": duckdb_path(first.path) if first else "", "start": 0, "stop": 0}
     try:
-        first = shards[0] if shards else None
-        params = {"path": duckdb_path(first.path) if first else "", "start": 0, "stop": 0}
-        try:
-            result: Any = con.sql(window_sql, params=params).to_arrow_table()
-            schema = result.schema
-        except duckdb.Error as exc:
-            text = first_line(exc, limit=4000)
-            raise QueryError(f"view query cannot run over the dataset: {text}") from None
-        schema = pa.schema([f for f in schema if not f.name.startswith("__ud_")])
-        stored = load_counts(key, protected)
-        reused = stored is not None and len(stored[0]) == len(windows)
-        if stored is not None and reused:
-            counts, kept = stored
-        else:
-            directory = cache_dir("views", protected)
-            with (
-                atomic_file(directory, f"{key}.rows") as out,
-                progress_bar("indexing view", unit=" shards") as progress,
-            ):
-                bitmaps = BitmapWriter(out, directory / f"{key}.rows")
-                counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
-                kept = bitmaps.finish()
-            save_counts(key, counts, protected, kept)
-    finally:
-        con.close()
+        result: Any = con.sql(window_sql, params=params).to_arrow_table()
+        schema = result.schema
+    except duckdb.Error as exc:
+        text = first_line(exc, limit=4000)
+        raise QueryError(f"view query cannot run over the dataset: {text}") from None
+    schema = pa.schema([f for f in schema if not f.name.startswith("__ud_")])
+    stored = load_counts(key, protected)
+    reused = stored is not None and len(stored[0]) == len(windows)
+    if stored is not None and reused:
+        counts, kept = stored
+    else:
+        directory = cache_dir("views", protected)
+        with (
+            atomic_file(directory, f"{key}.rows") as out,
+            progress_bar("indexing view", unit=" shards") as progress,
+        ):
+            bitmaps = BitmapWriter(out, directory / f"{key}.rows")
+            counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
+            kept = bitmaps.finish()
+        save_counts(key, counts, protected, kept)
     return IndexedView(
         view,
         sides,
