@@ -3,9 +3,11 @@
 -- filter and projection keep source order (the connection keeps preserve_insertion_order
 -- on), so unlike view_window.sql no sort is needed. The query is SQL text produced by DuckDB's
 -- own json_deserialize_sql from the parsed query.
+-- The guard is empty, or core/decoded.py's bound on string and binary values (a dictionary
+-- bomb stops before DuckDB materialises it).
 WITH dataset AS (
     SELECT {columns}, file_row_number AS __ud_row
     FROM read_parquet($path, file_row_number = true)
-    WHERE file_row_number >= $start AND file_row_number < $stop
+    WHERE {guard}file_row_number >= $start AND file_row_number < $stop
 )
 SELECT * FROM ({view});

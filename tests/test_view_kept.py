@@ -180,3 +180,58 @@ def test_cache_planted_symlink_or_shared_directory_is_refused(
     ds = ParquetDataset(data, where="label = 1")
     assert len(ds) == sum(1 for i in range(50) if i % 7 == 1)
     assert digest() == before
+
+
+def _binary_bomb(path: Path, rows: int = 50_000) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dictionary = pa.array([bytes(64 << 10)], pa.binary())
+    column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), dictionary)
+    pq.write_table(pa.table({"id": np.arange(rows), "b": column}), path)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT id, b FROM dataset WHERE id % 2 = 0",  # served from the kept rows
+        "SELECT id, octet_length(b) AS n, b FROM dataset",  # no filter: the whole query
+        "SELECT * FROM dataset WHERE id > 10",
+    ],
+)
+def test_dictionary_bomb_through_a_view_stops_at_the_budget(tmp_path: Path, query: str) -> None:
+    from undertale_duck import MemoryBudgetError
+
+    path = tmp_path / "d" / "bomb.parquet"
+    path.parent.mkdir()
+    _binary_bomb(path)  # 3 GiB of one 64 KiB value
+    ds = ParquetDataset(path, memory=64, query=query)
+    with pytest.raises(MemoryBudgetError, match="dictionary bomb") as info:
+        ds[7]
+    assert info.value.path == str(path)
+
+
+def test_view_not_reading_the_bomb_column_is_served(tmp_path: Path) -> None:
+    path = tmp_path / "d" / "bomb.parquet"
+    path.parent.mkdir()
+    _binary_bomb(path)
+    query = "SELECT id * 2 AS twice FROM dataset WHERE id % 5 = 0"
+    ds = ParquetDataset(path, memory=64, query=query)
+    assert len(ds) == 10_000
+    assert [ds[i] for i in (0, 7, 9_999)] == [{"twice": 0}, {"twice": 70}, {"twice": 99_990}]
+
+
+def test_one_long_value_through_a_view_is_still_read(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 20_000
+    texts = [f"row {i}" for i in range(rows)]
+    texts[12_346] = "L" * (300 << 10)
+    path = tmp_path / "d" / "outlier.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.table({"i": list(range(rows)), "s": texts}), path)
+    ds = ParquetDataset(path, memory=64, where="i % 2 = 0")
+    assert ds[6_173] == {"i": 12_346, "s": texts[12_346]}
+    assert ds[0] == {"i": 0, "s": "row 0"}

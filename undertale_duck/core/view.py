@@ -121,6 +121,8 @@ class ViewQuery:
         serve_sql: :attr:`window_sql` without its ``WHERE`` clause, for reading rows the
             index already knows the query keeps (the filter's columns are then not read);
             empty when the query has no ``WHERE``.
+        names: Every name the query refers to, lowercased (a superset of the dataset
+            columns it reads); None when it uses ``*`` or ``COLUMNS(...)``.
     """
 
     text: str
@@ -130,6 +132,11 @@ class ViewQuery:
     side_tables: tuple[str, ...]
     check_sql: str = ""
     serve_sql: str = ""
+    names: frozenset[str] | None = None
+
+    def reads(self, column: str) -> bool:
+        """Whether the query may read ``column`` of the dataset."""
+        return self.names is None or column.lower() in self.names
 
 
 def check(
@@ -196,7 +203,20 @@ def check(
             con.close()
     names_used = {str(t["table_name"]).lower() for t in _tables(node["from_table"])}
     used = tuple(sorted(names_used - {"dataset"}))
-    return ViewQuery(query, plain_sql, window_sql, index_sql, used, check_sql, serve_sql)
+    return ViewQuery(
+        query, plain_sql, window_sql, index_sql, used, check_sql, serve_sql, _names(node)
+    )
+
+
+def _names(node: dict[str, Any]) -> frozenset[str] | None:
+    """Every name a query's column references use (None if it has a star)."""
+    names: set[str] = set()
+    for item in _walk([node["select_list"], node.get("where_clause"), node["from_table"]]):
+        if item.get("class") == "STAR":
+            return None
+        if item.get("class") == "COLUMN_REF":
+            names.update(str(part).lower() for part in item.get("column_names", []))
+    return frozenset(names)
 
 
 def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:

@@ -298,6 +298,45 @@ class IndexedView:
                 return self.serve_sql, {"start": first, "stop": last + 1, "keep": keep}
         return self.window_sql, {}
 
+    def guarded(self, schema: pa.Schema, columns: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        """This view's window queries with a bound on the values of the columns it reads.
+
+        Args:
+            schema: The shards' Arrow schema.
+            columns: The dataset's columns.
+
+        Returns:
+            ``{query: (the same query with the bound in its scan, its decoded.ValueBound)}``;
+            empty when the view reads no string or binary column.
+        """
+        from .decoded import ValueBound
+
+        bound = ValueBound(schema, [c for c in columns if self.query.reads(c)])
+        if not bound:
+            return {}
+        listed = sqlfiles.column_list(columns)
+        scan = "" if self.query.side_tables else "_scan"
+        guard = bound.guard()
+        out = {
+            self.window_sql: (
+                sqlfiles.render(
+                    f"view_window{scan}", columns=listed, view=self.query.window_sql, guard=guard
+                ),
+                bound,
+            )
+        }
+        if self.serve_sql:
+            out[self.serve_sql] = (
+                sqlfiles.render(
+                    f"view_window_kept{scan}",
+                    columns=listed,
+                    view=self.query.serve_sql,
+                    guard=guard,
+                ),
+                bound,
+            )
+        return out
+
     def kept_rows(self, window: Window) -> np.ndarray | None:
         """The local row numbers a window keeps, from the index (None when not available)."""
         if self.kept is None:
@@ -369,12 +408,14 @@ def _index(
 
     listed = sqlfiles.column_list(columns)
     template = "view_window" if view.side_tables else "view_window_scan"
-    window_sql = sqlfiles.render(template, columns=listed, view=view.window_sql)
+    window_sql = sqlfiles.render(template, columns=listed, view=view.window_sql, guard="")
     locate_sql = sqlfiles.render("view_index", columns=listed, view=view.index_sql)
     serve_sql = ""
     if view.serve_sql:
         kept_template = "view_window_kept" if view.side_tables else "view_window_kept_scan"
-        serve_sql = sqlfiles.render(kept_template, columns=listed, view=view.serve_sql)
+        serve_sql = sqlfiles.render(
+            kept_template, columns=listed, view=view.serve_sql, guard=""
+        )
 
     protected = sorted({os.path.dirname(s.path) for s in shards})
     key = index_key(view, columns, shards, windows, sides)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -67,6 +67,10 @@ class ViewWindows(Protocol):
         """The SQL reading ``window``, and its parameters (they may override the window's)."""
         ...
 
+    def guarded(self, schema: pa.Schema, columns: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        """The view's window queries with a value bound in their scan, and the bound."""
+        ...
+
 
 class WindowDecoder:
     """Decode windows of a dataset: pyarrow for windows :mod:`pages` allows, DuckDB otherwise.
@@ -111,10 +115,18 @@ class WindowDecoder:
         # string and binary values are bounded before DuckDB materialises them (decoded.py)
         self._bound = decoded.ValueBound(source.schema, list(source.columns))
         guard = self._bound.guard() if self._bound else ""
-        self._guarded = {
-            self._sql: sqlfiles.render("read_window_guarded", columns=columns, guard=guard),
-            self._sql_file: sqlfiles.render("read_file_guarded", columns=columns, guard=guard),
+        self._guarded: dict[str, tuple[str, decoded.ValueBound]] = {
+            self._sql: (
+                sqlfiles.render("read_window_guarded", columns=columns, guard=guard),
+                self._bound,
+            ),
+            self._sql_file: (
+                sqlfiles.render("read_file_guarded", columns=columns, guard=guard),
+                self._bound,
+            ),
         } if self._bound else {}
+        if view is not None:  # a view's scan bounds the columns the view reads
+            self._guarded.update(view.guarded(source.schema, list(source.columns)))
 
     def decode(self, position: int) -> pa.Table:
         """Read one window from disk: pyarrow when allowed, else DuckDB.
@@ -243,10 +255,11 @@ class WindowDecoder:
 
         try:
             if limit and sql in self._guarded:
+                guarded, bound = self._guarded[sql]
                 return decoded.read_bounded(
                     cursor,
-                    self._bound,
-                    (self._guarded[sql], sql),
+                    bound,
+                    (guarded, sql),
                     params,
                     fetch,
                     limit=limit,
