@@ -40,7 +40,8 @@ from .rows import (
 )
 from .source import Source, SourceLike
 from .sql_access import SqlAccess
-from .view_index import IndexedView, SideTable, index_view, side_tables
+from .view_index import IndexedView, index_view
+from .view_sides import SideTable, side_tables
 
 
 class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
