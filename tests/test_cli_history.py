@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import pty
-import select
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import datagen
 import hostile_files as hf
 import pytest
+from terminal import read_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,25 +22,6 @@ def data(tmp_path: Path) -> Path:
     root = tmp_path / "train"
     datagen.write_shards(root, [6, 4])
     return root
-
-
-def _read_until(fd: int, marker: bytes, timeout: float = 60.0) -> bytes:
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while marker not in seen:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"{marker!r} not seen; got {seen[-2000:]!r}")
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen
 
 
 def _session(data: Path, state: Path, statement: bytes) -> bytes:
@@ -65,11 +45,11 @@ def _session(data: Path, state: Path, statement: bytes) -> bytes:
     )
     os.close(slave)
     try:
-        shown = _read_until(master, b"duck> ")
+        shown = read_until(master, b"duck> ")
         os.write(master, statement + b"\r")
-        shown += _read_until(master, b"duck> ")
+        shown += read_until(master, b"duck> ")
         os.write(master, b".quit\r")
-        shown += _read_until(master, b"\xff", timeout=30)  # until the terminal closes
+        shown += read_until(master, b"\xff", timeout=30)  # until the terminal closes
         assert proc.wait(timeout=60) == 0, shown
     finally:
         if proc.poll() is None:

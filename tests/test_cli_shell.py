@@ -6,7 +6,6 @@ import csv
 import io
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from terminal import read_until
 
 from undertale_duck.cli.shell import scan, statement_complete
 
@@ -100,25 +100,6 @@ def test_piped_shell_without_errors_exits_zero(data: Path, tmp_path: Path) -> No
     lines = result.stdout.splitlines()
     assert '{"column_name": "id", "column_type": "VARCHAR"}' in lines
     assert lines[-1] == f'{{"m": "row-{TOTAL - 1:08d}"}}'  # nothing after .quit ran
-
-
-def read_until(fd: int, marker: bytes, timeout: float = 60.0) -> bytes:
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while marker not in seen:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"{marker!r} not seen; got {seen[-2000:]!r}")
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen
 
 
 def test_terminal_session_with_prompt_multiline_and_history(data: Path, tmp_path: Path) -> None:
