@@ -209,15 +209,14 @@ class IndexedView:
         columns only the filter needs are not read. Otherwise (no filter, every row kept,
         or the bitmap unusable) the whole query is run over the window.
         """
-        if self.serve_sql and self.kept is not None and window.rows < window.span:
-            rows = self.kept.rows(window.shard, window.start, window.stop)
-            if rows is not None and rows.size == window.rows:
-                # from the first to the last kept row: row groups outside are not read
-                first, last = int(rows[0]), int(rows[-1])
-                flags = np.full(last - first + 1, ord("0"), dtype=np.uint8)
-                flags[rows - first] = ord("1")
-                keep = flags.tobytes().decode("ascii")
-                return self.serve_sql, {"start": first, "stop": last + 1, "keep": keep}
+        rows = self.kept_rows(window) if self.serve_sql and window.rows < window.span else None
+        if rows is not None:
+            # from the first to the last kept row: row groups outside are not read
+            first, last = int(rows[0]), int(rows[-1])
+            flags = np.full(last - first + 1, ord("0"), dtype=np.uint8)
+            flags[rows - first] = ord("1")
+            keep = flags.tobytes().decode("ascii")
+            return self.serve_sql, {"start": first, "stop": last + 1, "keep": keep}
         return self.window_sql, {}
 
     def guarded(self, schema: pa.Schema, columns: Sequence[str]) -> dict[str, tuple[str, Any]]:
@@ -236,27 +235,10 @@ class IndexedView:
         bound = ValueBound(schema, [c for c in columns if self.query.reads(c)])
         if not bound:
             return {}
-        listed = sqlfiles.column_list(columns)
-        scan = "" if self.query.side_tables else "_scan"
-        guard = bound.guard()
-        out = {
-            self.window_sql: (
-                sqlfiles.render(
-                    f"view_window{scan}", columns=listed, view=self.query.window_sql, guard=guard
-                ),
-                bound,
-            )
-        }
+        window_sql, serve_sql = _window_queries(self.query, columns, bound.guard())
+        out = {self.window_sql: (window_sql, bound)}
         if self.serve_sql:
-            out[self.serve_sql] = (
-                sqlfiles.render(
-                    f"view_window_kept{scan}",
-                    columns=listed,
-                    view=self.query.serve_sql,
-                    guard=guard,
-                ),
-                bound,
-            )
+            out[self.serve_sql] = (serve_sql, bound)
         return out
 
     def kept_rows(self, window: Window) -> np.ndarray | None:
@@ -328,16 +310,10 @@ def _index(
     """:func:`index_view` once the query is checked, on its open database."""
     from .windows import view_plan
 
-    listed = sqlfiles.column_list(columns)
-    template = "view_window" if view.side_tables else "view_window_scan"
-    window_sql = sqlfiles.render(template, columns=listed, view=view.window_sql, guard="")
-    locate_sql = sqlfiles.render("view_index", columns=listed, view=view.index_sql)
-    serve_sql = ""
-    if view.serve_sql:
-        kept_template = "view_window_kept" if view.side_tables else "view_window_kept_scan"
-        serve_sql = sqlfiles.render(
-            kept_template, columns=listed, view=view.serve_sql, guard=""
-        )
+    window_sql, serve_sql = _window_queries(view, columns, guard="")
+    locate_sql = sqlfiles.render(
+        "view_index", columns=sqlfiles.column_list(columns), view=view.index_sql
+    )
 
     protected = sorted({os.path.dirname(s.path) for s in shards})
     key = index_key(view, columns, shards, windows, sides)
@@ -375,6 +351,24 @@ def _index(
         serve_sql,
         kept,
     )
+
+
+def _window_queries(view: ViewQuery, columns: Sequence[str], guard: str) -> tuple[str, str]:
+    """A view's window query and its kept-rows query (empty without a filter), with ``guard``.
+
+    Joins need a sort to restore source order; a scan keeps it (``*_scan.sql``).
+    """
+    listed = sqlfiles.column_list(columns)
+    scan = "" if view.side_tables else "_scan"
+    window_sql = sqlfiles.render(
+        f"view_window{scan}", columns=listed, view=view.window_sql, guard=guard
+    )
+    serve_sql = ""
+    if view.serve_sql:
+        serve_sql = sqlfiles.render(
+            f"view_window_kept{scan}", columns=listed, view=view.serve_sql, guard=guard
+        )
+    return window_sql, serve_sql
 
 
 def _start(cursor: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> Any:
