@@ -131,7 +131,7 @@ def test_hostile_names_are_single_tokens(a: str) -> None:
     for quoted in (quote_identifier(a), quote_literal(a)):
         assert len(duckdb.tokenize(quoted)) == 1
         sqlfiles.check_fragment(quoted)
-    text = sqlfiles.render("read_window", columns=column_list([a]))
+    text = sqlfiles.render("read_window", columns=column_list([a]), guard="")
     [statement] = duckdb.extract_statements(text)
     assert statement.type == duckdb.StatementType.SELECT
 
@@ -167,12 +167,12 @@ def test_the_old_describe_scan_template_is_refused() -> None:
 def test_render_refuses_unquoted_or_missing_fragments() -> None:
     with pytest.raises(TemplateError, match="placeholders"):
         sqlfiles.render("read_window")
-    assert sqlfiles.render("read_window", columns='"a"', unused="x; --") == sqlfiles.render(
-        "read_window", columns='"a"'
-    )
+    assert sqlfiles.render(
+        "read_window", columns='"a"', guard="", unused="x; --"
+    ) == sqlfiles.render("read_window", columns='"a"', guard="")
     for unquoted in ["x\n; COPY (SELECT 1) TO 'f' --", "a /* b", "a; b", '"a""', "'a''", "a\x00"]:
         with pytest.raises(TemplateError):
-            sqlfiles.render("read_window", columns=unquoted)
+            sqlfiles.render("read_window", columns=unquoted, guard="")
     for bad in ["a\x00b"]:
         with pytest.raises(ValueError, match="NUL"):
             quote_identifier(bad)

@@ -114,7 +114,8 @@ def read_bounded(
     Args:
         cursor: The cursor the window is read on.
         bound: The dataset's bound.
-        sql: The window's query with the bound (``read_*_guarded.sql``) and without it.
+        sql: The window's query with the bound in its scan (its template's ``{guard}``) and
+            without it.
         params: The query's parameters: ``path`` (as DuckDB reads it), and ``start`` and
             ``stop`` unless it reads the whole shard.
         fetch: Fetches a query's result (counting its batches against the limit).

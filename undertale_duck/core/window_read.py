@@ -110,21 +110,16 @@ class WindowDecoder:
         if direct and view is None and source.store is None:
             self.direct = DirectReader(source.columns, self.schema, read_limit, threads=threads)
         columns = sqlfiles.column_list(source.columns)
-        self._sql = sqlfiles.render("read_window", columns=columns)
-        self._sql_file = sqlfiles.render("read_file", columns=columns)
+        self._sql = sqlfiles.render("read_window", columns=columns, guard="")
+        self._sql_file = sqlfiles.render("read_file", columns=columns, guard="")
         # string and binary values are bounded before DuckDB materialises them (decoded.py)
         self._bound = decoded.ValueBound(source.schema, list(source.columns))
-        guard = self._bound.guard() if self._bound else ""
-        self._guarded: dict[str, tuple[str, decoded.ValueBound]] = {
-            self._sql: (
-                sqlfiles.render("read_window_guarded", columns=columns, guard=guard),
-                self._bound,
-            ),
-            self._sql_file: (
-                sqlfiles.render("read_file_guarded", columns=columns, guard=guard),
-                self._bound,
-            ),
-        } if self._bound else {}
+        self._guarded: dict[str, tuple[str, decoded.ValueBound]] = {}
+        if self._bound:
+            guard = self._bound.guard()
+            for sql, name in ((self._sql, "read_window"), (self._sql_file, "read_file")):
+                guarded = sqlfiles.render(name, columns=columns, guard=guard)
+                self._guarded[sql] = (guarded, self._bound)
         if view is not None:  # a view's scan bounds the columns the view reads
             self._guarded.update(view.guarded(source.schema, list(source.columns)))
 
