@@ -13,9 +13,6 @@ from .describe import ColumnInfo, is_nested, scan_aggregates, scan_values
 if TYPE_CHECKING:
     from .dataset import ShardDataset
 
-#: The view's columns and their DuckDB types, as ad hoc SQL sees ``dataset_view``.
-_COLUMNS = "SELECT column_name, column_type FROM (DESCRIBE dataset_view)"
-
 
 @dataclass
 class ViewDescription:
@@ -76,7 +73,7 @@ def describe_view(ds: ShardDataset, *, scan: bool = False) -> ViewDescription:
     """
     if ds.query is None:
         raise ArgumentError("describe_view needs a dataset opened with query= or where=")
-    types = ds.sql(_COLUMNS).to_pylist()
+    types = ds.sql(sqlfiles.sql_text("describe_view_columns")).to_pylist()
     layout = [(str(r["column_name"]), str(r["column_type"])) for r in types]
     columns = [ColumnInfo(name, duck_type, shards=len(ds.source.shards)) for name, duck_type
                in layout]

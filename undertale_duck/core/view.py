@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 
 from ..errors import ArgumentError, QueryError
-from . import duck
+from . import duck, sqlfiles
 
 #: The column carrying the source row number through the user's query (never shown).
 ROW_COLUMN = "__ud_row"
@@ -50,9 +50,7 @@ def _function_kinds() -> tuple[frozenset[str], frozenset[str]]:
     """Names of DuckDB's aggregate functions and of its non-deterministic functions."""
     con = duck.connect()
     try:
-        rows = con.execute(
-            "SELECT lower(function_name), function_type, stability FROM duckdb_functions()"
-        ).fetchall()
+        rows = con.execute(sqlfiles.sql_text("function_kinds")).fetchall()
     finally:
         con.close()
     aggregates = frozenset(n for n, kind, _ in rows if kind == "aggregate")
@@ -63,8 +61,8 @@ def _function_kinds() -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _parse(con: duckdb.DuckDBPyConnection, query: str) -> dict[str, Any]:
-    text = con.execute("SELECT json_serialize_sql($q)", {"q": query}).fetchone()
-    tree: dict[str, Any] = json.loads(text[0]) if text else {"error": True}
+    rows = con.execute(sqlfiles.sql_text("syntax_tree"), {"query": query}).fetchall()
+    tree: dict[str, Any] = json.loads(rows[0][0]) if rows and rows[0][0] else {"error": True}
     if tree.get("error"):
         message = tree.get("error_message") or "it is not a SELECT statement DuckDB can parse"
         raise QueryError(f"view query cannot be used: {message}")
@@ -298,7 +296,7 @@ def _column(table: str, name: str, alias: str) -> dict[str, Any]:
 def _unparse(con: duckdb.DuckDBPyConnection, tree: dict[str, Any], node: dict[str, Any]) -> str:
     out = dict(tree)
     out["statements"] = [{"node": node, "named_param_map": []}]
-    row = con.execute("SELECT json_deserialize_sql($t)", {"t": json.dumps(out)}).fetchone()
-    if not row or not row[0]:
+    rows = con.execute(sqlfiles.sql_text("unparse_tree"), {"tree": json.dumps(out)}).fetchall()
+    if not rows or not rows[0][0]:
         raise QueryError("view query could not be rewritten by DuckDB")
-    return str(row[0])
+    return str(rows[0][0])

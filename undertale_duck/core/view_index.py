@@ -289,11 +289,7 @@ def index_view(
     # one database for checking, probing and indexing (opening one costs about 20 ms)
     con = connect(setup)
     try:
-        parser = con.cursor()  # its own results: check() leaves one unfetched
-        try:
-            view = check(query, {side.name: None for side in sides}, con=parser)
-        finally:
-            parser.close()
+        view = check(query, {side.name: None for side in sides}, con=con)
         return _index(view, sides, shards, columns, windows, con)
     finally:
         con.close()
