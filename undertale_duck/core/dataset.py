@@ -82,9 +82,12 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             alone, never on the other rows of the batch. Arrays and tensors never share
             memory with the cache. A value with no Python counterpart (a date beyond
             ``datetime``'s range) raises :class:`OutOfRangeError` naming shard and row.
-        read_ahead: Read the next window in a background thread while one is consumed
-            (the next in the :meth:`prefetch` order, else the following window when access
-            is sequential), within the ``memory`` budget.
+        read_ahead: Read the next windows in background threads while one is consumed
+            (the next in the :meth:`prefetch` order, else the following windows when access
+            is sequential), within the ``memory`` budget. True: two windows at once where
+            the process may use two cores or more and the budget holds them (one in
+            DataLoader workers, which are the parallelism there); an int: at most that many
+            windows at once; False or 0: none.
         query: Make the dataset a *view*: SQL over ``dataset`` (every row of every shard)
             that can be answered row by row: computed columns, a ``WHERE`` filter, lookups
             joined from ``tables``. ``ds[i]`` is the i-th row of its result in shard and row
@@ -141,7 +144,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         window_bytes: int | None = None,
         duckdb_config: Mapping[str, Any] | None = None,
         format: Format = "python",
-        read_ahead: bool = True,
+        read_ahead: bool | int = True,
         query: str | None = None,
         where: str | None = None,
         tables: Mapping[str, SideTable] | None = None,
@@ -169,7 +172,13 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
         self.sql_files: querymod.SqlFiles = sql_files
         self.format: Format = format
+        if not isinstance(read_ahead, int) or read_ahead < 0:
+            raise ArgumentError(
+                f"read_ahead must be True, False or a number of windows >= 0, got {read_ahead!r}"
+            )
         self.read_ahead = bool(read_ahead)
+        #: Windows read ahead at once (None: chosen from the cores, see ``read_ahead``).
+        self.read_depth = None if read_ahead is True else int(read_ahead)
         self._order: list[int] | None = None
         if (
             isinstance(memory, bool)
@@ -292,6 +301,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
                     view=remote is None or self.view is not None,
                 ),
                 read_ahead=self.read_ahead,
+                read_depth=self.read_depth,
                 retained=retained,
                 view=self.view,
                 schema=None if self.view is None else self.view.schema,
