@@ -6,14 +6,13 @@ import random
 import threading
 from pathlib import Path
 
+import datagen
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError, ParquetDataset
 from undertale_duck.core.readahead import ReadAhead, usable_cores
-
-import datagen
 
 SIZES = [700, 0, 1300, 500]
 
@@ -138,7 +137,9 @@ def test_sequential_pass_with_depth(shards: tuple[Path, int], depth: bool | int)
         assert ds.reader.read_depth == 3
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(seed=st.integers(0, 2**32 - 1), depth=st.integers(1, 4),
        memory=st.sampled_from([0.05, 0.2, 64.0]))
 def test_shuffled_window_order_any_depth(

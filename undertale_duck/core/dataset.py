@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -19,7 +18,15 @@ from ..errors import ArgumentError, ShardChangedError
 from . import query as querymod
 from . import windows as win
 from .access import AccessMonitor
-from .arguments import bytes_setting, check_columns, check_duckdb_config, read_limit
+from .arguments import (
+    bytes_setting,
+    check_columns,
+    check_duckdb_config,
+    check_read_ahead,
+    check_sizes,
+    read_limit,
+    view_query,
+)
 from .cache import CacheStats, WindowCache
 from .connection import Connection
 from .disk_tier import (
@@ -156,14 +163,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         disk: float | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if query is not None and where is not None:
-            raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
-        if where is not None:
-            if not isinstance(where, str) or not where.strip():
-                raise ArgumentError(f"where must be an SQL condition, got {where!r}")
-            query = f"SELECT * FROM dataset WHERE {where}"
-        if tables and query is None:
-            raise ArgumentError("tables= is for views: pass query= joining them as well")
+        query = view_query(query, where, tables)
         self.query = query
         self._tables = dict(tables or {})
         if format not in ROW_FORMATS:
@@ -172,34 +172,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
         self.sql_files: querymod.SqlFiles = sql_files
         self.format: Format = format
-        if not isinstance(read_ahead, int) or read_ahead < 0:
-            raise ArgumentError(
-                f"read_ahead must be True, False or a number of windows >= 0, got {read_ahead!r}"
-            )
-        self.read_ahead = bool(read_ahead)
         #: Windows read ahead at once (None: chosen from the cores, see ``read_ahead``).
-        self.read_depth = None if read_ahead is True else int(read_ahead)
+        self.read_depth = check_read_ahead(read_ahead)
+        self.read_ahead = bool(read_ahead)
         self._order: list[int] | None = None
-        if (
-            isinstance(memory, bool)
-            or not isinstance(memory, int | float)
-            or not math.isfinite(memory)
-            or memory < 0
-            or memory * (1 << 20) >= 1 << 62
-        ):
-            raise ArgumentError(
-                f"memory must be a finite number of megabytes >= 0, got {memory!r}"
-            )
-        if window_bytes is not None and (
-            isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1
-        ):
-            raise ArgumentError(f"window_bytes must be a positive integer, got {window_bytes!r}")
-        if disk is not None and (
-            isinstance(disk, bool) or not isinstance(disk, int | float) or not disk >= 0
-        ):
-            raise ArgumentError(f"disk must be a number of megabytes >= 0 or None, got {disk!r}")
-        if disk_dir is not None and disk is None:
-            raise ArgumentError("disk_dir needs disk= (the disk tier's size in megabytes)")
+        check_sizes(memory, window_bytes, disk, disk_dir)
         self.disk = disk
         self._disk_spec = disk_dir
         self.memory = memory
