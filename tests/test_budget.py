@@ -18,6 +18,7 @@ from undertale_duck import MemoryBudgetWarning, ParquetDataset
 from undertale_duck.core import reader as readermod
 from undertale_duck.core import windows as win
 from undertale_duck.core.cache import WindowCache, table_bytes
+from undertale_duck.core.readahead import usable_cores
 
 FB = win.FALLBACK_ROW_BYTES
 #: ``memory`` is megabytes and may be fractional, though ``ParquetDataset`` annotates it ``int``.
@@ -371,6 +372,13 @@ def test_full_pass_within_a_large_budget(
     )
     assert reader.direct is not None  # pyarrow's allocator keeps one more read's buffers
     expected_reserve += win.read_reserve(max_rows, reader.row_bytes, touched, 0)
+    # a large budget reads two windows ahead at once where there are two cores: each
+    # concurrent read has its own transient memory
+    depth = 2 if read_ahead and usable_cores() >= 2 else 1
+    assert reader.read_depth == depth
+    expected_reserve += (depth - 1) * (
+        win.read_reserve(max_rows, reader.row_bytes, touched, 0) + readermod.READ_OVERHEAD_BYTES
+    )
     assert cache.reserve == expected_reserve
     assert ds.cache_stats.limit + cache.reserve == ds.memory_bytes
     assert ds.cache_stats.limit == ds.memory_bytes - expected_reserve

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -96,3 +97,62 @@ def check_duckdb_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     except (duckdb.Error, TypeError, ValueError, RuntimeError) as exc:
         raise ArgumentError(f"duckdb_config is refused by DuckDB: {first_line(exc)}") from None
     return settings
+
+
+def view_query(
+    query: str | None, where: str | None, tables: Mapping[str, Any] | None
+) -> str | None:
+    """Return the view's query from ``query=`` or ``where=`` (None: a plain dataset).
+
+    Raises:
+        ArgumentError: If both are given, ``where`` is not an SQL condition, or ``tables``
+            comes without a query.
+    """
+    if query is not None and where is not None:
+        raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
+    if where is not None:
+        if not isinstance(where, str) or not where.strip():
+            raise ArgumentError(f"where must be an SQL condition, got {where!r}")
+        query = f"SELECT * FROM dataset WHERE {where}"
+    if tables and query is None:
+        raise ArgumentError("tables= is for views: pass query= joining them as well")
+    return query
+
+
+def check_read_ahead(read_ahead: object) -> int | None:
+    """Return how many windows to read ahead at once (None: chosen from the cores; 0: none).
+
+    Raises:
+        ArgumentError: If ``read_ahead`` is not a bool or an int >= 0.
+    """
+    if not isinstance(read_ahead, int) or read_ahead < 0:
+        raise ArgumentError(
+            f"read_ahead must be True, False or a number of windows >= 0, got {read_ahead!r}"
+        )
+    return None if read_ahead is True else int(read_ahead)
+
+
+def check_sizes(memory: object, window_bytes: object, disk: object, disk_dir: object) -> None:
+    """Check the budget, window size and disk tier arguments of a dataset.
+
+    Raises:
+        ArgumentError: Naming the argument that is not a sensible number.
+    """
+    if (
+        isinstance(memory, bool)
+        or not isinstance(memory, int | float)
+        or not math.isfinite(memory)
+        or memory < 0
+        or memory * (1 << 20) >= 1 << 62
+    ):
+        raise ArgumentError(f"memory must be a finite number of megabytes >= 0, got {memory!r}")
+    if window_bytes is not None and (
+        isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1
+    ):
+        raise ArgumentError(f"window_bytes must be a positive integer, got {window_bytes!r}")
+    if disk is not None and (
+        isinstance(disk, bool) or not isinstance(disk, int | float) or not disk >= 0
+    ):
+        raise ArgumentError(f"disk must be a number of megabytes >= 0 or None, got {disk!r}")
+    if disk_dir is not None and disk is None:
+        raise ArgumentError("disk_dir needs disk= (the disk tier's size in megabytes)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -19,7 +18,15 @@ from ..errors import ArgumentError, ShardChangedError
 from . import query as querymod
 from . import windows as win
 from .access import AccessMonitor
-from .arguments import bytes_setting, check_columns, check_duckdb_config, read_limit
+from .arguments import (
+    bytes_setting,
+    check_columns,
+    check_duckdb_config,
+    check_read_ahead,
+    check_sizes,
+    read_limit,
+    view_query,
+)
 from .cache import CacheStats, WindowCache
 from .connection import Connection
 from .disk_tier import (
@@ -82,9 +89,12 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             alone, never on the other rows of the batch. Arrays and tensors never share
             memory with the cache. A value with no Python counterpart (a date beyond
             ``datetime``'s range) raises :class:`OutOfRangeError` naming shard and row.
-        read_ahead: Read the next window in a background thread while one is consumed
-            (the next in the :meth:`prefetch` order, else the following window when access
-            is sequential), within the ``memory`` budget.
+        read_ahead: Read the next windows in background threads while one is consumed
+            (the next in the :meth:`prefetch` order, else the following windows when access
+            is sequential), within the ``memory`` budget. True: two windows at once where
+            the process may use two cores or more and the budget holds them (one in
+            DataLoader workers, which are the parallelism there); an int: at most that many
+            windows at once; False or 0: none.
         query: Make the dataset a *view*: SQL over ``dataset`` (every row of every shard)
             that can be answered row by row: computed columns, a ``WHERE`` filter, lookups
             joined from ``tables``. ``ds[i]`` is the i-th row of its result in shard and row
@@ -141,7 +151,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         window_bytes: int | None = None,
         duckdb_config: Mapping[str, Any] | None = None,
         format: Format = "python",
-        read_ahead: bool = True,
+        read_ahead: bool | int = True,
         query: str | None = None,
         where: str | None = None,
         tables: Mapping[str, SideTable] | None = None,
@@ -153,14 +163,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         disk: float | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if query is not None and where is not None:
-            raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
-        if where is not None:
-            if not isinstance(where, str) or not where.strip():
-                raise ArgumentError(f"where must be an SQL condition, got {where!r}")
-            query = f"SELECT * FROM dataset WHERE {where}"
-        if tables and query is None:
-            raise ArgumentError("tables= is for views: pass query= joining them as well")
+        query = view_query(query, where, tables)
         self.query = query
         self._tables = dict(tables or {})
         if format not in ROW_FORMATS:
@@ -169,28 +172,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
         self.sql_files: querymod.SqlFiles = sql_files
         self.format: Format = format
+        #: Windows read ahead at once (None: chosen from the cores, see ``read_ahead``).
+        self.read_depth = check_read_ahead(read_ahead)
         self.read_ahead = bool(read_ahead)
         self._order: list[int] | None = None
-        if (
-            isinstance(memory, bool)
-            or not isinstance(memory, int | float)
-            or not math.isfinite(memory)
-            or memory < 0
-            or memory * (1 << 20) >= 1 << 62
-        ):
-            raise ArgumentError(
-                f"memory must be a finite number of megabytes >= 0, got {memory!r}"
-            )
-        if window_bytes is not None and (
-            isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1
-        ):
-            raise ArgumentError(f"window_bytes must be a positive integer, got {window_bytes!r}")
-        if disk is not None and (
-            isinstance(disk, bool) or not isinstance(disk, int | float) or not disk >= 0
-        ):
-            raise ArgumentError(f"disk must be a number of megabytes >= 0 or None, got {disk!r}")
-        if disk_dir is not None and disk is None:
-            raise ArgumentError("disk_dir needs disk= (the disk tier's size in megabytes)")
+        check_sizes(memory, window_bytes, disk, disk_dir)
         self.disk = disk
         self._disk_spec = disk_dir
         self.memory = memory
@@ -292,6 +278,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
                     view=remote is None or self.view is not None,
                 ),
                 read_ahead=self.read_ahead,
+                read_depth=self.read_depth,
                 retained=retained,
                 view=self.view,
                 schema=None if self.view is None else self.view.schema,

@@ -1,11 +1,12 @@
-"""Read-ahead: one background thread that reads the window hinted next, with start/stop."""
+"""Read-ahead: background threads that read the windows hinted next, with start/stop."""
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from . import lifecycle
 
@@ -17,37 +18,64 @@ IDLE_SECONDS = 5.0
 Fetch = Callable[[int, int | None], bool]
 
 
-class ReadAhead:
-    """A background reader of the next window, with an explicit lifecycle.
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
-    :meth:`start` makes it accept hints (:meth:`schedule`); the thread itself starts on the
-    first hint and ends after :data:`IDLE_SECONDS` without one. :meth:`stop` refuses new
-    hints, drops queued ones and waits for the read in flight. Only the newest hint is kept:
-    the consumer has moved on from older ones. Every instance is registered with
-    :mod:`lifecycle`, which stops it before ``fork()`` and at exit (before connections close)
-    and starts it again after a fork.
+
+def in_loader_worker() -> bool:
+    """Whether this process is a torch DataLoader worker (torch is never imported here)."""
+    data = sys.modules.get("torch.utils.data")
+    info = getattr(data, "get_worker_info", None)
+    try:
+        return info is not None and info() is not None
+    except Exception:  # a torch too old or too new to ask: assume not
+        return False
+
+
+class ReadAhead:
+    """Background readers of the next windows, with an explicit lifecycle.
+
+    :meth:`start` makes it accept hints (:meth:`schedule`); threads start on a hint, up to
+    :attr:`depth` of them (one window each), and end after :data:`IDLE_SECONDS` without one.
+    :meth:`stop` refuses new hints, drops queued ones and waits for the reads in flight. Only
+    the newest hint is kept: the consumer has moved on from older ones. Every instance is
+    registered with :mod:`lifecycle`, which stops it before ``fork()`` and at exit (before
+    connections close) and starts it again after a fork; in a forked child (a DataLoader
+    worker, where the workers are the parallelism) an automatic depth becomes 1.
 
     A read that fails is dropped: the consumer reads the window itself and gets the error.
 
     Args:
-        fetch: Reads one window into the cache (see :data:`Fetch`); run on the thread.
+        fetch: Reads one window into the cache (see :data:`Fetch`); run on the threads.
         running: Whether to start accepting hints now.
+        depth: Most windows read at once; None: two where the process may use two cores or
+            more, else one (and one in a forked child).
     """
 
-    def __init__(self, fetch: Fetch, *, running: bool = True) -> None:
+    def __init__(self, fetch: Fetch, *, running: bool = True, depth: int | None = None) -> None:
         self._fetch = fetch
         self._running = running
+        self._auto = depth is None
+        self._depth = max(1, depth or 1)
         self.reset_in_child()
+        if self._auto:
+            self._depth = 2 if usable_cores() >= 2 and not in_loader_worker() else 1
         lifecycle.track_read_ahead(self)
 
     def reset_in_child(self) -> None:
         """Forget any thread, lock, queue and counters (a forked child inherits none alive)."""
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[int] = deque()
-        self._in_flight: int | None = None
+        self._in_flight: set[int] = set()
         self._keep: int | None = None
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._pid = os.getpid()
+        if self._auto:
+            self._depth = 1
         #: The window the consumer moved to last (set by the reader; what hints follow).
         self.last: int | None = None
         self.stats = {"scheduled": 0, "read": 0, "skipped": 0, "waited": 0}
@@ -58,53 +86,62 @@ class ReadAhead:
         return self._running
 
     @property
-    def in_flight(self) -> int | None:
-        """The window being read now, if any."""
-        return self._in_flight
+    def depth(self) -> int:
+        """Most windows read at once."""
+        return self._depth
+
+    def reading(self, position: int) -> bool:
+        """Whether window ``position`` is being read now."""
+        return position in self._in_flight
 
     def start(self) -> None:
-        """Accept hints; the thread starts on the next one."""
+        """Accept hints; threads start on the next one."""
         with self._cond:
             self._running = True
 
     def stop(self) -> None:
-        """Refuse hints, drop queued ones, and wait for the read in flight to end."""
+        """Refuse hints, drop queued ones, and wait for the reads in flight to end."""
         with self._cond:
-            thread = self._thread
+            threads = list(self._threads)
             self._running = False
             self._queue.clear()
             self._cond.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join()
         with self._cond:
-            if self._thread is thread:
-                self._thread = None
+            self._threads = [t for t in self._threads if t not in threads]
 
     def skipped(self) -> None:
         """Count a hint the caller dropped (the window would not fit beside the current one)."""
         self.stats["skipped"] += 1
 
-    def schedule(self, position: int, keep: int | None) -> None:
-        """Read ``position`` in the background next, replacing any older hint.
+    def schedule(self, positions: Sequence[int], keep: int | None) -> None:
+        """Read ``positions`` in the background next, replacing any older hint.
 
         Args:
-            position: The window to read.
-            keep: The window being consumed (never evicted to make room for the read).
+            positions: The windows to read, soonest needed first (at most :attr:`depth`
+                are read at once).
+            keep: The window being consumed (never evicted to make room for the reads).
         """
         with self._cond:
             if not self._running or os.getpid() != self._pid:
                 return
-            if position == self._in_flight or position in self._queue:
+            fresh = [p for p in positions if p not in self._in_flight]
+            if list(self._queue) == fresh:
                 return
             self._queue.clear()  # only the newest hint matters
-            self._queue.append(position)
+            self._queue.extend(fresh)
             self._keep = keep
-            self.stats["scheduled"] += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
+            self.stats["scheduled"] += len(fresh)
+            self._threads = [t for t in self._threads if t.is_alive()]
+            wanted = min(self._depth, len(self._queue) + len(self._in_flight))
+            while len(self._threads) < wanted:
+                thread = threading.Thread(
                     target=self._run, name="undertale-duck-read-ahead", daemon=True
                 )
-                self._thread.start()
+                self._threads.append(thread)
+                thread.start()
             self._cond.notify_all()
 
     def wait(self, position: int) -> bool:
@@ -119,24 +156,26 @@ class ReadAhead:
         with self._cond:
             if position in self._queue:
                 self._queue.remove(position)
-            if self._in_flight != position:
+            if position not in self._in_flight:
                 return False
             self.stats["waited"] += 1
-            while self._in_flight == position:
+            while position in self._in_flight:
                 self._cond.wait()
             return True
 
     def _run(self) -> None:
+        me = threading.current_thread()
         while True:
             with self._cond:
                 while not self._queue and self._running:
                     if not self._cond.wait(timeout=IDLE_SECONDS) and not self._queue:
-                        self._thread = None  # idle: end; restarted on the next hint
+                        if me in self._threads:  # idle: end; restarted on the next hint
+                            self._threads.remove(me)
                         return
                 if not self._running:
                     return
                 position = self._queue.popleft()
-                self._in_flight = position
+                self._in_flight.add(position)
                 keep = self._keep
             try:
                 if self._fetch(position, keep):
@@ -145,5 +184,5 @@ class ReadAhead:
                 pass
             finally:
                 with self._cond:
-                    self._in_flight = None
+                    self._in_flight.discard(position)
                     self._cond.notify_all()

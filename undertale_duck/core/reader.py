@@ -43,6 +43,8 @@ class WindowReader:
         cache: Where window tables are kept.
         connection: The process's DuckDB connection holder.
         read_ahead: Whether to read the next window in the background.
+        read_depth: Most windows read ahead at once (None: two where the process may use
+            two cores or more and the budget holds them, else one; one in DataLoader workers).
         retained: Bytes DuckDB's allocator may keep between reads (see
             :func:`duck.allocator_config`), added to the read reserve.
         read_limit: Most bytes one window read may decompress (row groups, from the
@@ -61,6 +63,7 @@ class WindowReader:
         connection: Connection,
         *,
         read_ahead: bool = True,
+        read_depth: int | None = None,
         retained: int = 0,
         view: ViewWindows | None = None,
         schema: pa.Schema | None = None,
@@ -90,8 +93,12 @@ class WindowReader:
         self._row_bytes_guess = encoded / max(1, source.rows)
         self._warned = False
         self._row_lock = threading.Lock()
+        self.ahead = ReadAhead(self._fetch_ahead, running=read_ahead, depth=read_depth)
+        #: Windows read ahead at once: the read-ahead's depth where the budget holds that
+        #: many reads and windows, else 1 (set with the reserve).
+        self._depth = 1
+        self._reserved_for = 0
         self._update_reserve()
-        self.ahead = ReadAhead(self._fetch_ahead, running=read_ahead)
 
     @property
     def direct(self) -> DirectReader | None:
@@ -101,6 +108,11 @@ class WindowReader:
     @direct.setter
     def direct(self, value: DirectReader | None) -> None:
         self.decoder.direct = value
+
+    @property
+    def read_depth(self) -> int:
+        """Windows read ahead at once now (see ``read_depth``; 1 when the budget is tight)."""
+        return self._depth
 
     @property
     def row_bytes(self) -> float:
@@ -122,18 +134,26 @@ class WindowReader:
         one window: the cache then keeps one window anyway and RSS exceeds the budget.
         """
         cache = self.cache
+        depth = self._reserved_for = self.ahead.depth if self.read_ahead else 1
         if cache.budget == 0:
+            self._depth = depth
             return
         row_bytes = self._row_bytes or self._row_bytes_guess
         window = int(self._max_rows * row_bytes) + 1
-        reserve = read_reserve(
-            self._max_rows, row_bytes, self._max_touched, READ_OVERHEAD_BYTES + self.retained
-        )
+        one = read_reserve(self._max_rows, row_bytes, self._max_touched, 0)
+        reserve = one + READ_OVERHEAD_BYTES + self.retained
         if self.direct is not None:
             # pyarrow's allocator keeps a read's freed buffers (pages, builders) for the next
             # read instead of returning them (handing them back after each read costs more
             # CPU than the decode saves): counted as one more read's transient memory
-            reserve += read_reserve(self._max_rows, row_bytes, self._max_touched, 0)
+            reserve += one
+        # Reading ahead more than one window at once: each concurrent read has its own
+        # transient memory, and the cache must hold the windows read beside the current one
+        # and the one consumed next; else one window at a time
+        extra = (depth - 1) * (one + READ_OVERHEAD_BYTES)
+        self._depth = depth if cache.budget >= reserve + extra + (depth + 2) * window else 1
+        if self._depth > 1:
+            reserve += extra
         cache.set_reserve(reserve, floor=window)
         if cache.budget < reserve + window and not self._warned:
             self._warned = True
@@ -173,29 +193,48 @@ class WindowReader:
             nxt = dict(itertools.pairwise(items))
         self._next = nxt
         if order:
-            self._schedule(int(order[0]), None)
+            self._schedule([int(order[0])], None)
 
     def _advance(self, position: int, table: pa.Table, first: int) -> None:
-        """Note that ``position`` is being consumed; read its successor in the background."""
+        """Note that ``position`` is being consumed; read its successors in the background."""
         if not self.read_ahead or self.ahead.last == position:
             return
+        if self._reserved_for != self.ahead.depth:  # a forked worker reads one at a time
+            self._update_reserve()
         previous, self.ahead.last = self.ahead.last, position
-        nxt = self._next.get(position)
-        if nxt is None and (previous is None or first - 1 <= previous < position):
-            nxt = position + 1 if position + 1 < len(self.windows) else None
-        if nxt is not None:
-            self._schedule(nxt, position, table_bytes(table))
+        sequential = previous is None or first - 1 <= previous < position
+        hints: list[int] = []
+        at = position
+        for _ in range(self._depth):
+            nxt = self._next.get(at)
+            if nxt is None and sequential:
+                nxt = at + 1 if at + 1 < len(self.windows) else None
+            if nxt is None or nxt == position or nxt in hints:
+                break
+            hints.append(nxt)
+            at = nxt
+        if hints:
+            self._schedule(hints, position, table_bytes(table))
 
     def _estimate(self, position: int) -> int:
         return int(self.windows[position].rows * self._row_bytes) + 1
 
-    def _schedule(self, position: int, current: int | None, current_bytes: int = 0) -> None:
-        if not self.read_ahead or position in self.cache:
+    def _schedule(self, positions: list[int], current: int | None, current_bytes: int = 0) -> None:
+        if not self.read_ahead:
             return
-        if self._row_bytes and self._estimate(position) + current_bytes > self.cache.limit:
-            self.ahead.skipped()
-            return
-        self.ahead.schedule(position, current)
+        hints: list[int] = []
+        room = self.cache.limit - current_bytes
+        for position in positions:
+            if position in self.cache:
+                continue
+            need = self._estimate(position) if self._row_bytes else 0
+            if need > room:
+                self.ahead.skipped()
+                break  # later windows are needed later: never read past one that does not fit
+            room -= need
+            hints.append(position)
+        if hints:
+            self.ahead.schedule(hints, current)
 
     def _fetch_ahead(self, position: int, keep: int | None) -> bool:
         """Read one window into the cache on the read-ahead thread (False: it was cached)."""
@@ -234,7 +273,7 @@ class WindowReader:
             CorruptShardError: If the shard's data cannot be decoded.
             SourceError: If the shard lacks a column of the dataset.
         """
-        table = self.cache.get(position) if self.ahead.in_flight != position else None
+        table = None if self.ahead.reading(position) else self.cache.get(position)
         if table is None:
             if self.ahead.wait(position):
                 table = self.cache.get(position)

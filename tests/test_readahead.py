@@ -1,0 +1,162 @@
+"""Read-ahead depth: several windows read at once, in order, within the budget."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+import datagen
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from undertale_duck import ArgumentError, ParquetDataset
+from undertale_duck.core.readahead import ReadAhead, usable_cores
+
+SIZES = [700, 0, 1300, 500]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    root = tmp_path_factory.mktemp("readahead")
+    datagen.write_shards(root, SIZES, row_group_size=100)
+    return root, sum(SIZES)
+
+
+class Recorder:
+    """A fetch that records how many reads overlap; reads wait at a barrier of ``meet``."""
+
+    def __init__(self, meet: int) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.most = 0
+        self.read: list[int] = []
+        self.barrier = threading.Barrier(meet, timeout=30) if meet > 1 else None
+        self.done = threading.Semaphore(0)
+
+    def __call__(self, position: int, keep: int | None) -> bool:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            if self.barrier is not None:
+                self.barrier.wait()  # raises BrokenBarrierError unless ``meet`` reads overlap
+            with self.lock:
+                self.read.append(position)
+            self.done.release()
+        finally:
+            with self.lock:
+                self.now -= 1
+        return True
+
+
+def test_depth_two_reads_two_windows_at_once() -> None:
+    fetch = Recorder(meet=2)
+    ahead = ReadAhead(fetch, depth=2)
+    ahead.schedule([4, 5], keep=3)
+    # (not ahead.wait: a window not yet picked up is the consumer's to read)
+    assert fetch.done.acquire(timeout=30) and fetch.done.acquire(timeout=30)
+    ahead.stop()
+    assert sorted(fetch.read) == [4, 5]  # both got past the barrier: they overlapped
+    assert fetch.most == 2
+    assert ahead.stats["read"] == 2
+
+
+def test_depth_one_never_overlaps() -> None:
+    fetch = Recorder(meet=1)
+    ahead = ReadAhead(fetch, depth=1)
+    for start in range(0, 30, 3):
+        ahead.schedule([start, start + 1, start + 2], keep=None)
+        for _ in range(3):
+            assert fetch.done.acquire(timeout=30)
+    ahead.stop()
+    assert fetch.most == 1
+    assert fetch.read == list(range(30))  # in hint order, one at a time
+    assert ahead.depth == 1
+
+
+def test_newer_hint_replaces_queued_ones_and_stop_joins_every_thread() -> None:
+    release = threading.Event()
+    started = threading.Event()
+    read: list[int] = []
+
+    def fetch(position: int, keep: int | None) -> bool:
+        started.set()
+        release.wait(30)
+        read.append(position)
+        return True
+
+    ahead = ReadAhead(fetch, depth=1)
+    ahead.schedule([1, 2], keep=None)
+    assert started.wait(30)
+    assert ahead.reading(1)
+    ahead.schedule([7, 8], keep=None)  # 2 is dropped: the consumer moved on
+    release.set()
+    ahead.wait(1)
+    ahead.wait(7)
+    ahead.wait(8)
+    ahead.stop()
+    assert 2 not in read and read[:1] == [1] and sorted(read) == [1, 7, 8]
+    assert not any(t.is_alive() for t in threading.enumerate()
+                   if t.name == "undertale-duck-read-ahead" and t in ahead._threads)
+    ahead.schedule([9], keep=None)  # stopped: refused
+    assert not ahead.reading(9) and 9 not in read
+
+
+def test_automatic_depth_follows_the_cores() -> None:
+    ahead = ReadAhead(lambda p, k: True)
+    assert ahead.depth == (2 if usable_cores() >= 2 else 1)
+    ahead.reset_in_child()  # a forked DataLoader worker reads one window at a time
+    assert ahead.depth == 1
+    assert ReadAhead(lambda p, k: True, depth=3).depth == 3
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "2", None])
+def test_bad_read_ahead_is_refused(shards: tuple[Path, int], bad: object) -> None:
+    root, _ = shards
+    with pytest.raises(ArgumentError, match="read_ahead"):
+        ParquetDataset(root, read_ahead=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("depth", [True, 1, 3])
+def test_sequential_pass_with_depth(shards: tuple[Path, int], depth: bool | int) -> None:
+    root, total = shards
+    ds = ParquetDataset(root, window_bytes=2000, read_ahead=depth, format="python")
+    assert len(ds.windows) > 6
+    expected = datagen.expected(total)
+    got = [ds[i]["id"] for i in range(total)]
+    assert got == [e["id"] for e in expected]
+    ds.reader.stop_read_ahead()
+    stats = ds.reader.read_ahead_stats
+    assert stats["scheduled"] >= 1  # (whether a hint is read before the consumer gets there
+    # is a race the consumer may win: each window is then read once, by one of them)
+    assert ds.cache_stats.misses + stats["read"] >= len(ds.windows)
+    assert ds.cache_stats.bytes <= ds.cache_stats.limit
+    if depth == 3:
+        assert ds.reader.read_depth == 3
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 2**32 - 1), depth=st.integers(1, 4),
+       memory=st.sampled_from([0.05, 0.2, 64.0]))
+def test_shuffled_window_order_any_depth(
+    shards: tuple[Path, int], seed: int, depth: int, memory: float
+) -> None:
+    """Rows are right and the cache within its limit whatever the depth, order and budget."""
+    root, total = shards
+    ds = ParquetDataset(root, window_bytes=3000, read_ahead=depth, memory=memory)
+    order = list(range(len(ds.windows)))
+    random.Random(seed).shuffle(order)
+    ds.prefetch(order)
+    expected = datagen.expected(total)
+    for position in order:
+        w = ds.windows[position]
+        rows = ds.__getitems__(list(range(w.offset, w.end)))
+        assert [r["id"] for r in rows] == [e["id"] for e in expected[w.offset:w.end]]
+        assert ds.cache_stats.bytes <= ds.cache_stats.limit
+    ds.reader.stop_read_ahead()
+    assert ds.reader.read_depth <= depth
+    ds.close()
