@@ -18,6 +18,7 @@ from typing import Any
 
 from ..common.text import first_line
 from ..errors import ArgumentError, ShardChangedError, SourceError
+from .cachedir import private_directory, read_cached
 from .source import Shard
 
 #: Environment variables giving the default cache directory and byte limit.
@@ -40,6 +41,7 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 
 Fetch = Callable[[Shard, str], None]
+_HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
 
 
 def parse_size(value: int | str, name: str = "cache_limit") -> int:
@@ -159,10 +161,17 @@ class ShardCache:
     def _ensure_directory(self) -> None:
         if self._ready:
             return
+        # private: anyone else able to write there could plant a shard copy (found by its
+        # predictable name and the listed size) that would be served as the shard's rows
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_directory(self.directory, what="the directory", hint=_HINT)
             if not os.access(self.directory, os.W_OK | os.X_OK):
                 raise PermissionError(errno.EACCES, "permission denied")
+        except ArgumentError as exc:
+            raise SourceError(
+                f"cannot use the shard cache directory {self.directory}: {exc}",
+                str(self.directory),
+            ) from None
         except OSError as exc:
             raise self._unusable(exc) from None
         self._ready = True
@@ -203,13 +212,12 @@ class ShardCache:
     # ------------------------------------------------------------------ footers
     def load_footer(self, key: str) -> bytes | None:
         """The footer bytes kept for an object version, or None (never an error)."""
-        try:
-            path = self.directory / (key + FOOTER_SUFFIX)
-            data = path.read_bytes()
-            os.utime(path)  # last use, for LRU eviction
-            return data
-        except OSError:
-            return None
+        path = self.directory / (key + FOOTER_SUFFIX)
+        data = read_cached(path)
+        if data is not None:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # last use, for LRU eviction
+        return data
 
     def save_footer(self, key: str, data: bytes) -> None:
         """Keep an object version's footer bytes (best effort: a failure only costs a read)."""
