@@ -264,3 +264,26 @@ def test_a_shard_copy_planted_in_a_shared_shard_cache_is_never_served(
             ds[0]
     finally:
         fs.rm(root, recursive=True)
+
+
+# ---------------------------------------------------------------------- spill directory
+@pytest.mark.parametrize("variable", ["UNDERTALE_DUCK_TMPDIR", "TMPDIR"])
+def test_a_temporary_directory_inside_the_dataset_gets_no_spill_files(
+    data: Path, variable: str
+) -> None:
+    before = digest(data)
+    code = (
+        "import os, warnings\n"
+        "warnings.simplefilter('always')\n"
+        "from undertale_duck import ParquetDataset\n"
+        f"ds = ParquetDataset({str(data)!r}, memory=64)\n"
+        "print(ds.sql('SELECT count(*) AS n FROM dataset').column('n')[0].as_py())\n"
+        "print(ds[5]['id'])\n"
+        f"print(sorted(os.listdir({str(data)!r})))\n"  # while the process is alive
+    )
+    env = {variable: str(data)}
+    if variable == "TMPDIR":
+        env["UNDERTALE_DUCK_TMPDIR"] = ""
+    lines = run_child(code, env).splitlines()
+    assert lines == [str(sum(SIZES)), "row-00000005", str(sorted(before))]
+    assert digest(data) == before and sorted(os.listdir(data)) == sorted(before)

@@ -23,7 +23,7 @@ from ..errors import (
     ShardChangedError,
     SourceError,
 )
-from . import footers
+from . import footers, lifecycle
 from .connection import Connection
 from .duck import GLOB_CHARS, duckdb_path
 
@@ -376,6 +376,11 @@ class Source:
             )
         else:
             self.shards = tuple(read_footer(p) for p in resolve(source))
+            # spill files (DuckDB's temp_directory) never go into the dataset
+            homes = [os.path.dirname(s.path) for s in self.shards]
+            if isinstance(source, str | os.PathLike) and os.path.isdir(source):
+                homes.append(os.fspath(source))
+            lifecycle.protect(homes)
         self.schema = reference_schema(self.shards, columns)
         self.columns: tuple[str, ...] = tuple(self.schema.names)
         for shard in self.shards:
