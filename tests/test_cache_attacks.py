@@ -287,3 +287,25 @@ def test_a_temporary_directory_inside_the_dataset_gets_no_spill_files(
     lines = run_child(code, env).splitlines()
     assert lines == [str(sum(SIZES)), "row-00000005", str(sorted(before))]
     assert digest(data) == before and sorted(os.listdir(data)) == sorted(before)
+
+
+def test_an_unwritable_default_shard_cache_downloads_for_this_process_only(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file where the cache directory would go")
+    monkeypatch.setenv(cachedir.CACHE_ENV, str(blocker))
+    fs = fsspec.filesystem("memory")
+    root = f"memory://unwritable-{os.getpid()}-{time.monotonic_ns()}"
+    for shard in sorted(data.glob("*.parquet")):
+        fs.pipe(f"{root}/{shard.name}", shard.read_bytes())
+    try:
+        with pytest.warns(RuntimeWarning, match="cannot be created") as caught:
+            ds = ParquetDataset(root + "/", memory=64)
+            rows = [ds[i] for i in range(len(ds))]
+        assert rows == datagen.expected(sum(SIZES))
+        assert sum("shards" in str(w.message) for w in caught) == 1
+        with pytest.raises(SourceError, match="cannot be created"):  # named: an error
+            ParquetDataset(root + "/", memory=64, cache_dir=blocker / "shards")[0]
+    finally:
+        fs.rm(root, recursive=True)

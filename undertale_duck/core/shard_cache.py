@@ -18,7 +18,7 @@ from typing import Any
 
 from ..common.text import first_line
 from ..errors import ArgumentError, ShardChangedError, SourceError
-from .cachedir import private_directory, read_cached
+from .cachedir import CacheUnwritableError, private_directory, process_cache_dir, read_cached
 from .source import Shard
 
 #: Environment variables giving the default cache directory and byte limit.
@@ -132,6 +132,7 @@ class ShardCache:
     ) -> None:
         if directory is not None and not isinstance(directory, str | os.PathLike):
             raise ArgumentError(f"cache_dir must be a directory path, got {directory!r}")
+        self._given = directory is not None
         self.directory = (
             Path(os.fspath(directory)).expanduser().absolute()
             if directory is not None
@@ -164,7 +165,14 @@ class ShardCache:
         # private: anyone else able to write there could plant a shard copy (found by its
         # predictable name and the listed size) that would be served as the shard's rows
         try:
-            private_directory(self.directory, what="the directory", hint=_HINT)
+            try:
+                private_directory(self.directory, what="the directory", hint=_HINT)
+            except CacheUnwritableError:
+                if self._given:
+                    raise
+                # the default cannot be written: this process downloads into its own
+                # directory (removed at exit), as process_cache_dir does for other caches
+                self.directory = process_cache_dir("shards")
             if not os.access(self.directory, os.W_OK | os.X_OK):
                 raise PermissionError(errno.EACCES, "permission denied")
         except ArgumentError as exc:
