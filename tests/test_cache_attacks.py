@@ -309,3 +309,15 @@ def test_an_unwritable_default_shard_cache_downloads_for_this_process_only(
             ParquetDataset(root + "/", memory=64, cache_dir=blocker / "shards")[0]
     finally:
         fs.rm(root, recursive=True)
+
+
+def test_a_cache_below_a_directory_anyone_may_rename_in_is_refused(
+    data: Path, tmp_path: Path
+) -> None:
+    open_parent = shared(tmp_path / "anyone")  # 0777 without the sticky bit
+    mine = open_parent / "mine"
+    mine.mkdir(mode=0o700)
+    with pytest.raises(ArgumentError, match="not sticky"):
+        ParquetDataset(data, disk=8, disk_dir=mine)
+    os.chmod(open_parent, 0o1777)  # as /tmp: others cannot rename what is ours
+    assert ParquetDataset(data, disk=8, disk_dir=mine).disk_dir == str(mine)

@@ -117,9 +117,10 @@ def private_directory(
     The one check for every directory undertale_duck caches into (the cache root's
     subdirectories, the disk tier, the node's shard cache): it may not overlap a dataset
     (lie inside a directory holding shards, or contain one), however it is reached, and it
-    must be private: a directory, owned by us, writable by no one else, since anyone who
-    can write there could plant files at the names we would use (window files, indexes,
-    shard copies) and have them served as rows. The checks run again on what is there after
+    must be private: a directory, owned by us, writable by no one else, below no directory
+    that anyone may write without the sticky bit (whose entries anyone could swap), since
+    anyone who can write there could plant files at the names we would use (window files,
+    indexes, shard copies) and have them served as rows. The checks run again on what is there after
     creating it, so a link planted meanwhile is judged by where it leads.
 
     Args:
@@ -153,6 +154,14 @@ def private_directory(
             f"{what} {real} is not private (owned by another user, or writable by others, "
             f"who could plant files there that would be served as rows); {hint}"
         )
+    for parent in real.parents:  # anyone may rename entries of a directory anyone may write
+        with contextlib.suppress(OSError):
+            st = os.stat(parent)
+            if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+                raise ArgumentError(
+                    f"{what} {real} is not private: {parent} is writable by anyone and not "
+                    f"sticky, so others could swap {real} for a directory of their own; {hint}"
+                )
     if not os.access(real, os.W_OK | os.X_OK):
         raise CacheUnwritableError(f"{what} {real} cannot be written: permission denied; {hint}")
     return real
