@@ -186,3 +186,31 @@ def test_replacing_a_private_file_keeps_it_private(data: Path, tmp_path: Path) -
     assert status == 0, err
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
     assert leftovers(out) == []
+
+
+def test_query_and_schema_files_are_inputs_never_replaced(data: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    query = work / "q.sql"
+    query.write_text(QUERY)
+    schema = work / "schema.py"
+    schema.write_text(
+        "from pydantic import Field\nfrom undertale_duck import schema\n\n"
+        "class Rows(schema.Dataset):\n    label: int = Field(ge=0, lt=7)\n"
+    )
+    view = work / "view.sql"
+    view.write_text("SELECT * FROM dataset WHERE label = 1")
+    kept = {p: p.read_bytes() for p in (query, schema, view)}
+    attempts = [
+        ("sql", str(data), f"@{query}", "--output", str(query), "--force"),
+        ("sql", str(data), QUERY, "--query", f"@{view}", "--output", str(view), "--force"),
+        ("validate", str(data), "--schema", f"{schema}:Rows", "--output", str(schema),
+         "--force"),
+    ]
+    for args in attempts:
+        status, err = cli(*args)
+        assert status == 2 and "inputs are read-only" in err, (args, err)
+    assert {p: p.read_bytes() for p in kept} == kept
+    status, err = cli("validate", str(data), "--schema", f"{schema}:Rows", "--output",
+                      str(work / "report.json"))
+    assert status == 0, err

@@ -296,8 +296,8 @@ class OutputFile:
             )
         if _key(st) in self.protected.shards:
             raise self._refuse(
-                "is a shard of the dataset or a side table of its view; inputs are read-only: "
-                "choose another file"
+                "is a shard of the dataset or another input (a side table, the query or schema "
+                "file); inputs are read-only: choose another file"
             )
         if not self.force:
             when = " (it appeared while the result was being written)" if appeared else ""
