@@ -114,6 +114,11 @@ def test_the_dataset_is_protected_however_it_is_spelled(data: Path, tmp_path: Pa
         (str(link / "part-00000.parquet"), str(data / "n.csv"), None),
         (str(data) + "/*.parquet", str(data / "sub" / "o.csv"), None),
     ]
+    if os.path.isdir("/proc/self/cwd"):  # Linux: the same directory through /proc links
+        spellings += [
+            (str(data), "/proc/self/cwd/p.csv", data),
+            (str(data), f"/proc/self/root{data}/q.csv", None),
+        ]
     for source, target, cwd in spellings:
         status, err = cli("sql", source, QUERY, "--output", target, cwd=cwd)
         assert status == 2 and "lies inside the dataset directory" in err, (source, target, err)
