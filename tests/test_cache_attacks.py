@@ -321,3 +321,32 @@ def test_a_cache_below_a_directory_anyone_may_rename_in_is_refused(
         ParquetDataset(data, disk=8, disk_dir=mine)
     os.chmod(open_parent, 0o1777)  # as /tmp: others cannot rename what is ours
     assert ParquetDataset(data, disk=8, disk_dir=mine).disk_dir == str(mine)
+
+
+def test_the_shard_cache_never_evicts_or_clears_the_users_own_files(
+    data: Path, tmp_path: Path
+) -> None:
+    directory = tmp_path / "mixed"
+    directory.mkdir(mode=0o700)
+    mine = {
+        "important.parquet": sorted(data.glob("*.parquet"))[0].read_bytes(),
+        "notes.footer": b"my notes",
+        "draft.parquet.part-1": b"half a file",
+        "0" * 39 + ".parquet": b"not quite a key",
+    }
+    for name, content in mine.items():
+        (directory / name).write_bytes(content)
+    fs = fsspec.filesystem("memory")
+    root = f"memory://mixed-{os.getpid()}-{time.monotonic_ns()}"
+    for shard in sorted(data.glob("*.parquet")):
+        fs.pipe(f"{root}/{shard.name}", shard.read_bytes())
+    try:
+        ds = ParquetDataset(root + "/", memory=64, cache_dir=directory, cache_limit="1KB")
+        assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+        cache = ds.source.store.cache
+        cache.make_room(1 << 30)  # over the limit: evict all that is ours and not in use
+        assert cache.clear() >= 0
+        assert {name: (directory / name).read_bytes() for name in mine} == mine
+        assert not list(directory.glob("*.footer.part-*"))
+    finally:
+        fs.rm(root, recursive=True)

@@ -42,6 +42,13 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 
 Fetch = Callable[[Shard, str], None]
 _HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
+#: The names of our files (a key of :func:`key_of` and a suffix): eviction, clear() and the
+#: sweep of part files never touch anything else in the directory (cache_dir= may name a
+#: directory that holds the user's own files).
+_OURS = re.compile(
+    r"[0-9a-f]{40}(?:" + re.escape(FOOTER_SUFFIX) + "|" + re.escape(DATA_SUFFIX) + ")"
+    + "(?:" + re.escape(PART_MARK) + r"[0-9a-f-]+)?"
+)
 
 
 def parse_size(value: int | str, name: str = "cache_limit") -> int:
@@ -203,7 +210,7 @@ class ShardCache:
             for entry in it:
                 name = entry.name
                 footer = name.endswith(FOOTER_SUFFIX)
-                if not (footer or name.endswith(DATA_SUFFIX)) or PART_MARK in name:
+                if _OURS.fullmatch(name) is None or PART_MARK in name:  # the user's, or a part
                     continue
                 try:
                     st = entry.stat()
@@ -389,7 +396,7 @@ class ShardCache:
         """Delete part files whose download is over (its lock free); return bytes in flight."""
         flight = 0
         with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
-            parts = [e for e in it if PART_MARK in e.name]
+            parts = [e for e in it if _OURS.fullmatch(e.name) and PART_MARK in e.name]
         for entry in parts:
             key = entry.name.split(DATA_SUFFIX + PART_MARK, 1)[0]
             try:
