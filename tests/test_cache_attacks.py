@@ -350,3 +350,22 @@ def test_the_shard_cache_never_evicts_or_clears_the_users_own_files(
         assert not list(directory.glob("*.footer.part-*"))
     finally:
         fs.rm(root, recursive=True)
+
+
+def test_no_cache_goes_inside_a_dataset_this_process_opened(data: Path) -> None:
+    """Shard copies in a local dataset's directory would become shards of that dataset."""
+    before = digest(data)
+    local = ParquetDataset(data)
+    fs = fsspec.filesystem("memory")
+    root = f"memory://inside-{os.getpid()}-{time.monotonic_ns()}"
+    fs.pipe(f"{root}/a.parquet", sorted(data.glob("*.parquet"))[0].read_bytes())
+    try:
+        remote = ParquetDataset(root + "/", memory=64, cache_dir=data / "copies")
+        with pytest.raises(SourceError, match="lies inside the dataset directory"):
+            remote[0]
+        with pytest.raises(ArgumentError, match="lies inside the dataset directory"):
+            ParquetDataset(root + "/", memory=64, disk=8, disk_dir=data / "windows")
+    finally:
+        fs.rm(root, recursive=True)
+    assert local[0] == datagen.expected(1)[0]
+    assert digest(data) == before and not (data / "copies").exists()

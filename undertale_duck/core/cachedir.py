@@ -137,7 +137,10 @@ def private_directory(
             created.
     """
     path = Path(os.path.abspath(os.path.expanduser(os.fspath(directory))))
+    # nor inside any dataset this process opened (copies there would become its shards)
+    opened = lifecycle.protected_directories()
     _refuse_overlap(path.resolve(), protected, what, hint)
+    _refuse_overlap(path.resolve(), opened, what, hint, contains=False)
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         real = path.resolve(strict=True)
@@ -147,6 +150,7 @@ def private_directory(
             f"{what} {path} cannot be created: {exc.strerror or exc}; {hint}"
         ) from None
     _refuse_overlap(real, protected, what, hint)
+    _refuse_overlap(real, opened, what, hint, contains=False)
     if not stat.S_ISDIR(st.st_mode):
         raise ArgumentError(f"{what} {real} is not a directory; {hint}")
     if not _private(st):
@@ -226,7 +230,9 @@ def read_cached(path: str | os.PathLike[str], limit: int = MAX_RECORD_BYTES) -> 
     return data if len(data) <= limit else None
 
 
-def _refuse_overlap(path: Path, protected: Sequence[str] | None, what: str, hint: str) -> None:
+def _refuse_overlap(
+    path: Path, protected: Sequence[str] | None, what: str, hint: str, *, contains: bool = True
+) -> None:
     for directory in protected or []:
         real = Path(directory).resolve()
         if path == real or real in path.parents:
@@ -234,7 +240,7 @@ def _refuse_overlap(path: Path, protected: Sequence[str] | None, what: str, hint
                 f"{what} {path} lies inside the dataset directory {real}; cache files are "
                 f"never written in or next to a dataset: {hint}"
             )
-        if path in real.parents:
+        if contains and path in real.parents:
             raise ArgumentError(
                 f"{what} {path} contains the dataset directory {real}; cache files are "
                 f"never written in or next to a dataset: {hint}"

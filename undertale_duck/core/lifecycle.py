@@ -162,6 +162,12 @@ def protect(directories: Iterable[str]) -> None:
         _protected.update(os.path.realpath(d) for d in directories)
 
 
+def protected_directories() -> list[str]:
+    """The directories of the datasets opened in this process (see :func:`protect`)."""
+    with _spill_lock:
+        return sorted(_protected)
+
+
 def _inside_dataset(path: str) -> OSError | None:
     real = os.path.realpath(path)
     for directory in _protected:
