@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -369,3 +370,27 @@ def test_no_cache_goes_inside_a_dataset_this_process_opened(data: Path) -> None:
         fs.rm(root, recursive=True)
     assert local[0] == datagen.expected(1)[0]
     assert digest(data) == before and not (data / "copies").exists()
+
+
+def test_a_cache_root_in_or_through_the_dataset_is_refused(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(data, target_is_directory=True)
+    before = digest(data)
+    for root in (data, data / "sub", link, link / "deeper"):
+        monkeypatch.setenv(cachedir.CACHE_ENV, str(root))
+        with pytest.raises(ArgumentError, match="inside the dataset directory"):
+            ParquetDataset(data, where="label = 1")
+        with pytest.raises(ArgumentError, match="inside the dataset directory"):
+            ParquetDataset(data, disk=8)
+        verdicts.forget()
+        with pytest.raises(SchemaError):  # a verdict is neither read nor written there
+            verdicts.validate(ParquetDataset(data), Strict)
+    assert digest(data) == before and sorted(os.listdir(data)) == sorted(before)
+    sticky = tmp_path / "tmp-like"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    monkeypatch.setenv(cachedir.CACHE_ENV, str(sticky))  # as /tmp itself: its own views/
+    view = ParquetDataset(data, where="label = 1")
+    assert stat.S_IMODE(os.stat(sticky / "views").st_mode) == 0o700 and len(view) > 0
