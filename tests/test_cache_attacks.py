@@ -394,3 +394,29 @@ def test_a_cache_root_in_or_through_the_dataset_is_refused(
     monkeypatch.setenv(cachedir.CACHE_ENV, str(sticky))  # as /tmp itself: its own views/
     view = ParquetDataset(data, where="label = 1")
     assert stat.S_IMODE(os.stat(sticky / "views").st_mode) == 0o700 and len(view) > 0
+
+
+@pytest.mark.heavy
+def test_a_spawned_worker_keeps_spill_files_out_of_the_dataset(data: Path) -> None:
+    before = digest(data)
+    script = data.parent / "spawned.py"
+    script.write_text(
+        "import os\n"
+        "import torch\n"
+        "from undertale_duck import ParquetDataset\n\n"
+        "def ids_of(rows):\n"
+        "    return [r['id'] for r in rows]\n\n"
+        "if __name__ == '__main__':\n"
+        f"    ds = ParquetDataset({str(data)!r}, memory=64)\n"
+        "    loader = torch.utils.data.DataLoader(ds, batch_size=5, num_workers=1,\n"
+        "        multiprocessing_context='spawn', persistent_workers=True, collate_fn=ids_of)\n"
+        "    ids = [i for batch in loader for i in batch]\n"
+        f"    print(len(ids), sorted(os.listdir({str(data)!r})))\n"  # the worker is alive
+    )
+    env = {**os.environ, "TMPDIR": str(data), "UNDERTALE_DUCK_TMPDIR": "",
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=300, check=False, cwd=data.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{sum(SIZES)} {sorted(before)}"
+    assert digest(data) == before
