@@ -154,9 +154,12 @@ def private_directory(
     if not stat.S_ISDIR(st.st_mode):
         raise ArgumentError(f"{what} {real} is not a directory; {hint}")
     if not _private(st):
+        mine = st.st_uid == os.getuid()
         raise ArgumentError(
-            f"{what} {real} is not private (owned by another user, or writable by others, "
-            f"who could plant files there that would be served as rows); {hint}"
+            f"{what} {real} is not private ("
+            + ("writable by others" if mine else "owned by another user")
+            + f", who could plant files there that would be served as rows); "
+            + (f"run 'chmod go-w {real}' if only you use it, or {hint}" if mine else hint)
         )
     for parent in real.parents:  # anyone may rename entries of a directory anyone may write
         with contextlib.suppress(OSError):
