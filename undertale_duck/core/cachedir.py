@@ -158,7 +158,7 @@ def private_directory(
         raise ArgumentError(
             f"{what} {real} is not private ("
             + ("writable by others" if mine else "owned by another user")
-            + f", who could plant files there that would be served as rows); "
+            + ", who could plant files there that would be served as rows); "
             + (f"run 'chmod go-w {real}' if only you use it, or {hint}" if mine else hint)
         )
     for parent in real.parents:  # anyone may rename entries of a directory anyone may write
