@@ -90,7 +90,8 @@ def process_cache_dir(kind: str, protected: Sequence[str] | None = None) -> Path
         if str(exc) not in _warned:
             _warned.add(str(exc))
             warnings.warn(
-                f"{exc}; until then, this process keeps its {kind} files to itself",
+                f"{exc}; meanwhile this process keeps its {kind} files to itself (removed "
+                "at exit)",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -120,8 +121,8 @@ def private_directory(
     must be private: a directory, owned by us, writable by no one else, below no directory
     that anyone may write without the sticky bit (whose entries anyone could swap), since
     anyone who can write there could plant files at the names we would use (window files,
-    indexes, shard copies) and have them served as rows. The checks run again on what is there after
-    creating it, so a link planted meanwhile is judged by where it leads.
+    indexes, shard copies) and have them served as rows. The checks run again on what is
+    there after creating it, so a link planted meanwhile is judged by where it leads.
 
     Args:
         directory: The directory (``~`` expanded; relative to the working directory).
