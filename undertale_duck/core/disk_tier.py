@@ -78,26 +78,16 @@ def prepare_directory(
             (when given) cannot be created.
     """
     homes = sorted({os.path.dirname(os.path.realpath(s)) for s in shards if not is_remote(s)})
+    hint = f"choose a directory of your own outside the dataset (or set ${CACHE_ENV})"
     try:
-        real = _checked(directory or default_directory(), homes)
+        real = private_directory(directory or default_directory(), homes, what="disk_dir",
+                                 hint=hint)
     except CacheUnwritableError as exc:
         if directory is not None:
             raise
         warnings.warn(f"{exc}; the disk tier is off", RuntimeWarning, stacklevel=3)
         return None
     return str(real)
-
-
-def _checked(directory: str | os.PathLike[str], homes: list[str]) -> Path:
-    return private_directory(
-        directory,
-        homes,
-        what="disk_dir",
-        hint=(
-            "choose a directory of your own outside the dataset (by default "
-            f"{default_directory()}, or set ${CACHE_ENV})"
-        ),
-    )
 
 
 def window_keys(
