@@ -420,3 +420,31 @@ def test_a_spawned_worker_keeps_spill_files_out_of_the_dataset(data: Path) -> No
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"{sum(SIZES)} {sorted(before)}"
     assert digest(data) == before
+
+
+def test_fifos_in_the_shard_cache_never_block(data: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "shards"
+    directory.mkdir(mode=0o700)
+    code = (
+        "import os, fsspec\n"
+        "from undertale_duck import ParquetDataset\n"
+        "fs = fsspec.filesystem('memory')\n"
+        f"data, cache = {str(data)!r}, {str(directory)!r}\n"
+        "for name in sorted(os.listdir(data)):\n"
+        "    fs.pipe('memory://fifo/' + name, open(os.path.join(data, name), 'rb').read())\n"
+        "def opened(limit):\n"
+        "    return ParquetDataset('memory://fifo/', memory=64, cache_dir=cache,\n"
+        "                          cache_limit=limit)\n"
+        "first = opened('1GB')\n"  # saves the footers
+        "first[0]\n"
+        "names = [n for n in os.listdir(cache) if n.endswith('.footer')] + ['.evict.lock']\n"
+        "assert len(names) == 3, names\n"
+        "for name in names:\n"
+        "    if os.path.lexists(os.path.join(cache, name)):\n"
+        "        os.unlink(os.path.join(cache, name))\n"
+        "    os.mkfifo(os.path.join(cache, name))\n"
+        "ds = opened('1KB')\n"
+        "print([ds[i]['id'] for i in (0, len(ds) - 1)])\n"
+    )
+    shown = run_child(code, {})
+    assert shown.strip() == str(["row-00000000", f"row-{sum(SIZES) - 1:08d}"])

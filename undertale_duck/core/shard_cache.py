@@ -308,7 +308,8 @@ class ShardCache:
 
     def _open(self, lock: str) -> int:
         try:
-            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # read-write: opening a FIFO planted at the name never blocks; never via a link
+            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise self._unusable(exc) from None
 
@@ -358,8 +359,9 @@ class ShardCache:
             Bytes held after eviction (cached shards and downloads in flight).
         """
         self._ensure_directory()
-        with open(self.directory / EVICT_LOCK, "a") as guard:
-            fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
+        guard = self._open(str(self.directory / EVICT_LOCK))
+        with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
+            fcntl.flock(guard, fcntl.LOCK_EX)
             total = self._sweep_parts(keep)
             entries = self._entries()
             total += sum(size for _, size, _ in entries)
