@@ -22,10 +22,10 @@ from .command import (
     add_view_options,
     count,
     has_view,
+    input_files,
     open_dataset,
     read_text_argument,
     storage_options,
-    table_files,
     to_stdout,
     view_arguments,
 )
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     with _session(args) as (session, paths):
         target = None
         if output is not None:  # fail fast; judged again when the file is created
-            protected = Protected.of(args.source, paths, files=table_files(args))
+            protected = Protected.of(args.source, paths, files=input_files(args))
             target = OutputFile(output, protected=protected, force=args.force)
         with session.batches(text, batch_rows=BATCH_ROWS) as reader:
             try:

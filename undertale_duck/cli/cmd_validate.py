@@ -14,9 +14,9 @@ from .command import (
     Command,
     add_view_options,
     count,
+    input_files,
     open_dataset,
     storage_options,
-    table_files,
     to_stdout,
     view_arguments,
 )
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if output is not None:  # fail fast; judged again when the file is created
         # a URL source has no local directory to protect
         shards = [] if is_remote(args.source) else resolve(args.source)
-        protected = Protected.of(args.source, shards, files=table_files(args))
+        protected = Protected.of(args.source, shards, files=input_files(args))
         target = OutputFile(output, protected=protected, force=args.force)
     view = view_arguments(args)
     if view["query"] is not None or view["where"] is not None:

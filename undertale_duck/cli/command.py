@@ -245,10 +245,21 @@ def view_arguments(args: argparse.Namespace) -> dict[str, Any]:
     return {"query": query, "where": getattr(args, "view_where", None), "tables": tables or None}
 
 
-def table_files(args: argparse.Namespace) -> list[str]:
-    """The files named by ``--table NAME=FILE`` (inputs an output file must never replace)."""
+def input_files(args: argparse.Namespace) -> list[str]:
+    """The input files an output file must never replace (even with ``--force``).
+
+    The side tables (``--table NAME=FILE``), query texts given as ``@FILE`` (``QUERY``,
+    ``--query``) and a schema given as ``path/to/file.py:Class``.
+    """
     items = getattr(args, "view_tables", None) or []
-    return [os.path.expanduser(path) for _, sep, path in (i.partition("=") for i in items) if sep]
+    files = [path for _, sep, path in (i.partition("=") for i in items) if sep]
+    for value in (getattr(args, "query", None), getattr(args, "view_query", None)):
+        if isinstance(value, str) and value.startswith("@"):
+            files.append(value[1:])
+    schema = getattr(args, "schema", None)
+    if isinstance(schema, str) and schema.rpartition(":")[0].endswith(".py"):
+        files.append(schema.rpartition(":")[0])
+    return [os.path.expanduser(path) for path in files]
 
 
 def has_view(view: Mapping[str, Any]) -> bool:

@@ -17,8 +17,10 @@ Every command that writes a file (``sql --output``, ``validate --output``) goes 
 - symbolic links, directories, FIFOs, devices and sockets at the target are refused, never
   written through or replaced (standard output is ``-``; redirect it to reach a device);
 - an existing file, even one that appeared while the work ran, is replaced only with
-  ``--force``, and only when it is a regular file: without ``--force`` the result is
-  published with ``link()``, which fails if the target exists, rather than ``rename()``;
+  ``--force``, and only when it is a regular file (the result never gets permission bits
+  it lacked):
+  without ``--force`` the result is published with ``link()``, which fails if the target
+  exists, rather than ``rename()``;
 - on any error or Ctrl-C the temporary file is removed: no partial output is ever left.
 
 The same checks run once before the work starts, so that a bad target fails fast.
@@ -294,8 +296,8 @@ class OutputFile:
             )
         if _key(st) in self.protected.shards:
             raise self._refuse(
-                "is a shard of the dataset or a side table of its view; inputs are read-only: "
-                "choose another file"
+                "is a shard of the dataset or another input (a side table, the query or schema "
+                "file); inputs are read-only: choose another file"
             )
         if not self.force:
             when = " (it appeared while the result was being written)" if appeared else ""
@@ -322,6 +324,7 @@ class OutputFile:
                 with os.fdopen(fd, "wb") as stream:
                     yield stream
                     stream.flush()
+                    self._keep_mode(directory_fd, stream.fileno())
                     os.fsync(stream.fileno())
                 self._publish(directory_fd, temporary)
             except BaseException as exc:
@@ -330,6 +333,13 @@ class OutputFile:
                 if isinstance(exc, OSError):  # a full disk, a quota, an I/O error
                     raise self._oserror(exc) from None
                 raise
+
+    def _keep_mode(self, directory_fd: int, fd: int) -> None:
+        """Never give others more access than the file replaced gave (a private file stays so)."""
+        with contextlib.suppress(OSError):
+            st = os.stat(self.name, dir_fd=directory_fd, follow_symlinks=False)
+            if self.force and stat.S_ISREG(st.st_mode):
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) & stat.S_IMODE(os.fstat(fd).st_mode))
 
     def _create_temporary(self, directory_fd: int) -> tuple[str, int]:
         # a short name of our own (never derived from the target's, which may be 255 bytes)

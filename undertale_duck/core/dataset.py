@@ -33,7 +33,6 @@ from .disk_tier import (
     DiskStats,
     DiskTier,
     TieredCache,
-    default_directory,
     prepare_directory,
     window_keys,
 )
@@ -220,9 +219,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self._monitor: AccessMonitor | None = None
         self.disk_dir: str | None = None
         if self.disk:
-            self.disk_dir = prepare_directory(
-                self._disk_spec or default_directory(), self.source.paths
-            )
+            self.disk_dir = prepare_directory(self._disk_spec, self.source.paths)
 
     # ------------------------------------------------------------------ lazy process state
     @property

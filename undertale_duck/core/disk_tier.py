@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 import secrets
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -17,10 +19,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..errors import ArgumentError
 from .cache import WindowCache, table_bytes
-from .cachedir import CACHE_ENV, cache_root
+from .cachedir import (
+    CACHE_ENV,
+    CacheUnwritableError,
+    cache_root,
+    open_cached,
+    private_directory,
+)
 from .source import Source
+from .store import is_remote
 from .windows import Window
 
 #: Bumped whenever what a window file holds changes, so older files are never read.
@@ -47,45 +55,39 @@ def default_directory() -> Path:
     return cache_root() / "windows"
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def prepare_directory(directory: str | os.PathLike[str], shards: Sequence[str]) -> str:
+def prepare_directory(
+    directory: str | os.PathLike[str] | None, shards: Sequence[str]
+) -> str | None:
     """Check and create a disk-tier directory; return its real path.
 
     Window files must never become part of a dataset (a directory source would list them)
-    nor sit among the user's files: the directory may not be a shard's directory, lie
-    inside one, or contain one.
+    nor sit among the user's files, and no one else may plant files at their (predictable)
+    names: the directory passes :func:`cachedir.private_directory` (not a shard's directory,
+    inside one or containing one; owned by us and writable by no one else).
 
     Args:
-        directory: The disk tier's directory.
+        directory: The disk tier's directory; None for :func:`default_directory`, which,
+            when it cannot be created or written, turns the disk tier off with a warning.
         shards: The dataset's shard paths.
 
     Returns:
-        The directory's absolute real path.
+        The directory's absolute real path, or None (the disk tier is off).
 
     Raises:
-        ArgumentError: If the directory overlaps a shard's directory or cannot be created.
+        ArgumentError: If the directory overlaps a shard's directory, is not private or
+            (when given) cannot be created.
     """
-    real = os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(directory))))
-    for shard in shards:
-        parent = os.path.dirname(os.path.realpath(shard))
-        if _inside(real, parent) or _inside(parent, real):
-            raise ArgumentError(
-                f"disk_dir {os.fspath(directory)} overlaps the dataset's directory {parent}; "
-                "window files are never written in or next to a dataset: choose a directory "
-                f"outside it (by default {default_directory()}, or set ${CACHE_ENV})"
-            )
+    homes = sorted({os.path.dirname(os.path.realpath(s)) for s in shards if not is_remote(s)})
+    hint = f"choose a directory of your own outside the dataset (or set ${CACHE_ENV})"
     try:
-        os.makedirs(real, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise ArgumentError(
-            f"disk_dir {os.fspath(directory)} cannot be created: {exc.strerror}"
-        ) from None
-    if not os.access(real, os.W_OK | os.X_OK):
-        raise ArgumentError(f"disk_dir {os.fspath(directory)} is not writable")
-    return real
+        real = private_directory(directory or default_directory(), homes, what="disk_dir",
+                                 hint=hint)
+    except CacheUnwritableError as exc:
+        if directory is not None:
+            raise
+        warnings.warn(f"{exc}; the disk tier is off", RuntimeWarning, stacklevel=3)
+        return None
+    return str(real)
 
 
 def window_keys(
@@ -217,16 +219,20 @@ class DiskTier:
     def _open(self, position: int) -> pa.Table | None:
         path = self.path(position)
         window = self._windows[position]
-        try:
-            source = pa.memory_map(path, "r")
-        except (FileNotFoundError, NotADirectoryError):
+        if not os.path.lexists(path):
             return None
-        except OSError:
+        # only a regular file of ours, never through a link, never blocking on a FIFO
+        fd = open_cached(path)
+        if fd is None:
+            self._discard(path)
             return None
         try:
-            with source:
-                table = ipc.open_file(source).read_all()
-        except (OSError, pa.ArrowException):
+            try:
+                mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)  # lives as long as the table
+            finally:
+                os.close(fd)
+            table = ipc.open_file(pa.BufferReader(pa.py_buffer(mapped))).read_all()
+        except (OSError, ValueError, pa.ArrowException):
             self._discard(path)  # not a whole window file (a crash mid-rename): write it anew
             return None
         if table.num_rows != window.rows or table.column_names != self._columns:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -32,6 +33,7 @@ import stat
 import tempfile
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import Protocol
 
 #: Environment variable naming the directory under which spill directories are created.
@@ -137,6 +139,8 @@ _spill_lock = threading.Lock()
 _spill_path: str | None = None
 _spill_pid = -1
 _spill_fd: int | None = None
+#: Real paths of the directories of datasets opened in this process (see :func:`protect`).
+_protected: set[str] = set()
 
 
 def spill_root() -> str:
@@ -148,6 +152,34 @@ def spill_root() -> str:
     return os.environ.get(SPILL_ROOT_ENV) or tempfile.gettempdir()
 
 
+def protect(directories: Iterable[str]) -> None:
+    """Never put spill files inside these directories (a dataset's, opened in this process).
+
+    Args:
+        directories: Directories holding shards (their real paths are kept).
+    """
+    with _spill_lock:
+        _protected.update(os.path.realpath(d) for d in directories)
+
+
+def protected_directories() -> list[str]:
+    """The directories of the datasets opened in this process (see :func:`protect`)."""
+    with _spill_lock:
+        return sorted(_protected)
+
+
+def _inside_dataset(path: str) -> OSError | None:
+    real = os.path.realpath(path)
+    for directory in _protected:
+        if real == directory or real.startswith(directory.rstrip(os.sep) + os.sep):
+            return OSError(
+                errno.EPERM,
+                f"it lies inside the dataset directory {directory}, and spill files never "
+                "go into a dataset",
+            )
+    return None
+
+
 def spill_directory() -> str:
     """Return this process's private spill directory, creating it on first use.
 
@@ -157,14 +189,21 @@ def spill_directory() -> str:
         The directory's absolute path (mode 0700).
 
     Raises:
-        OSError: If the directory cannot be created under :func:`spill_root`.
+        OSError: If the directory cannot be created under :func:`spill_root`, or it would
+            lie inside a dataset opened in this process (:func:`protect`).
     """
     global _spill_path, _spill_pid, _spill_fd
     pid = os.getpid()
     with _spill_lock:
         if _spill_path is not None and _spill_pid == pid:
+            refused = _inside_dataset(_spill_path)  # made before that dataset was opened
+            if refused is not None:
+                raise refused
             return _spill_path
         root = os.path.abspath(spill_root())
+        refused = _inside_dataset(root)
+        if refused is not None:
+            raise refused
         remove_stale_spill_directories(root)
         path = tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{pid}-", dir=root)
         fd = os.open(

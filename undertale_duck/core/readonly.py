@@ -59,6 +59,13 @@ REFUSED_FUNCTIONS = frozenset(
 #: rejects_table='dataset')`` creates temporary tables, which could hide the ``dataset`` view.
 REFUSED_NAMED_ARGUMENTS = frozenset({"store_rejects", "rejects_table", "rejects_scan"})
 
+#: The query nodes a read-only statement may hold: a SELECT statement's tree can also hold
+#: ``COPY_QUERY_NODE``, ``INSERT_QUERY_NODE``, ``UPDATE_QUERY_NODE``, ``DELETE_QUERY_NODE``
+#: (DuckDB 2 allows ``WITH x AS (COPY ... TO 'file') SELECT ...``), refused as any other.
+READING_NODES = frozenset(
+    {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
+)
+
 #: What a refusal says after its reason.
 READ_ONLY = "the dataset is read-only through undertale_duck"
 
@@ -147,6 +154,13 @@ def check_statement(
             "it from the returned table or use the command line's --output)"
         )
     tree = _syntax_tree(text, cursor)
+    for kind in _query_nodes(tree):
+        if kind not in READING_NODES:  # WITH x AS (COPY ... TO / INSERT / DELETE ...) SELECT
+            name = kind.removesuffix("_NODE").removesuffix("_QUERY").replace("_", " ")
+            raise ReadOnlyError(
+                f"{name} inside a query (WITH x AS ({name} ...) ...) is refused: it writes "
+                f"files or tables; {READ_ONLY}"
+            )
     refused = refused_functions()
     allowed = allowed_table_functions()
     for kind, name, arguments in _calls(tree):
@@ -268,6 +282,19 @@ def _calls(node: Any) -> Iterator[tuple[str, str, frozenset[str]]]:
         yield "scalar", str(node["function_name"]).lower(), frozenset()
     for value in node.values():
         yield from _calls(value)
+
+
+def _query_nodes(node: Any) -> Iterator[str]:
+    """The type of every query node in a syntax tree (a node with modifiers and a CTE map)."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _query_nodes(item)
+    elif isinstance(node, dict):
+        kind = str(node.get("type"))
+        if ("modifiers" in node and "cte_map" in node) or kind.endswith("_QUERY_NODE"):
+            yield kind
+        for value in node.values():
+            yield from _query_nodes(value)
 
 
 def _named_arguments(arguments: Any) -> frozenset[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..common.text import first_line
 from ..errors import ArgumentError, ShardChangedError, SourceError
+from .cachedir import CacheUnwritableError, private_directory, process_cache_dir, read_cached
 from .source import Shard
 
 #: Environment variables giving the default cache directory and byte limit.
@@ -40,6 +41,14 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 
 Fetch = Callable[[Shard, str], None]
+_HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
+#: The names of our files (a key of :func:`key_of` and a suffix): eviction, clear() and the
+#: sweep of part files never touch anything else in the directory (cache_dir= may name a
+#: directory that holds the user's own files).
+_OURS = re.compile(
+    r"[0-9a-f]{40}(?:" + re.escape(FOOTER_SUFFIX) + "|" + re.escape(DATA_SUFFIX) + ")"
+    + "(?:" + re.escape(PART_MARK) + r"[0-9a-f-]+)?"
+)
 
 
 def parse_size(value: int | str, name: str = "cache_limit") -> int:
@@ -130,6 +139,7 @@ class ShardCache:
     ) -> None:
         if directory is not None and not isinstance(directory, str | os.PathLike):
             raise ArgumentError(f"cache_dir must be a directory path, got {directory!r}")
+        self._given = directory is not None
         self.directory = (
             Path(os.fspath(directory)).expanduser().absolute()
             if directory is not None
@@ -159,10 +169,24 @@ class ShardCache:
     def _ensure_directory(self) -> None:
         if self._ready:
             return
+        # private: anyone else able to write there could plant a shard copy (found by its
+        # predictable name and the listed size) that would be served as the shard's rows
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                private_directory(self.directory, what="the directory", hint=_HINT)
+            except CacheUnwritableError:
+                if self._given:
+                    raise
+                # the default cannot be written: this process downloads into its own
+                # directory (removed at exit), as process_cache_dir does for other caches
+                self.directory = process_cache_dir("shards")
             if not os.access(self.directory, os.W_OK | os.X_OK):
                 raise PermissionError(errno.EACCES, "permission denied")
+        except ArgumentError as exc:
+            raise SourceError(
+                f"cannot use the shard cache directory {self.directory}: {exc}",
+                str(self.directory),
+            ) from None
         except OSError as exc:
             raise self._unusable(exc) from None
         self._ready = True
@@ -186,7 +210,7 @@ class ShardCache:
             for entry in it:
                 name = entry.name
                 footer = name.endswith(FOOTER_SUFFIX)
-                if not (footer or name.endswith(DATA_SUFFIX)) or PART_MARK in name:
+                if _OURS.fullmatch(name) is None or PART_MARK in name:  # the user's, or a part
                     continue
                 try:
                     st = entry.stat()
@@ -203,13 +227,12 @@ class ShardCache:
     # ------------------------------------------------------------------ footers
     def load_footer(self, key: str) -> bytes | None:
         """The footer bytes kept for an object version, or None (never an error)."""
-        try:
-            path = self.directory / (key + FOOTER_SUFFIX)
-            data = path.read_bytes()
-            os.utime(path)  # last use, for LRU eviction
-            return data
-        except OSError:
-            return None
+        path = self.directory / (key + FOOTER_SUFFIX)
+        data = read_cached(path)
+        if data is not None:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # last use, for LRU eviction
+        return data
 
     def save_footer(self, key: str, data: bytes) -> None:
         """Keep an object version's footer bytes (best effort: a failure only costs a read)."""
@@ -285,7 +308,8 @@ class ShardCache:
 
     def _open(self, lock: str) -> int:
         try:
-            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # read-write: opening a FIFO planted at the name never blocks; never via a link
+            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise self._unusable(exc) from None
 
@@ -335,8 +359,9 @@ class ShardCache:
             Bytes held after eviction (cached shards and downloads in flight).
         """
         self._ensure_directory()
-        with open(self.directory / EVICT_LOCK, "a") as guard:
-            fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
+        guard = self._open(str(self.directory / EVICT_LOCK))
+        with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
+            fcntl.flock(guard, fcntl.LOCK_EX)
             total = self._sweep_parts(keep)
             entries = self._entries()
             total += sum(size for _, size, _ in entries)
@@ -373,7 +398,7 @@ class ShardCache:
         """Delete part files whose download is over (its lock free); return bytes in flight."""
         flight = 0
         with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
-            parts = [e for e in it if PART_MARK in e.name]
+            parts = [e for e in it if _OURS.fullmatch(e.name) and PART_MARK in e.name]
         for entry in parts:
             key = entry.name.split(DATA_SUFFIX + PART_MARK, 1)[0]
             try:

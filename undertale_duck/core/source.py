@@ -23,7 +23,7 @@ from ..errors import (
     ShardChangedError,
     SourceError,
 )
-from . import footers
+from . import footers, lifecycle
 from .connection import Connection
 from .duck import GLOB_CHARS, duckdb_path
 
@@ -376,6 +376,7 @@ class Source:
             )
         else:
             self.shards = tuple(read_footer(p) for p in resolve(source))
+            self._protect()
         self.schema = reference_schema(self.shards, columns)
         self.columns: tuple[str, ...] = tuple(self.schema.names)
         for shard in self.shards:
@@ -385,6 +386,18 @@ class Source:
         for shard in self.shards:
             offsets.append(offsets[-1] + shard.rows)
         self.offsets: tuple[int, ...] = tuple(offsets)
+
+    def _protect(self) -> None:
+        """Keep spill files and caches of this process out of the dataset's directories."""
+        homes = [os.path.dirname(s.path) for s in self.shards]
+        if isinstance(self.spec, str) and os.path.isdir(self.spec):
+            homes.append(self.spec)
+        lifecycle.protect(homes)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.store is None:  # in a spawned worker too
+            self._protect()
 
     @property
     def rows(self) -> int:

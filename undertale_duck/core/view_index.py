@@ -18,7 +18,7 @@ from ..common.progress import Progress, progress_bar
 from ..common.text import first_line
 from ..errors import QueryError, SourceError
 from . import sqlfiles
-from .cachedir import atomic_file, cache_dir, write_atomic
+from .cachedir import atomic_file, process_cache_dir, read_cached, write_atomic
 from .duck import duckdb_path
 from .interrupt import interruptible
 from .source import Shard
@@ -67,12 +67,15 @@ def load_counts(key: str, protected: list[str]) -> tuple[list[int], KeptRows | N
 
     Unreadable or malformed records count as none (the view is then indexed again).
     """
-    directory = cache_dir("views", protected)
+    directory = process_cache_dir("views", protected)
+    raw = read_cached(directory / f"{key}.json")
     try:
-        data = json.loads((directory / f"{key}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
         return None
-    counts = data.get("counts") if isinstance(data, dict) else None
+    if not isinstance(data, dict):  # absent, untrusted, or a JSON value of another shape
+        return None
+    counts = data.get("counts")
     if data.get("key") != key or not isinstance(counts, list):
         return None
     if not all(isinstance(c, int) and c >= 0 for c in counts):
@@ -87,7 +90,8 @@ def save_counts(
     record: dict[str, Any] = {"key": key, "counts": list(counts)}
     if kept is not None:
         record["kept"] = kept.to_json()
-    return write_atomic(cache_dir("views", protected), f"{key}.json", json.dumps(record).encode())
+    directory = process_cache_dir("views", protected)
+    return write_atomic(directory, f"{key}.json", json.dumps(record).encode())
 
 
 def count_rows(
@@ -327,7 +331,7 @@ def _index(
     if stored is not None and reused:
         counts, kept = stored
     else:
-        directory = cache_dir("views", protected)
+        directory = process_cache_dir("views", protected)
         with (
             atomic_file(directory, f"{key}.rows") as out,
             progress_bar("indexing view", unit=" shards") as progress,

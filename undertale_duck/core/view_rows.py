@@ -12,6 +12,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .cachedir import open_cached
+
 
 @dataclass(frozen=True)
 class KeptRows:
@@ -121,8 +123,11 @@ def _mapped(kept: KeptRows) -> np.ndarray | None:
 
 
 def _open(kept: KeptRows) -> np.ndarray | None:
+    fd = open_cached(kept.path)  # never a FIFO, a link or a file planted by someone else
+    if fd is None:
+        return None
     try:
-        with open(kept.path, "rb") as f:
+        with os.fdopen(fd, "rb") as f:
             if os.fstat(f.fileno()).st_size != kept.size:
                 return None
             if kept.size == 0:

@@ -173,9 +173,12 @@ def cache_directory() -> Path:
 
 
 def _on_disk(key: str) -> bool:
+    # only a file of ours in a private directory: anyone else able to write there could
+    # plant a passing verdict for a failing dataset (or a FIFO that would block the read)
+    raw = cachedir.read_cached(cache_directory() / f"{key}.json")
     try:
-        data = json.loads((cache_directory() / f"{key}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
         return False
     return isinstance(data, dict) and data.get("key") == key and data.get("passed") is True
 
