@@ -14,6 +14,7 @@ from . import decoded, failures, sqlfiles
 from .connection import Connection
 from .direct import DirectReader
 from .duck import duckdb_path
+from .nested import NestedBound
 from .source import Shard, Source
 from .windows import Window, touched_bytes
 
@@ -115,6 +116,8 @@ class WindowDecoder:
         # string and binary values are bounded before DuckDB materialises them (decoded.py)
         self._bound = decoded.ValueBound(source.schema, list(source.columns))
         self._guarded: dict[str, tuple[str, decoded.ValueBound]] = {}
+        # and strings nested in lists, structs and maps, from page headers (nested.py)
+        self._nested = NestedBound(source.schema, list(source.columns))
         if self._bound:
             guard = self._bound.guard()
             for sql, name in ((self._sql, "read_window"), (self._sql_file, "read_file")):
@@ -244,6 +247,9 @@ class WindowDecoder:
             cursor = self.connection.cursor()
         except duckdb.Error as exc:
             raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
+        if limit and self._nested:
+            self._nested.check(local, win, limit, what)
+
         def fetch(relation: duckdb.DuckDBPyRelation) -> pa.Table:
             stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
             return collect(stream, limit, shard.path, what, win, schema=stream.schema)
