@@ -14,6 +14,7 @@ from . import decoded, failures, sqlfiles
 from .connection import Connection
 from .direct import DirectReader
 from .duck import duckdb_path
+from .interrupt import interruptible
 from .nested import NestedBound
 from .source import Shard, Source
 from .windows import Window, touched_bytes
@@ -254,7 +255,7 @@ class WindowDecoder:
             stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
             return collect(stream, limit, shard.path, what, win, schema=stream.schema)
 
-        try:
+        def read() -> pa.Table:
             if limit and sql in self._guarded:
                 guarded, bound = self._guarded[sql]
                 return decoded.read_bounded(
@@ -268,6 +269,11 @@ class WindowDecoder:
                     error=(shard.path, what, (win.offset, win.end)),
                 )
             return fetch(cursor.sql(sql, params=params))
+
+        try:
+            # Ctrl-C interrupts the read at once (ds[i] and the CLI's head/row/batch run it
+            # in the main thread), as KeyboardInterrupt rather than DuckDB's RuntimeError
+            return interruptible(cursor, read)
         except duckdb.BinderException as exc:
             local.check_unchanged()
             raise SourceError(
@@ -284,7 +290,6 @@ class WindowDecoder:
             raise failures.shard_error(
                 exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
             ) from None
-
 
 
 def collect(
