@@ -21,7 +21,6 @@ naming the shard and the column.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Sequence
 from typing import BinaryIO
@@ -151,9 +150,8 @@ class NestedBound:
         if self._last[0] != key:
             opened = None
             try:
-                meta = pq.read_metadata(local.path)
                 # pyarrow aborts the process on encrypted columns: checked first, as at open
-                footers.check_encryption(local.path, meta, os.stat(local.path).st_size)
+                meta = footers.checked_metadata(local.path, local.size, local.mtime_ns)
                 leaves = self._leaves(meta)
                 if leaves:
                     opened = (meta, leaves)
