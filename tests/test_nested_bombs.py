@@ -66,6 +66,27 @@ def test_bound_is_cheap_for_short_nested_strings(tmp_path: Path) -> None:
     ]
 
 
+def test_too_many_nested_values_to_weigh_are_refused(tmp_path: Path) -> None:
+    # one row of 10 million references to one 16-byte entry: weighing its dictionary indices
+    # would itself pass the budget, so the window is refused from its page headers
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    n = 10_000_000
+    leaf = pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(n, np.int32)), pa.array(["0123456789abcdef"])
+    )
+    column = pa.ListArray.from_arrays(pa.array([0, 1, n, n], pa.int32()), leaf)
+    path = tmp_path / "many.parquet"
+    pq.write_table(pa.table({"id": [0, 1, 2], "c": column}), path, store_schema=False)
+    assert path.stat().st_size < 1 << 20
+    ds = ParquetDataset(path, memory=64)
+    with pytest.raises(MemoryBudgetError, match="10,000,001 nested string") as info:
+        ds[0]
+    assert info.value.path == str(path)
+    assert ParquetDataset(path, memory=64, columns=["id"])[2] == {"id": 2}
+
+
 _TEXT = st.one_of(st.none(), st.text(max_size=6))
 _NESTED = {
     "list": (pa.list_(pa.string()), st.one_of(st.none(), st.lists(_TEXT, max_size=4))),

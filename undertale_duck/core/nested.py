@@ -13,7 +13,8 @@ bound what they decode to without decoding them:
    dictionary is read and its entry lengths scanned); a plain page to its own size.
 2. Only when that bound passes the read limit (a bomb, or one long value among short ones),
    the exact bytes: pyarrow reads the window's nested byte-array leaves as dictionaries
-   (indices and the dictionary, never the repeated values) and sums the entries' lengths.
+   (indices and the dictionary, never the repeated values) and sums the entries' lengths;
+   unless the values are too many to weigh within the limit: then the window is refused.
 
 A window whose nested values pass the limit is refused with :class:`MemoryBudgetError`
 naming the shard and the column.
@@ -44,6 +45,9 @@ CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd", "LZ4_RAW": "lz4_ra
 MAX_PAGES = 20_000
 #: Most bytes of a dictionary page decompressed to measure its entries.
 MAX_DICTIONARY = 64 * MIB
+#: What weighing one nested value takes at most besides its string (a dictionary index,
+#: list offsets, levels, validity), rounded up.
+VALUE_BYTES = 16
 
 
 def nested_text(typ: pa.DataType) -> bool:
@@ -90,8 +94,9 @@ class NestedBound:
     def __init__(self, schema: pa.Schema, columns: Sequence[str]) -> None:
         names = set(schema.names)
         self.columns = [c for c in columns if c in names and nested_text(schema.field(c).type)]
-        # (path, size, mtime, group) -> the page-header bound of that row group, or None
-        self._bounds: dict[tuple[str, int, int, int], int | None] = {}
+        # (path, size, mtime, group) -> the page-header bound of that row group and its
+        # nested byte-array values, or None
+        self._bounds: dict[tuple[str, int, int, int], tuple[int, int] | None] = {}
         # the last shard's footer and leaves (windows are mostly read shard by shard)
         self._last: tuple[tuple[str, int, int], tuple[pq.FileMetaData, dict[int, str]] | None]
         self._last = (("", -1, -1), None)
@@ -118,19 +123,34 @@ class NestedBound:
         if opened is None:
             return  # DuckDB reads the file and reports what it finds
         meta, leaves = opened
-        bound = 0
+        bound = values = 0
         for group in groups:
             key = (local.path, local.size, local.mtime_ns, group)
             if key not in self._bounds:
                 self._bounds[key] = _group_bound(local.path, meta, group, leaves)
             one = self._bounds[key]
-            if one is None:
+            if one is None:  # page headers not followed here: the footer's counts
                 bound = limit + 1
-                break
-            bound += one
+                rg = meta.row_group(group)
+                values += sum(rg.column(index).num_values for index in leaves)
+            else:
+                bound += one[0]
+                values += one[1]
         if bound <= limit:
             return
-        sizes = _exact(local.path, meta, groups, skip, window.rows, self.columns, leaves)
+        if values * VALUE_BYTES > limit:
+            # weighing them would itself pass the budget (indices, offsets, levels), as
+            # would DuckDB's read of the values' row groups
+            raise MemoryBudgetError(
+                f"reading {what} of shard {local.path} means decoding {values:,} nested "
+                f"string and binary values of columns {self.columns} whose dictionaries "
+                f"may make them {_size(bound)}, more than the memory budget allows for one "
+                f"read ({limit / MIB:.4g} MiB): raise memory if the shard is trusted, or "
+                "leave the columns out (columns=...)",
+                local.path,
+                (window.offset, window.end),
+            )
+        sizes = _exact(local.path, meta, groups, skip, window.rows, leaves)
         if sizes is None or sum(sizes.values()) <= limit:
             return
         column = max(sizes, key=lambda c: sizes[c])
@@ -174,25 +194,31 @@ class NestedBound:
 
 def _group_bound(
     path: str, meta: pq.FileMetaData, group: int, leaves: dict[int, str]
-) -> int | None:
-    """Most bytes the nested byte-array leaves of one row group decode to, or None."""
+) -> tuple[int, int] | None:
+    """Most bytes the nested byte-array leaves of one row group decode to, and values, or None."""
     try:
         rg = meta.row_group(group)
-        total = 0
+        total = values = 0
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)
             for index in leaves:
                 one = _chunk_bound(fh, size, rg.column(index))
                 if one is None:
                     return None
-                total += one
-        return total
+                total += one[0]
+                values += one[1]
+        return total, values
     except (OSError, ValueError, IndexError, KeyError, struct.error, pa.ArrowException):
         return None
 
 
-def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData) -> int | None:
-    """Walk one column chunk's page headers: most bytes its values decode to, or None."""
+def _chunk_bound(
+    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData
+) -> tuple[int, int] | None:
+    """Walk one column chunk's page headers: most bytes its values decode to, values; or None.
+
+    The pages' values must add up to the footer's count.
+    """
     start = int(chunk.data_page_offset)
     dictionary = int(chunk.dictionary_page_offset or 0)
     if chunk.has_dictionary_page and 0 < dictionary < start:
@@ -201,7 +227,7 @@ def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData) -> int 
     codec = chunk.compression
     if start < 4 or end > size or end <= start or (codec != "UNCOMPRESSED" and codec not in CODECS):
         return None
-    pos, bound, longest, pages = start, 0, -1, 0
+    pos, bound, longest, pages, count = start, 0, -1, 0, 0
     while pos < end:
         pages += 1
         parsed = _header(fh, pos, end)
@@ -225,6 +251,7 @@ def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData) -> int 
             values, encoding = _int(page, 1), _int(page, 4)
         else:
             continue  # an index page: no values
+        count += values
         if encoding in (2, 8):  # PLAIN_DICTIONARY, RLE_DICTIONARY
             if longest < 0:
                 return None
@@ -235,7 +262,9 @@ def _chunk_bound(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData) -> int 
             bound += values * raw
         else:
             return None
-    return bound if pos == end else None
+    if pos != end or count != chunk.num_values:
+        return None
+    return bound, count
 
 
 def _longest(fh: BinaryIO, body: int, packed: int, raw: int, codec: str) -> int | None:
@@ -265,23 +294,22 @@ def _exact(
     groups: list[int],
     skip: int,
     rows: int,
-    columns: list[str],
     leaves: dict[int, str],
 ) -> dict[str, int] | None:
     """The exact bytes of each nested column's string and binary values in the window.
 
     pyarrow reads the byte-array leaves as dictionaries: the indices and the dictionary,
-    never the repeated values. None when pyarrow cannot read them (DuckDB reports).
+    never the repeated values, nor the columns' other leaves. None when pyarrow cannot read
+    them (DuckDB reads the window, and reports).
     """
+    paths = list(leaves.values())
     try:
-        with pq.ParquetFile(
-            path, metadata=meta, read_dictionary=list(leaves.values()), pre_buffer=False
-        ) as parquet:
-            table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
+        with pq.ParquetFile(path, metadata=meta, read_dictionary=paths, pre_buffer=False) as f:
+            table = f.read_row_groups(groups, columns=paths, use_threads=False)
         table = table.slice(skip, rows)
         return {
             name: sum(_bytes(chunk) for chunk in table.column(name).chunks)
-            for name in columns
+            for name in table.column_names
         }
     except (OSError, ValueError, pa.ArrowException):
         return None
