@@ -311,7 +311,7 @@ def _exact(
             name: sum(_bytes(chunk) for chunk in table.column(name).chunks)
             for name in table.column_names
         }
-    except (OSError, ValueError, pa.ArrowException):
+    except (OSError, ValueError, KeyError, IndexError, TypeError, pa.ArrowException):
         return None
 
 
