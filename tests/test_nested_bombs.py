@@ -35,6 +35,12 @@ def test_nested_dictionary_bomb_is_refused_naming_shard_and_column(
     assert info.value.path == str(path)
     assert "column 'c'" in str(info.value) and "MiB of nested string" in str(info.value)
     assert ParquetDataset(path, memory=64, columns=["id"])[5] == {"id": 5}
+    # a view refers to the column or not: refused, or served as usual
+    with pytest.raises(MemoryBudgetError, match="column 'c'"):
+        ParquetDataset(path, memory=64, query="SELECT id, c FROM dataset WHERE id > 2")[5]
+    assert ParquetDataset(path, memory=64, query="SELECT id * 2 AS d FROM dataset")[5] == {
+        "d": 10
+    }
     assert hf.sha256s(tmp_path) == before
 
 

@@ -73,6 +73,10 @@ class ViewWindows(Protocol):
         """The view's window queries with a value bound in their scan, and the bound."""
         ...
 
+    def reads(self, column: str) -> bool:
+        """Whether the view's query reads a column of the dataset."""
+        ...
+
 
 class WindowDecoder:
     """Decode windows of a dataset: pyarrow for windows :mod:`pages` allows, DuckDB otherwise.
@@ -118,7 +122,9 @@ class WindowDecoder:
         self._bound = decoded.ValueBound(source.schema, list(source.columns))
         self._guarded: dict[str, tuple[str, decoded.ValueBound]] = {}
         # and strings nested in lists, structs and maps, from page headers (nested.py)
-        self._nested = NestedBound(source.schema, list(source.columns))
+        # (a view: only the columns its query reads, as for the filter)
+        nested = [c for c in source.columns if view is None or view.reads(c)]
+        self._nested = NestedBound(source.schema, nested)
         if self._bound:
             guard = self._bound.guard()
             for sql, name in ((self._sql, "read_window"), (self._sql_file, "read_file")):
