@@ -124,13 +124,14 @@ class NestedBound:
             return  # DuckDB reads the file and reports what it finds
         meta, leaves = opened
         bound = values = 0
+        known = True
         for group in groups:
             key = (local.path, local.size, local.mtime_ns, group)
             if key not in self._bounds:
                 self._bounds[key] = _group_bound(local.path, meta, group, leaves)
             one = self._bounds[key]
             if one is None:  # page headers not followed here: the footer's counts
-                bound = limit + 1
+                bound, known = limit + 1, False
                 rg = meta.row_group(group)
                 values += sum(rg.column(index).num_values for index in leaves)
             else:
@@ -141,11 +142,12 @@ class NestedBound:
         if values * VALUE_BYTES > limit:
             # weighing them would itself pass the budget (indices, offsets, levels), as
             # would DuckDB's read of the values' row groups
+            size = f"up to {_size(bound)}" if known else "more than the budget"
             raise MemoryBudgetError(
                 f"reading {what} of shard {local.path} means decoding {values:,} nested "
-                f"string and binary values of columns {self.columns} whose dictionaries "
-                f"may make them {_size(bound)}, more than the memory budget allows for one "
-                f"read ({limit / MIB:.4g} MiB): raise memory if the shard is trusted, or "
+                f"string and binary values of columns {self.columns} ({size} with their "
+                f"dictionaries), more than the memory budget allows for one read "
+                f"({limit / MIB:.4g} MiB): raise memory if the shard is trusted, or "
                 "leave the columns out (columns=...)",
                 local.path,
                 (window.offset, window.end),
@@ -215,10 +217,7 @@ def _group_bound(
 def _chunk_bound(
     fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData
 ) -> tuple[int, int] | None:
-    """Walk one column chunk's page headers: most bytes its values decode to, values; or None.
-
-    The pages' values must add up to the footer's count.
-    """
+    """Walk one column chunk's page headers: most bytes its values decode to, values; or None."""
     start = int(chunk.data_page_offset)
     dictionary = int(chunk.dictionary_page_offset or 0)
     if chunk.has_dictionary_page and 0 < dictionary < start:
@@ -262,9 +261,9 @@ def _chunk_bound(
             bound += values * raw
         else:
             return None
-    if pos != end or count != chunk.num_values:
-        return None
-    return bound, count
+    # values as the pages record them: what pyarrow and DuckDB decode (a footer that
+    # disagrees is reported by DuckDB's read)
+    return (bound, count) if pos == end else None
 
 
 def _longest(fh: BinaryIO, body: int, packed: int, raw: int, codec: str) -> int | None:
