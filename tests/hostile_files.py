@@ -215,3 +215,49 @@ def dictionary_bomb(path: Path, rows: int, length: int, *, row_group_rows: int =
             column = pa.DictionaryArray.from_arrays(indices, dictionary)
             writer.write_table(pa.table({"s": column}, schema=schema), row_group_size=n)
             left -= n
+
+
+NESTED_KINDS = ("list", "struct", "list_struct", "map")
+
+
+def nested_dictionary_bomb(
+    path: Path, kind: str, rows: int, length: int, *, outlier: bool = False
+) -> list[Any] | None:
+    """A column ``c`` of strings nested as ``kind``, dictionary-encoded, with an ``id`` column.
+
+    ``kind`` is ``list`` (``list<string>``), ``struct`` (``struct<s: string>``),
+    ``list_struct`` (``list<struct<s: string>>``) or ``map`` (``map<string, string>``); each
+    row holds one nested string (a map: one key and one value). Without ``outlier`` every
+    row's string is the dictionary's one ``length``-byte entry (the column decodes to
+    ``rows * length`` bytes, or twice that for a map, from a file of a few dozen KB); with it,
+    rows hold short distinct strings and row ``rows // 2`` the one long entry.
+
+    Returns:
+        With ``outlier``, the rows' ``c`` values as pyarrow reads them; else None.
+    """
+    import numpy as np
+
+    if outlier:
+        dictionary = pa.array(["L" * length] + [f"v{i}" for i in range(rows)], pa.string())
+        indices = np.arange(1, rows + 1, dtype=np.int32)
+        indices[rows // 2] = 0
+    else:
+        dictionary = pa.array(["x" * (length - 1) + "y"], pa.string())
+        indices = np.zeros(rows, np.int32)
+    leaf = pa.DictionaryArray.from_arrays(pa.array(indices), dictionary)
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32))
+    column: pa.Array
+    if kind == "list":
+        column = pa.ListArray.from_arrays(offsets, leaf)
+    elif kind == "struct":
+        column = pa.StructArray.from_arrays([leaf], ["s"])
+    elif kind == "list_struct":
+        column = pa.ListArray.from_arrays(offsets, pa.StructArray.from_arrays([leaf], ["s"]))
+    elif kind == "map":
+        column = pa.MapArray.from_arrays(offsets, leaf, leaf)
+    else:
+        raise ValueError(kind)
+    table = pa.table({"id": np.arange(rows), "c": column})
+    # no stored Arrow schema: the file reads as plain strings, as other writers' files do
+    pq.write_table(table, path, compression="zstd", store_schema=False)
+    return pq.read_table(path).column("c").to_pylist() if outlier else None

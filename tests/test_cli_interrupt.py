@@ -177,3 +177,55 @@ def test_ctrl_c_stops_a_view_being_indexed(slow: Path, tmp_path: Path, command: 
     assert err.strip().splitlines() == ["undertale-duck: interrupted"]
     assert out == ""
     assert hf.sha256s(slow) == before
+
+
+#: A view whose one window is the whole 8M-row shard, each row a regular expression over a
+#: 256 KiB string: reading its first window keeps DuckDB busy for hours (its indexing pass
+#: runs no expression).
+SLOW_VIEW = "SELECT regexp_full_match(s, 'x*z') AS m FROM dataset"
+#: CPU seconds after which the command is reading the window: well past its imports and
+#: the view's indexing pass (about 4 s together).
+READING_CPU = 8.0
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("command", ["head", "row", "batch"])
+def test_ctrl_c_stops_a_window_read_at_once(slow: Path, command: str) -> None:
+    args = {
+        "head": ["head", str(slow), "-n", "1"],
+        "row": ["row", str(slow), "0"],
+        "batch": ["batch", str(slow), "--step", "0", "--batch", "4", "--values"],
+    }[command]
+    before = hf.sha256s(slow)
+    proc = _start(_cli(*args, "--query", SLOW_VIEW))
+    _wait_for_cpu(proc.pid, READING_CPU)
+    out, err = _interrupt(proc)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert out == ""
+    assert hf.sha256s(slow) == before
+
+
+_READ = (
+    "import sys\n"
+    "from undertale_duck import ParquetDataset\n"
+    "ds = ParquetDataset(sys.argv[1], query=sys.argv[2])\n"
+    "print('OPEN', flush=True)\n"
+    "try:\n"
+    "    ds[0]\n"
+    "except KeyboardInterrupt:\n"
+    "    print('INTERRUPTED', flush=True)\n"
+    "print(len(ds))\n"
+)
+
+
+@pytest.mark.heavy
+def test_ctrl_c_stops_a_window_read_from_python(slow: Path) -> None:
+    proc = _start([sys.executable, "-c", _READ, str(slow), SLOW_VIEW])
+    assert proc.stdout is not None
+    assert proc.stdout.readline().split() == ["OPEN"]  # opened: ds[0] is reading
+    opened = sum(psutil.Process(proc.pid).cpu_times()[:2])
+    _wait_for_cpu(proc.pid, opened + 4.0)
+    out, err = _interrupt(proc)
+    assert proc.returncode == 0, err
+    assert out.split() == ["INTERRUPTED", "8000000"], (out, err)

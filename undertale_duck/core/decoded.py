@@ -10,8 +10,8 @@ trips, the window's exact value bytes are summed by one query of lengths, and th
 refused with :class:`MemoryBudgetError` if they pass the budget (else, a legitimate long
 value among short ones, it is read as usual).
 
-Only top-level string and binary columns carry the bound; a list of strings is not bounded
-here (docs/reliability.md).
+Only top-level string and binary columns carry the bound; strings nested in lists, structs
+and maps are bounded by :mod:`nested` before DuckDB reads the window.
 """
 
 from __future__ import annotations

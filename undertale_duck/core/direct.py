@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import os
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -71,11 +70,10 @@ class DirectReader:
         if key not in self._shards:
             pages = None
             try:
-                meta = pq.read_metadata(shard.path)
                 # the file may have been replaced since it was opened: its columns' metadata
                 # is touched only once the footer is known not to hold encrypted columns
                 # (pyarrow aborts the process on those), as at open
-                footers.check_encryption(shard.path, meta, os.stat(shard.path).st_size)
+                meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
                 if meta.num_row_groups == len(shard.row_groups) and all(
                     meta.row_group(g).num_rows == rows
                     for g, (rows, _) in enumerate(shard.row_groups)

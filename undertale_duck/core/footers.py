@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -79,6 +80,44 @@ def check_encryption(path: str, meta: pq.FileMetaData | None, size: int) -> None
     if meta is None:
         return
     check_encrypted_columns(path, meta, _footer_bytes(path, size))
+
+
+def checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
+    """A local shard's footer, checked for encryption, once per file version (cached).
+
+    pyarrow aborts the process on encrypted columns, so their metadata is touched only
+    after :func:`check_encryption`; that check parses the footer in Python, so its result
+    is kept for the readers that need the footer again (``direct.py``, ``nested.py``).
+
+    Args:
+        path: The local shard file.
+        size: Its size in bytes when it was opened.
+        mtime_ns: Its modification time when it was opened.
+
+    Returns:
+        The footer.
+
+    Raises:
+        OSError: If the file cannot be read, or is no longer that size and time.
+        EncryptedShardError: If the footer or any column is encrypted.
+        pyarrow.ArrowException: If pyarrow cannot parse the footer.
+    """
+    return _checked_metadata(path, size, mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
+    def same() -> bool:
+        st = os.stat(path)
+        return (st.st_size, st.st_mtime_ns) == (size, mtime_ns)
+
+    if not same():
+        raise OSError(f"{path} changed since it was opened")
+    meta = pq.read_metadata(path)
+    if not same():
+        raise OSError(f"{path} changed since it was opened")
+    check_encryption(path, meta, size)
+    return meta
 
 
 def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | None) -> None:

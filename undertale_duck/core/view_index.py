@@ -245,6 +245,10 @@ class IndexedView:
             out[self.serve_sql] = (serve_sql, bound)
         return out
 
+    def reads(self, column: str) -> bool:
+        """Whether the view's query reads a column of the dataset."""
+        return bool(self.query.reads(column))
+
     def kept_rows(self, window: Window) -> np.ndarray | None:
         """The local row numbers a window keeps, from the index (None when not available)."""
         if self.kept is None:

@@ -14,6 +14,8 @@ from . import decoded, failures, sqlfiles
 from .connection import Connection
 from .direct import DirectReader
 from .duck import duckdb_path
+from .interrupt import interruptible
+from .nested import NestedBound
 from .source import Shard, Source
 from .windows import Window, touched_bytes
 
@@ -71,6 +73,10 @@ class ViewWindows(Protocol):
         """The view's window queries with a value bound in their scan, and the bound."""
         ...
 
+    def reads(self, column: str) -> bool:
+        """Whether the view's query reads a column of the dataset."""
+        ...
+
 
 class WindowDecoder:
     """Decode windows of a dataset: pyarrow for windows :mod:`pages` allows, DuckDB otherwise.
@@ -115,6 +121,10 @@ class WindowDecoder:
         # string and binary values are bounded before DuckDB materialises them (decoded.py)
         self._bound = decoded.ValueBound(source.schema, list(source.columns))
         self._guarded: dict[str, tuple[str, decoded.ValueBound]] = {}
+        # and strings nested in lists, structs and maps, from page headers (nested.py)
+        # (a view: only the columns its query reads, as for the filter)
+        nested = [c for c in source.columns if view is None or view.reads(c)]
+        self._nested = NestedBound(source.schema, nested)
         if self._bound:
             guard = self._bound.guard()
             for sql, name in ((self._sql, "read_window"), (self._sql_file, "read_file")):
@@ -244,11 +254,14 @@ class WindowDecoder:
             cursor = self.connection.cursor()
         except duckdb.Error as exc:
             raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
+        if limit and self._nested:
+            self._nested.check(local, win, limit, what)
+
         def fetch(relation: duckdb.DuckDBPyRelation) -> pa.Table:
             stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
             return collect(stream, limit, shard.path, what, win, schema=stream.schema)
 
-        try:
+        def read() -> pa.Table:
             if limit and sql in self._guarded:
                 guarded, bound = self._guarded[sql]
                 return decoded.read_bounded(
@@ -262,6 +275,11 @@ class WindowDecoder:
                     error=(shard.path, what, (win.offset, win.end)),
                 )
             return fetch(cursor.sql(sql, params=params))
+
+        try:
+            # Ctrl-C interrupts the read at once (ds[i] and the CLI's head/row/batch run it
+            # in the main thread), as KeyboardInterrupt rather than DuckDB's RuntimeError
+            return interruptible(cursor, read)
         except duckdb.BinderException as exc:
             local.check_unchanged()
             raise SourceError(
@@ -278,7 +296,6 @@ class WindowDecoder:
             raise failures.shard_error(
                 exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
             ) from None
-
 
 
 def collect(

@@ -1,0 +1,343 @@
+"""Bound what strings nested in lists, structs and maps decode to before DuckDB reads a window.
+
+A dictionary bomb can hide inside a nested column (``list<string>``, ``struct<s: string>``,
+``map<string, string>``): one long dictionary entry referenced by every row. The per-value
+filter of :mod:`decoded` sees only top-level values, and DuckDB copies nested strings while
+it scans (a ``list<string>`` of one 256 KiB entry in 20,000 rows grew to the memory limit,
+a ``struct<s: string>`` past 1.5 GiB with ``memory=64``), even to compute their lengths. So
+before DuckDB reads a window of a dataset with nested string or binary values, two steps
+bound what they decode to without decoding them:
+
+1. The page headers of the window's row groups (cached per row group): a dictionary-encoded
+   page decodes to at most its values times the longest entry of its dictionary page (the
+   dictionary is read and its entry lengths scanned); a plain page to its own size.
+2. Only when that bound passes the read limit (a bomb, or one long value among short ones),
+   the exact bytes: pyarrow reads the window's nested byte-array leaves as dictionaries
+   (indices and the dictionary, never the repeated values) and sums the entries' lengths;
+   unless the values are too many to weigh within the limit: then the window is refused.
+
+A window whose nested values pass the limit is refused with :class:`MemoryBudgetError`
+naming the shard and the column.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import MemoryBudgetError, SourceError
+from . import footers
+from .direct import row_groups
+from .pages import _header, _int
+from .source import Shard
+from .windows import Window
+
+MIB = 1 << 20
+#: Parquet codecs (footer names) whose pages pyarrow decompresses here.
+CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw",
+          "BROTLI": "brotli"}
+#: Most pages per column chunk walked (more: the exact step decides).
+MAX_PAGES = 20_000
+#: Most bytes of a dictionary page decompressed to measure its entries.
+MAX_DICTIONARY = 64 * MIB
+#: What weighing one nested value takes at most besides its string (a dictionary index,
+#: list offsets, levels, validity), rounded up.
+VALUE_BYTES = 16
+
+
+def nested_text(typ: pa.DataType) -> bool:
+    """Whether a nested Arrow type holds string or binary values at some depth."""
+    if pa.types.is_dictionary(typ):
+        return nested_text(typ.value_type)
+    if pa.types.is_map(typ):
+        return _text(typ.key_type) or _text(typ.item_type)
+    if (
+        pa.types.is_list(typ)
+        or pa.types.is_large_list(typ)
+        or pa.types.is_fixed_size_list(typ)
+        or pa.types.is_list_view(typ)
+        or pa.types.is_large_list_view(typ)
+    ):
+        return _text(typ.value_type)
+    if pa.types.is_struct(typ):
+        return any(_text(typ.field(i).type) for i in range(typ.num_fields))
+    return False
+
+
+def _text(typ: pa.DataType) -> bool:
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return bool(
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_string_view(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+        or pa.types.is_binary_view(typ)
+        or nested_text(typ)
+    )
+
+
+class NestedBound:
+    """The bound on a dataset's nested string and binary values for DuckDB window reads.
+
+    Args:
+        schema: The shards' Arrow schema.
+        columns: The columns read.
+    """
+
+    def __init__(self, schema: pa.Schema, columns: Sequence[str]) -> None:
+        names = set(schema.names)
+        self.columns = [c for c in columns if c in names and nested_text(schema.field(c).type)]
+        # (path, size, mtime, group) -> the page-header bound of that row group and its
+        # nested byte-array values, or None
+        self._bounds: dict[tuple[str, int, int, int], tuple[int, int] | None] = {}
+        # the last shard's footer and leaves (windows are mostly read shard by shard)
+        self._last: tuple[tuple[str, int, int], tuple[pq.FileMetaData, dict[int, str]] | None]
+        self._last = (("", -1, -1), None)
+
+    def __bool__(self) -> bool:
+        return bool(self.columns)
+
+    def check(self, local: Shard, window: Window, limit: int, what: str) -> None:
+        """Refuse a window whose nested string and binary values pass ``limit``.
+
+        Args:
+            local: The window's local shard file (unchanged since opened).
+            window: The window.
+            limit: The read limit in bytes.
+            what: What is read, for the message.
+
+        Raises:
+            MemoryBudgetError: If the window's nested values decode to more than ``limit``.
+        """
+        groups, skip = row_groups(local, window)
+        if not groups or not window.rows:
+            return
+        opened = self._open(local)
+        if opened is None:
+            return  # DuckDB reads the file and reports what it finds
+        meta, leaves = opened
+        bound = values = 0
+        known = True
+        for group in groups:
+            key = (local.path, local.size, local.mtime_ns, group)
+            if key not in self._bounds:
+                self._bounds[key] = _group_bound(local.path, meta, group, leaves)
+            one = self._bounds[key]
+            if one is None:  # page headers not followed here: the footer's counts
+                bound, known = limit + 1, False
+                rg = meta.row_group(group)
+                values += sum(rg.column(index).num_values for index in leaves)
+            else:
+                bound += one[0]
+                values += one[1]
+        if bound <= limit:
+            return
+        if values * VALUE_BYTES > limit:
+            # weighing them would itself pass the budget (indices, offsets, levels), as
+            # would DuckDB's read of the values' row groups
+            size = f"up to {_size(bound)}" if known else "more than the budget"
+            raise MemoryBudgetError(
+                f"reading {what} of shard {local.path} means decoding {values:,} nested "
+                f"string and binary values of columns {self.columns} ({size} with their "
+                f"dictionaries), more than the memory budget allows for one read "
+                f"({limit / MIB:.4g} MiB): raise memory if the shard is trusted, or "
+                "leave the columns out (columns=...)",
+                local.path,
+                (window.offset, window.end),
+            )
+        sizes = _exact(local.path, meta, groups, skip, window.rows, leaves)
+        if sizes is None or sum(sizes.values()) <= limit:
+            return
+        column = max(sizes, key=lambda c: sizes[c])
+        raise MemoryBudgetError(
+            f"reading {what} of shard {local.path} decodes column {column!r} to "
+            f"{_size(sizes[column])} of nested string and binary values, more than the memory "
+            f"budget allows for one read ({limit / MIB:.4g} MiB) and far more than its footer "
+            "records (a dictionary bomb: a long value repeated by many rows): raise memory "
+            "if the shard is trusted, or leave the column out (columns=...)",
+            local.path,
+            (window.offset, window.end),
+        )
+
+    def _open(self, local: Shard) -> tuple[pq.FileMetaData, dict[int, str]] | None:
+        """The shard's footer and nested byte-array leaves, or None (none, or unreadable)."""
+        key = (local.path, local.size, local.mtime_ns)
+        if self._last[0] != key:
+            opened = None
+            try:
+                # pyarrow aborts the process on encrypted columns: checked first, as at open
+                meta = footers.checked_metadata(local.path, local.size, local.mtime_ns)
+                leaves = self._leaves(meta)
+                if leaves:
+                    opened = (meta, leaves)
+            except (OSError, ValueError, pa.ArrowException, SourceError):
+                opened = None
+            self._last = (key, opened)
+        return self._last[1]
+
+    def _leaves(self, meta: pq.FileMetaData) -> dict[int, str]:
+        """Leaf index -> dotted path of the byte-array leaves of the nested columns read."""
+        wanted = set(self.columns)
+        parquet = meta.schema
+        out = {}
+        for i in range(len(parquet)):
+            leaf = parquet.column(i)
+            if leaf.physical_type == "BYTE_ARRAY" and leaf.path.split(".")[0] in wanted:
+                out[i] = leaf.path
+        return out
+
+
+def _group_bound(
+    path: str, meta: pq.FileMetaData, group: int, leaves: dict[int, str]
+) -> tuple[int, int] | None:
+    """Most bytes the nested byte-array leaves of one row group decode to, and values, or None."""
+    try:
+        rg = meta.row_group(group)
+        total = values = 0
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            for index in leaves:
+                one = _chunk_bound(fh, size, rg.column(index))
+                if one is None:
+                    return None
+                total += one[0]
+                values += one[1]
+        return total, values
+    except (OSError, ValueError, IndexError, KeyError, struct.error, pa.ArrowException):
+        return None
+
+
+def _chunk_bound(
+    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData
+) -> tuple[int, int] | None:
+    """Walk one column chunk's page headers: most bytes its values decode to, values; or None."""
+    start = int(chunk.data_page_offset)
+    dictionary = int(chunk.dictionary_page_offset or 0)
+    if chunk.has_dictionary_page and 0 < dictionary < start:
+        start = dictionary
+    end = start + int(chunk.total_compressed_size)
+    codec = chunk.compression
+    if start < 4 or end > size or end <= start or (codec != "UNCOMPRESSED" and codec not in CODECS):
+        return None
+    pos, bound, longest, pages, count = start, 0, -1, 0, 0
+    while pos < end:
+        pages += 1
+        parsed = _header(fh, pos, end)
+        if parsed is None or pages > MAX_PAGES:
+            return None
+        header, length = parsed
+        kind, raw, packed = _int(header, 1), _int(header, 2), _int(header, 3)
+        body = pos + length
+        pos = body + packed
+        if kind == 2:  # dictionary page
+            found = _longest(fh, body, packed, raw, codec)
+            if found is None:
+                return None
+            longest = found
+            continue
+        if kind == 0:
+            page = header.get(5)
+            values, encoding = _int(page, 1), _int(page, 2)
+        elif kind == 3:
+            page = header.get(8)
+            values, encoding = _int(page, 1), _int(page, 4)
+        else:
+            continue  # an index page: no values
+        count += values
+        if encoding in (2, 8):  # PLAIN_DICTIONARY, RLE_DICTIONARY
+            if longest < 0:
+                return None
+            bound += values * longest
+        elif encoding in (0, 6):  # PLAIN, DELTA_LENGTH_BYTE_ARRAY: values are in the page
+            bound += raw
+        elif encoding == 7:  # DELTA_BYTE_ARRAY: a value is at most the page long
+            bound += values * raw
+        else:
+            return None
+    # values as the pages record them: what pyarrow and DuckDB decode (a footer that
+    # disagrees is reported by DuckDB's read)
+    return (bound, count) if pos == end else None
+
+
+def _longest(fh: BinaryIO, body: int, packed: int, raw: int, codec: str) -> int | None:
+    """The longest entry of a PLAIN byte-array dictionary page, or None."""
+    if raw > MAX_DICTIONARY or packed > MAX_DICTIONARY:
+        return None
+    fh.seek(body)
+    data = fh.read(packed)
+    if len(data) != packed:
+        return None
+    if codec != "UNCOMPRESSED":
+        data = pa.decompress(data, decompressed_size=raw, codec=CODECS[codec], asbytes=True)
+    if len(data) != raw:
+        return None
+    view = memoryview(data)
+    pos, longest, end = 0, 0, len(view)
+    while pos < end:
+        (n,) = struct.unpack_from("<I", view, pos)
+        pos += 4 + n
+        longest = max(longest, n)
+    return longest if pos == end else None
+
+
+def _exact(
+    path: str,
+    meta: pq.FileMetaData,
+    groups: list[int],
+    skip: int,
+    rows: int,
+    leaves: dict[int, str],
+) -> dict[str, int] | None:
+    """The exact bytes of each nested column's string and binary values in the window.
+
+    pyarrow reads the byte-array leaves as dictionaries: the indices and the dictionary,
+    never the repeated values, nor the columns' other leaves. None when pyarrow cannot read
+    them (DuckDB reads the window, and reports).
+    """
+    paths = list(leaves.values())
+    try:
+        with pq.ParquetFile(path, metadata=meta, read_dictionary=paths, pre_buffer=False) as f:
+            table = f.read_row_groups(groups, columns=paths, use_threads=False)
+        table = table.slice(skip, rows)
+        return {
+            name: sum(_bytes(chunk) for chunk in table.column(name).chunks)
+            for name in table.column_names
+        }
+    except (OSError, ValueError, KeyError, IndexError, TypeError, pa.ArrowException):
+        return None
+
+
+def _bytes(array: pa.Array) -> int:
+    """Bytes of the string and binary values of ``array`` at any depth, without decoding."""
+    typ = array.type
+    if pa.types.is_dictionary(typ):
+        if not _text(typ.value_type):
+            return 0
+        lengths = pc.binary_length(array.dictionary)
+        return int(pc.sum(pc.take(lengths, array.indices)).as_py() or 0)
+    if _text(typ) and not nested_text(typ):
+        return int(pc.sum(pc.binary_length(array)).as_py() or 0)
+    if isinstance(array, pa.StructArray):
+        return sum(_bytes(child) for child in array.flatten())
+    if isinstance(array, pa.FixedSizeListArray):
+        return _bytes(array.flatten())
+    if isinstance(array, (pa.ListArray, pa.LargeListArray)):  # a map too: key-value structs
+        if not len(array):
+            return 0
+        first, last = array.offsets[0].as_py(), array.offsets[-1].as_py()
+        return _bytes(array.values.slice(first, last - first))
+    return 0
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.1f} MiB"
+
+
+__all__ = ["NestedBound", "nested_text"]
