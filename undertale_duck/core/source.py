@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import glob as globlib
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from ..errors import (
 from . import footers, lifecycle
 from .connection import Connection
 from .duck import GLOB_CHARS, duckdb_path
+from .readable import check_types
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 MAGIC = b"PAR1"
@@ -107,6 +109,23 @@ def _has_magic(path: str) -> bool:
         return False
 
 
+def _not_regular(path: str) -> str:
+    """Why a path named like a shard cannot be one: not a regular file (or a broken link)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"dataset file {path} cannot be opened: {exc.strerror} (a broken symbolic link?)"
+    kind = (
+        "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(
+            mode
+        ) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+    )
+    return (
+        f"dataset file {path} is {kind}, not a Parquet file: remove it from the dataset "
+        "(undertale_duck reads only regular files)"
+    )
+
+
 def _directory_files(directory: Path) -> list[str]:
     """List the Parquet shards of a directory, sorted by name."""
     files: list[str] = []
@@ -114,14 +133,25 @@ def _directory_files(directory: Path) -> list[str]:
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         if _is_hidden(entry.name):
             continue
-        if entry.is_dir():
-            nested = nested or any(
-                f.endswith(PARQUET_SUFFIXES) for _, _, fs in os.walk(entry.path) for f in fs
-            )
+        named = entry.name.lower().endswith(PARQUET_SUFFIXES)
+        try:
+            if entry.is_dir():
+                nested = nested or any(
+                    f.endswith(PARQUET_SUFFIXES) for _, _, fs in os.walk(entry.path) for f in fs
+                )
+                continue
+            regular = entry.is_file()
+        except OSError as exc:  # a symbolic link loop, an unreadable entry
+            if named:
+                raise SourceError(
+                    f"cannot open dataset file {entry.path}: {exc.strerror}", entry.path
+                ) from None
             continue
-        if not entry.is_file():
+        if not regular:
+            if named:  # a shard that vanished or is not a file: never silently skipped
+                raise SourceError(_not_regular(entry.path), entry.path)
             continue
-        if entry.name.lower().endswith(PARQUET_SUFFIXES) or _has_magic(entry.path):
+        if named or _has_magic(entry.path):
             files.append(os.path.abspath(entry.path))
     if not files:
         hint = (
@@ -136,11 +166,13 @@ def _directory_files(directory: Path) -> list[str]:
 
 def _glob_files(pattern: str) -> list[str]:
     matches = sorted(globlib.glob(pattern, recursive=True))
-    files = [
-        os.path.abspath(m)
-        for m in matches
-        if os.path.isfile(m) and not _is_hidden(os.path.basename(m))
-    ]
+    files = []
+    for m in matches:
+        if _is_hidden(os.path.basename(m)) or os.path.isdir(m):
+            continue
+        if not os.path.isfile(m):  # a FIFO, a device, a broken link: never silently skipped
+            raise SourceError(_not_regular(m), m)
+        files.append(os.path.abspath(m))
     if not files:
         raise SourceError(f"no Parquet files match the pattern {pattern!r}", pattern)
     return files
@@ -172,6 +204,8 @@ def resolve(source: SourceLike) -> list[str]:
             return [str(path.absolute())]
         if GLOB_CHARS & set(text):
             return _glob_files(str(path))
+        if os.path.lexists(path):
+            raise SourceError(_not_regular(str(path)), text)
         raise SourceError(f"dataset source {text} does not exist", text)
     if isinstance(source, bytes):
         raise SourceError("the dataset source must be a path, a glob or a list of paths, not bytes")
@@ -189,6 +223,8 @@ def resolve(source: SourceLike) -> list[str]:
             files.extend(_directory_files(path))
         elif path.is_file():
             files.append(str(path.absolute()))
+        elif os.path.lexists(path):
+            raise SourceError(_not_regular(str(path)), str(path))
         else:
             raise SourceError(f"dataset file {os.fspath(item)} does not exist", os.fspath(item))
     return files
@@ -286,9 +322,10 @@ def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
                     shard.path,
                 )
             if folded in seen and folded in wanted:
+                how = "two columns named" if seen[folded] == name else "columns"
                 raise ColumnError(
-                    f"shard {shard.path} has columns {seen[folded]!r} and {name!r}, which differ "
-                    "only in case; DuckDB matches column names case-insensitively and would "
+                    f"shard {shard.path} has {how} {seen[folded]!r} and {name!r}, which differ "
+                    "at most in case; DuckDB matches column names case-insensitively and would "
                     "return one for the other: rename one of them or leave both out of columns",
                     shard.path,
                 )
@@ -382,6 +419,7 @@ class Source:
         for shard in self.shards:
             duckdb_path(shard.path)  # refuse paths DuckDB cannot read before any query
         check_column_names(self.shards, self.columns)
+        check_types(self.shards, self.columns)
         offsets = [0]
         for shard in self.shards:
             offsets.append(offsets[-1] + shard.rows)

@@ -26,19 +26,28 @@ ARROW_BATCH_ROWS = 2048
 MIB = 1 << 20
 
 
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> pa.Table:
     """Give a DuckDB result the Arrow types pyarrow reads from the footer, where they differ.
 
     DuckDB returns, for example, plain strings for dictionary-encoded columns and its own
     integer types for unsigned or narrow Parquet types; casting back keeps ``as_py()`` values
     identical to pyarrow's. Dictionary types are decoded (values are what ``as_py`` sees).
+    Columns take the reference names: DuckDB binds a name case-insensitively, so a shard
+    whose column is ``ID`` answers for the dataset's ``id`` under its own spelling.
 
     Args:
         table: A window as DuckDB returned it, columns in ``schema`` order.
         schema: The dataset's reference schema.
+        shard: The window's shard, for a plain dataset (not a view): a column whose type in
+            that shard differs from the reference type (schema drift between shards) must
+            cast to it, so that a column has one type whatever shard a row comes from.
 
     Returns:
         The table with each column cast to the reference type where that cast is safe.
+
+    Raises:
+        SourceError: If a drifting column's values do not fit the reference type (an
+            int64 value beyond int32, a negative value for uint64, text for a number).
     """
     columns = []
     fields = []
@@ -51,13 +60,32 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
             try:
                 column = column.cast(target)
                 changed = True
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                pass
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                if shard is not None and _drifts(shard, field):
+                    own = shard.schema.field(field.name).type
+                    raise SourceError(
+                        f"shard {shard.path}: column {field.name!r} is {own} there but "
+                        f"{field.type} in the dataset (its first shard), and its values do not "
+                        f"fit that type (schema drift between shards): {first_line(exc)}; "
+                        "rewrite the shard with the dataset's type, or leave the column out "
+                        "with columns=[...]",
+                        shard.path,
+                    ) from None
         columns.append(column)
         fields.append(pa.field(field.name, column.type, nullable=field.nullable))
-    if not changed:
+    if not changed and table.column_names == schema.names:
         return table
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def _drifts(shard: Shard, field: pa.Field) -> bool:
+    """Whether a column's type in ``shard`` differs from the dataset's (dictionaries decoded)."""
+    if field.name not in shard.schema.names:
+        return False
+    own, target = shard.schema.field(field.name).type, field.type
+    own = own.value_type if pa.types.is_dictionary(own) else own
+    target = target.value_type if pa.types.is_dictionary(target) else target
+    return bool(own != target)
 
 
 class ViewWindows(Protocol):
@@ -191,7 +219,7 @@ class WindowDecoder:
                 shard.path,
                 (win.offset, win.end),
             )
-        table = conform(table, self.schema)
+        table = conform(table, self.schema, shard if self._view is None else None)
         if not exact:
             # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
             # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row
