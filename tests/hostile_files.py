@@ -215,3 +215,27 @@ def dictionary_bomb(path: Path, rows: int, length: int, *, row_group_rows: int =
             column = pa.DictionaryArray.from_arrays(indices, dictionary)
             writer.write_table(pa.table({"s": column}, schema=schema), row_group_size=n)
             left -= n
+
+
+def chunk_codec(src: Path, dst: Path, codec: int) -> None:
+    """Copy ``src`` with every column chunk's codec id set to ``codec`` (99: no such codec;
+    pyarrow's column chunk accessors abort the process on it)."""
+
+    def edit(meta: footer.Struct) -> None:
+        for g in footer.row_groups(meta):
+            for c in footer.column_meta(g):
+                footer.put(c, 4, codec, footer.I32)
+
+    footer.rewrite(src, dst, edit)
+
+
+def short_statistics(src: Path, dst: Path) -> None:
+    """Copy ``src`` with the first column's min/max statistics one byte long (for an INT64
+    column: pyarrow aborts the process decoding them)."""
+
+    def edit(meta: footer.Struct) -> None:
+        for g in footer.row_groups(meta):
+            stats = [[fid, footer.BINARY, b"\x01"] for fid in (1, 2, 5, 6)]
+            footer.put(footer.column_meta(g)[0], 12, stats, footer.STRUCT)
+
+    footer.rewrite(src, dst, edit)

@@ -214,3 +214,52 @@ def test_duplicate_column_names_in_one_shard_are_refused(tmp_path: Path) -> None
         ParquetDataset(path)
     assert info.value.path == str(path)
     assert [ParquetDataset(path, columns=["b"])[i] for i in range(2)] == [{"b": 1}, {"b": 2}]
+
+
+_READ_ALL = """
+import sys
+from undertale_duck import ParquetDataset, UndertaleDuckError
+try:
+    ds = ParquetDataset(sys.argv[1], read_ahead=False)
+    print(len(ds))
+    ds[0]
+except UndertaleDuckError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+def test_unknown_codec_is_our_error_not_an_abort(tmp_path: Path) -> None:
+    # pyarrow's column metadata accessors abort the process on a codec id they do not know
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"id": list(range(20)), "s": ["x"] * 20}), src, row_group_size=5)
+    root = tmp_path / "d"
+    root.mkdir()
+    hf.chunk_codec(src, root / "a.parquet", 99)
+    before = hf.sha256s(root)
+    done = _run("-c", _READ_ALL, str(root))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("20\nCorruptShardError") and str(root) in done.stdout
+    lzo = tmp_path / "lzo.parquet"
+    hf.chunk_codec(src, lzo, 3)  # LZO: a real codec DuckDB does not read
+    with pytest.raises(UnsupportedShardError, match="LZO"):
+        ParquetDataset(lzo)[0]
+    assert hf.sha256s(root) == before
+
+
+def test_malformed_statistics_do_not_abort_describe(tmp_path: Path) -> None:
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"id": list(range(20))}), src)
+    root = tmp_path / "d"
+    root.mkdir()
+    hf.short_statistics(src, root / "a.parquet")
+    pq.write_table(pa.table({"id": [7]}), root / "b.parquet")
+    done = _run("-m", "undertale_duck", "describe", str(root))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "statistics of column 'id'" in done.stdout + done.stderr
+    assert str(root / "a.parquet") in done.stderr

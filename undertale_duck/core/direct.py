@@ -75,11 +75,14 @@ class DirectReader:
                 # the file may have been replaced since it was opened: its columns' metadata
                 # is touched only once the footer is known not to hold encrypted columns
                 # (pyarrow aborts the process on those), as at open
-                footers.check_encryption(shard.path, meta, os.stat(shard.path).st_size)
-                if meta.num_row_groups == len(shard.row_groups) and all(
+                size = os.stat(shard.path).st_size
+                footers.check_encryption(shard.path, meta, size)
+                # pages.py reads the chunks' codecs and types: only values pyarrow knows
+                same = meta.num_row_groups == len(shard.row_groups) and all(
                     meta.row_group(g).num_rows == rows
                     for g, (rows, _) in enumerate(shard.row_groups)
-                ):
+                )
+                if same and footers.chunks_known(shard.path, size):
                     pages = ShardPages(shard.path, meta, self.columns, self.schema)
             except (OSError, ValueError, pa.ArrowException, SourceError):
                 pages = None
