@@ -263,3 +263,34 @@ def test_malformed_statistics_do_not_abort_describe(tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "statistics of column 'id'" in done.stdout + done.stderr
     assert str(root / "a.parquet") in done.stderr
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_uuid_and_view_types_are_served_as_pyarrow_reads_them(tmp_path: Path, fmt: str) -> None:
+    import uuid
+
+    path = tmp_path / "u.parquet"
+    ids = [uuid.UUID(int=i * 7919) for i in range(5)]
+    table = pa.table(
+        {
+            "u": pa.array([None if i == 3 else u.bytes for i, u in enumerate(ids)], pa.uuid()),
+            "s": pa.array([str(i) for i in range(5)], pa.string_view()),
+            "b": pa.array([bytes([i]) for i in range(5)], pa.binary_view()),
+        }
+    )
+    pq.write_table(table, path)
+    want = pq.read_table(path).to_pylist()
+    assert isinstance(want[0]["u"], uuid.UUID)
+    ds = ParquetDataset(path, format=fmt, window_bytes=1)
+    assert [ds[i] for i in range(5)] == want
+    assert list(ds.__getitems__([4, 0, 3])) == [want[4], want[0], want[3]]
+
+
+def test_file_without_columns_is_unsupported_not_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "none.parquet"
+    pq.write_table(pa.table({"x": pa.array([], pa.int64())}).drop(["x"]), path)
+    ds = ParquetDataset(path)
+    assert len(ds) == 0
+    with pytest.raises(UnsupportedShardError, match="not corrupt") as info:
+        ds.sql("SELECT count(*) FROM dataset")
+    assert info.value.path == str(path)

@@ -20,7 +20,9 @@ from ..errors import (
 #: Nesting Arrow's C data interface accepts (DuckDB hands results to pyarrow through it).
 ARROW_MAX_NESTING = 64
 
-_UNSUPPORTED = ("not supported", "unsupported", "only supported", "not implemented")
+_UNSUPPORTED = (
+    "not supported", "unsupported", "only supported", "not implemented", "need at least one",
+)
 # Words of DuckDB's I/O errors that are about the file system, not the file's content.
 _IO = ("could not", "permission", "no such file", "input/output", "interrupted")
 _CORRUPT = (

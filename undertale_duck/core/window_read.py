@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -53,12 +54,12 @@ def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> p
     fields = []
     changed = False
     for column, field in zip(table.columns, schema, strict=True):
-        target = field.type
-        if pa.types.is_dictionary(target):
-            target = target.value_type
+        target = _plain(field.type)
         if column.type != target:
             try:
-                column = column.cast(target)
+                column = _uuids(column, target) if isinstance(target, pa.UuidType) else (
+                    column.cast(target)
+                )
                 changed = True
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 if shard is not None and _drifts(shard, field):
@@ -78,14 +79,34 @@ def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> p
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
+def _plain(typ: pa.DataType) -> pa.DataType:
+    """The type rows are served in: dictionaries decoded, views (which Arrow cannot take
+    rows of) as their plain types."""
+    if pa.types.is_dictionary(typ):
+        return typ.value_type
+    if pa.types.is_string_view(typ):
+        return pa.string()
+    if pa.types.is_binary_view(typ):
+        return pa.binary()
+    return typ
+
+
+def _uuids(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """UUIDs as DuckDB returns them (text) in Arrow's ``uuid`` type, as pyarrow reads them."""
+    if not pa.types.is_string(column.type):
+        return column.cast(target)
+    chunks = []
+    for chunk in column.chunks:
+        raw = [None if v is None else uuid.UUID(v).bytes for v in chunk.to_pylist()]
+        chunks.append(pa.ExtensionArray.from_storage(target, pa.array(raw, pa.binary(16))))
+    return pa.chunked_array(chunks, target)
+
+
 def _drifts(shard: Shard, field: pa.Field) -> bool:
     """Whether a column's type in ``shard`` differs from the dataset's (dictionaries decoded)."""
     if field.name not in shard.schema.names:
         return False
-    own, target = shard.schema.field(field.name).type, field.type
-    own = own.value_type if pa.types.is_dictionary(own) else own
-    target = target.value_type if pa.types.is_dictionary(target) else target
-    return bool(own != target)
+    return bool(_plain(shard.schema.field(field.name).type) != _plain(field.type))
 
 
 class ViewWindows(Protocol):
