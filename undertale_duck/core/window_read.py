@@ -80,8 +80,10 @@ def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> p
 
 
 def _plain(typ: pa.DataType) -> pa.DataType:
-    """The type rows are served in: dictionaries decoded, views (which Arrow cannot take
-    rows of) as their plain types."""
+    """The type rows are served in: dictionaries decoded, views as their plain types.
+
+    Arrow has no ``take`` for view types, which gathering a batch of rows needs.
+    """
     if pa.types.is_dictionary(typ):
         return typ.value_type
     if pa.types.is_string_view(typ):
