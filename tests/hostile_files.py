@@ -239,3 +239,15 @@ def short_statistics(src: Path, dst: Path) -> None:
             footer.put(footer.column_meta(g)[0], 12, stats, footer.STRUCT)
 
     footer.rewrite(src, dst, edit)
+
+
+def interval_column(src: Path, dst: Path, name: str) -> None:
+    """Copy ``src`` with column ``name`` (a fixed_size_binary(12)) annotated INTERVAL."""
+
+    def edit(meta: footer.Struct) -> None:
+        elements = footer.get(meta, 2)[1]
+        element = [e for e in elements if footer.get(e, 4) == name.encode()][0]
+        footer.put(element, 6, 21, footer.I32)  # ConvertedType INTERVAL
+        _drop_arrow_schema(meta)
+
+    footer.rewrite(src, dst, edit)

@@ -294,3 +294,19 @@ def test_file_without_columns_is_unsupported_not_corrupt(tmp_path: Path) -> None
     with pytest.raises(UnsupportedShardError, match="not corrupt") as info:
         ds.sql("SELECT count(*) FROM dataset")
     assert info.value.path == str(path)
+
+
+def test_fixed_len_interval_is_read_with_a_memory_budget(tmp_path: Path) -> None:
+    # FIXED_LEN_BYTE_ARRAY(12) annotated INTERVAL: pyarrow sees 12 bytes, DuckDB an INTERVAL;
+    # the value bound once applied octet_length to it and every read failed
+    src = tmp_path / "src.parquet"
+    raw = bytes([1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0])
+    pq.write_table(pa.table({"id": [1, 2], "iv": pa.array([raw, None], pa.binary(12))}), src)
+    path = tmp_path / "iv.parquet"
+    hf.interval_column(src, path, "iv")
+    for memory in (64, 0):
+        ds = ParquetDataset(path, memory=memory, read_ahead=False)
+        rows = [ds[0], ds[1]]
+        assert [r["id"] for r in rows] == [1, 2] and rows[1]["iv"] is None
+        assert type(rows[0]["iv"]) is type(ds.__getitems__([1, 0])[1]["iv"])
+        assert _count(ds) == 2

@@ -315,9 +315,12 @@ class WindowDecoder:
             return fetch(cursor.sql(sql, params=params))
         except duckdb.BinderException as exc:
             local.check_unchanged()
+            why = "schema drift between shards" if len(self.source.shards) > 1 else (
+                "a column type DuckDB reads differently from pyarrow"
+            )
             raise SourceError(
                 f"shard {shard.path} does not match the dataset's columns "
-                f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
+                f"{list(self.source.columns)} ({why}): {first_line(exc)}",
                 shard.path,
             ) from None
         except (duckdb.Error, pa.ArrowException, OSError) as exc:  # OSError: from a batch
