@@ -246,7 +246,7 @@ def interval_column(src: Path, dst: Path, name: str) -> None:
 
     def edit(meta: footer.Struct) -> None:
         elements = footer.get(meta, 2)[1]
-        element = [e for e in elements if footer.get(e, 4) == name.encode()][0]
+        element = next(e for e in elements if footer.get(e, 4) == name.encode())
         footer.put(element, 6, 21, footer.I32)  # ConvertedType INTERVAL
         _drop_arrow_schema(meta)
 
