@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -15,6 +14,7 @@ from . import decoded, failures, sqlfiles
 from .connection import Connection
 from .direct import DirectReader
 from .duck import duckdb_path
+from .readable import conform
 from .source import Shard, Source
 from .windows import Window, touched_bytes
 
@@ -25,90 +25,6 @@ from .windows import Window, touched_bytes
 #: into one chunk per column.
 ARROW_BATCH_ROWS = 2048
 MIB = 1 << 20
-
-
-def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> pa.Table:
-    """Give a DuckDB result the Arrow types pyarrow reads from the footer, where they differ.
-
-    DuckDB returns, for example, plain strings for dictionary-encoded columns and its own
-    integer types for unsigned or narrow Parquet types; casting back keeps ``as_py()`` values
-    identical to pyarrow's. Dictionary types are decoded (values are what ``as_py`` sees).
-    Columns take the reference names: DuckDB binds a name case-insensitively, so a shard
-    whose column is ``ID`` answers for the dataset's ``id`` under its own spelling.
-
-    Args:
-        table: A window as DuckDB returned it, columns in ``schema`` order.
-        schema: The dataset's reference schema.
-        shard: The window's shard, for a plain dataset (not a view): a column whose type in
-            that shard differs from the reference type (schema drift between shards) must
-            cast to it, so that a column has one type whatever shard a row comes from.
-
-    Returns:
-        The table with each column cast to the reference type where that cast is safe.
-
-    Raises:
-        SourceError: If a drifting column's values do not fit the reference type (an
-            int64 value beyond int32, a negative value for uint64, text for a number).
-    """
-    columns = []
-    fields = []
-    changed = False
-    for column, field in zip(table.columns, schema, strict=True):
-        target = _plain(field.type)
-        if column.type != target:
-            try:
-                column = _uuids(column, target) if isinstance(target, pa.UuidType) else (
-                    column.cast(target)
-                )
-                changed = True
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                if shard is not None and _drifts(shard, field):
-                    own = shard.schema.field(field.name).type
-                    raise SourceError(
-                        f"shard {shard.path}: column {field.name!r} is {own} there but "
-                        f"{field.type} in the dataset (its first shard), and its values do not "
-                        f"fit that type (schema drift between shards): {first_line(exc)}; "
-                        "rewrite the shard with the dataset's type, or leave the column out "
-                        "with columns=[...]",
-                        shard.path,
-                    ) from None
-        columns.append(column)
-        fields.append(pa.field(field.name, column.type, nullable=field.nullable))
-    if not changed and table.column_names == schema.names:
-        return table
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
-
-
-def _plain(typ: pa.DataType) -> pa.DataType:
-    """The type rows are served in: dictionaries decoded, views as their plain types.
-
-    Arrow has no ``take`` for view types, which gathering a batch of rows needs.
-    """
-    if pa.types.is_dictionary(typ):
-        return typ.value_type
-    if pa.types.is_string_view(typ):
-        return pa.string()
-    if pa.types.is_binary_view(typ):
-        return pa.binary()
-    return typ
-
-
-def _uuids(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
-    """UUIDs as DuckDB returns them (text) in Arrow's ``uuid`` type, as pyarrow reads them."""
-    if not pa.types.is_string(column.type):
-        return column.cast(target)
-    chunks = []
-    for chunk in column.chunks:
-        raw = [None if v is None else uuid.UUID(v).bytes for v in chunk.to_pylist()]
-        chunks.append(pa.ExtensionArray.from_storage(target, pa.array(raw, pa.binary(16))))
-    return pa.chunked_array(chunks, target)
-
-
-def _drifts(shard: Shard, field: pa.Field) -> bool:
-    """Whether a column's type in ``shard`` differs from the dataset's (dictionaries decoded)."""
-    if field.name not in shard.schema.names:
-        return False
-    return bool(_plain(shard.schema.field(field.name).type) != _plain(field.type))
 
 
 class ViewWindows(Protocol):
