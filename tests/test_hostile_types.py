@@ -310,3 +310,15 @@ def test_fixed_len_interval_is_read_with_a_memory_budget(tmp_path: Path) -> None
         assert [r["id"] for r in rows] == [1, 2] and rows[1]["iv"] is None
         assert type(rows[0]["iv"]) is type(ds.__getitems__([1, 0])[1]["iv"])
         assert _count(ds) == 2
+
+
+def test_cli_writes_timestamps_beyond_python_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    far = pa.array([253402300800_000000 * 3, 0], pa.timestamp("us"))
+    pq.write_table(pa.table({"id": [0, 1], "t": far}), path)
+    with pytest.raises(OutOfRangeError, match="'t'"):
+        ParquetDataset(path)[0]
+    for fmt, want in (("csv", "0,26059-12-31 00:00:00.000000"), ("jsonl", '"26059-12-31')):
+        done = _run("-m", "undertale_duck", "sql", str(path), "SELECT * FROM dataset", "-f", fmt)
+        assert done.returncode == 0, done.stderr
+        assert want in done.stdout and "1970-01-01" in done.stdout
