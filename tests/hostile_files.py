@@ -261,3 +261,39 @@ def nested_dictionary_bomb(
     # no stored Arrow schema: the file reads as plain strings, as other writers' files do
     pq.write_table(table, path, compression="zstd", store_schema=False)
     return pq.read_table(path).column("c").to_pylist() if outlier else None
+
+
+def chunk_codec(src: Path, dst: Path, codec: int) -> None:
+    """Copy ``src`` with every column chunk's codec id set to ``codec`` (99: no such codec;
+    pyarrow's column chunk accessors abort the process on it)."""
+
+    def edit(meta: footer.Struct) -> None:
+        for g in footer.row_groups(meta):
+            for c in footer.column_meta(g):
+                footer.put(c, 4, codec, footer.I32)
+
+    footer.rewrite(src, dst, edit)
+
+
+def short_statistics(src: Path, dst: Path) -> None:
+    """Copy ``src`` with the first column's min/max statistics one byte long (for an INT64
+    column: pyarrow aborts the process decoding them)."""
+
+    def edit(meta: footer.Struct) -> None:
+        for g in footer.row_groups(meta):
+            stats = [[fid, footer.BINARY, b"\x01"] for fid in (1, 2, 5, 6)]
+            footer.put(footer.column_meta(g)[0], 12, stats, footer.STRUCT)
+
+    footer.rewrite(src, dst, edit)
+
+
+def interval_column(src: Path, dst: Path, name: str) -> None:
+    """Copy ``src`` with column ``name`` (a fixed_size_binary(12)) annotated INTERVAL."""
+
+    def edit(meta: footer.Struct) -> None:
+        elements = footer.get(meta, 2)[1]
+        element = next(e for e in elements if footer.get(e, 4) == name.encode())
+        footer.put(element, 6, 21, footer.I32)  # ConvertedType INTERVAL
+        _drop_arrow_schema(meta)
+
+    footer.rewrite(src, dst, edit)

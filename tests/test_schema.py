@@ -113,10 +113,14 @@ def test_row_checks_from_field_constraints() -> None:
         (bool, ["BOOLEAN"], ["INTEGER"]),
         (
             dt.datetime,
-            ["TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "TIMESTAMPTZ"],
+            [
+                "TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "TIMESTAMPTZ",
+                "TIMESTAMPTZ_NS",
+            ],
             ["DATE", "VARCHAR"],
         ),
         (dt.date, ["DATE"], ["TIMESTAMP"]),
+        (dt.time, ["TIME", "TIME_NS", "TIMETZ"], ["TIMESTAMP", "VARCHAR"]),
         (decimal.Decimal, ["DECIMAL(18,3)"], ["DOUBLE"]),
         (list[int], ["INTEGER[]", "TINYINT[]", "BIGINT[4]"], ["DOUBLE[]", "INTEGER", "VARCHAR"]),
         (list[list[int]], ["BIGINT[][]"], ["BIGINT[]"]),

@@ -181,8 +181,21 @@ def _unique_names(schema: pa.Schema, fmt: str) -> None:
 
 def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[Any]]:
     for batch in batches:
-        columns = [column.to_pylist() for column in batch.columns]
+        names = batch.schema.names
+        columns = [_values(n, c) for n, c in zip(names, batch.columns, strict=True)]
         yield from (list(r) for r in zip(*columns, strict=True))
+
+
+def _values(name: str, column: pa.Array) -> list[Any]:
+    """A column's Python values; as Arrow's text where Python has none (a year past 9999)."""
+    try:
+        values: list[Any] = column.to_pylist()
+    except (ValueError, OverflowError) as exc:
+        try:
+            values = column.cast(pa.string()).to_pylist()
+        except pa.ArrowException:
+            raise ValueError(f"column {name!r}: {exc}") from None
+    return values
 
 
 def _csv_field(value: Any) -> str:

@@ -44,8 +44,10 @@ def _length_function(dtype: pa.DataType) -> str | None:
         return "strlen"
     if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
         return "octet_length"
-    if pa.types.is_binary_view(dtype) or pa.types.is_fixed_size_binary(dtype):
+    if pa.types.is_binary_view(dtype):
         return "octet_length"
+    # FIXED_LEN_BYTE_ARRAY values have the width the schema gives (no bomb), and DuckDB
+    # may read them as another type (INTERVAL), which octet_length does not take
     return None
 
 

@@ -17,7 +17,7 @@ from ..common.jsonvalue import jsonable
 from ..common.progress import Progress
 from ..common.text import first_line
 from ..errors import SourceError
-from . import sqlfiles
+from . import footers, sqlfiles
 from .drift import ShardDrift, reference_columns, schema_drift
 from .duck import connect, default_duckdb_config, duckdb_path
 from .interrupt import interruptible
@@ -241,6 +241,7 @@ def _reason(message: str, path: str) -> str:
 def _footer_stats(path: str, files: SourceFiles) -> dict[str, tuple[int | None, Any, Any, bool]]:
     """Per top-level primitive column: (null count, min, max, statistics complete)."""
     meta = files.metadata(path)
+    footers.check_statistics(path, meta)  # pyarrow aborts on malformed statistics
     stats: dict[str, tuple[int | None, Any, Any, bool]] = {}
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
@@ -369,6 +370,9 @@ def describe(
                     )
                 else:
                     stats = _footer_stats(s.path, files)
+            except SourceError as exc:
+                s.error = _reason(str(exc), s.path)
+                continue
             except (duckdb.Error, OSError, pa.ArrowException) as exc:
                 s.error = "cannot be read: " + first_line(exc, limit=4000)
                 continue

@@ -71,13 +71,14 @@ class DirectReader:
             pages = None
             try:
                 # the file may have been replaced since it was opened: its columns' metadata
-                # is touched only once the footer is known not to hold encrypted columns
-                # (pyarrow aborts the process on those), as at open
+                # is touched only once the footer is known to hold no encrypted column and
+                # no unknown codec or type (pyarrow aborts the process on those), as at open
                 meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
-                if meta.num_row_groups == len(shard.row_groups) and all(
+                same = meta.num_row_groups == len(shard.row_groups) and all(
                     meta.row_group(g).num_rows == rows
                     for g, (rows, _) in enumerate(shard.row_groups)
-                ):
+                )
+                if same:
                     pages = ShardPages(shard.path, meta, self.columns, self.schema)
             except (OSError, ValueError, pa.ArrowException, SourceError):
                 pages = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 import pyarrow as pa
 
@@ -18,7 +20,9 @@ from ..errors import (
 #: Nesting Arrow's C data interface accepts (DuckDB hands results to pyarrow through it).
 ARROW_MAX_NESTING = 64
 
-_UNSUPPORTED = ("not supported", "unsupported", "only supported", "not implemented")
+_UNSUPPORTED = (
+    "not supported", "unsupported", "only supported", "not implemented", "need at least one",
+)
 # Words of DuckDB's I/O errors that are about the file system, not the file's content.
 _IO = ("could not", "permission", "no such file", "input/output", "interrupted")
 _CORRUPT = (
@@ -26,6 +30,9 @@ _CORRUPT = (
     "negative", "not enough", "mismatch", "decompress", "unexpected", "checksum", "crc",
     "overflow", "exceeds", "out of bounds", "bad ",
 )
+# A value the target type cannot hold (DuckDB's "Int96 timestamp is out of range", "Date out
+# of range"): not corruption. Index, offset or length "out of range" is, and says "corrupt".
+_OUT_OF_RANGE = re.compile(r"\b(timestamp|date|time|interval|decimal|value)\b[^.]*out of range")
 
 
 def message(exc: BaseException) -> str:
@@ -121,7 +128,9 @@ def shard_error(
             "with columns=[...]",
             path,
         )
-    if isinstance(exc, duckdb.OutOfRangeException | duckdb.ConversionException):
+    if isinstance(exc, duckdb.OutOfRangeException | duckdb.ConversionException) or (
+        _OUT_OF_RANGE.search(low) and "corrupt" not in low
+    ):
         return OutOfRangeError(
             f"shard {path} holds a value DuckDB cannot represent in {what}: {text}", path, rows
         )

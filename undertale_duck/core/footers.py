@@ -99,6 +99,8 @@ def checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
 
     Raises:
         OSError: If the file cannot be read, or is no longer that size and time.
+        ValueError: If a column chunk has a type, codec or encoding pyarrow's chunk
+            accessors do not know (they abort the process on those).
         EncryptedShardError: If the footer or any column is encrypted.
         pyarrow.ArrowException: If pyarrow cannot parse the footer.
     """
@@ -117,6 +119,8 @@ def _checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
     if not same():
         raise OSError(f"{path} changed since it was opened")
     check_encryption(path, meta, size)
+    if not chunks_known(path, size):  # pyarrow's chunk accessors would abort the process
+        raise ValueError(f"{path} has column chunks with a type, codec or encoding unknown here")
     return meta
 
 
@@ -150,6 +154,98 @@ def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | No
             "the dataset",
             path,
         )
+
+
+#: Enum values pyarrow's column chunk accessors know: physical Type, CompressionCodec,
+#: Encoding (parquet.thrift). On any other value those accessors abort the process.
+_KNOWN_TYPES = range(8)
+_KNOWN_CODECS = range(8)
+_KNOWN_ENCODINGS = range(10)
+
+
+def chunks_known(path: str, size: int) -> bool:
+    """Whether every column chunk of a local shard's footer has a known type, codec, encodings.
+
+    pyarrow aborts the process (an uncaught C++ exception) when its column chunk metadata
+    accessors meet a codec or type value it does not know, such as a codec id of 99; a
+    footer is parsed here before those accessors are used.
+
+    Args:
+        path: The local shard.
+        size: Its size in bytes.
+
+    Returns:
+        False if the footer cannot be parsed here or holds an unknown value.
+    """
+    footer = _footer_bytes(path, size)
+    if footer is None:
+        return False
+    try:
+        parsed = Thrift(footer).struct(0)
+    except (IndexError, ValueError, struct.error):
+        return False
+    for group in _list(_field(parsed, 4)):
+        for chunk in _list(_field(group, 1)):
+            meta = _field(chunk, 3)
+            encodings = _field(meta, 2)
+            if (
+                _field(meta, 1) not in _KNOWN_TYPES
+                or _field(meta, 4) not in _KNOWN_CODECS
+                or not isinstance(encodings, list)
+                or any(e not in _KNOWN_ENCODINGS for e in encodings)
+            ):
+                return False
+    return True
+
+
+#: Bytes of a min/max statistic per fixed-width physical type (Type enum -> width).
+_STAT_WIDTHS = {0: 1, 1: 4, 2: 8, 3: 12, 4: 4, 5: 8}
+
+
+def check_statistics(path: str, meta: pq.FileMetaData) -> None:
+    """Refuse footer statistics whose min or max has the wrong width for the column's type.
+
+    pyarrow aborts the process (an uncaught C++ exception) when it decodes such a statistic;
+    the footer is serialized and parsed here before its statistics are touched.
+
+    Args:
+        path: The shard (a local path or a URL), for the message.
+        meta: Its metadata.
+
+    Raises:
+        CorruptShardError: If a statistic has the wrong width (or the footer cannot be
+            parsed here).
+    """
+    sink = pa.BufferOutputStream()
+    meta.write_metadata_file(sink)
+    data = sink.getvalue().to_pybytes()[4:-8]  # without the magic and the length
+    try:
+        parsed = Thrift(data).struct(0)
+    except (IndexError, ValueError, struct.error):
+        raise CorruptShardError(
+            f"Parquet shard {path} is corrupt: its footer cannot be parsed", path
+        ) from None
+    for g, group in enumerate(_list(_field(parsed, 4))):
+        for chunk in _list(_field(group, 1)):
+            cmeta = _field(chunk, 3)
+            kind = _field(cmeta, 1)
+            width = _STAT_WIDTHS.get(kind) if isinstance(kind, int) else None
+            stats = _field(cmeta, 12)
+            if width is None or not isinstance(stats, dict):
+                continue
+            for fid in (1, 2, 5, 6):  # max, min, max_value, min_value
+                value = stats.get(fid)
+                if isinstance(value, bytes) and len(value) != width:
+                    parts = _list(_field(cmeta, 3))
+                    column = ".".join(
+                        p.decode("utf-8", "replace") for p in parts if isinstance(p, bytes)
+                    )
+                    raise CorruptShardError(
+                        f"Parquet shard {path} is corrupt: the footer statistics of column "
+                        f"{column!r} in row group {g} hold a {len(value)}-byte min or max "
+                        f"for a {width}-byte type",
+                        path,
+                    )
 
 
 def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:

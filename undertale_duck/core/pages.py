@@ -50,7 +50,7 @@ HEADER_MAX = 1 << 16
 
 
 def plain_type(typ: pa.DataType) -> bool:
-    """Whether an Arrow type is one both readers give alike (after ``reader.conform``)."""
+    """Whether an Arrow type is one both readers give alike (after ``readable.conform``)."""
     if pa.types.is_dictionary(typ):
         typ = typ.value_type
         return bool(pa.types.is_string(typ) or pa.types.is_binary(typ))

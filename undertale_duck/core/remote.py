@@ -21,8 +21,9 @@ from ..errors import (
 )
 from . import footers as footer_checks
 from .duck import GLOB_CHARS
+from .resolve import MAGIC, PARQUET_SUFFIXES, _is_hidden
 from .shard_cache import key_of
-from .source import MAGIC, PARQUET_SUFFIXES, Shard, _is_hidden, read_footer
+from .source import Shard, read_footer
 from .source import resolve as resolve_local
 from .store import RemoteShard, Store, identity, is_remote, open_store, protocol_of
 

@@ -1,13 +1,11 @@
-"""Resolve a source into Parquet shards and read their footers once."""
+"""A dataset's Parquet shards (resolved by ``resolve.py``) and their footers, read once."""
 
 from __future__ import annotations
 
 import contextlib
-import glob as globlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -25,12 +23,14 @@ from ..errors import (
 )
 from . import footers, lifecycle
 from .connection import Connection
-from .duck import GLOB_CHARS, duckdb_path
+from .duck import duckdb_path
+from .readable import check_types
+from .resolve import MAGIC, PARQUET_SUFFIXES, SourceLike, resolve
 
-PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
-MAGIC = b"PAR1"
-
-SourceLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+__all__ = [
+    "MAGIC", "PARQUET_SUFFIXES", "Shard", "Source", "SourceLike", "check_column_names",
+    "read_footer", "reference_schema", "resolve",
+]
 
 
 @dataclass(frozen=True)
@@ -89,109 +89,6 @@ class Shard:
                 "call refresh() to reopen the dataset as it is now",
                 self.path,
             )
-
-
-def _is_hidden(name: str) -> bool:
-    return name.startswith((".", "_")) or name.endswith(".crc")
-
-
-def _has_magic(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-            if head != MAGIC:
-                return False
-            fh.seek(-4, os.SEEK_END)
-            return fh.read(4) == MAGIC
-    except OSError:
-        return False
-
-
-def _directory_files(directory: Path) -> list[str]:
-    """List the Parquet shards of a directory, sorted by name."""
-    files: list[str] = []
-    nested = False
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        if _is_hidden(entry.name):
-            continue
-        if entry.is_dir():
-            nested = nested or any(
-                f.endswith(PARQUET_SUFFIXES) for _, _, fs in os.walk(entry.path) for f in fs
-            )
-            continue
-        if not entry.is_file():
-            continue
-        if entry.name.lower().endswith(PARQUET_SUFFIXES) or _has_magic(entry.path):
-            files.append(os.path.abspath(entry.path))
-    if not files:
-        hint = (
-            " (its subdirectories hold Parquet files: pass a glob such as "
-            f"'{directory}/**/*.parquet')"
-            if nested
-            else ""
-        )
-        raise SourceError(f"directory {directory} holds no Parquet files{hint}", str(directory))
-    return files
-
-
-def _glob_files(pattern: str) -> list[str]:
-    matches = sorted(globlib.glob(pattern, recursive=True))
-    files = [
-        os.path.abspath(m)
-        for m in matches
-        if os.path.isfile(m) and not _is_hidden(os.path.basename(m))
-    ]
-    if not files:
-        raise SourceError(f"no Parquet files match the pattern {pattern!r}", pattern)
-    return files
-
-
-def resolve(source: SourceLike) -> list[str]:
-    """Resolve a source into the ordered list of its Parquet shard paths.
-
-    Args:
-        source: One Parquet file; a directory of shards (sorted by name; hidden files,
-            ``_SUCCESS``, ``*.crc`` and other non-Parquet files ignored); a glob pattern;
-            or a list of files, kept in the given order.
-
-    Returns:
-        Absolute paths of the shards.
-
-    Raises:
-        SourceError: If a path does not exist, a directory holds no Parquet files, a glob
-            matches nothing, or the list is empty.
-    """
-    if isinstance(source, str | os.PathLike):
-        text = os.fspath(source)
-        if not text:
-            raise SourceError("the dataset source is an empty path", text)
-        path = Path(text).expanduser()
-        if path.is_dir():
-            return _directory_files(path)
-        if path.is_file():
-            return [str(path.absolute())]
-        if GLOB_CHARS & set(text):
-            return _glob_files(str(path))
-        raise SourceError(f"dataset source {text} does not exist", text)
-    if isinstance(source, bytes):
-        raise SourceError("the dataset source must be a path, a glob or a list of paths, not bytes")
-    items = list(source)
-    if not items:
-        raise SourceError("the dataset source is an empty list of files")
-    files: list[str] = []
-    for item in items:
-        if not isinstance(item, str | os.PathLike):
-            raise SourceError(
-                f"the dataset source list holds {item!r}, which is not a path", str(item)
-            )
-        path = Path(os.fspath(item)).expanduser()
-        if path.is_dir():
-            files.extend(_directory_files(path))
-        elif path.is_file():
-            files.append(str(path.absolute()))
-        else:
-            raise SourceError(f"dataset file {os.fspath(item)} does not exist", os.fspath(item))
-    return files
 
 
 def read_footer(path: str) -> Shard:
@@ -286,9 +183,10 @@ def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
                     shard.path,
                 )
             if folded in seen and folded in wanted:
+                how = "two columns named" if seen[folded] == name else "columns"
                 raise ColumnError(
-                    f"shard {shard.path} has columns {seen[folded]!r} and {name!r}, which differ "
-                    "only in case; DuckDB matches column names case-insensitively and would "
+                    f"shard {shard.path} has {how} {seen[folded]!r} and {name!r}, which differ "
+                    "at most in case; DuckDB matches column names case-insensitively and would "
                     "return one for the other: rename one of them or leave both out of columns",
                     shard.path,
                 )
@@ -382,6 +280,7 @@ class Source:
         for shard in self.shards:
             duckdb_path(shard.path)  # refuse paths DuckDB cannot read before any query
         check_column_names(self.shards, self.columns)
+        check_types(self.shards, self.columns)
         offsets = [0]
         for shard in self.shards:
             offsets.append(offsets[-1] + shard.rows)

@@ -16,6 +16,7 @@ from .direct import DirectReader
 from .duck import duckdb_path
 from .interrupt import interruptible
 from .nested import NestedBound
+from .readable import conform
 from .source import Shard, Source
 from .windows import Window, touched_bytes
 
@@ -26,40 +27,6 @@ from .windows import Window, touched_bytes
 #: into one chunk per column.
 ARROW_BATCH_ROWS = 2048
 MIB = 1 << 20
-
-
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Give a DuckDB result the Arrow types pyarrow reads from the footer, where they differ.
-
-    DuckDB returns, for example, plain strings for dictionary-encoded columns and its own
-    integer types for unsigned or narrow Parquet types; casting back keeps ``as_py()`` values
-    identical to pyarrow's. Dictionary types are decoded (values are what ``as_py`` sees).
-
-    Args:
-        table: A window as DuckDB returned it, columns in ``schema`` order.
-        schema: The dataset's reference schema.
-
-    Returns:
-        The table with each column cast to the reference type where that cast is safe.
-    """
-    columns = []
-    fields = []
-    changed = False
-    for column, field in zip(table.columns, schema, strict=True):
-        target = field.type
-        if pa.types.is_dictionary(target):
-            target = target.value_type
-        if column.type != target:
-            try:
-                column = column.cast(target)
-                changed = True
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                pass
-        columns.append(column)
-        fields.append(pa.field(field.name, column.type, nullable=field.nullable))
-    if not changed:
-        return table
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 class ViewWindows(Protocol):
@@ -201,7 +168,7 @@ class WindowDecoder:
                 shard.path,
                 (win.offset, win.end),
             )
-        table = conform(table, self.schema)
+        table = conform(table, self.schema, shard if self._view is None else None)
         if not exact:
             # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
             # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row
@@ -282,9 +249,12 @@ class WindowDecoder:
             return interruptible(cursor, read)
         except duckdb.BinderException as exc:
             local.check_unchanged()
+            why = "schema drift between shards" if len(self.source.shards) > 1 else (
+                "a column type DuckDB reads differently from pyarrow"
+            )
             raise SourceError(
                 f"shard {shard.path} does not match the dataset's columns "
-                f"{list(self.source.columns)} (schema drift between shards): {first_line(exc)}",
+                f"{list(self.source.columns)} ({why}): {first_line(exc)}",
                 shard.path,
             ) from None
         except (duckdb.Error, pa.ArrowException, OSError) as exc:  # OSError: from a batch

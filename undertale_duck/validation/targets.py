@@ -31,7 +31,10 @@ INTEGER_TYPES = frozenset(
 )
 FLOAT_TYPES = frozenset({"float", "double", "decimal"}) | INTEGER_TYPES
 TIMESTAMP_TYPES = frozenset(
-    {"timestamp", "timestamp with time zone", "timestamp_ms", "timestamp_ns", "timestamp_s"}
+    {
+        "timestamp", "timestamp with time zone", "timestamp_ms", "timestamp_ns", "timestamp_s",
+        "timestamptz_ns",  # DuckDB 2's nanosecond TIMESTAMP WITH TIME ZONE
+    }
 )
 LIST_TYPES = frozenset({"list", "array"})
 
@@ -44,7 +47,7 @@ SCALAR_TYPES: dict[type, frozenset[str]] = {
     bytes: frozenset({"blob"}),
     dt.datetime: TIMESTAMP_TYPES,
     dt.date: frozenset({"date"}),
-    dt.time: frozenset({"time", "time with time zone"}),
+    dt.time: frozenset({"time", "time with time zone", "time_ns"}),
     dt.timedelta: frozenset({"interval"}),
     decimal.Decimal: frozenset({"decimal"}),
     uuid.UUID: frozenset({"uuid"}),
