@@ -12,6 +12,7 @@ from undertale_duck import (
     CorruptShardError,
     NotParquetError,
     ParquetDataset,
+    QueryError,
     ShardChangedError,
     SourceError,
     UndertaleDuckError,
@@ -65,6 +66,38 @@ def test_truncated_shard(tmp_path: Path) -> None:
         ParquetDataset(tmp_path)
     assert str(paths[1]) in str(info.value)
     assert info.value.path == str(paths[1])
+
+
+def test_path_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    good = tmp_path / "good"
+    datagen.write_shards(good, [5])
+    bad = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad\xff")
+    os.mkdir(bad)
+    os.link(good / "part-00000.parquet", os.path.join(bad, "part-00000.parquet"))
+    for source in (bad, [os.path.join(bad, "part-00000.parquet")], bad + "/*.parquet"):
+        with pytest.raises(SourceError, match="not valid UTF-8") as info:
+            ParquetDataset(source)
+        assert not isinstance(info.value, CorruptShardError)
+        assert info.value.path == os.path.join(bad, "part-00000.parquet")
+
+
+def test_other_readers_failing_on_a_good_shard_do_not_blame_it(tmp_path: Path) -> None:
+    datagen.write_shards(tmp_path, [20, 20])
+    ds = ParquetDataset(tmp_path)
+    # the shards are good Parquet: CSV and JSON readers failing on them is the query's doing
+    for function in ("read_csv", "read_json"):
+        with pytest.raises(QueryError) as info:
+            ds.sql(f"SELECT count(*) FROM {function}('{tmp_path}/*.parquet')")
+        assert not isinstance(info.value, CorruptShardError)
+    # a shard whose pages are corrupt is still the one blamed
+    shard = tmp_path / "part-00001.parquet"
+    data = bytearray(shard.read_bytes())
+    for k in range(4, len(data) // 2):
+        data[k] = (data[k] * 7 + 13) % 256
+    shard.write_bytes(bytes(data))
+    with pytest.raises(CorruptShardError) as corrupt:
+        ParquetDataset(tmp_path).sql("SELECT * FROM dataset")
+    assert corrupt.value.path == str(shard)
 
 
 def test_corrupt_data_page_names_shard_and_rows(tmp_path: Path) -> None:

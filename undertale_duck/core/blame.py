@@ -102,4 +102,12 @@ def query_failure(
     if found is None:
         return None
     path, error = found
+    if error is exc and "parquet" not in str(exc).replace(path, "").lower():
+        # The message names the shard but is not the Parquet reader's: the query may read
+        # it with another reader (read_csv, read_text, ...). The shard is to blame only if
+        # it does not read as Parquet either.
+        probed = _probe(cursor, path, 0) or _probe(cursor, path, 1)
+        if probed is None:
+            return None
+        error = probed
     return failures.shard_error(error, path, "rows the query reads")

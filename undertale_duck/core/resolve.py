@@ -115,8 +115,22 @@ def resolve(source: SourceLike) -> list[str]:
 
     Raises:
         SourceError: If a path does not exist, a directory holds no Parquet files, a glob
-            matches nothing, or the list is empty.
+            matches nothing, the list is empty, or a shard's path is not valid UTF-8.
     """
+    files = _resolve(source)
+    for name in files:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SourceError(
+                f"dataset file {name!r} has a path that is not valid UTF-8, which DuckDB and "
+                "pyarrow cannot open: rename it (or the directory holding it)",
+                name,
+            ) from None
+    return files
+
+
+def _resolve(source: SourceLike) -> list[str]:
     if isinstance(source, str | os.PathLike):
         text = os.fspath(source)
         if not text:
