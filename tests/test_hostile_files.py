@@ -88,6 +88,30 @@ def test_plausible_lying_row_count_keeps_the_plan_small_and_fails_on_read(
         assert info.value.rows is not None  # type: ignore[attr-defined]
 
 
+def test_sampler_over_a_lying_row_count_is_refused_not_killed(tmp_path: Path) -> None:
+    from undertale_duck import ChunkedSampler
+
+    src = tmp_path / "src.parquet"
+    pq.write_table(datagen.table(0, 6), src)
+    for rows in (1 << 31, 1 << 36, 1 << 38):
+        lying = tmp_path / f"lying{rows}.parquet"
+        hf.claim_rows(src, lying, rows)
+    for rows in (1 << 36, 1 << 38):
+        lying = tmp_path / f"lying{rows}.parquet"
+        ds = ParquetDataset(lying, memory=1, window_bytes=1)
+        # its order would take 1.5 to 6 TiB while built: refused before allocating
+        with pytest.raises(MemoryBudgetError, match="ChunkedSampler holds each rank's order"):
+            ChunkedSampler(ds, 8, 0, shuffle=True)
+        with pytest.raises(MemoryBudgetError, match=f"{rows:,}"):
+            ChunkedSampler(ds, 8, 2, ranks=1, rank=0)
+    # a share that fits is served as before: 2^31 rows over 4096 ranks is 524,288 each
+    sampler = ChunkedSampler(ParquetDataset(tmp_path / f"lying{1 << 31}.parquet"), 8, 0,
+                             ranks=4096, rank=1)
+    assert len(sampler) == (1 << 31) // 4096
+    order = sampler.order()
+    assert order[0] == (1 << 31) // 4096 and len(order) == len(sampler)
+
+
 def test_plan_is_bounded_by_file_size() -> None:
     groups = [[(1 << 40, 0), (5, 100)]]
     plan = win.plan(groups, 1, file_bytes=[4000])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence, Sized
 from typing import Any
 
@@ -11,7 +12,7 @@ import torch.distributed as dist
 from torch.utils.data.distributed import DistributedSampler
 
 from ..dataset import ParquetDataset
-from ..errors import ArgumentError
+from ..errors import ArgumentError, MemoryBudgetError
 
 #: Rows per shuffle unit for datasets that are not a ``ParquetDataset`` (which has windows).
 DEFAULT_CHUNK = 1024
@@ -183,6 +184,38 @@ def _world() -> tuple[int, int]:
     return 1, 0
 
 
+#: Bytes per row an epoch's order takes while it is built (the rank's sequence, the
+#: interleaved order, and the pieces a shuffled sequence is joined from: int64 each).
+ORDER_BYTES_PER_ROW = 24
+
+
+def _physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # not POSIX: no check
+        return 0
+
+
+def _check_order_memory(rank_rows: int, length: int) -> None:
+    """Refuse a rank share whose order would not fit in half of this machine's memory.
+
+    The order of an epoch is held as an array (8 bytes per row, about three times that while
+    it is built); a footer claiming billions of rows would otherwise get the process killed
+    for memory instead of an error.
+    """
+    need = rank_rows * ORDER_BYTES_PER_ROW
+    memory = _physical_memory()
+    if memory and need > memory // 2:
+        raise MemoryBudgetError(
+            f"ChunkedSampler holds each rank's order of an epoch in memory (about "
+            f"{ORDER_BYTES_PER_ROW} bytes per row while it is built): this rank's "
+            f"{rank_rows:,} of {length:,} rows would need {need / 2**30:.3g} GiB, more than half "
+            f"of this machine's {memory / 2**30:.3g} GiB. Check the dataset's row count (a "
+            "footer may claim rows its file cannot hold), use more ranks, or a view that "
+            "selects fewer rows"
+        )
+
+
 # ---------------------------------------------------------------------- the sampler
 class ChunkedSampler(DistributedSampler[int]):
     """A distributed sampler that keeps each rank's and each worker's reads contiguous.
@@ -279,6 +312,7 @@ class ChunkedSampler(DistributedSampler[int]):
         self._memo: tuple[int, Order] | None = None  # (epoch, order) of a shuffled epoch
         self.num_samples, _ = shares(length, self.workers, ranks)
         self.total_size = self.num_samples * ranks
+        _check_order_memory(self.num_samples, length)
 
     @property
     def ranks(self) -> int:
