@@ -234,3 +234,27 @@ def test_ctrl_c_stops_a_window_read_from_python(slow: Path) -> None:
     out, err = _interrupt(proc)
     assert proc.returncode == 0, err
     assert out.split() == ["INTERRUPTED", "8000000"], (out, err)
+
+
+_READ_AHEAD = (
+    "import sys, time\n"
+    "from undertale_duck import ParquetDataset\n"
+    "ds = ParquetDataset(sys.argv[1], query=sys.argv[2])\n"
+    "ds.prefetch([0])\n"  # the one window is read on a read-ahead thread
+    "print('OPEN', flush=True)\n"
+    "time.sleep(3600)\n"
+)
+
+
+@pytest.mark.heavy
+def test_ctrl_c_exits_while_a_window_is_read_ahead(slow: Path) -> None:
+    # the main thread is idle; Ctrl-C ends the script, and the exit hook, which waits for
+    # read-ahead threads, interrupts their read rather than waiting hours for it
+    proc = _start([sys.executable, "-c", _READ_AHEAD, str(slow), SLOW_VIEW])
+    assert proc.stdout is not None
+    assert proc.stdout.readline().split() == ["OPEN"]
+    opened = sum(psutil.Process(proc.pid).cpu_times()[:2])
+    _wait_for_cpu(proc.pid, opened + 4.0)  # the read-ahead thread is reading
+    out, err = _interrupt(proc)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err
+    assert out == ""

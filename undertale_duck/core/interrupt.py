@@ -11,6 +11,23 @@ import duckdb
 
 T = TypeVar("T")
 
+#: DuckDB connections running work in other threads (read-ahead), interrupted at exit.
+_BACKGROUND: set[duckdb.DuckDBPyConnection] = set()
+_BACKGROUND_LOCK = threading.Lock()
+
+
+def interrupt_background() -> None:
+    """Interrupt the DuckDB work other threads are running (at exit: it is then dropped).
+
+    A read-ahead thread in the middle of a long window read would otherwise keep the process
+    from exiting after Ctrl-C until that read ends (the exit hook waits for it).
+    """
+    with _BACKGROUND_LOCK:
+        running = list(_BACKGROUND)
+    for cursor in running:
+        with contextlib.suppress(duckdb.Error, RuntimeError):
+            cursor.interrupt()
+
 
 def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:
     """Run DuckDB work so that Ctrl-C stops it at once.
@@ -18,7 +35,8 @@ def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T
     DuckDB checks for Ctrl-C only now and then (an aggregate over many rows can ignore it for
     minutes), so in the main thread the work runs in a helper thread while the main thread
     waits; on ``KeyboardInterrupt`` the cursor's query is interrupted, the helper is
-    awaited, and ``KeyboardInterrupt`` is raised again. Other threads run the work directly.
+    awaited, and ``KeyboardInterrupt`` is raised again. Other threads run the work directly,
+    registered for :func:`interrupt_background`.
 
     Args:
         cursor: The DuckDB connection ``work`` uses (the one to interrupt).
@@ -31,7 +49,13 @@ def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T
         KeyboardInterrupt: If Ctrl-C was pressed (the query is stopped first).
     """
     if threading.current_thread() is not threading.main_thread():
-        return work()
+        with _BACKGROUND_LOCK:
+            _BACKGROUND.add(cursor)
+        try:
+            return work()
+        finally:
+            with _BACKGROUND_LOCK:
+                _BACKGROUND.discard(cursor)
     box: dict[str, Any] = {}
     done = threading.Event()
 

@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 import weakref
@@ -128,7 +129,14 @@ def _after_fork_in_child() -> None:
 
 
 def shutdown() -> None:
-    """Stop read-ahead, close connections, remove this process's spill directory (idempotent)."""
+    """Stop read-ahead, close connections, remove this process's spill directory (idempotent).
+
+    Reads in flight on read-ahead threads are interrupted first: nothing will consume them,
+    and a long one would hold up the exit (after Ctrl-C, too) until it ends.
+    """
+    running = sys.modules.get(f"{__package__}.interrupt")  # loaded if any read ran
+    if running is not None:
+        running.interrupt_background()
     quiesce()
     remove_spill_directory()
 
