@@ -7,6 +7,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,18 @@ def sha256s(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+def run_python(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``python *args`` in a child process that imports this checkout; capture its output."""
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
 
 
 def _drop_arrow_schema(meta: footer.Struct) -> None:

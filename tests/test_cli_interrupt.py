@@ -211,6 +211,19 @@ def test_ctrl_c_stops_a_window_read_at_once(slow: Path, command: str) -> None:
     assert hf.sha256s(slow) == before
 
 
+def _interrupt_python(
+    script: str, slow: Path
+) -> tuple[str, str, subprocess.Popen[str]]:
+    """Run ``script`` over the slow view; SIGINT once it has printed OPEN and read 4 s more."""
+    proc = _start([sys.executable, "-c", script, str(slow), SLOW_VIEW])
+    assert proc.stdout is not None
+    assert proc.stdout.readline().split() == ["OPEN"]
+    opened = sum(psutil.Process(proc.pid).cpu_times()[:2])
+    _wait_for_cpu(proc.pid, opened + 4.0)
+    out, err = _interrupt(proc)
+    return out, err, proc
+
+
 _READ = (
     "import sys\n"
     "from undertale_duck import ParquetDataset\n"
@@ -226,12 +239,7 @@ _READ = (
 
 @pytest.mark.heavy
 def test_ctrl_c_stops_a_window_read_from_python(slow: Path) -> None:
-    proc = _start([sys.executable, "-c", _READ, str(slow), SLOW_VIEW])
-    assert proc.stdout is not None
-    assert proc.stdout.readline().split() == ["OPEN"]  # opened: ds[0] is reading
-    opened = sum(psutil.Process(proc.pid).cpu_times()[:2])
-    _wait_for_cpu(proc.pid, opened + 4.0)
-    out, err = _interrupt(proc)
+    out, err, proc = _interrupt_python(_READ, slow)  # ds[0] is reading
     assert proc.returncode == 0, err
     assert out.split() == ["INTERRUPTED", "8000000"], (out, err)
 
@@ -250,11 +258,6 @@ _READ_AHEAD = (
 def test_ctrl_c_exits_while_a_window_is_read_ahead(slow: Path) -> None:
     # the main thread is idle; Ctrl-C ends the script, and the exit hook, which waits for
     # read-ahead threads, interrupts their read rather than waiting hours for it
-    proc = _start([sys.executable, "-c", _READ_AHEAD, str(slow), SLOW_VIEW])
-    assert proc.stdout is not None
-    assert proc.stdout.readline().split() == ["OPEN"]
-    opened = sum(psutil.Process(proc.pid).cpu_times()[:2])
-    _wait_for_cpu(proc.pid, opened + 4.0)  # the read-ahead thread is reading
-    out, err = _interrupt(proc)
+    out, err, proc = _interrupt_python(_READ_AHEAD, slow)  # the read-ahead thread is reading
     assert proc.returncode != 0 and "KeyboardInterrupt" in err, err
     assert out == ""

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -28,8 +25,6 @@ from undertale_duck import (
 )
 from undertale_duck.core import windows as win
 from undertale_duck.core.source import read_footer
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _count(ds: ParquetDataset) -> int:
@@ -164,13 +159,7 @@ def test_describe_on_encrypted_columns_does_not_abort(tmp_path: Path) -> None:
     hf.encrypted(tmp_path / "enc.parquet", plaintext_footer=True)
     pq.write_table(datagen.table(0, 6), tmp_path / "good.parquet")
     before = hf.sha256s(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "undertale_duck", "describe", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    done = hf.run_python("-m", "undertale_duck", "describe", str(tmp_path), timeout=120)
     assert done.returncode >= 0, done.stderr  # not killed by a signal (abort: -6)
     assert "Traceback" not in done.stderr
     assert "encrypted" in done.stdout + done.stderr
@@ -302,13 +291,7 @@ def test_decompression_bomb_stops_at_the_budget(tmp_path: Path, understate: bool
     hf.bomb(path, 1024, understate=understate)  # 1 GiB of zeros in one row group
     assert path.stat().st_size < 256 << 10
     before = hf.sha256s(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    done = hf.run_python("-c", _PEAK, str(path))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "MemoryBudgetError:" in out and "bomb.parquet" in out, out
@@ -340,13 +323,7 @@ def test_dictionary_bomb_stops_at_the_budget_before_duckdb_materialises_it(
     hf.dictionary_bomb(path, 100_000, 256 << 10)  # 25 GiB of one 256 KiB string, ~1 KB file
     assert path.stat().st_size < 16 << 10
     before = hf.sha256s(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    done = hf.run_python("-c", _PEAK, str(path))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "MemoryBudgetError:" in out and "bomb.parquet" in out, out

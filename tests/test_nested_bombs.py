@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -17,8 +14,6 @@ from hypothesis import strategies as st
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
 from undertale_duck.core import nested
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("kind", hf.NESTED_KINDS)
@@ -162,13 +157,7 @@ def test_nested_dictionary_bomb_stops_before_rss_grows(tmp_path: Path, kind: str
     path = tmp_path / "bomb.parquet"
     hf.nested_dictionary_bomb(path, kind, 20_000, 256 << 10)  # 4.9 GiB decoded (map: 9.8)
     before = hf.sha256s(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    done = hf.run_python("-c", _PEAK, str(path))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "MemoryBudgetError:" in out and "bomb.parquet" in out and "column 'c'" in out, out
