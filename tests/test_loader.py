@@ -14,7 +14,7 @@ from torch.utils.data import get_worker_info
 from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, SchemaError, load
 from undertale_duck import schema as schemas
 from undertale_duck.training.loader import ChunkedLoader, default_start_method
-from undertale_duck.training.sampler import worker_windows
+from undertale_duck.training.order import worker_windows
 
 
 class Rows(schemas.Dataset):

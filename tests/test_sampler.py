@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 from torch.utils.data.distributed import DistributedSampler
 
 from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset
-from undertale_duck.training.sampler import interleave, shuffled_sequence
+from undertale_duck.training.order import interleave, shuffled_sequence
 
 
 # ---------------------------------------------------------------------- independent reference

@@ -14,7 +14,8 @@ from ..core.rows import Format
 from ..core.source import SourceLike
 from ..dataset import ParquetDataset
 from ..errors import ArgumentError
-from .sampler import ChunkedSampler, worker_windows
+from .order import worker_windows
+from .sampler import ChunkedSampler
 from .validated import validate_once
 
 
