@@ -72,6 +72,13 @@ def _wait_for_cpu(pid: int, seconds: float) -> None:
     raise AssertionError("the scan never started")
 
 
+def _assert_interrupted(proc: subprocess.Popen[str], out: str, err: str) -> None:
+    """The command stopped as Ctrl-C should stop it: exit 130, one line, no output."""
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert out == ""
+
+
 def _interrupt(proc: subprocess.Popen[str]) -> tuple[str, str]:
     proc.send_signal(signal.SIGINT)
     try:
@@ -89,9 +96,7 @@ def test_ctrl_c_stops_describe_scan_at_once(slow: Path) -> None:
     proc = _start(_cli("describe", str(slow), "--scan"))
     _wait_for_cpu(proc.pid, 4.0)
     out, err = _interrupt(proc)
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
-    assert out == ""
+    _assert_interrupted(proc, out, err)
     assert hf.sha256s(slow) == before
 
 
@@ -107,9 +112,7 @@ def test_ctrl_c_stops_validate_with_no_report_left(slow: Path, tmp_path: Path) -
     )
     _wait_for_cpu(proc.pid, 4.0)
     out, err = _interrupt(proc)
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
-    assert out == ""
+    _assert_interrupted(proc, out, err)
     assert list(out_dir.iterdir()) == []  # no report, no temporary file
     assert hf.sha256s(slow) == before
 
@@ -161,9 +164,7 @@ def test_ctrl_c_while_importing_prints_one_line(
         if proc.returncode != 0:
             break
     assert "Traceback" not in err
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
-    assert out == ""
+    _assert_interrupted(proc, out, err)
 
 
 @pytest.mark.heavy
@@ -178,9 +179,7 @@ def test_ctrl_c_stops_a_view_being_indexed(slow: Path, tmp_path: Path, command: 
     proc = _start(_cli(command, str(slow), *args, *where))
     _wait_for_cpu(proc.pid, 4.0)
     out, err = _interrupt(proc)
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
-    assert out == ""
+    _assert_interrupted(proc, out, err)
     assert hf.sha256s(slow) == before
 
 
@@ -205,9 +204,7 @@ def test_ctrl_c_stops_a_window_read_at_once(slow: Path, command: str) -> None:
     proc = _start(_cli(*args, "--query", SLOW_VIEW))
     _wait_for_cpu(proc.pid, READING_CPU)
     out, err = _interrupt(proc)
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
-    assert out == ""
+    _assert_interrupted(proc, out, err)
     assert hf.sha256s(slow) == before
 
 

@@ -7,13 +7,13 @@ check refuses every query node that only reads not. Each attack runs the real co
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import datagen
+import hostile_files as hf
 import pytest
 
 from undertale_duck import ParquetDataset
@@ -28,10 +28,6 @@ def data(tmp_path: Path) -> Path:
     root = tmp_path / "data"
     datagen.write_shards(root, [12, 9])
     return root
-
-
-def digest(root: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.iterdir())}
 
 
 def cli(*args: str, stdin: str | None = None) -> tuple[int, str]:
@@ -55,7 +51,7 @@ def overwrite(shard: Path) -> str:
 def test_a_copy_in_a_with_clause_never_overwrites_a_shard(
     data: Path, tmp_path: Path, files: str
 ) -> None:
-    before = digest(data)
+    before = hf.sha256s(data)
     shard = sorted(data.glob("*.parquet"))[0]
     elsewhere = tmp_path / "elsewhere.csv"
     for query in (
@@ -69,7 +65,7 @@ def test_a_copy_in_a_with_clause_never_overwrites_a_shard(
         assert status == 1 and "COPY inside a query" in shown, (query, shown)
     status, shown = cli("shell", str(data), "--sql-files", files, stdin=overwrite(shard) + ";\n")
     assert "COPY inside a query" in shown, shown
-    assert digest(data) == before and not elsewhere.exists()
+    assert hf.sha256s(data) == before and not elsewhere.exists()
 
 
 def test_data_modifying_with_clauses_are_refused_and_reads_still_run(data: Path) -> None:
