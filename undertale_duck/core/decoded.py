@@ -35,7 +35,8 @@ AMPLIFICATION = 4
 MARKER = "undertale_duck: a value is longer than the memory budget allows for one read"
 
 
-def _length_function(dtype: pa.DataType) -> str | None:
+def length_function(dtype: pa.DataType) -> str | None:
+    """DuckDB's length function for a string or binary column type, or None (no such values)."""
     if pa.types.is_dictionary(dtype):
         dtype = dtype.value_type
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
@@ -65,7 +66,7 @@ class ValueBound:
             f"{function}({sqlfiles.quote_identifier(name)})"
             for name in columns
             if name in names
-            and (function := _length_function(schema.field(name).type)) is not None
+            and (function := length_function(schema.field(name).type)) is not None
         ]
 
     def __bool__(self) -> bool:

@@ -32,8 +32,9 @@ import pyarrow.parquet as pq
 
 from ..errors import MemoryBudgetError, SourceError
 from . import footers
+from .decoded import length_function
 from .direct import row_groups
-from .pages import _header, _int
+from .pages import header_int, read_page_header
 from .source import Shard
 from .windows import Window
 
@@ -70,17 +71,8 @@ def nested_text(typ: pa.DataType) -> bool:
 
 
 def _text(typ: pa.DataType) -> bool:
-    if pa.types.is_dictionary(typ):
-        typ = typ.value_type
-    return bool(
-        pa.types.is_string(typ)
-        or pa.types.is_large_string(typ)
-        or pa.types.is_string_view(typ)
-        or pa.types.is_binary(typ)
-        or pa.types.is_large_binary(typ)
-        or pa.types.is_binary_view(typ)
-        or nested_text(typ)
-    )
+    """Whether a type is string or binary (as the top-level bound sees them), or nests them."""
+    return length_function(typ) is not None or nested_text(typ)
 
 
 class NestedBound:
@@ -229,11 +221,11 @@ def _chunk_bound(
     pos, bound, longest, pages, count = start, 0, -1, 0, 0
     while pos < end:
         pages += 1
-        parsed = _header(fh, pos, end)
+        parsed = read_page_header(fh, pos, end)
         if parsed is None or pages > MAX_PAGES:
             return None
         header, length = parsed
-        kind, raw, packed = _int(header, 1), _int(header, 2), _int(header, 3)
+        kind, raw, packed = header_int(header, 1), header_int(header, 2), header_int(header, 3)
         body = pos + length
         pos = body + packed
         if kind == 2:  # dictionary page
@@ -244,10 +236,10 @@ def _chunk_bound(
             continue
         if kind == 0:
             page = header.get(5)
-            values, encoding = _int(page, 1), _int(page, 2)
+            values, encoding = header_int(page, 1), header_int(page, 2)
         elif kind == 3:
             page = header.get(8)
-            values, encoding = _int(page, 1), _int(page, 4)
+            values, encoding = header_int(page, 1), header_int(page, 4)
         else:
             continue  # an index page: no values
         count += values

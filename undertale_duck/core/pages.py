@@ -177,7 +177,7 @@ def _leaves(
     return out
 
 
-def _header(fh: BinaryIO, pos: int, end: int) -> tuple[dict[int, object], int] | None:
+def read_page_header(fh: BinaryIO, pos: int, end: int) -> tuple[dict[int, object], int] | None:
     """Parse the page header at ``pos``: ``(fields, header length)``, or None."""
     size = HEADER_READ
     while True:
@@ -194,7 +194,8 @@ def _header(fh: BinaryIO, pos: int, end: int) -> tuple[dict[int, object], int] |
             return None
 
 
-def _int(fields: object, fid: int) -> int:
+def header_int(fields: object, fid: int) -> int:
+    """Field ``fid`` of a parsed page header (struct), a non-negative int; else ValueError."""
     value = fields.get(fid) if isinstance(fields, dict) else None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"page header field {fid} missing or negative")
@@ -220,11 +221,11 @@ def _chunk_bound(
     pos, bound, peak, dict_bytes, pages, count = start, 0, 0, 0, 0, 0
     while pos < end:
         pages += 1
-        parsed = _header(fh, pos, end)
+        parsed = read_page_header(fh, pos, end)
         if parsed is None or pages > MAX_PAGES:
             return None
         header, length = parsed
-        kind, raw, packed = _int(header, 1), _int(header, 2), _int(header, 3)
+        kind, raw, packed = header_int(header, 1), header_int(header, 2), header_int(header, 3)
         if 4 in header:  # a CRC: whether each reader checks it is not known to agree
             return None
         if plain and raw != packed:  # DuckDB refuses such a page
@@ -232,22 +233,23 @@ def _chunk_bound(
         pos += length + packed
         peak = max(peak, raw + packed)
         if kind == 2:  # dictionary page: before every data page, once
-            if pages != 1 or _int(header.get(7), 2) not in (0, 2):
+            if pages != 1 or header_int(header.get(7), 2) not in (0, 2):
                 return None
             dict_bytes, has_dict = raw, True
-            bound += raw + _int(header.get(7), 1) * VALUE_OVERHEAD
+            bound += raw + header_int(header.get(7), 1) * VALUE_OVERHEAD
             continue
         if kind == 0:
             page = header.get(5)
-            values, encoding = _int(page, 1), _int(page, 2)
-            if _int(page, 3) not in LEVEL_ENCODINGS or _int(page, 4) not in LEVEL_ENCODINGS:
+            values, encoding = header_int(page, 1), header_int(page, 2)
+            levels = (header_int(page, 3), header_int(page, 4))
+            if any(level not in LEVEL_ENCODINGS for level in levels):
                 return None
             v2_rows = None
         elif kind == 3:
             page = header.get(8)
-            values, encoding = _int(page, 1), _int(page, 4)
+            values, encoding = header_int(page, 1), header_int(page, 4)
             if v2_rows is not None:
-                v2_rows += _int(page, 3)
+                v2_rows += header_int(page, 3)
         else:
             return None
         if not (encoding in ENCODINGS or (fp and encoding == BYTE_STREAM_SPLIT)):
