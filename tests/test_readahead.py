@@ -8,11 +8,12 @@ from pathlib import Path
 
 import datagen
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError, ParquetDataset
-from undertale_duck.core.readahead import ReadAhead, usable_cores
+from undertale_duck.core.readahead import ReadAhead, in_loader_worker, usable_cores
 
 SIZES = [700, 0, 1300, 500]
 
@@ -160,3 +161,23 @@ def test_shuffled_window_order_any_depth(
     ds.reader.stop_read_ahead()
     assert ds.reader.read_depth <= depth
     ds.close()
+
+
+class _Probe(torch.utils.data.Dataset[bool]):
+    """Answers, from wherever it is read, whether that is a DataLoader worker."""
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> bool:
+        return in_loader_worker()
+
+
+def test_loader_workers_are_recognised() -> None:
+    assert in_loader_worker() is False  # the test process itself
+    inline = [bool(b) for b in torch.utils.data.DataLoader(_Probe(), batch_size=None)]
+    assert inline == [False, False]
+    worker = torch.utils.data.DataLoader(
+        _Probe(), batch_size=None, num_workers=1, multiprocessing_context="fork"
+    )
+    assert [bool(b) for b in worker] == [True, True]  # so a reader made there reads one window
