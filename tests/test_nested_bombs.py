@@ -130,7 +130,7 @@ def test_exact_weight_is_the_bytes_of_the_values(
         sliced = pa.ListArray.from_arrays(array.offsets, flat, mask=array.is_null()).slice(
             start, stop - start
         )
-    assert nested._bytes(sliced) == sum(_utf8(v) for v in rows[start:stop])
+    assert nested.value_bytes(sliced) == sum(_utf8(v) for v in rows[start:stop])
 
 
 _PEAK = textwrap.dedent(

@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
         args.source,
         fmt=args.format,
         sql_files=args.sql_files,
+        memory=args.memory,
         storage_options=storage_options(args),
         view=view_arguments(args),
     )

@@ -24,6 +24,7 @@ from .command import (
     has_view,
     input_files,
     open_dataset,
+    query_session,
     read_text_argument,
     storage_options,
     to_stdout,
@@ -72,20 +73,19 @@ def _session(args: argparse.Namespace) -> Iterator[tuple[QuerySession, list[str]
     With ``--query``/``--where`` it is the session of ``ds.sql`` on the view's dataset:
     ``dataset`` is every shard and ``dataset_view`` the view.
     """
-    from ..core.duck import default_duckdb_config
-    from ..core.query import QuerySession
     from ..core.source import Source
 
     view = view_arguments(args)
     if has_view(view):
         with open_dataset(
-            args.source, None, storage_options(args), view, sql_files=args.sql_files
+            args.source, None, storage_options(args), view, sql_files=args.sql_files,
+            memory=args.memory,
         ) as ds:
             yield ds.sql_session, ds.source.paths
         return
     src = Source(args.source, storage_options=storage_options(args))
     # the session runs each batch so that Ctrl-C interrupts DuckDB at once (core/interrupt.py)
-    session = QuerySession(src, default_duckdb_config(), sql_files=args.sql_files)
+    session = query_session(src, args.sql_files, args.memory)
     try:
         yield session, src.paths
     finally:

@@ -16,7 +16,8 @@ import pyarrow as pa
 from ..errors import ArgumentError
 
 if TYPE_CHECKING:
-    from ..core.query import SqlFiles
+    from ..core.query import QuerySession, SqlFiles
+    from ..core.source import Source
     from ..dataset import ParquetDataset
 
 #: Exit statuses shared by every subcommand.
@@ -24,6 +25,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a query failed or was refused, or validation found problems
 EXIT_USAGE = 2  # bad usage or bad input (paths, options, files), or an unexpected error
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+
+#: The memory budget of ad hoc SQL in MiB unless ``--memory`` says (``ParquetDataset``'s).
+DEFAULT_MEMORY_MIB = 4096
 
 #: Longest query text read from ``@FILE`` or standard input (and given as QUERY).
 MAX_QUERY_BYTES = 1 << 20
@@ -98,7 +102,7 @@ def count(text: str) -> int:
 
 
 def add_sql_files(parser: argparse.ArgumentParser) -> None:
-    """Add ``--sql-files dataset|any`` (what files ad hoc SQL may read; docs/sql.md).
+    """Add ``--sql-files dataset|any`` and ``--memory MIB`` (ad hoc SQL's limits; docs/sql.md).
 
     Args:
         parser: A command's parser.
@@ -110,6 +114,39 @@ def add_sql_files(parser: argparse.ArgumentParser) -> None:
         help="files SQL may read: only the dataset's shards (default), or any file the user "
         "can read (e.g. to join a CSV)",
     )
+    parser.add_argument(
+        "--memory",
+        type=count,
+        default=DEFAULT_MEMORY_MIB,
+        metavar="MIB",
+        help=f"memory budget in MiB (default {DEFAULT_MEMORY_MIB}, as ParquetDataset's "
+        "memory=): DuckDB's memory limit, and a query whose result would hold more string "
+        "values at once than it allows (a dictionary bomb) is refused before it runs; 0: "
+        "no budget",
+    )
+
+
+def query_session(
+    source: Source, sql_files: SqlFiles, memory: int
+) -> QuerySession:
+    """A read-only ad hoc SQL session over a source, within a memory budget.
+
+    Args:
+        source: The opened source.
+        sql_files: ``--sql-files``.
+        memory: ``--memory`` in MiB (0: no budget).
+
+    Returns:
+        The session (close it when done).
+    """
+    from ..core import query as querymod
+    from ..core.duck import default_duckdb_config
+
+    config = default_duckdb_config()
+    budget = memory << 20
+    if budget:
+        config["memory_limit"] = querymod.memory_limit(budget)
+    return querymod.QuerySession(source, config, sql_files=sql_files, memory_bytes=budget)
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -275,6 +312,7 @@ def open_dataset(
     view: Mapping[str, Any] | None = None,
     *,
     sql_files: SqlFiles = "any",
+    memory: float = DEFAULT_MEMORY_MIB,
 ) -> Iterator[ParquetDataset]:
     """Open a source as a ``ParquetDataset`` (rows as the library returns them).
 
@@ -284,6 +322,7 @@ def open_dataset(
         options: ``--storage-option`` values for a URL source.
         view: ``query``/``where``/``tables`` from :func:`view_arguments`, for a view.
         sql_files: ``--sql-files`` for the dataset's ad hoc SQL (``ds.sql``).
+        memory: The dataset's memory budget in MiB (``--memory``).
 
     Yields:
         The dataset, closed on the way out (its read-ahead thread must not be inside DuckDB
@@ -308,6 +347,7 @@ def open_dataset(
         where=view.get("where"),
         tables=view.get("tables"),
         sql_files=sql_files,
+        memory=memory,
     )
     try:
         yield ds

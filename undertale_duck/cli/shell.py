@@ -382,6 +382,7 @@ def main(
     sql_files: querymod.SqlFiles = "dataset",
     storage_options: Mapping[str, Any] | None = None,
     view: Mapping[str, Any] | None = None,
+    memory: int = 4096,
 ) -> int:
     """Run the shell over a dataset source (``undertale-duck shell``).
 
@@ -394,6 +395,7 @@ def main(
         view: ``query=``/``where=``/``tables=`` of a view (``shell --query``): statements
             then see it as ``dataset_view``, as ``ds.sql`` does; ``dataset`` stays every
             shard.
+        memory: The memory budget in MiB (``--memory``; 0: none).
 
     Returns:
         The exit status (see :meth:`Shell.run`).
@@ -402,7 +404,7 @@ def main(
         SourceError: If the source cannot be opened.
         QueryError: If the view's query cannot be served row by row.
     """
-    src, session, close, view_rows = _open(source, sql_files, storage_options, view)
+    src, session, close, view_rows = _open(source, sql_files, storage_options, view, memory)
     interactive = sys.stdin.isatty()
     try:
         with line_editing(interactive, src.paths, source):
@@ -425,25 +427,25 @@ def _open(
     sql_files: querymod.SqlFiles,
     storage_options: Mapping[str, Any] | None,
     view: Mapping[str, Any] | None,
+    memory: int,
 ) -> tuple[Source, querymod.QuerySession, Callable[[], None], int | None]:
     """The source, the session statements run in, what closes it, and the view's rows.
 
     With a view the session is the view's dataset's (``ds.sql``): ``dataset_view`` is the
     view. The view is opened (indexed) here, so a refused query fails before any prompt.
     """
-    from ..core.duck import default_duckdb_config
     from ..core.source import Source
-    from .command import has_view, open_dataset
+    from .command import has_view, open_dataset, query_session
 
     if view is not None and has_view(view):
         stack = contextlib.ExitStack()
         ds = stack.enter_context(
             open_dataset(source, None, dict(storage_options or {}) or None, view,
-                         sql_files=sql_files)
+                         sql_files=sql_files, memory=memory)
         )
         return ds.source, ds.sql_session, stack.close, len(ds)
     src = Source(source, storage_options=storage_options)
-    session = querymod.QuerySession(src, default_duckdb_config(), sql_files=sql_files)
+    session = query_session(src, sql_files, memory)
     return src, session, session.close, None
 
 

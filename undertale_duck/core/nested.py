@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -210,6 +210,45 @@ def _chunk_bound(
     fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData
 ) -> tuple[int, int] | None:
     """Walk one column chunk's page headers: most bytes its values decode to, values; or None."""
+    pages = chunk_pages(fh, size, chunk)
+    if pages is None:
+        return None
+    return sum(page.bound for page in pages), sum(page.values for page in pages)
+
+
+class Page(NamedTuple):
+    """One data page of a byte-array column chunk, as its header records it.
+
+    Attributes:
+        values: The page's values (nulls included).
+        bound: The most bytes its values decode to.
+        each: The most bytes one of its values decodes to.
+        dictionary: Whether its values are indices into the dictionary page.
+    """
+
+    values: int
+    bound: int
+    each: int
+    dictionary: bool = False
+
+
+def chunk_pages(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData) -> list[Page] | None:
+    """Walk a byte-array column chunk's page headers: what each data page decodes to at most.
+
+    A dictionary-encoded page decodes to at most its values times the longest entry of the
+    chunk's dictionary page (read and scanned here); a plain page to its own size; a
+    DELTA_BYTE_ARRAY page to its values times its size.
+
+    Args:
+        fh: The shard file, open for reading.
+        size: The file's size.
+        chunk: The column chunk's footer entry.
+
+    Returns:
+        The data pages in file order, or None when they cannot be followed here (an unknown
+        codec or encoding, a header that does not parse, too many pages, a chunk past the
+        file).
+    """
     start = int(chunk.data_page_offset)
     dictionary = int(chunk.dictionary_page_offset or 0)
     if chunk.has_dictionary_page and 0 < dictionary < start:
@@ -218,11 +257,12 @@ def _chunk_bound(
     codec = chunk.compression
     if start < 4 or end > size or end <= start or (codec != "UNCOMPRESSED" and codec not in CODECS):
         return None
-    pos, bound, longest, pages, count = start, 0, -1, 0, 0
+    pos, longest, count = start, -1, 0
+    out: list[Page] = []
     while pos < end:
-        pages += 1
+        count += 1
         parsed = read_page_header(fh, pos, end)
-        if parsed is None or pages > MAX_PAGES:
+        if parsed is None or count > MAX_PAGES:
             return None
         header, length = parsed
         kind, raw, packed = header_int(header, 1), header_int(header, 2), header_int(header, 3)
@@ -242,20 +282,19 @@ def _chunk_bound(
             values, encoding = header_int(page, 1), header_int(page, 4)
         else:
             continue  # an index page: no values
-        count += values
         if encoding in (2, 8):  # PLAIN_DICTIONARY, RLE_DICTIONARY
             if longest < 0:
                 return None
-            bound += values * longest
+            out.append(Page(values, values * longest, longest, True))
         elif encoding in (0, 6):  # PLAIN, DELTA_LENGTH_BYTE_ARRAY: values are in the page
-            bound += raw
+            out.append(Page(values, raw, raw))
         elif encoding == 7:  # DELTA_BYTE_ARRAY: a value is at most the page long
-            bound += values * raw
+            out.append(Page(values, values * raw, raw))
         else:
             return None
     # values as the pages record them: what pyarrow and DuckDB decode (a footer that
     # disagrees is reported by DuckDB's read)
-    return (bound, count) if pos == end else None
+    return out if pos == end else None
 
 
 def _longest(fh: BinaryIO, body: int, packed: int, raw: int, codec: str) -> int | None:
@@ -299,14 +338,14 @@ def _exact(
             table = f.read_row_groups(groups, columns=paths, use_threads=False)
         table = table.slice(skip, rows)
         return {
-            name: sum(_bytes(chunk) for chunk in table.column(name).chunks)
+            name: sum(value_bytes(chunk) for chunk in table.column(name).chunks)
             for name in table.column_names
         }
     except (OSError, ValueError, KeyError, IndexError, TypeError, pa.ArrowException):
         return None
 
 
-def _bytes(array: pa.Array) -> int:
+def value_bytes(array: pa.Array) -> int:
     """Bytes of the string and binary values of ``array`` at any depth, without decoding."""
     typ = array.type
     if pa.types.is_dictionary(typ):
@@ -317,14 +356,14 @@ def _bytes(array: pa.Array) -> int:
     if _text(typ) and not nested_text(typ):
         return int(pc.sum(pc.binary_length(array)).as_py() or 0)
     if isinstance(array, pa.StructArray):
-        return sum(_bytes(child) for child in array.flatten())
+        return sum(value_bytes(child) for child in array.flatten())
     if isinstance(array, pa.FixedSizeListArray):
-        return _bytes(array.flatten())
+        return value_bytes(array.flatten())
     if isinstance(array, (pa.ListArray, pa.LargeListArray)):  # a map too: key-value structs
         if not len(array):
             return 0
         first, last = array.offsets[0].as_py(), array.offsets[-1].as_py()
-        return _bytes(array.values.slice(first, last - first))
+        return value_bytes(array.values.slice(first, last - first))
     return 0
 
 
@@ -332,4 +371,4 @@ def _size(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.1f} MiB"
 
 
-__all__ = ["NestedBound", "nested_text"]
+__all__ = ["NestedBound", "Page", "chunk_pages", "nested_text", "value_bytes"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -13,7 +14,7 @@ import pyarrow as pa
 
 from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, ReadOnlyError
-from . import blame, failures, lifecycle, sqlfiles
+from . import blame, failures, lifecycle, sqlfiles, vectors
 from .connection import Connection
 from .duck import duckdb_path
 from .interrupt import interruptible
@@ -113,6 +114,9 @@ class QuerySession:
         sql_files: ``"any"`` (DuckDB may read any file the process can, e.g. to join a CSV)
             or ``"dataset"`` (only the shards: ``read_text('/etc/passwd')`` is refused).
         max_bytes: The most bytes :meth:`table` collects (None: no limit).
+        memory_bytes: The memory budget a query's result vectors must fit (0: not checked):
+            a query that may return string or binary columns whose DuckDB vectors would pass
+            it (a dictionary bomb) is refused before it runs (:mod:`vectors`).
         setup: Called with the database once the view exists (a view's side tables).
         readable: Other files confined SQL may read (a view's side tables).
 
@@ -129,13 +133,17 @@ class QuerySession:
         max_bytes: int | None = None,
         setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
         readable: Sequence[str] = (),
+        memory_bytes: int = 0,
     ) -> None:
         if sql_files not in SQL_FILES:
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
         self.sql_files: SqlFiles = sql_files
         self.max_bytes = max_bytes
+        self.memory_bytes = memory_bytes
         self.source = source
+        self._vectors: vectors.VectorBound | None = None
         settings = dict(config or {})
+        self._threads = _threads(settings.get("threads"))
         settings.pop("lock_configuration", None)  # locked after setup, whatever it says
         self._connection = _QueryConnection(
             source.paths,
@@ -224,16 +232,33 @@ class QuerySession:
             ) from None
         if self._connection.view_error is not None:
             raise blame.view_failure(self.source, base, self._connection.view_error)
-        for statement in found:  # a statement that would write is refused as such
-            check_statement(statement, base)
+        trees = [check_statement(s, base) for s in found]  # one that writes: refused as such
         if len(found) != 1:
             raise QueryError(
                 f"the query holds {len(found)} statements; run one statement at a time"
             )
         cursor = base.cursor()
-        stream = _Stream(self, cursor, query, params, batch_rows)
+        names = vectors.referenced(*trees[0])
+        stream = _Stream(self, cursor, query, params, batch_rows, names)
         self._streams.add(stream)
         return stream
+
+    def check_vectors(self, names: frozenset[str] | None, types: Sequence[Any]) -> None:
+        """Refuse a query whose result vectors would pass the memory budget (:mod:`vectors`).
+
+        Args:
+            names: The names the query's column references use (None: every column).
+            types: The result's DuckDB column types.
+
+        Raises:
+            MemoryBudgetError: Naming the shard and column.
+        """
+        if not self.memory_bytes:
+            return
+        if self._vectors is None:
+            self._vectors = vectors.VectorBound(self.source)
+        columns = self._vectors.columns(names, vectors.text_result(types))
+        self._vectors.check(columns, self.memory_bytes, self._threads)
 
     def _after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
         """After a query: the catalog must be as it was, and (if asked) the shards too."""
@@ -309,6 +334,7 @@ class _Stream:
         query: str,
         params: Params,
         batch_rows: int,
+        names: frozenset[str] | None = None,
     ) -> None:
         self._session = session
         self._cursor: duckdb.DuckDBPyConnection | None = cursor
@@ -319,6 +345,8 @@ class _Stream:
             relation = cursor.sql(query, params=params)
             if relation is None:  # pragma: no cover - only SELECT-like statements get here
                 return pa.RecordBatchReader.from_batches(pa.schema([]), [])
+            # bound before DuckDB builds a vector: binding the query runs nothing
+            session.check_vectors(names, relation.types)
             return relation.to_arrow_reader(batch_rows)
 
         try:
@@ -415,6 +443,15 @@ def _size(n: int) -> str:
     if n >= 1 << 20:
         return f"{n / (1 << 20):.1f} MiB"
     return f"{n:,} bytes"
+
+
+def _threads(setting: Any) -> int:
+    """DuckDB's threads from a ``threads`` setting (the machine's cores when unset or odd)."""
+    try:
+        threads = int(setting)
+    except (TypeError, ValueError):
+        threads = 0
+    return threads if threads > 0 else os.cpu_count() or 1
 
 
 def result_limit(memory_bytes: int) -> int:

@@ -126,12 +126,16 @@ def check_read_only(query: str, cursor: duckdb.DuckDBPyConnection | None = None)
 
 def check_statement(
     statement: duckdb.Statement, cursor: duckdb.DuckDBPyConnection | None = None
-) -> None:
+) -> tuple[Any, str]:
     """Refuse one statement unless it only reads (see :func:`check_read_only`).
 
     Args:
         statement: A statement from :func:`statements`.
         cursor: A DuckDB connection to parse with (a private one when None).
+
+    Returns:
+        Its syntax tree (``json_serialize_sql``) and the text it was parsed from (for an
+        EXPLAIN, the statement it explains).
 
     Raises:
         ReadOnlyError: If the statement could write, change state or run SQL given as text.
@@ -180,6 +184,7 @@ def check_statement(
                 f"{name}(..., {bad[0]} = ...) is refused: it creates tables in the database; "
                 f"{READ_ONLY}"
             )
+    return tree, text
 
 
 # --------------------------------------------------------------------------- parsing

@@ -46,6 +46,7 @@ class SqlAccess:
                 config,
                 sql_files=self.sql_files,
                 max_bytes=querymod.result_limit(self.memory_bytes),
+                memory_bytes=self.memory_bytes,
                 setup=None if self.view is None else self.view.setup,
                 readable=[] if self.view is None else [s.path for s in self.view.sides if s.path],
             )

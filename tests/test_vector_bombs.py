@@ -1,0 +1,308 @@
+"""Ad hoc SQL is refused before DuckDB builds result vectors that pass the memory budget."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import hostile_files as hf
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from undertale_duck import MemoryBudgetError, ParquetDataset
+from undertale_duck.core import vectors
+from undertale_duck.core.nested import Page
+
+KIB = 1 << 10
+
+
+def _bomb(path: Path, rows: int, length: int, *, binary: bool = False) -> None:
+    """``id`` = the row index and ``s``: every row the one ``length``-byte dictionary entry."""
+    value: Any = b"x" * length if binary else "x" * (length - 1) + "y"
+    dictionary = pa.array([value], pa.binary() if binary else pa.string())
+    column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), dictionary)
+    pq.write_table(pa.table({"id": np.arange(rows), "s": column}), path, compression="zstd",
+                   store_schema=False)
+
+
+def test_dictionary_bomb_in_ad_hoc_sql_is_refused_naming_shard_and_column(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bomb.parquet"
+    _bomb(path, 50_000, 64 * KIB)  # 3 GiB decoded from a file of a few KB
+    assert path.stat().st_size < 256 * KIB
+    before = hf.sha256s(tmp_path)
+    ds = ParquetDataset(path, memory=64)
+    for query in (
+        "SELECT * FROM dataset",
+        "SELECT s FROM dataset WHERE id % 2 = 0",
+        "SELECT upper(s) AS u FROM dataset",
+        "SELECT id, s || 'z' FROM dataset",
+    ):
+        with pytest.raises(MemoryBudgetError, match="dictionary bomb") as info:
+            ds.sql(query)
+        assert info.value.path == str(path)
+        assert "column 's'" in str(info.value) and "128.0 MiB" in str(info.value)
+    with pytest.raises(MemoryBudgetError):  # one row per batch still builds whole vectors
+        ds.sql_batches("SELECT s FROM dataset", batch_rows=1)
+    # what never copies the strings into a result runs
+    assert ds.sql("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": 50_000}]
+    assert ds.sql("SELECT max(strlen(s)) AS m FROM dataset").to_pylist() == [{"m": 64 * KIB}]
+    assert ds.sql("SELECT sum(id) AS t FROM dataset WHERE s LIKE 'x%y'").to_pylist() == [
+        {"t": sum(range(50_000))}
+    ]
+    assert ds.sql("DESCRIBE dataset").num_rows == 2
+    # a budget that holds the vectors lets the query run (the bytes are real)
+    big = ParquetDataset(path, memory=1024, duckdb_config={"threads": 1})
+    assert big.sql("SELECT s FROM dataset LIMIT 3").column("s").to_pylist() == [
+        "x" * (64 * KIB - 1) + "y"
+    ] * 3
+    assert hf.sha256s(tmp_path) == before
+
+
+def test_binary_bomb_is_refused_too(tmp_path: Path) -> None:
+    path = tmp_path / "blob.parquet"
+    _bomb(path, 10_000, 64 * KIB, binary=True)
+    with pytest.raises(MemoryBudgetError, match="column 's'"):
+        ParquetDataset(path, memory=64).sql("SELECT s FROM dataset")
+    assert ParquetDataset(path, memory=64).sql("SELECT octet_length(s) AS n FROM dataset "
+                                                "LIMIT 1").to_pylist() == [{"n": 64 * KIB}]
+
+
+@pytest.mark.parametrize("threads, refused", [(1, False), (2, False), (4, True)])
+def test_vectors_counted_per_thread_plus_one(tmp_path: Path, threads: int, refused: bool) -> None:
+    # 2048 rows of 8 KiB: 16 MiB per vector; 64 MiB holds 2 or 3 of them, not 5
+    path = tmp_path / "mid.parquet"
+    _bomb(path, 4096, 8 * KIB)
+    ds = ParquetDataset(path, memory=64, duckdb_config={"threads": threads})
+    if refused:
+        with pytest.raises(MemoryBudgetError, match=f"builds {threads + 1} vectors"):
+            ds.sql("SELECT s FROM dataset")
+    else:
+        assert ds.sql("SELECT s FROM dataset").num_rows == 4096
+
+
+def test_memory_zero_turns_the_check_off(tmp_path: Path) -> None:
+    path = tmp_path / "mid.parquet"
+    _bomb(path, 2048, 16 * KIB)  # 32 MiB per vector
+    with pytest.raises(MemoryBudgetError):
+        ParquetDataset(path, memory=64).sql("SELECT s FROM dataset")
+    assert ParquetDataset(path, memory=0).sql("SELECT s FROM dataset").num_rows == 2048
+
+
+@pytest.mark.parametrize("kind", hf.NESTED_KINDS)
+def test_nested_bomb_is_refused_whenever_the_query_names_it(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "nested.parquet"
+    hf.nested_dictionary_bomb(path, kind, 4000, 64 * KIB)
+    before = hf.sha256s(tmp_path)
+    ds = ParquetDataset(path, memory=64)
+    for query in ("SELECT * FROM dataset", "SELECT c FROM dataset",
+                  "SELECT c IS NULL FROM dataset"):
+        # DuckDB copies nested strings as it scans them, whatever the result holds
+        with pytest.raises(MemoryBudgetError, match="column 'c'") as info:
+            ds.sql(query)
+        assert info.value.path == str(path)
+    assert ds.sql("SELECT sum(id) AS t FROM dataset").to_pylist() == [{"t": sum(range(4000))}]
+    assert hf.sha256s(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT d FROM dataset d",  # the whole row as a struct
+        "SELECT dataset FROM dataset",
+        'SELECT "S" FROM dataset',  # any spelling of the name
+        "SELECT COLUMNS('^s$') FROM dataset",
+        "SELECT #2 FROM dataset",
+        "SELECT x FROM (SELECT s AS x FROM dataset)",
+        "WITH t AS (SELECT * FROM dataset) SELECT t.s FROM t",
+        "SELECT s FROM dataset UNION ALL SELECT 'a'",
+        "SELECT list_transform([s], lambda v: v) FROM dataset",
+        "SELECT dataset.s FROM dataset",
+        "FROM dataset",
+        "SUMMARIZE dataset",
+        "SELECT * FROM read_parquet($p)",
+    ],
+)
+def test_every_way_to_return_the_column_is_seen(tmp_path: Path, query: str) -> None:
+    path = tmp_path / "bomb.parquet"
+    _bomb(path, 20_000, 64 * KIB)
+    ds = ParquetDataset(path, memory=64)
+    params = {"p": str(path)} if "$p" in query else None
+    with pytest.raises(MemoryBudgetError, match="column 's'"):
+        ds.sql(query, params)
+
+
+def test_bomb_in_one_shard_of_many_names_that_shard(tmp_path: Path) -> None:
+    rows = 3000
+    for n in range(3):
+        pq.write_table(
+            pa.table({"id": np.arange(n * rows, (n + 1) * rows),
+                      "s": [f"v{i}" for i in range(n * rows, (n + 1) * rows)]}),
+            tmp_path / f"part-{n}.parquet",
+        )
+    bomb = tmp_path / "part-3.parquet"
+    _bomb(bomb, rows, 128 * KIB)
+    table = pq.read_table(bomb)
+    pq.write_table(table.set_column(0, "id", pa.array(np.arange(3 * rows, 4 * rows))), bomb)
+    ds = ParquetDataset(tmp_path, memory=64)
+    with pytest.raises(MemoryBudgetError) as info:
+        ds.sql("SELECT s FROM dataset WHERE id < 10")
+    assert info.value.path == str(bomb)
+    assert ds.sql("SELECT sum(id) AS t FROM dataset").to_pylist() == [{"t": sum(range(4 * rows))}]
+
+
+def test_long_values_among_short_ones_are_returned(tmp_path: Path) -> None:
+    # the page headers' bound passes the budget (a 300 KiB dictionary entry); the exact
+    # weighing finds one long value per vector at most: the query runs
+    rows = 20_000
+    texts = [f"row {i}" for i in range(rows)]
+    for i in (5, 12_345, 19_999):
+        texts[i] = "L" * (300 * KIB) + str(i)
+    path = tmp_path / "outliers.parquet"
+    pq.write_table(pa.table({"id": np.arange(rows), "s": texts}), path)
+    ds = ParquetDataset(path, memory=64)
+    got = ds.sql("SELECT id, s FROM dataset ORDER BY id").to_pydict()
+    assert got == {"id": list(range(rows)), "s": texts}
+
+
+def test_plain_long_values_count_as_what_they_are(tmp_path: Path) -> None:
+    # 4000 distinct 40 KiB values, no dictionary: 80 MiB per vector of real data
+    rows = 4000
+    texts = [f"{i:06d}" + "z" * (40 * KIB) for i in range(rows)]
+    path = tmp_path / "long.parquet"
+    pq.write_table(pa.table({"s": texts}), path, use_dictionary=False)
+    with pytest.raises(MemoryBudgetError, match="very long values"):
+        ParquetDataset(path, memory=64).sql("SELECT s FROM dataset")
+    ds = ParquetDataset(path, memory=512)
+    assert ds.sql("SELECT s FROM dataset").column("s").to_pylist() == texts
+
+
+def test_ordinary_strings_are_never_refused(tmp_path: Path) -> None:
+    import datagen
+
+    datagen.write_shards(tmp_path / "d", [2000, 1500, 1500])
+    ds = ParquetDataset(tmp_path / "d", memory=64)
+    got = ds.sql("SELECT * FROM dataset").to_pylist()
+    assert [datagen.plain(r) for r in got] == [datagen.plain(r) for r in datagen.expected(5000)]
+
+
+# --------------------------------------------------------------------------- invariants
+def _brute(pages: list[Page]) -> int:
+    """Most bytes any VECTOR_ROWS consecutive values can take, value by value."""
+    owner = [i for i, page in enumerate(pages) for _ in range(page.values)]
+    worst = 0
+    for start in range(max(1, len(owner))):
+        taken: dict[int, int] = {}
+        for i in owner[start:start + vectors.VECTOR_ROWS]:
+            taken[i] = taken.get(i, 0) + 1
+        worst = max(worst, sum(min(pages[i].bound, n * pages[i].each) for i, n in taken.items()))
+    return worst
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 3000), st.integers(0, 1 << 20), st.integers(0, 1 << 12)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_window_bound_covers_every_vector(spec: list[tuple[int, int, int]]) -> None:
+    pages = [Page(values, bound, each) for values, bound, each in spec]
+    assert vectors._window(pages) >= _brute(pages)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("sS\"'`;\n-/*() ,.x")), max_size=20))
+def test_referenced_names_hold_every_quoted_spelling(name: str) -> None:
+    con = duckdb.connect()
+    ident = '"' + name.replace('"', '""') + '"'
+    text = con.execute("SELECT json_serialize_sql($q)", {"q": f"SELECT {ident} FROM dataset"})
+    import json
+
+    tree = json.loads(text.fetchone()[0])  # type: ignore[index]
+    if tree.get("error"):
+        return
+    names = vectors.referenced(tree, f"SELECT {ident} FROM dataset")
+    assert names is not None and name.lower() in names
+
+
+def test_text_result_sees_strings_at_any_depth() -> None:
+    con = duckdb.connect()
+    for sql, text in [
+        ("SELECT 1, 2.5, DATE '2024-01-01'", False),
+        ("SELECT 'a'", True),
+        ("SELECT 'a'::BLOB", True),
+        ("SELECT [[{'k': 'v'}]]", True),
+        ("SELECT MAP {1: 'a'}", True),
+        ("SELECT {'a': 1, 'b': [2]}", False),
+        ("SELECT union_value(t := 'x')", True),
+    ]:
+        assert vectors.text_result(con.sql(sql).types) is text, sql
+
+
+# --------------------------------------------------------------------------- RSS and CLI
+_PEAK = textwrap.dedent(
+    """
+    import sys, warnings
+    warnings.simplefilter("ignore")
+    from undertale_duck import MemoryBudgetError, ParquetDataset  # imports torch
+    def hwm():
+        return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:")))
+    ds = ParquetDataset(sys.argv[1], memory=64)
+    ds.sql("SELECT 1")  # the fixed footprint of a first query
+    before = hwm()
+    try:
+        ds.sql(sys.argv[2])
+        print("RAN")
+    except MemoryBudgetError as exc:
+        print("MemoryBudgetError:", exc)
+    print("GREW_KIB", hwm() - before)
+    """
+)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("kind", ["top", "struct"])
+def test_bomb_query_stops_before_rss_grows(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "bomb.parquet"
+    if kind == "top":
+        _bomb(path, 100_000, 256 * KIB)  # 25 GiB decoded
+    else:
+        hf.nested_dictionary_bomb(path, kind, 20_000, 256 * KIB)
+    done = hf.run_python("-c", _PEAK, str(path), "SELECT * FROM dataset")
+    assert done.returncode == 0, done.stderr
+    assert "MemoryBudgetError:" in done.stdout and str(path) in done.stdout, done.stdout
+    grew = int(done.stdout.split("GREW_KIB")[1].split()[0]) << 10
+    # before the check: 1.5 GiB (top-level and struct alike) on 2 cores
+    assert grew < 2 * (64 << 20), f"peak RSS grew by {grew >> 20} MiB"
+
+
+def test_cli_sql_refuses_the_bomb_without_a_traceback(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    _bomb(data / "bomb.parquet", 20_000, 64 * KIB)
+    before = hf.sha256s(data)
+    out = tmp_path / "out.csv"
+    cmd = [sys.executable, "-m", "undertale_duck", "sql", str(data), "SELECT * FROM dataset",
+           "--memory", "64", "--output", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and "bomb.parquet" in done.stderr, done.stderr
+    assert "memory budget" in done.stderr
+    assert not out.exists()
+    ok = [sys.executable, "-m", "undertale_duck", "sql", str(data),
+          "SELECT count(*) AS n FROM dataset", "--memory", "64"]
+    done = subprocess.run(ok, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "20000" in done.stdout
+    assert hf.sha256s(data) == before

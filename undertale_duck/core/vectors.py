@@ -1,0 +1,387 @@
+"""Bound what DuckDB's result vectors of ad hoc SQL take before the query runs (dictionary bombs).
+
+DuckDB hands a result to Arrow a vector (2048 rows) at a time, per thread plus one
+buffered, and builds each vector whole whatever the batch size: a string repeated by every
+row of a tiny file's dictionary page is copied 2048 times per vector (a 256 KiB string:
+1.5 GiB on 2 cores). Neither DuckDB's ``memory_limit`` nor the result's byte count sees it
+before it is built. So before a query over ``dataset`` runs, the string and binary columns
+that can reach its result are weighed per shard, without decoding them:
+
+1. The page headers of each row group (as :mod:`nested` reads them): any 2048 consecutive
+   values of a top-level column decode to at most the pages they touch allow (a dictionary
+   page: those values times its longest entry; a plain page: its size). A nested column's
+   vector may hold every value of its row group, so it counts them all.
+2. Only for row groups over their share of the budget, the exact bytes of each vector:
+   pyarrow reads the column as dictionary indices and entries (never the repeated values)
+   and sums each 2048-row block's lengths.
+
+A query whose ``(threads + 1)`` vectors of the columns it may return pass the budget is
+refused with :class:`MemoryBudgetError` naming the shard and the column. A top-level column
+counts only when the result holds string or binary values (``strlen(col)`` is computed
+without copying the strings); a nested one whenever the query names it (DuckDB copies nested
+strings as it scans them). Local shards only: remote objects are not fetched to be weighed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import MemoryBudgetError, SourceError
+from . import footers
+from .decoded import VECTOR_ROWS, length_function
+from .nested import VALUE_BYTES, Page, chunk_pages, nested_text, value_bytes
+from .source import Shard, Source
+
+MIB = 1 << 20
+#: Column bounds under this are not refined to exact bytes (the bound is cheap and close).
+REFINE_FROM = 1 * MIB
+#: DuckDB type ids whose values are strings or bytes.
+TEXT_IDS = frozenset({"varchar", "blob", "bit", "json"})
+
+
+def text_result(types: Sequence[Any]) -> bool:
+    """Whether a result with these DuckDB column types can hold string or binary values.
+
+    Args:
+        types: The result's column types (``DuckDBPyRelation.types``).
+
+    Returns:
+        True if any type is, or nests, a string or binary type (or cannot be told).
+    """
+    return any(_text_type(t) for t in types)
+
+
+def _text_type(typ: Any) -> bool:
+    try:
+        if str(typ.id).lower() in TEXT_IDS:
+            return True
+        children = typ.children if str(typ.id).lower() in _NESTED_IDS else []
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return True  # a type that cannot be inspected: assume it may hold strings
+    return any(_text_type(child[1] if isinstance(child, tuple) else child) for child in children)
+
+
+_NESTED_IDS = frozenset({"list", "array", "struct", "map", "union"})
+
+
+def referenced(tree: Any, text: str) -> frozenset[str] | None:
+    """The names a parsed query's column references use, lowercased; None if it may read all.
+
+    A star (``*``, ``COLUMNS(...)``, ``f(*)``), a positional reference, a table function
+    (which may read the shards' files directly), ``SUMMARIZE``, or a reference to a table or
+    its alias by itself (the whole row as a struct) may read every column.
+
+    Args:
+        tree: The statement's syntax tree (``json_serialize_sql``).
+        text: The statement's text (the tree's locations point into it).
+
+    Returns:
+        The names, or None.
+    """
+    names: set[str] = set()
+    tables: set[str] = set()
+    refs: list[list[str]] = []
+    for node in _walk(tree):
+        kind = node.get("class")
+        if kind in ("STAR", "POSITIONAL_REFERENCE"):
+            if not _describe_only(tree):
+                return None
+            return frozenset()
+        if kind == "FUNCTION" and not node.get("arguments") and _star_call(node, text):
+            return None
+        if kind == "COLUMN_REF":
+            refs.append([str(part).lower() for part in node.get("column_names", [])])
+        elif node.get("type") == "TABLE_FUNCTION":
+            return None
+        elif node.get("type") in ("BASE_TABLE", "SUBQUERY", "JOIN"):
+            for key in ("table_name", "alias"):
+                if node.get(key):
+                    tables.add(str(node[key]).lower())
+        elif node.get("type") == "SHOW_REF" and str(node.get("show_type")) != "DESCRIBE":
+            return None
+    for parts in refs:
+        if len(parts) == 1 and parts[0] in tables:
+            return None
+        names.update(parts)
+    return frozenset(names)
+
+
+def _star_call(node: dict[str, Any], text: str) -> bool:
+    """Whether a call the tree records without arguments has some in its text (``f(*)``).
+
+    DuckDB's serialized tree drops the star of ``struct_pack(*)``; ``count(*)`` reads no
+    column.
+    """
+    if str(node.get("function_name", "")).lower() == "count_star":
+        return False
+    start, length = node.get("query_location"), node.get("query_location_length")
+    if not isinstance(start, int) or not isinstance(length, int) or length <= 0:
+        return True
+    call = text.encode()[start:start + length].decode(errors="replace")
+    inside = call[call.find("(") + 1:call.rfind(")")] if "(" in call else ""
+    return bool(inside.strip())
+
+
+def _describe_only(tree: Any) -> bool:
+    """Whether the statement is a DESCRIBE (it reads no rows)."""
+    return any(
+        node.get("type") == "SHOW_REF" and str(node.get("show_type")) == "DESCRIBE"
+        for node in _walk(tree)
+    )
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+class VectorBound:
+    """What one DuckDB vector of each string and binary column of a dataset's shards takes.
+
+    Computed per shard and column on first need and kept (keyed by the shard's size and
+    modification time).
+
+    Args:
+        source: The dataset's shards.
+    """
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        schema = source.schema
+        self.top = {c.lower(): c for c in schema.names if length_function(schema.field(c).type)}
+        self.nested = {c.lower(): c for c in schema.names if nested_text(schema.field(c).type)}
+        # (path, size, mtime, column) -> (bound per row group or None, exact bytes or None)
+        self._bounds: dict[tuple[str, int, int, str], list[int | None]] = {}
+        self._exact: dict[tuple[str, int, int, str], int | None] = {}
+
+    def columns(self, names: frozenset[str] | None, text: bool) -> list[str]:
+        """The columns a query may copy into its result vectors.
+
+        Args:
+            names: What :func:`referenced` found (None: every column).
+            text: Whether the result can hold string or binary values (:func:`text_result`).
+
+        Returns:
+            The nested string columns it names, and the top-level ones if ``text``.
+        """
+        kinds = [self.nested, self.top] if text else [self.nested]
+        return [c for kind in kinds for low, c in kind.items() if names is None or low in names]
+
+    def check(self, columns: Sequence[str], limit: int, threads: int) -> None:
+        """Refuse a query whose result vectors of ``columns`` would pass ``limit``.
+
+        Args:
+            columns: The columns the query may copy (:meth:`columns`).
+            limit: The memory budget in bytes (0: no check).
+            threads: DuckDB's threads for the query.
+
+        Raises:
+            MemoryBudgetError: Naming the shard and column whose vectors pass the budget.
+        """
+        if not columns or limit <= 0 or self.source.store is not None:
+            return
+        copies = max(1, threads) + 1
+        for shard in self.source.shards:
+            sizes = {c: self._bound(shard, c) for c in columns}
+            if copies * sum(sizes.values()) <= limit:
+                continue
+            exact = {}
+            for c, size in sizes.items():
+                refined = self._refine(shard, c, limit) if size > REFINE_FROM else None
+                exact[c] = refined is not None
+                sizes[c] = size if refined is None else refined
+            need = copies * sum(sizes.values())
+            if need > limit:
+                raise _refusal(shard, sizes, exact, copies, need, limit, set(self.top.values()))
+
+    # ---------------------------------------------------------------- bounds
+    def _key(self, shard: Shard, column: str) -> tuple[str, int, int, str]:
+        return (shard.path, shard.size, shard.mtime_ns, column)
+
+    def _bound(self, shard: Shard, column: str) -> int:
+        """The page-header bound of one vector of ``column`` in ``shard`` (its worst row group)."""
+        key = self._key(shard, column)
+        if key not in self._bounds:
+            self._bounds[key] = _group_bounds(shard, column, column in self.top.values())
+        bounds = self._bounds[key]
+        if not bounds:
+            return 0
+        # a row group whose pages cannot be followed counts as over any budget until weighed
+        return max(b if b is not None else 1 << 62 for b in bounds)
+
+    def _refine(self, shard: Shard, column: str, limit: int) -> int | None:
+        """The exact bytes of the column's largest vector, or None (the bound stands)."""
+        key = self._key(shard, column)
+        if key not in self._exact:
+            self._bound(shard, column)
+            self._exact[key] = _exact(shard, column, self._bounds[key], limit)
+        return self._exact[key]
+
+
+def _refusal(
+    shard: Shard,
+    sizes: dict[str, int],
+    exact: dict[str, bool],
+    copies: int,
+    need: int,
+    limit: int,
+    top: set[str],
+) -> MemoryBudgetError:
+    column = max(sizes, key=lambda c: sizes[c])
+    how = "measured" if exact[column] else "bounded by its page headers"
+    hint = (
+        "select its lengths (strlen) rather than its values, or leave it out"
+        if column in top
+        else "leave it out of the query"
+    )
+    return MemoryBudgetError(
+        f"the query may return column {column!r} of shard {shard.path}, whose values take "
+        f"{_size(sizes[column])} in one DuckDB vector of {VECTOR_ROWS} rows ({how}); DuckDB "
+        f"builds {copies} vectors at once ({copies - 1} threads and one buffered), "
+        f"{_size(need)} in all, more than the memory budget ({_size(limit)}): a dictionary "
+        "bomb (a long value repeated by many rows) or very long values. Raise memory if the "
+        f"shard is trusted, lower DuckDB's threads, or {hint}",
+        shard.path,
+    )
+
+
+def _leaves(meta: pq.FileMetaData, column: str) -> list[int]:
+    """Indices of the byte-array leaves of ``column`` (any spelling of its name)."""
+    low = column.lower()
+    parquet = meta.schema
+    return [
+        i for i in range(len(parquet))
+        if parquet.column(i).physical_type == "BYTE_ARRAY"
+        and parquet.column(i).path.split(".")[0].lower() == low
+    ]
+
+
+def _group_bounds(shard: Shard, column: str, top: bool) -> list[int | None]:
+    """Per row group: the most bytes one vector of ``column`` decodes to, or None (unknown)."""
+    try:
+        meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
+        leaves = _leaves(meta, column)
+        if not leaves:
+            return []
+        out: list[int | None] = []
+        with open(shard.path, "rb") as fh:
+            size = fh.seek(0, 2)
+            for group in range(meta.num_row_groups):
+                rg = meta.row_group(group)
+                total: int | None = 0
+                for index in leaves:
+                    pages = chunk_pages(fh, size, rg.column(index))
+                    if pages is None or total is None:
+                        total = None
+                        continue
+                    total += _window(pages) if top else sum(p.bound for p in pages)
+                out.append(total)
+        return out
+    except (OSError, ValueError, IndexError, KeyError, struct.error, pa.ArrowException,
+            SourceError):
+        return [None]  # weighed exactly, or DuckDB reports what it finds
+
+
+def _window(pages: Sequence[Page]) -> int:
+    """Most bytes any ``VECTOR_ROWS`` consecutive values of these pages decode to."""
+    worst = 0
+    for first, page in enumerate(pages):
+        # a vector starting in this page (on its last value, to reach furthest) runs on
+        # into the next pages until it holds VECTOR_ROWS values
+        total, after = _most(page), 1
+        for nxt in pages[first + 1:]:
+            if after >= VECTOR_ROWS:
+                break
+            total += _most(nxt)
+            after += nxt.values
+        worst = max(worst, total)
+    return worst
+
+
+def _most(page: Page) -> int:
+    """Most bytes a vector's share of one page decodes to."""
+    return min(page.bound, min(page.values, VECTOR_ROWS) * page.each)
+
+
+def _exact(shard: Shard, column: str, bounds: Sequence[int | None], limit: int) -> int | None:
+    """The most bytes one 2048-row block of ``column`` takes, summed from lengths; or None.
+
+    Row groups whose bound is under :data:`REFINE_FROM` keep their bound. None when pyarrow
+    cannot read the column, or reading its indices would itself pass the budget.
+    """
+    try:
+        meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
+        leaves = _leaves(meta, column)
+        if not leaves:
+            return 0
+        paths = [meta.schema.column(i).path for i in leaves]
+        worst = 0
+        with pq.ParquetFile(shard.path, metadata=meta, read_dictionary=paths,
+                            pre_buffer=False) as f:
+            for group in range(meta.num_row_groups):
+                bound = bounds[group] if len(bounds) == meta.num_row_groups else None
+                if bound is not None and bound <= REFINE_FROM:
+                    worst = max(worst, bound)
+                    continue
+                rg = meta.row_group(group)
+                weight = sum(rg.column(i).num_values for i in leaves) + rg.num_rows
+                if weight * VALUE_BYTES > limit:
+                    return None  # the indices alone pass the budget
+                table = f.read_row_group(group, columns=paths, use_threads=False)
+                worst = max(worst, _blocks(table))
+        return worst
+    except (OSError, ValueError, KeyError, IndexError, TypeError, struct.error,
+            pa.ArrowException, SourceError):
+        return None
+
+
+def _blocks(table: pa.Table) -> int:
+    """Most bytes of string and binary values in one aligned block of VECTOR_ROWS rows."""
+    rows = table.num_rows
+    if not rows:
+        return 0
+    sums = np.zeros((rows + VECTOR_ROWS - 1) // VECTOR_ROWS, dtype=np.int64)
+    for column in table.columns:
+        array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        lengths = _row_lengths(array)
+        if lengths is not None:
+            starts = np.arange(0, rows, VECTOR_ROWS)
+            sums += np.add.reduceat(lengths, starts)
+        else:
+            for block, start in enumerate(range(0, rows, VECTOR_ROWS)):
+                sums[block] += value_bytes(array.slice(start, VECTOR_ROWS))
+    return int(sums.max())
+
+
+def _row_lengths(array: pa.Array) -> np.ndarray[Any, np.dtype[np.int64]] | None:
+    """Each row's bytes of a top-level string or binary array, or None (nested)."""
+    typ = array.type
+    if isinstance(array, pa.DictionaryArray):
+        if nested_text(typ.value_type) or length_function(typ.value_type) is None:
+            return None
+        lengths = pc.take(pc.binary_length(array.dictionary), array.indices)
+    elif length_function(typ) is not None:
+        lengths = pc.binary_length(array)
+    else:
+        return None
+    filled = pc.fill_null(lengths.cast(pa.int64()), 0)
+    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.1f} MiB"
+
+
+__all__ = ["VectorBound", "referenced", "text_result"]
