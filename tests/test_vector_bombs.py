@@ -60,11 +60,21 @@ def test_dictionary_bomb_in_ad_hoc_sql_is_refused_naming_shard_and_column(
         {"t": sum(range(50_000))}
     ]
     assert ds.sql("DESCRIBE dataset").num_rows == 2
+    # a constant LIMIT bounds the rows of a result vector: a peek at the rows runs
+    value = "x" * (64 * KIB - 1) + "y"
+    assert ds.sql("SELECT s FROM dataset LIMIT 3").column("s").to_pylist() == [value] * 3
+    assert ds.sql("SELECT * FROM dataset ORDER BY id DESC LIMIT 2").to_pylist() == [
+        {"id": 49_999, "s": value}, {"id": 49_998, "s": value}
+    ]
+    for query in ("SELECT s FROM dataset LIMIT 5000", "SELECT s FROM dataset LIMIT $n",
+                  "SELECT * FROM (SELECT s FROM dataset LIMIT 3) UNION ALL SELECT s FROM dataset"):
+        with pytest.raises(MemoryBudgetError):
+            ds.sql(query, {"n": 3} if "$n" in query else None)
     # a budget that holds the vectors lets the query run (the bytes are real)
     big = ParquetDataset(path, memory=1024, duckdb_config={"threads": 1})
-    assert big.sql("SELECT s FROM dataset LIMIT 3").column("s").to_pylist() == [
-        "x" * (64 * KIB - 1) + "y"
-    ] * 3
+    assert big.sql("SELECT s FROM dataset WHERE id < 4000").column("s").to_pylist() == [
+        value
+    ] * 4000
     assert hf.sha256s(tmp_path) == before
 
 
@@ -111,6 +121,8 @@ def test_nested_bomb_is_refused_whenever_the_query_names_it(tmp_path: Path, kind
             ds.sql(query)
         assert info.value.path == str(path)
     assert ds.sql("SELECT sum(id) AS t FROM dataset").to_pylist() == [{"t": sum(range(4000))}]
+    with pytest.raises(MemoryBudgetError):  # copied as scanned: a LIMIT does not help
+        ds.sql("SELECT c FROM dataset LIMIT 1")
     assert hf.sha256s(tmp_path) == before
 
 
@@ -219,6 +231,7 @@ def _brute(pages: list[Page]) -> int:
 def test_window_bound_covers_every_vector(spec: list[tuple[int, int, int]]) -> None:
     pages = [Page(values, bound, each) for values, bound, each in spec]
     assert vectors._window(pages) >= _brute(pages)
+    assert vectors._window(pages, 1) == max(min(p.bound, p.each) for p in pages)
 
 
 @settings(max_examples=40, deadline=None)

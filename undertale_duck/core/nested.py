@@ -232,7 +232,9 @@ class Page(NamedTuple):
     dictionary: bool = False
 
 
-def chunk_pages(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData) -> list[Page] | None:
+def chunk_pages(
+    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, *, scan: bool = True
+) -> list[Page] | None:
     """Walk a byte-array column chunk's page headers: what each data page decodes to at most.
 
     A dictionary-encoded page decodes to at most its values times the longest entry of the
@@ -243,6 +245,8 @@ def chunk_pages(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData) -> list[
         fh: The shard file, open for reading.
         size: The file's size.
         chunk: The column chunk's footer entry.
+        scan: Whether to decompress and scan the dictionary page for its longest entry;
+            else the longest counts as the whole page.
 
     Returns:
         The data pages in file order, or None when they cannot be followed here (an unknown
@@ -269,7 +273,8 @@ def chunk_pages(fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData) -> list[
         body = pos + length
         pos = body + packed
         if kind == 2:  # dictionary page
-            found = _longest(fh, body, packed, raw, codec)
+            # unscanned, no entry is longer than the page (its entry count is not trusted)
+            found = _longest(fh, body, packed, raw, codec) if scan else raw
             if found is None:
                 return None
             longest = found

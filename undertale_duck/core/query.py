@@ -238,16 +238,19 @@ class QuerySession:
                 f"the query holds {len(found)} statements; run one statement at a time"
             )
         cursor = base.cursor()
-        names = vectors.referenced(*trees[0])
-        stream = _Stream(self, cursor, query, params, batch_rows, names)
+        shape = (vectors.referenced(*trees[0]), vectors.result_rows(trees[0][0]))
+        stream = _Stream(self, cursor, query, params, batch_rows, shape)
         self._streams.add(stream)
         return stream
 
-    def check_vectors(self, names: frozenset[str] | None, types: Sequence[Any]) -> None:
+    def check_vectors(
+        self, shape: tuple[frozenset[str] | None, int], types: Sequence[Any]
+    ) -> None:
         """Refuse a query whose result vectors would pass the memory budget (:mod:`vectors`).
 
         Args:
-            names: The names the query's column references use (None: every column).
+            shape: The names the query's column references use (None: every column) and
+                the most rows of one result vector.
             types: The result's DuckDB column types.
 
         Raises:
@@ -257,8 +260,9 @@ class QuerySession:
             return
         if self._vectors is None:
             self._vectors = vectors.VectorBound(self.source)
+        names, rows = shape
         columns = self._vectors.columns(names, vectors.text_result(types))
-        self._vectors.check(columns, self.memory_bytes, self._threads)
+        self._vectors.check(columns, self.memory_bytes, self._threads, rows)
 
     def _after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
         """After a query: the catalog must be as it was, and (if asked) the shards too."""
@@ -334,7 +338,7 @@ class _Stream:
         query: str,
         params: Params,
         batch_rows: int,
-        names: frozenset[str] | None = None,
+        shape: tuple[frozenset[str] | None, int] = (None, 2048),
     ) -> None:
         self._session = session
         self._cursor: duckdb.DuckDBPyConnection | None = cursor
@@ -346,7 +350,7 @@ class _Stream:
             if relation is None:  # pragma: no cover - only SELECT-like statements get here
                 return pa.RecordBatchReader.from_batches(pa.schema([]), [])
             # bound before DuckDB builds a vector: binding the query runs nothing
-            session.check_vectors(names, relation.types)
+            session.check_vectors(shape, relation.types)
             return relation.to_arrow_reader(batch_rows)
 
         try:

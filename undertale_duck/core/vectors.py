@@ -113,6 +113,30 @@ def referenced(tree: Any, text: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
+def result_rows(tree: Any) -> int:
+    """The most rows one result vector of a parsed query holds: a top-level ``LIMIT n``'s n.
+
+    Args:
+        tree: The statement's syntax tree (``json_serialize_sql``).
+
+    Returns:
+        ``min(n, VECTOR_ROWS)`` for a constant ``LIMIT n`` of the outermost query, else
+        ``VECTOR_ROWS``.
+    """
+    try:
+        node = tree["statements"][0]["node"]
+        for modifier in node.get("modifiers") or []:
+            kind = (modifier.get("type"), modifier.get("limit_type"))
+            if kind != ("LIMIT_MODIFIER", "ROW_COUNT"):
+                continue
+            literal = (modifier.get("limit") or {}).get("literal") or {}
+            if modifier["limit"].get("class") == "CONSTANT" and literal.get("kind") == "INTEGER":
+                return max(0, min(int(literal["text"]), VECTOR_ROWS))
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        pass
+    return VECTOR_ROWS
+
+
 def _star_call(node: dict[str, Any], text: str) -> bool:
     """Whether a call the tree records without arguments has some in its text (``f(*)``).
 
@@ -162,8 +186,9 @@ class VectorBound:
         schema = source.schema
         self.top = {c.lower(): c for c in schema.names if length_function(schema.field(c).type)}
         self.nested = {c.lower(): c for c in schema.names if nested_text(schema.field(c).type)}
-        # (path, size, mtime, column) -> (bound per row group or None, exact bytes or None)
-        self._bounds: dict[tuple[str, int, int, str], list[int | None]] = {}
+        # ((path, size, mtime, column), vector rows) -> bound per row group or None
+        self._bounds: dict[tuple[tuple[str, int, int, str], int], list[int | None]] = {}
+        # (path, size, mtime, column) -> exact bytes of its largest vector, or None
         self._exact: dict[tuple[str, int, int, str], int | None] = {}
 
     def columns(self, names: frozenset[str] | None, text: bool) -> list[str]:
@@ -179,13 +204,16 @@ class VectorBound:
         kinds = [self.nested, self.top] if text else [self.nested]
         return [c for kind in kinds for low, c in kind.items() if names is None or low in names]
 
-    def check(self, columns: Sequence[str], limit: int, threads: int) -> None:
+    def check(
+        self, columns: Sequence[str], limit: int, threads: int, rows: int = VECTOR_ROWS
+    ) -> None:
         """Refuse a query whose result vectors of ``columns`` would pass ``limit``.
 
         Args:
             columns: The columns the query may copy (:meth:`columns`).
             limit: The memory budget in bytes (0: no check).
             threads: DuckDB's threads for the query.
+            rows: The most rows of a result vector (:func:`result_rows`).
 
         Raises:
             MemoryBudgetError: Naming the shard and column whose vectors pass the budget.
@@ -194,12 +222,13 @@ class VectorBound:
             return
         copies = max(1, threads) + 1
         for shard in self.source.shards:
-            sizes = {c: self._bound(shard, c) for c in columns}
+            sizes = {c: self._bound(shard, c, rows) for c in columns}
             if copies * sum(sizes.values()) <= limit:
                 continue
             exact = {}
             for c, size in sizes.items():
-                refined = self._refine(shard, c, limit) if size > REFINE_FROM else None
+                weigh = size > REFINE_FROM and rows == VECTOR_ROWS
+                refined = self._refine(shard, c, limit) if weigh else None
                 exact[c] = refined is not None
                 sizes[c] = size if refined is None else refined
             need = copies * sum(sizes.values())
@@ -210,12 +239,14 @@ class VectorBound:
     def _key(self, shard: Shard, column: str) -> tuple[str, int, int, str]:
         return (shard.path, shard.size, shard.mtime_ns, column)
 
-    def _bound(self, shard: Shard, column: str) -> int:
+    def _bound(self, shard: Shard, column: str, rows: int = VECTOR_ROWS) -> int:
         """The page-header bound of one vector of ``column`` in ``shard`` (its worst row group)."""
         key = self._key(shard, column)
-        if key not in self._bounds:
-            self._bounds[key] = _group_bounds(shard, column, column in self.top.values())
-        bounds = self._bounds[key]
+        if (key, rows) not in self._bounds:
+            self._bounds[key, rows] = _group_bounds(
+                shard, column, column in self.top.values(), rows
+            )
+        bounds = self._bounds[key, rows]
         if not bounds:
             return 0
         # a row group whose pages cannot be followed counts as over any budget until weighed
@@ -226,7 +257,7 @@ class VectorBound:
         key = self._key(shard, column)
         if key not in self._exact:
             self._bound(shard, column)
-            self._exact[key] = _exact(shard, column, self._bounds[key], limit)
+            self._exact[key] = _exact(shard, column, self._bounds[key, VECTOR_ROWS], limit)
         return self._exact[key]
 
 
@@ -268,7 +299,7 @@ def _leaves(meta: pq.FileMetaData, column: str) -> list[int]:
     ]
 
 
-def _group_bounds(shard: Shard, column: str, top: bool) -> list[int | None]:
+def _group_bounds(shard: Shard, column: str, top: bool, rows: int) -> list[int | None]:
     """Per row group: the most bytes one vector of ``column`` decodes to, or None (unknown)."""
     try:
         meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
@@ -282,11 +313,11 @@ def _group_bounds(shard: Shard, column: str, top: bool) -> list[int | None]:
                 rg = meta.row_group(group)
                 total: int | None = 0
                 for index in leaves:
-                    pages = chunk_pages(fh, size, rg.column(index))
+                    pages = chunk_pages(fh, size, rg.column(index), scan=False)
                     if pages is None or total is None:
                         total = None
                         continue
-                    total += _window(pages) if top else sum(p.bound for p in pages)
+                    total += _window(pages, rows) if top else sum(p.bound for p in pages)
                 out.append(total)
         return out
     except (OSError, ValueError, IndexError, KeyError, struct.error, pa.ArrowException,
@@ -294,25 +325,25 @@ def _group_bounds(shard: Shard, column: str, top: bool) -> list[int | None]:
         return [None]  # weighed exactly, or DuckDB reports what it finds
 
 
-def _window(pages: Sequence[Page]) -> int:
-    """Most bytes any ``VECTOR_ROWS`` consecutive values of these pages decode to."""
+def _window(pages: Sequence[Page], rows: int = VECTOR_ROWS) -> int:
+    """Most bytes any ``rows`` consecutive values of these pages decode to."""
     worst = 0
     for first, page in enumerate(pages):
         # a vector starting in this page (on its last value, to reach furthest) runs on
         # into the next pages until it holds VECTOR_ROWS values
-        total, after = _most(page), 1
+        total, after = _most(page, rows), 1
         for nxt in pages[first + 1:]:
-            if after >= VECTOR_ROWS:
+            if after >= rows:
                 break
-            total += _most(nxt)
+            total += _most(nxt, rows)
             after += nxt.values
         worst = max(worst, total)
     return worst
 
 
-def _most(page: Page) -> int:
+def _most(page: Page, rows: int) -> int:
     """Most bytes a vector's share of one page decodes to."""
-    return min(page.bound, min(page.values, VECTOR_ROWS) * page.each)
+    return min(page.bound, min(page.values, rows) * page.each)
 
 
 def _exact(shard: Shard, column: str, bounds: Sequence[int | None], limit: int) -> int | None:
@@ -384,4 +415,4 @@ def _size(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.1f} MiB"
 
 
-__all__ = ["VectorBound", "referenced", "text_result"]
+__all__ = ["VectorBound", "referenced", "result_rows", "text_result"]
