@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
-from undertale_duck.core import vectors
+from undertale_duck.core import query_shape, vectors
 from undertale_duck.core.nested import Page
 
 KIB = 1 << 10
@@ -245,7 +245,7 @@ def test_referenced_names_hold_every_quoted_spelling(name: str) -> None:
     tree = json.loads(text.fetchone()[0])  # type: ignore[index]
     if tree.get("error"):
         return
-    names = vectors.referenced(tree, f"SELECT {ident} FROM dataset")
+    names = query_shape.referenced(tree, f"SELECT {ident} FROM dataset")
     assert names is not None and name.lower() in names
 
 
@@ -260,7 +260,7 @@ def test_text_result_sees_strings_at_any_depth() -> None:
         ("SELECT {'a': 1, 'b': [2]}", False),
         ("SELECT union_value(t := 'x')", True),
     ]:
-        assert vectors.text_result(con.sql(sql).types) is text, sql
+        assert query_shape.text_result(con.sql(sql).types) is text, sql
 
 
 # --------------------------------------------------------------------------- RSS and CLI

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, ReadOnlyError
-from . import blame, failures, lifecycle, sqlfiles, vectors
+from . import blame, failures, lifecycle, query_shape, sqlfiles, vectors
 from .connection import Connection
 from .duck import duckdb_path
 from .interrupt import interruptible
@@ -238,7 +238,7 @@ class QuerySession:
                 f"the query holds {len(found)} statements; run one statement at a time"
             )
         cursor = base.cursor()
-        shape = (vectors.referenced(*trees[0]), vectors.result_rows(trees[0][0]))
+        shape = (query_shape.referenced(*trees[0]), query_shape.result_rows(trees[0][0]))
         stream = _Stream(self, cursor, query, params, batch_rows, shape)
         self._streams.add(stream)
         return stream
@@ -261,7 +261,7 @@ class QuerySession:
         if self._vectors is None:
             self._vectors = vectors.VectorBound(self.source)
         names, rows = shape
-        columns = self._vectors.columns(names, vectors.text_result(types))
+        columns = self._vectors.columns(names, query_shape.text_result(types))
         self._vectors.check(columns, self.memory_bytes, self._threads, rows)
 
     def _after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
