@@ -22,21 +22,23 @@ the terminal width with an ellipsis, right-aligned numbers and colors on a termi
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import io
-import json
 import shutil
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..common.jsonvalue import jsonable
 from ..errors import ArgumentError, QueryError
+from .result_values import CELL_WIDTH, cell, csv_field, json_line, result_rows, text_value
+
+__all__ = [
+    "CELL_WIDTH", "MIN_COLUMN", "RESULT_FORMATS", "SUFFIX_FORMATS", "TABLE_ROWS", "cell",
+    "choose_format", "limit", "text_value", "write_csv", "write_json", "write_jsonl",
+    "write_parquet", "write_table", "write_text",
+]
 
 #: Every format a query result can be written in, in the order ``--help`` lists them.
 RESULT_FORMATS = ("table", "csv", "json", "jsonl", "parquet")
@@ -52,9 +54,6 @@ SUFFIX_FORMATS = {
     ".pq": "parquet",
     ".txt": "table",
 }
-
-#: Longest text shown in one table cell before it is cut with an ellipsis.
-CELL_WIDTH = 40
 
 #: Narrowest a column is cut to when a table must shrink to fit a terminal.
 MIN_COLUMN = 10
@@ -95,54 +94,6 @@ def choose_format(requested: str | None, output: str | None, stdout_is_tty: bool
     return fmt
 
 
-# --------------------------------------------------------------------------- value conversion
-
-
-def text_value(value: Any) -> str:
-    """Render one value for CSV: strings as they are, everything else as JSON text.
-
-    Args:
-        value: A Python value as pyarrow returns it (not None).
-
-    Returns:
-        The field text.
-    """
-    converted = jsonable(value)
-    if isinstance(converted, str):
-        return converted
-    if isinstance(converted, bool):
-        return "true" if converted else "false"
-    return json.dumps(converted, ensure_ascii=False, separators=(",", ":"))
-
-
-def cell(value: Any, width: int = CELL_WIDTH) -> str:
-    r"""Render one value for a terminal table: one line, at most ``width`` characters.
-
-    Args:
-        value: A Python value as pyarrow returns it.
-        width: The longest text kept; longer text is cut and ends with ``…``.
-
-    Returns:
-        The cell text (``NULL`` for None; bytes as ``\xNN`` escapes; control characters
-        escaped so that a row stays on one line).
-    """
-    if value is None:
-        text = "NULL"
-    elif isinstance(value, bytes | bytearray):
-        text = repr(bytes(value))[2:-1]
-    elif isinstance(value, str):
-        text = value.encode("unicode_escape").decode("ascii") if not value.isprintable() else value
-    elif isinstance(value, dt.datetime):
-        text = value.isoformat(sep=" ")
-    elif isinstance(value, float | int | bool | dt.date | dt.time | decimal.Decimal | uuid.UUID):
-        text = str(value)
-    else:
-        text = json.dumps(jsonable(value), ensure_ascii=False, separators=(", ", ": "))
-    if len(text) > width:
-        text = text[: max(width - 1, 1)] + "…"
-    return text
-
-
 # --------------------------------------------------------------------------- batches
 
 
@@ -179,34 +130,6 @@ def _unique_names(schema: pa.Schema, fmt: str) -> None:
         )
 
 
-def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[Any]]:
-    for batch in batches:
-        names = batch.schema.names
-        columns = [_values(n, c) for n, c in zip(names, batch.columns, strict=True)]
-        yield from (list(r) for r in zip(*columns, strict=True))
-
-
-def _values(name: str, column: pa.Array) -> list[Any]:
-    """A column's Python values; as Arrow's text where Python has none (a year past 9999)."""
-    try:
-        values: list[Any] = column.to_pylist()
-    except (ValueError, OverflowError) as exc:
-        try:
-            values = column.cast(pa.string()).to_pylist()
-        except pa.ArrowException:
-            raise ValueError(f"column {name!r}: {exc}") from None
-    return values
-
-
-def _csv_field(value: Any) -> str:
-    if value is None:
-        return ""
-    text = text_value(value)
-    if text == "" or any(c in text for c in ',"\r\n') or text != text.strip(" "):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
 def write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[str]) -> int:
     """Write a header line and one CSV line per row.
 
@@ -218,17 +141,12 @@ def write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[str]
     Returns:
         The number of rows written.
     """
-    out.write(",".join(_csv_field(n) for n in schema.names) + "\n")
+    out.write(",".join(csv_field(n) for n in schema.names) + "\n")
     count = 0
-    for values in _rows(batches):
-        out.write(",".join(_csv_field(v) for v in values) + "\n")
+    for values in result_rows(batches):
+        out.write(",".join(csv_field(v) for v in values) + "\n")
         count += 1
     return count
-
-
-def _json_line(names: Sequence[str], values: Sequence[Any]) -> str:
-    record = {name: jsonable(v) for name, v in zip(names, values, strict=True)}
-    return json.dumps(record, ensure_ascii=False, allow_nan=False)
 
 
 def write_jsonl(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[str]) -> int:
@@ -247,8 +165,8 @@ def write_jsonl(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[st
     """
     _unique_names(schema, "JSON")
     count = 0
-    for values in _rows(batches):
-        out.write(_json_line(schema.names, values) + "\n")
+    for values in result_rows(batches):
+        out.write(json_line(schema.names, values) + "\n")
         count += 1
     return count
 
@@ -270,8 +188,8 @@ def write_json(schema: pa.Schema, batches: Iterable[pa.RecordBatch], out: IO[str
     _unique_names(schema, "JSON")
     count = 0
     out.write("[")
-    for values in _rows(batches):
-        out.write(("," if count else "") + "\n" + _json_line(schema.names, values))
+    for values in result_rows(batches):
+        out.write(("," if count else "") + "\n" + json_line(schema.names, values))
         count += 1
     out.write("\n]\n" if count else "]\n")
     return count
@@ -330,7 +248,7 @@ def write_table(
 
     shown: list[list[str]] = []
     more = False
-    for values in _rows(batches):
+    for values in result_rows(batches):
         if max_rows is not None and len(shown) >= max_rows:
             more = True
             break

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, MutableSequence
-from typing import Any, Literal, overload
+from collections.abc import MutableSequence
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 import torch
 
-Row = dict[str, Any]
+from .row_batch import Row, RowBatch
+
+__all__ = [
+    "ROW_FORMATS", "ConversionFailure", "Format", "Row", "RowBatch", "Selection",
+    "TensorRangeError", "merge", "select", "to_tensor",
+]
 
 #: What ``ParquetDataset(format=...)`` accepts.
 Format = Literal["python", "numpy", "torch"]
@@ -46,155 +51,6 @@ class TensorRangeError(ValueError):
 
 def _is_numeric(dtype: pa.DataType) -> bool:
     return any(check(dtype) for check in _NUMERIC)
-
-
-class RowBatch(MutableSequence[Row]):
-    """The rows ``__getitems__`` returns in the ``numpy`` and ``torch`` formats.
-
-    A mutable sequence of row dicts (it behaves like a list and compares equal to one) that
-    holds the batch column-wise: numeric columns as one array or tensor each (rows along
-    the first axis). The row dicts are only built when the rows are first accessed, so
-    :func:`undertale_duck.collate` turns an untouched batch into tensors without any per-row
-    work; once rows are accessed, each row's numeric values are views of the batched ones.
-
-    Args:
-        names: Column names, in order.
-        length: Number of rows.
-        whole: Batched numeric columns (numpy arrays or tensors).
-        values: Per-row values of the other columns.
-    """
-
-    def __init__(
-        self, names: list[str], length: int, whole: dict[str, Any], values: dict[str, list[Any]]
-    ) -> None:
-        self._names = names
-        self._length = length
-        self._whole = whole
-        self._values = values
-        self._rows: list[Row] | None = None
-        self._built: dict[str, list[Any]] = {}
-
-    # -------------------------------------------------------------- columnar access
-    def keys(self) -> list[str]:
-        """Column names of the rows."""
-        return list(self._names)
-
-    @property
-    def materialized(self) -> bool:
-        """Whether the row dicts have been built (rows were accessed)."""
-        return self._rows is not None
-
-    def batched(self, key: str) -> Any | None:
-        """Return column ``key`` as one array or tensor, or None if it has none.
-
-        None also when the rows were changed since: a row's value for ``key`` is no longer
-        the view of the batched column it was built as.
-
-        Args:
-            key: A column name.
-
-        Returns:
-            A numpy array or tensor with one row per row of the batch, or None.
-        """
-        whole = self._whole.get(key)
-        if whole is None or self._rows is None:
-            return whole
-        built = self._built.get(key)
-        if built is None or len(built) != len(self._rows):
-            return None
-        for row, value in zip(self._rows, built, strict=True):
-            if row.get(key, None) is not value:
-                return None
-        return whole
-
-    def column(self, key: str) -> list[Any]:
-        """Return the rows' values of column ``key`` (without building the row dicts).
-
-        Args:
-            key: A column name.
-
-        Returns:
-            One value per row.
-
-        Raises:
-            KeyError: If a row has no such column.
-        """
-        if self._rows is not None:
-            return [row[key] for row in self._rows]
-        if key in self._values:
-            return self._values[key]
-        return self._split(key)
-
-    def _split(self, key: str) -> list[Any]:
-        whole = self._whole[key]
-        return list(whole.unbind(0)) if isinstance(whole, torch.Tensor) else list(whole)
-
-    @property
-    def rows(self) -> list[Row]:
-        """The row dicts (built on first access)."""
-        if self._rows is None:
-            columns = []
-            for key in self._names:
-                if key in self._values:
-                    columns.append(self._values[key])
-                else:
-                    self._built[key] = self._split(key)
-                    columns.append(self._built[key])
-            names = self._names
-            rows = [dict(zip(names, vals, strict=True)) for vals in zip(*columns, strict=True)]
-            self._rows = rows if columns else [{} for _ in range(self._length)]
-        return self._rows
-
-    # -------------------------------------------------------------- list behaviour
-    def __len__(self) -> int:
-        return self._length if self._rows is None else len(self._rows)
-
-    @overload
-    def __getitem__(self, index: int) -> Row: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Row]: ...
-
-    def __getitem__(self, index: int | slice) -> Row | list[Row]:
-        return self.rows[index]
-
-    @overload
-    def __setitem__(self, index: int, value: Row) -> None: ...
-
-    @overload
-    def __setitem__(self, index: slice, value: Iterable[Row]) -> None: ...
-
-    def __setitem__(self, index: int | slice, value: Any) -> None:
-        self.rows[index] = value
-
-    def __delitem__(self, index: int | slice) -> None:
-        del self.rows[index]
-
-    def insert(self, index: int, value: Row) -> None:
-        """Insert a row before ``index`` (as ``list.insert``)."""
-        self.rows.insert(index, value)
-
-    def __iter__(self) -> Iterator[Row]:
-        return iter(self.rows)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, RowBatch):
-            return self.rows == other.rows
-        if isinstance(other, list):
-            return self.rows == other
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"RowBatch({self.rows!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_row_batch, (self.rows,))
-
-
-def _row_batch(rows: list[Row]) -> list[Row]:
-    return rows
 
 
 Selection = slice | np.ndarray[Any, np.dtype[np.int64]]
@@ -389,8 +245,6 @@ def to_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
             raise TensorRangeError("unsigned 64-bit integers of 2**63 or more")
         array = array.astype(np.int64)
     return torch.from_numpy(array)
-
-
 
 
 def _with_nulls(values: list[Any], array: pa.Array) -> list[Any]:
