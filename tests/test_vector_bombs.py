@@ -319,3 +319,69 @@ def test_cli_sql_refuses_the_bomb_without_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "20000" in done.stdout
     assert hf.sha256s(data) == before
+
+
+# --------------------------------------------------------------------------- describe, validate
+def _bomb_beside_good_shard(root: Path) -> tuple[Path, Path]:
+    """``good.parquet`` (ids 0..999, ``s`` = "v<id>") and ``bomb.parquet`` (64 KiB strings)."""
+    root.mkdir()
+    good = root / "good.parquet"
+    pq.write_table(pa.table({"id": np.arange(1000), "s": [f"v{i}" for i in range(1000)]}), good)
+    bomb = root / "bomb.parquet"
+    _bomb(bomb, 20_000, 64 * KIB)
+    return good, bomb
+
+
+def test_describe_scan_reports_the_bomb_shard_instead_of_scanning_it(tmp_path: Path) -> None:
+    from undertale_duck.core.describe import describe
+
+    good, bomb = _bomb_beside_good_shard(tmp_path / "d")
+    before = hf.sha256s(tmp_path / "d")
+    found = describe(tmp_path / "d", scan=True, memory=64)
+    errors = {s.path: s.error for s in found.shards}
+    assert errors[str(good)] is None
+    assert errors[str(bomb)] is not None and "dictionary bomb" in errors[str(bomb)]
+    assert "column 's'" in errors[str(bomb)]
+    scanned = describe(tmp_path / "d", scan=True, memory=1024)  # within a larger budget
+    assert all(s.error is None for s in scanned.shards)
+    assert describe(tmp_path / "d", scan=False, memory=64).errors == []  # footers only
+    cmd = [sys.executable, "-m", "undertale_duck", "describe", str(tmp_path / "d"), "--scan",
+           "--memory", "64"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "bomb.parquet" in done.stderr and "dictionary bomb" in done.stderr
+    assert hf.sha256s(tmp_path / "d") == before
+
+
+def test_validate_reports_the_bomb_shard_and_checks_the_others(tmp_path: Path) -> None:
+    from pydantic import BaseModel, Field
+
+    from undertale_duck.validation import runner
+
+    class Short(BaseModel):
+        id: int
+        s: str = Field(max_length=3)
+
+    class Typed(BaseModel):
+        id: int
+        s: str
+
+    good, bomb = _bomb_beside_good_shard(tmp_path / "d")
+    before = hf.sha256s(tmp_path / "d")
+    for report in (
+        ParquetDataset(tmp_path / "d", memory=64).report(Short),
+        runner.report_for(tmp_path / "d", Short, memory=64),
+    ):
+        checks = {c.check: c for c in report.checks}
+        assert not checks["readable"].passed
+        assert [e.shard for e in checks["readable"].examples] == [str(bomb)]
+        assert "dictionary bomb" in str(checks["readable"].examples[0].value)
+        # the good shard is still checked: "v100" .. "v999" are longer than 3
+        assert checks["length"].violations == 900
+    # type and null checks read no values: the bomb passes them
+    assert ParquetDataset(tmp_path / "d", memory=64).report(Typed).passed
+    # a budget that holds the vectors checks the bomb's values too (all 64 KiB long)
+    wide = runner.report_for(tmp_path / "d", Short, memory=2048,
+                             duckdb_config={"threads": 1})
+    assert {c.check: c for c in wide.checks}["length"].violations == 900 + 20_000
+    assert hf.sha256s(tmp_path / "d") == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from .core.dataset import ShardDataset
+from .core.query import threads_of
 from .errors import SchemaError
 from .validation import runner
 from .validation.model import ValidationReport
@@ -41,6 +42,8 @@ class ParquetDataset(ShardDataset):
             self.reader.connection.cursor(),
             source=str(self.source.spec),
             relation=None if self.view is None else view_rows(self.view, self.source.columns),
+            memory_bytes=self.memory_bytes,
+            threads=threads_of(self.duckdb_config.get("threads")),
         )
 
     def validate(self, schema: type[BaseModel]) -> None:

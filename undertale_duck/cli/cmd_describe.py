@@ -10,6 +10,7 @@ from .command import (
     EXIT_OK,
     EXIT_USAGE,
     Command,
+    add_memory,
     add_view_options,
     has_view,
     open_dataset,
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
             scan=args.scan,
             progress=progress,
             storage_options=storage_options(args),
+            memory=args.memory,
         )
     if args.format == "json":
         data = description.to_dict()
@@ -70,6 +72,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scan", action="store_true", help="read every value for exact statistics (slow); "
         "with a view, the view's rows too"
+    )
+    add_memory(
+        p,
+        "a shard whose string values --scan would hold at once pass it (a dictionary bomb) "
+        "is reported instead of scanned",
     )
     add_view_options(p)
 

@@ -12,6 +12,7 @@ from .command import (
     EXIT_FAILED,
     EXIT_OK,
     Command,
+    add_memory,
     add_view_options,
     count,
     input_files,
@@ -52,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     view = view_arguments(args)
     if view["query"] is not None or view["where"] is not None:
         # a view: its rows are checked (computed and joined columns included)
-        with open_dataset(args.source, None, storage_options(args), view) as ds:
+        with open_dataset(args.source, None, storage_options(args), view,
+                          memory=args.memory) as ds:
             result = ds.report(model)
     else:
         with progress_bar("validating", unit=" queries") as progress:
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 examples=args.examples,
                 progress=progress,
                 storage_options=storage_options(args),
+                memory=args.memory,
             )
     text = render.render(result, fmt)
     if target is None:
@@ -76,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     add_view_options(p)
+    add_memory(
+        p,
+        "DuckDB's memory limit, and a shard whose checked string values the scan would hold "
+        "at once pass it (a dictionary bomb) is reported unreadable instead of scanned",
+    )
     p.add_argument(
         "--schema",
         "-s",

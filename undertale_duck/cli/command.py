@@ -114,15 +114,27 @@ def add_sql_files(parser: argparse.ArgumentParser) -> None:
         help="files SQL may read: only the dataset's shards (default), or any file the user "
         "can read (e.g. to join a CSV)",
     )
+    add_memory(
+        parser,
+        "DuckDB's memory limit, and a query whose result would hold more string values at "
+        "once than it allows (a dictionary bomb) is refused before it runs",
+    )
+
+
+def add_memory(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--memory MIB`` (the command's memory budget; ``0``: none).
+
+    Args:
+        parser: A command's parser.
+        what: What the budget bounds, for the help text.
+    """
     parser.add_argument(
         "--memory",
         type=count,
         default=DEFAULT_MEMORY_MIB,
         metavar="MIB",
         help=f"memory budget in MiB (default {DEFAULT_MEMORY_MIB}, as ParquetDataset's "
-        "memory=): DuckDB's memory limit, and a query whose result would hold more string "
-        "values at once than it allows (a dictionary bomb) is refused before it runs; 0: "
-        "no budget",
+        f"memory=): {what}; 0: no budget",
     )
 
 

@@ -22,7 +22,8 @@ from .drift import ShardDrift, reference_columns, schema_drift
 from .duck import connect, default_duckdb_config, duckdb_path
 from .interrupt import interruptible
 from .remote import SourceFiles
-from .source import Shard
+from .source import Shard, read_footer
+from .vectors import VectorBound
 
 
 @dataclass
@@ -313,12 +314,26 @@ def _scan_stats(
     return scan_values(table.to_pylist()[0], columns)
 
 
+def _check_vectors(path: str, limit: int, threads: Any) -> None:
+    """Refuse to scan a local shard whose scan would hold more string bytes than ``limit``."""
+    if limit <= 0 or not os.path.isfile(path):
+        return  # objects in object storage are not fetched to be weighed
+    shard = read_footer(path)
+    bound = VectorBound(shard.schema)
+    count = threads if isinstance(threads, int) and threads > 0 else os.cpu_count() or 1
+    bound.check([shard], bound.columns(None, True), limit, count,
+                what="describe --scan would read",
+                hint="Raise the budget (--memory) if the shard is trusted; the footer's "
+                "statistics (describe without --scan) need no scan")
+
+
 def describe(
     source: str | os.PathLike[str],
     *,
     scan: bool = False,
     progress: Progress | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    memory: float = 4096,
 ) -> Description:
     """Describe a dataset from its shards' footers (and, with ``scan``, one full scan).
 
@@ -331,6 +346,9 @@ def describe(
         progress: Called with each shard's file name before it is scanned.
         storage_options: Options of a remote source's store (footers are read by range
             reads; see docs/storage.md).
+        memory: The scan's memory budget in MiB (0: none): a local shard whose string and
+            binary values the scan would hold at once pass it (a dictionary bomb) is
+            reported with the reason instead of scanned (:mod:`vectors`).
 
     Returns:
         The description.
@@ -365,6 +383,7 @@ def describe(
                 continue
             try:
                 if scan:
+                    _check_vectors(s.path, int(memory * (1 << 20)), config.get("threads"))
                     stats: dict[str, tuple[int | None, Any, Any, bool]] = dict(
                         _scan_stats(con, s.path, s.columns)
                     )

@@ -143,7 +143,7 @@ class QuerySession:
         self.source = source
         self._vectors: vectors.VectorBound | None = None
         settings = dict(config or {})
-        self._threads = _threads(settings.get("threads"))
+        self._threads = threads_of(settings.get("threads"))
         settings.pop("lock_configuration", None)  # locked after setup, whatever it says
         self._connection = _QueryConnection(
             source.paths,
@@ -256,13 +256,13 @@ class QuerySession:
         Raises:
             MemoryBudgetError: Naming the shard and column.
         """
-        if not self.memory_bytes:
-            return
+        if not self.memory_bytes or self.source.store is not None:
+            return  # objects in object storage are not fetched to be weighed
         if self._vectors is None:
-            self._vectors = vectors.VectorBound(self.source)
+            self._vectors = vectors.VectorBound(self.source.schema)
         names, rows = shape
         columns = self._vectors.columns(names, query_shape.text_result(types))
-        self._vectors.check(columns, self.memory_bytes, self._threads, rows)
+        self._vectors.check(self.source.shards, columns, self.memory_bytes, self._threads, rows)
 
     def _after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
         """After a query: the catalog must be as it was, and (if asked) the shards too."""
@@ -449,8 +449,15 @@ def _size(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def _threads(setting: Any) -> int:
-    """DuckDB's threads from a ``threads`` setting (the machine's cores when unset or odd)."""
+def threads_of(setting: Any) -> int:
+    """DuckDB's threads from a ``threads`` setting (the machine's cores when unset or odd).
+
+    Args:
+        setting: The ``threads`` value of a DuckDB config (any type), or None.
+
+    Returns:
+        The number of threads.
+    """
     try:
         threads = int(setting)
     except (TypeError, ValueError):

@@ -37,7 +37,7 @@ from ..errors import MemoryBudgetError, SourceError
 from . import footers
 from .decoded import VECTOR_ROWS, length_function
 from .nested import VALUE_BYTES, Page, chunk_pages, nested_text, value_bytes
-from .source import Shard, Source
+from .source import Shard
 
 MIB = 1 << 20
 #: Column bounds under this are not refined to exact bytes (the bound is cheap and close).
@@ -51,12 +51,10 @@ class VectorBound:
     modification time).
 
     Args:
-        source: The dataset's shards.
+        schema: The shards' Arrow schema.
     """
 
-    def __init__(self, source: Source) -> None:
-        self.source = source
-        schema = source.schema
+    def __init__(self, schema: pa.Schema) -> None:
         self.top = {c.lower(): c for c in schema.names if length_function(schema.field(c).type)}
         self.nested = {c.lower(): c for c in schema.names if nested_text(schema.field(c).type)}
         # ((path, size, mtime, column), vector rows) -> bound per row group or None
@@ -68,8 +66,9 @@ class VectorBound:
         """The columns a query may copy into its result vectors.
 
         Args:
-            names: What :func:`referenced` found (None: every column).
-            text: Whether the result can hold string or binary values (:func:`text_result`).
+            names: What :func:`.query_shape.referenced` found (None: every column).
+            text: Whether the result can hold string or binary values
+                (:func:`.query_shape.text_result`).
 
         Returns:
             The nested string columns it names, and the top-level ones if ``text``.
@@ -78,23 +77,35 @@ class VectorBound:
         return [c for kind in kinds for low, c in kind.items() if names is None or low in names]
 
     def check(
-        self, columns: Sequence[str], limit: int, threads: int, rows: int = VECTOR_ROWS
+        self,
+        shards: Sequence[Shard],
+        columns: Sequence[str],
+        limit: int,
+        threads: int,
+        rows: int = VECTOR_ROWS,
+        *,
+        what: str = "the query may return",
+        hint: str = "",
     ) -> None:
         """Refuse a query whose result vectors of ``columns`` would pass ``limit``.
 
         Args:
+            shards: The local shards the query reads.
             columns: The columns the query may copy (:meth:`columns`).
             limit: The memory budget in bytes (0: no check).
             threads: DuckDB's threads for the query.
-            rows: The most rows of a result vector (:func:`query_shape.result_rows`).
+            rows: The most rows of a result vector (:func:`.query_shape.result_rows`).
+            what: How the message starts, before the column's name.
+            hint: What to do, ending the message (by default: raise the budget, lower the
+                threads, or leave the column out of the query).
 
         Raises:
             MemoryBudgetError: Naming the shard and column whose vectors pass the budget.
         """
-        if not columns or limit <= 0 or self.source.store is not None:
+        if not columns or limit <= 0:
             return
         copies = max(1, threads) + 1
-        for shard in self.source.shards:
+        for shard in shards:
             sizes = {c: self._bound(shard, c, rows) for c in columns}
             if copies * sum(sizes.values()) <= limit:
                 continue
@@ -106,7 +117,8 @@ class VectorBound:
                 sizes[c] = size if refined is None else refined
             need = copies * sum(sizes.values())
             if need > limit:
-                raise _refusal(shard, sizes, exact, copies, need, limit, set(self.top.values()))
+                top = set(self.top.values())
+                raise _refusal(shard, sizes, exact, (copies, need, limit), top, (what, hint))
 
     # ---------------------------------------------------------------- bounds
     def _key(self, shard: Shard, column: str) -> tuple[str, int, int, str]:
@@ -138,25 +150,27 @@ def _refusal(
     shard: Shard,
     sizes: dict[str, int],
     exact: dict[str, bool],
-    copies: int,
-    need: int,
-    limit: int,
+    counts: tuple[int, int, int],
     top: set[str],
+    words: tuple[str, str],
 ) -> MemoryBudgetError:
+    copies, need, limit = counts
+    what, hint = words
     column = max(sizes, key=lambda c: sizes[c])
     how = "measured" if exact[column] else "bounded by its page headers"
-    hint = (
-        "select its lengths (strlen) rather than its values, or leave it out"
-        if column in top
-        else "leave it out of the query"
-    )
+    if not hint:
+        leave = (
+            "select its lengths (strlen) rather than its values, or leave it out"
+            if column in top
+            else "leave it out of the query"
+        )
+        hint = f"Raise memory if the shard is trusted, lower DuckDB's threads, or {leave}"
     return MemoryBudgetError(
-        f"the query may return column {column!r} of shard {shard.path}, whose values take "
+        f"{what} column {column!r} of shard {shard.path}, whose values take "
         f"{_size(sizes[column])} in one DuckDB vector of {VECTOR_ROWS} rows ({how}); DuckDB "
         f"builds {copies} vectors at once ({copies - 1} threads and one buffered), "
         f"{_size(need)} in all, more than the memory budget ({_size(limit)}): a dictionary "
-        "bomb (a long value repeated by many rows) or very long values. Raise memory if the "
-        f"shard is trusted, lower DuckDB's threads, or {hint}",
+        f"bomb (a long value repeated by many rows) or very long values. {hint}",
         shard.path,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,6 +10,8 @@ import duckdb
 
 from ..common.text import first_line
 from ..core import sqlfiles
+from ..core.vectors import VectorBound
+from ..errors import SourceError
 from .layout import compatible_type
 from .plan import NULL_TEMPLATES, RowCheck, bound_value, condition, row_checks, value_sql
 from .state import RunState, ShardGroup, Tally
@@ -67,6 +70,11 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
             planned.append((check, cond, bound))
     if not planned:
         return
+    valued = {c.target.path[0] for c, _, _ in planned if c.template not in NULL_TEMPLATES}
+    _bound_vectors(state, group, valued)
+    if not group.indices:
+        return
+    params["files"] = state.files(group.indices)
     sql = sqlfiles.render(
         "checks/aggregate", counts=",\n    ".join(counts), rows=state.relation.rows
     )
@@ -85,6 +93,34 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
         tally.sql.append(sql)
         if tally.violations and len(tally.examples) < state.limit:
             _examples(state, tally, group, check.target, cond, bound)
+
+
+def _bound_vectors(state: RunState, group: ShardGroup, columns: set[str]) -> None:
+    """Take out of the scan the local shards whose ``columns``' string values pass the budget.
+
+    DuckDB builds the scan's vectors whole (2048 rows per thread): a dictionary bomb in a
+    checked column would pass the memory budget before a count comes back. Such a shard
+    becomes unreadable in the report, with the reason (:mod:`..core.vectors`).
+    """
+    if not state.memory_bytes or state.relation.view is not None or not columns:
+        return
+    names = frozenset(c.lower() for c in columns)
+    kept = []
+    for i in group.indices:
+        shard = state.shards[i]
+        if shard is None or not os.path.isfile(shard.path):
+            kept.append(i)  # objects in object storage are not fetched to be weighed
+            continue
+        bound = VectorBound(shard.schema)
+        try:
+            bound.check([shard], bound.columns(names, True), state.memory_bytes, state.threads,
+                        what="validating would read",
+                        hint="Raise memory if the shard is trusted, or lower DuckDB's threads")
+        except SourceError as exc:
+            state.errors[i] = str(exc)
+            continue
+        kept.append(i)
+    group.indices = kept
 
 
 def _columns_without_null_leaves(state: RunState, files: Sequence[str]) -> set[str]:

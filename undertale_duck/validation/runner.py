@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from ..common.progress import Progress
 from ..core.duck import connect
+from ..core.query import memory_limit, threads_of
 from ..core.remote import SourceFiles
 from ..core.source import Shard, SourceLike
 from ..errors import SourceError
@@ -104,6 +105,8 @@ def run(
     examples: int = DEFAULT_EXAMPLES,
     progress: Progress | None = None,
     relation: Relation | None = None,
+    memory_bytes: int = 0,
+    threads: int = 1,
 ) -> ValidationReport:
     """Check every shard of an opened dataset against a schema.
 
@@ -116,6 +119,10 @@ def run(
         progress: Called before each query with a short label.
         relation: What to check: the shards' own rows (default), or a view's rows
             (:func:`undertale_duck.validation.relation.view_rows`).
+        memory_bytes: The memory budget of the row checks' scans (0: none): a local shard
+            whose checked string values DuckDB would hold at once pass it (a dictionary
+            bomb) is reported unreadable with the reason instead of scanned.
+        threads: DuckDB's threads on ``cursor``.
 
     Returns:
         The report; problems in the data are failed checks, never exceptions.
@@ -125,7 +132,8 @@ def run(
     """
     model = schemas.check_schema(schema)
     paths = [s.path for s in shards]
-    state = RunState(model, shards, paths, {}, cursor, examples, progress, relation)
+    state = RunState(model, shards, paths, {}, cursor, examples, progress, relation,
+                     memory_bytes=memory_bytes, threads=threads)
     report = _validate(state)
     report.source = source
     return report
@@ -139,6 +147,7 @@ def report_for(
     progress: Progress | None = None,
     duckdb_config: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    memory: float = 4096,
 ) -> ValidationReport:
     """Validate a dataset given as a path, also when some shards cannot be read at all.
 
@@ -152,6 +161,7 @@ def report_for(
         progress: Called before each query with a short label.
         duckdb_config: DuckDB settings for the connection the checks run on.
         storage_options: Options of a remote source's store (docs/storage.md).
+        memory: The memory budget in MiB (0: none), as :func:`run`'s ``memory_bytes``.
 
     Returns:
         The report.
@@ -178,10 +188,14 @@ def report_for(
         "autoinstall_known_extensions": False,
     }
     config.update(duckdb_config or {})
+    if memory > 0:
+        config.setdefault("memory_limit", memory_limit(int(memory * (1 << 20))))
     connection = connect(config)
     files.attach(connection)
     try:
-        state = RunState(model, shards, paths, errors, connection, examples, progress)
+        state = RunState(model, shards, paths, errors, connection, examples, progress,
+                         memory_bytes=int(memory * (1 << 20)),
+                         threads=threads_of(config.get("threads")))
         report = _validate(state)
     finally:
         connection.close()

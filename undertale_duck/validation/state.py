@@ -135,6 +135,8 @@ class RunState:
         relation: What the checks scan (the shards' rows, or a view's).
         offsets: Global index of each shard's first source row (unreadable footers count 0
             rows); the checks' SQL orders examples by it.
+        memory_bytes: The memory budget the row checks' scans must fit (0: not checked).
+        threads: DuckDB's threads on the cursor.
         targets: The schema's columns and struct fields.
         tallies: One tally per check.
         order: Check keys in report order.
@@ -150,8 +152,13 @@ class RunState:
         examples: int,
         progress: Progress | None,
         relation: Relation | None = None,
+        *,
+        memory_bytes: int = 0,
+        threads: int = 1,
     ) -> None:
         self.model = model
+        self.memory_bytes = memory_bytes
+        self.threads = threads
         self.shards = list(shards)
         self.paths = list(paths)
         self.errors = dict(errors)
