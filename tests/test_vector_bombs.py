@@ -24,13 +24,15 @@ from undertale_duck.core.nested import Page
 KIB = 1 << 10
 
 
-def _bomb(path: Path, rows: int, length: int, *, binary: bool = False) -> None:
+def _bomb(
+    path: Path, rows: int, length: int, *, binary: bool = False, group: int | None = None
+) -> None:
     """``id`` = the row index and ``s``: every row the one ``length``-byte dictionary entry."""
     value: Any = b"x" * length if binary else "x" * (length - 1) + "y"
     dictionary = pa.array([value], pa.binary() if binary else pa.string())
     column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), dictionary)
     pq.write_table(pa.table({"id": np.arange(rows), "s": column}), path, compression="zstd",
-                   store_schema=False)
+                   store_schema=False, row_group_size=group)
 
 
 def test_dictionary_bomb_in_ad_hoc_sql_is_refused_naming_shard_and_column(
@@ -385,3 +387,24 @@ def test_validate_reports_the_bomb_shard_and_checks_the_others(tmp_path: Path) -
                              duckdb_config={"threads": 1})
     assert {c.check: c for c in wide.checks}["length"].violations == 900 + 20_000
     assert hf.sha256s(tmp_path / "d") == before
+
+
+def test_a_view_renaming_the_bomb_column_is_seen(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.parquet"
+    _bomb(path, 20_000, 64 * KIB)
+    ds = ParquetDataset(path, memory=64, query="SELECT id, s AS t FROM dataset WHERE id < 9000")
+    with pytest.raises(MemoryBudgetError, match="column 's'"):
+        ds.sql("SELECT t FROM dataset_view")
+    with pytest.raises(MemoryBudgetError, match="column 's'"):
+        ds.sql("WITH v AS (SELECT s AS u FROM dataset) SELECT u FROM v")
+    assert ds.sql("SELECT count(*) AS n FROM dataset_view").to_pylist() == [{"n": 9000}]
+
+
+def test_values_too_many_to_weigh_are_refused(tmp_path: Path) -> None:
+    # one row group of 5 million references to one 64 KiB entry: weighing its indices alone
+    # would pass 64 MiB
+    path = tmp_path / "many.parquet"
+    _bomb(path, 5_000_000, 64 * KIB, group=5_000_000)
+    assert path.stat().st_size < 16 << 20  # mostly its ids
+    with pytest.raises(MemoryBudgetError, match="too many values to weigh"):
+        ParquetDataset(path, memory=64).sql("SELECT s FROM dataset")

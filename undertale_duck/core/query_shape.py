@@ -40,8 +40,9 @@ def referenced(tree: Any, text: str) -> frozenset[str] | None:
     """The names a parsed query's column references use, lowercased; None if it may read all.
 
     A star (``*``, ``COLUMNS(...)``, ``f(*)``), a positional reference, a table function
-    (which may read the shards' files directly), ``SUMMARIZE``, or a reference to a table or
-    its alias by itself (the whole row as a struct) may read every column.
+    (which may read the shards' files directly), ``SUMMARIZE``, a table other than
+    ``dataset`` (a view's ``dataset_view`` renames columns), or a reference to a table or its
+    alias by itself (the whole row as a struct) may read every column.
 
     Args:
         tree: The statement's syntax tree (``json_serialize_sql``).
@@ -52,6 +53,8 @@ def referenced(tree: Any, text: str) -> frozenset[str] | None:
     """
     names: set[str] = set()
     tables: set[str] = set()
+    read: set[str] = set()  # the tables (and common table expressions) read by name
+    ctes: set[str] = set()
     refs: list[list[str]] = []
     for node in _walk(tree):
         kind = node.get("class")
@@ -69,8 +72,18 @@ def referenced(tree: Any, text: str) -> frozenset[str] | None:
             for key in ("table_name", "alias"):
                 if node.get(key):
                     tables.add(str(node[key]).lower())
+            if node.get("type") == "BASE_TABLE":
+                read.add(str(node.get("table_name", "")).lower())
+        if isinstance(node.get("cte_map"), dict):
+            for entry in node["cte_map"].get("map") or []:
+                if isinstance(entry, dict):
+                    ctes.add(str(entry.get("key", "")).lower())
         elif node.get("type") == "SHOW_REF" and str(node.get("show_type")) != "DESCRIBE":
             return None
+    if read - ctes - {"dataset"}:
+        # another table (a view's dataset_view, a side table) may hold the shards' columns
+        # under other names
+        return None
     for parts in refs:
         if len(parts) == 1 and parts[0] in tables:
             return None

@@ -42,6 +42,8 @@ from .source import Shard
 MIB = 1 << 20
 #: Column bounds under this are not refined to exact bytes (the bound is cheap and close).
 REFINE_FROM = 1 * MIB
+#: What a vector counts as when it cannot be weighed within the budget (over any budget).
+UNKNOWN = 1 << 62
 
 
 class VectorBound:
@@ -111,10 +113,16 @@ class VectorBound:
                 continue
             exact = {}
             for c, size in sizes.items():
-                weigh = size > REFINE_FROM and rows == VECTOR_ROWS
+                unknown = size >= UNKNOWN
+                weigh = unknown or (size > REFINE_FROM and rows == VECTOR_ROWS)
                 refined = self._refine(shard, c, limit) if weigh else None
                 exact[c] = refined is not None
-                sizes[c] = size if refined is None else refined
+                if refined is not None:
+                    sizes[c] = refined
+                elif unknown:
+                    # neither the page headers nor pyarrow can read it: DuckDB reads the
+                    # shard and reports what it finds
+                    sizes[c] = 0
             need = copies * sum(sizes.values())
             if need > limit:
                 top = set(self.top.values())
@@ -135,10 +143,14 @@ class VectorBound:
         if not bounds:
             return 0
         # a row group whose pages cannot be followed counts as over any budget until weighed
-        return max(b if b is not None else 1 << 62 for b in bounds)
+        return max(b if b is not None else UNKNOWN for b in bounds)
 
     def _refine(self, shard: Shard, column: str, limit: int) -> int | None:
-        """The exact bytes of the column's largest vector, or None (the bound stands)."""
+        """The exact bytes of the column's largest vector, or None (the bound stands).
+
+        :data:`UNKNOWN` when its values are too many to weigh within ``limit``; None (also
+        kept as such) when pyarrow cannot read them.
+        """
         key = self._key(shard, column)
         if key not in self._exact:
             self._bound(shard, column)
@@ -158,6 +170,10 @@ def _refusal(
     what, hint = words
     column = max(sizes, key=lambda c: sizes[c])
     how = "measured" if exact[column] else "bounded by its page headers"
+    size = _size(sizes[column])
+    total = _size(need)
+    if sizes[column] >= UNKNOWN:
+        size, how, total = "more than the budget", "too many values to weigh within it", "more"
     if not hint:
         leave = (
             "select its lengths (strlen) rather than its values, or leave it out"
@@ -167,9 +183,9 @@ def _refusal(
         hint = f"Raise memory if the shard is trusted, lower DuckDB's threads, or {leave}"
     return MemoryBudgetError(
         f"{what} column {column!r} of shard {shard.path}, whose values take "
-        f"{_size(sizes[column])} in one DuckDB vector of {VECTOR_ROWS} rows ({how}); DuckDB "
+        f"{size} in one DuckDB vector of {VECTOR_ROWS} rows ({how}); DuckDB "
         f"builds {copies} vectors at once ({copies - 1} threads and one buffered), "
-        f"{_size(need)} in all, more than the memory budget ({_size(limit)}): a dictionary "
+        f"{total} in all, more than the memory budget ({_size(limit)}): a dictionary "
         f"bomb (a long value repeated by many rows) or very long values. {hint}",
         shard.path,
     )
@@ -237,7 +253,8 @@ def _exact(shard: Shard, column: str, bounds: Sequence[int | None], limit: int) 
     """The most bytes one 2048-row block of ``column`` takes, summed from lengths; or None.
 
     Row groups whose bound is under :data:`REFINE_FROM` keep their bound. None when pyarrow
-    cannot read the column, or reading its indices would itself pass the budget.
+    cannot read the column; :data:`UNKNOWN` when reading its indices would itself pass the
+    budget.
     """
     try:
         meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
@@ -256,7 +273,7 @@ def _exact(shard: Shard, column: str, bounds: Sequence[int | None], limit: int) 
                 rg = meta.row_group(group)
                 weight = sum(rg.column(i).num_values for i in leaves) + rg.num_rows
                 if weight * VALUE_BYTES > limit:
-                    return None  # the indices alone pass the budget
+                    return UNKNOWN  # the indices alone would pass the budget
                 table = f.read_row_group(group, columns=paths, use_threads=False)
                 worst = max(worst, _blocks(table))
         return worst
