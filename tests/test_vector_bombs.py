@@ -408,3 +408,24 @@ def test_values_too_many_to_weigh_are_refused(tmp_path: Path) -> None:
     assert path.stat().st_size < 16 << 20  # mostly its ids
     with pytest.raises(MemoryBudgetError, match="too many values to weigh"):
         ParquetDataset(path, memory=64).sql("SELECT s FROM dataset")
+
+
+def test_shell_refuses_the_bomb_and_goes_on(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    _bomb(data / "bomb.parquet", 20_000, 64 * KIB)
+    before = hf.sha256s(data)
+    statements = "SELECT * FROM dataset;\nSELECT count(*) AS n FROM dataset;\n"
+    cmd = [sys.executable, "-m", "undertale_duck", "shell", str(data), "--memory", "64",
+           "--format", "csv"]
+    done = subprocess.run(cmd, input=statements, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1  # a statement failed; the next one still ran
+    assert "Traceback" not in done.stderr and "bomb.parquet" in done.stderr, done.stderr
+    assert "memory budget" in done.stderr
+    assert "20000" in done.stdout
+    # --memory 0: no budget, the (small) peek runs
+    peek = [sys.executable, "-m", "undertale_duck", "sql", str(data),
+            "SELECT strlen(s) AS n FROM dataset WHERE id = 7", "--memory", "0"]
+    done = subprocess.run(peek, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and str(64 * KIB) in done.stdout, done.stderr
+    assert hf.sha256s(data) == before

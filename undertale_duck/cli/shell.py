@@ -25,6 +25,8 @@ PROMPT = "duck> "
 CONTINUATION = "  ...> "
 HISTORY_LENGTH = 1000
 SCHEMA_QUERY = "SELECT column_name, column_type FROM (DESCRIBE dataset);"
+#: Longest error message of ours shown (DuckDB's own text inside it is already cut).
+MESSAGE_LIMIT = 2000
 #: The longest input line and the largest statement read (characters): input without line
 #: ends, such as ``shell < /dev/zero``, stops with an error instead of filling memory.
 MAX_STATEMENT_CHARS = 1 << 20
@@ -330,7 +332,7 @@ class Shell:
         try:
             statements = readonly.statements(text)
         except UndertaleDuckError as exc:
-            self._error(first_line(exc), line)
+            self._error(first_line(exc, limit=MESSAGE_LIMIT), line)
             return
         for statement in statements:
             try:
@@ -346,8 +348,8 @@ class Shell:
                 self.out.flush()
                 self._error("interrupted: the query was stopped", line)
                 return
-            except UndertaleDuckError as exc:
-                self._error(first_line(exc), line)
+            except UndertaleDuckError as exc:  # our own messages say what to do: kept whole
+                self._error(first_line(exc, limit=MESSAGE_LIMIT), line)
                 return
             except Exception as exc:  # a value the writers cannot show: the shell lives on
                 self._error(f"cannot show the result: {type(exc).__name__}: {first_line(exc)}",

@@ -182,11 +182,11 @@ def _refusal(
         )
         hint = f"Raise memory if the shard is trusted, lower DuckDB's threads, or {leave}"
     return MemoryBudgetError(
-        f"{what} column {column!r} of shard {shard.path}, whose values take "
-        f"{size} in one DuckDB vector of {VECTOR_ROWS} rows ({how}); DuckDB "
-        f"builds {copies} vectors at once ({copies - 1} threads and one buffered), "
-        f"{total} in all, more than the memory budget ({_size(limit)}): a dictionary "
-        f"bomb (a long value repeated by many rows) or very long values. {hint}",
+        f"{what} column {column!r} of shard {shard.path}, a dictionary bomb (a long value "
+        f"repeated by many rows) or very long values: one DuckDB vector of {VECTOR_ROWS} rows "
+        f"of it takes {size} ({how}), and DuckDB builds {copies} vectors at once "
+        f"({copies - 1} threads and one buffered): {total}, more than the memory budget "
+        f"({_size(limit)}). {hint}",
         shard.path,
     )
 
