@@ -42,6 +42,9 @@ from .source import Shard
 MIB = 1 << 20
 #: Column bounds under this are not refined to exact bytes (the bound is cheap and close).
 REFINE_FROM = 1 * MIB
+#: The smallest budget checked (as the smallest result ``ds.sql`` collects): a tiny
+#: ``memory`` still answers queries over ordinary strings.
+MIN_BUDGET = 64 * MIB
 #: What a vector counts as when it cannot be weighed within the budget (over any budget).
 UNKNOWN = 1 << 62
 
@@ -94,7 +97,7 @@ class VectorBound:
         Args:
             shards: The local shards the query reads.
             columns: The columns the query may copy (:meth:`columns`).
-            limit: The memory budget in bytes (0: no check).
+            limit: The memory budget in bytes (0: no check; at least :data:`MIN_BUDGET`).
             threads: DuckDB's threads for the query.
             rows: The most rows of a result vector (:func:`.query_shape.result_rows`).
             what: How the message starts, before the column's name.
@@ -106,6 +109,7 @@ class VectorBound:
         """
         if not columns or limit <= 0:
             return
+        limit = max(limit, MIN_BUDGET)
         copies = max(1, threads) + 1
         for shard in shards:
             sizes = {c: self._bound(shard, c, rows) for c in columns}
@@ -214,6 +218,9 @@ def _group_bounds(shard: Shard, column: str, top: bool, rows: int) -> list[int |
             size = fh.seek(0, 2)
             for group in range(meta.num_row_groups):
                 rg = meta.row_group(group)
+                if rg.num_rows == 0:
+                    out.append(0)  # no vector at all
+                    continue
                 total: int | None = 0
                 for index in leaves:
                     pages = chunk_pages(fh, size, rg.column(index), scan=False)
