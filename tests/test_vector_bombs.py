@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel, Field
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
 from undertale_duck.core import query_shape, vectors
@@ -356,8 +357,6 @@ def test_describe_scan_reports_the_bomb_shard_instead_of_scanning_it(tmp_path: P
 
 
 def test_validate_reports_the_bomb_shard_and_checks_the_others(tmp_path: Path) -> None:
-    from pydantic import BaseModel, Field
-
     from undertale_duck.validation import runner
 
     class Short(BaseModel):
@@ -429,3 +428,40 @@ def test_shell_refuses_the_bomb_and_goes_on(tmp_path: Path) -> None:
     done = subprocess.run(peek, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and str(64 * KIB) in done.stdout, done.stderr
     assert hf.sha256s(data) == before
+
+
+def test_bomb_in_object_storage_is_weighed_by_range_reads(tmp_path: Path) -> None:
+    from storage_server import S3Server, cached_files
+
+    from undertale_duck.validation import runner
+
+    data = tmp_path / "data"
+    good, bomb = _bomb_beside_good_shard(data)
+    server = S3Server()
+    try:
+        server.bucket("data")
+        url = server.upload(data, "s3://data/bombs")
+        cache = tmp_path / "cache"
+        ds = ParquetDataset(url, memory=64, storage_options=server.options(), cache_dir=cache)
+        with pytest.raises(MemoryBudgetError, match="dictionary bomb") as info:
+            ds.sql("SELECT s FROM dataset")
+        assert info.value.path is not None and info.value.path.endswith("/bomb.parquet")
+        assert ds.sql("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": 21_000}]
+        assert ds.sql("SELECT s FROM dataset WHERE id < 3 ORDER BY s LIMIT 3").num_rows == 3
+        assert list(cached_files(cache)) == []  # weighed by ranges, nothing downloaded
+
+        class Short(BaseModel):
+            id: int
+            s: str = Field(max_length=3)
+
+        report = runner.report_for(url, Short, memory=64, storage_options=server.options())
+        readable = {c.check: c for c in report.checks}["readable"]
+        assert [e.shard for e in readable.examples] == [url.rstrip("/") + "/bomb.parquet"]
+        from undertale_duck.core.describe import describe
+
+        found = describe(url, scan=True, memory=64, storage_options=server.options())
+        errors = {s.path.rsplit("/", 1)[-1]: s.error for s in found.shards}
+        assert errors["good.parquet"] is None
+        assert "dictionary bomb" in str(errors["bomb.parquet"])
+    finally:
+        server.close()

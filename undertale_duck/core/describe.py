@@ -22,7 +22,7 @@ from .drift import ShardDrift, reference_columns, schema_drift
 from .duck import connect, default_duckdb_config, duckdb_path
 from .interrupt import interruptible
 from .remote import SourceFiles
-from .source import Shard, read_footer
+from .source import Shard
 from .vectors import VectorBound
 
 
@@ -314,11 +314,11 @@ def _scan_stats(
     return scan_values(table.to_pylist()[0], columns)
 
 
-def _check_vectors(path: str, limit: int, threads: Any) -> None:
-    """Refuse to scan a local shard whose scan would hold more string bytes than ``limit``."""
-    if limit <= 0 or not os.path.isfile(path):
-        return  # objects in object storage are not fetched to be weighed
-    shard = read_footer(path)
+def _check_vectors(files: SourceFiles, path: str, limit: int, threads: Any) -> None:
+    """Refuse to scan a shard whose scan would hold more string bytes than ``limit``."""
+    if limit <= 0:
+        return
+    shard = files.footer(path)  # an object in object storage: weighed by range reads
     bound = VectorBound(shard.schema)
     count = threads if isinstance(threads, int) and threads > 0 else os.cpu_count() or 1
     bound.check([shard], bound.columns(None, True), limit, count,
@@ -346,7 +346,7 @@ def describe(
         progress: Called with each shard's file name before it is scanned.
         storage_options: Options of a remote source's store (footers are read by range
             reads; see docs/storage.md).
-        memory: The scan's memory budget in MiB (0: none): a local shard whose string and
+        memory: The scan's memory budget in MiB (0: none): a shard whose string and
             binary values the scan would hold at once pass it (a dictionary bomb) is
             reported with the reason instead of scanned (:mod:`vectors`).
 
@@ -383,7 +383,7 @@ def describe(
                 continue
             try:
                 if scan:
-                    _check_vectors(s.path, int(memory * (1 << 20)), config.get("threads"))
+                    _check_vectors(files, s.path, int(memory * (1 << 20)), config.get("threads"))
                     stats: dict[str, tuple[int | None, Any, Any, bool]] = dict(
                         _scan_stats(con, s.path, s.columns)
                     )

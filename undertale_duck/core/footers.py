@@ -177,7 +177,19 @@ def chunks_known(path: str, size: int) -> bool:
     Returns:
         False if the footer cannot be parsed here or holds an unknown value.
     """
-    footer = _footer_bytes(path, size)
+    return footer_chunks_known(_footer_bytes(path, size))
+
+
+def footer_chunks_known(footer: bytes | None) -> bool:
+    """Whether a footer's column chunks all have a known type, codec and encodings.
+
+    Args:
+        footer: The footer's Thrift bytes (without the length and magic), or None.
+
+    Returns:
+        False if it cannot be parsed here or holds an unknown value (see
+        :func:`chunks_known`).
+    """
     if footer is None:
         return False
     try:

@@ -256,8 +256,8 @@ class QuerySession:
         Raises:
             MemoryBudgetError: Naming the shard and column.
         """
-        if not self.memory_bytes or self.source.store is not None:
-            return  # objects in object storage are not fetched to be weighed
+        if not self.memory_bytes:
+            return
         if self._vectors is None:
             self._vectors = vectors.VectorBound(self.source.schema)
         names, rows = shape

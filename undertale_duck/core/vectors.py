@@ -19,14 +19,16 @@ A query whose ``(threads + 1)`` vectors of the columns it may return pass the bu
 refused with :class:`MemoryBudgetError` naming the shard and the column. A top-level column
 counts only when the result holds string or binary values (``strlen(col)`` is computed
 without copying the strings); a nested one whenever the query names it (DuckDB copies nested
-strings as it scans them). Local shards only: remote objects are not fetched to be weighed.
+strings as it scans them). Shards in object storage are weighed by range reads, never
+downloaded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import struct
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -95,7 +97,7 @@ class VectorBound:
         """Refuse a query whose result vectors of ``columns`` would pass ``limit``.
 
         Args:
-            shards: The local shards the query reads.
+            shards: The shards the query reads (local, or in object storage).
             columns: The columns the query may copy (:meth:`columns`).
             limit: The memory budget in bytes (0: no check; at least :data:`MIN_BUDGET`).
             threads: DuckDB's threads for the query.
@@ -206,16 +208,46 @@ def _leaves(meta: pq.FileMetaData, column: str) -> list[int]:
     ]
 
 
+@contextlib.contextmanager
+def _opened(shard: Shard) -> Iterator[tuple[str | BinaryIO, BinaryIO, pq.FileMetaData]]:
+    """The shard for pyarrow, a file to read page headers from, and its checked footer.
+
+    A shard in object storage is read by ranges through its store's filesystem (it is not
+    downloaded), its footer checked as a local one's before pyarrow's chunk accessors run.
+    """
+    store = getattr(shard, "store", None)
+    if store is None:
+        meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
+        with open(shard.path, "rb") as fh:
+            yield shard.path, fh, meta
+        return
+    with store.fs.open(shard.path, "rb") as fh:
+        yield fh, fh, _remote_metadata(fh, shard.size)
+
+
+def _remote_metadata(fh: BinaryIO, size: int) -> pq.FileMetaData:
+    """The footer of an object open for range reads, checked (pyarrow aborts on some)."""
+    fh.seek(size - 8)
+    trailer = fh.read(8)
+    (length,) = struct.unpack("<I", trailer[:4])
+    if trailer[4:] != b"PAR1" or not 0 < length <= size - 12:
+        raise ValueError("not a plain Parquet footer")
+    fh.seek(size - 8 - length)
+    footer = fh.read(length)
+    if len(footer) != length or not footers.footer_chunks_known(footer):
+        raise ValueError("a footer pyarrow's chunk accessors cannot take")
+    return pq.read_metadata(pa.BufferReader(footer + trailer))
+
+
 def _group_bounds(shard: Shard, column: str, top: bool, rows: int) -> list[int | None]:
     """Per row group: the most bytes one vector of ``column`` decodes to, or None (unknown)."""
     try:
-        meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
-        leaves = _leaves(meta, column)
-        if not leaves:
-            return []
-        out: list[int | None] = []
-        with open(shard.path, "rb") as fh:
-            size = fh.seek(0, 2)
+        with _opened(shard) as (_, fh, meta):
+            leaves = _leaves(meta, column)
+            if not leaves:
+                return []
+            out: list[int | None] = []
+            size = shard.size
             for group in range(meta.num_row_groups):
                 rg = meta.row_group(group)
                 if rg.num_rows == 0:
@@ -229,7 +261,7 @@ def _group_bounds(shard: Shard, column: str, top: bool, rows: int) -> list[int |
                         continue
                     total += _window(pages, rows) if top else sum(p.bound for p in pages)
                 out.append(total)
-        return out
+            return out
     except (OSError, ValueError, IndexError, KeyError, struct.error, pa.ArrowException,
             SourceError):
         return [None]  # weighed exactly, or DuckDB reports what it finds
@@ -264,29 +296,39 @@ def _exact(shard: Shard, column: str, bounds: Sequence[int | None], limit: int) 
     budget.
     """
     try:
-        meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
-        leaves = _leaves(meta, column)
-        if not leaves:
-            return 0
-        paths = [meta.schema.column(i).path for i in leaves]
-        worst = 0
-        with pq.ParquetFile(shard.path, metadata=meta, read_dictionary=paths,
-                            pre_buffer=False) as f:
-            for group in range(meta.num_row_groups):
-                bound = bounds[group] if len(bounds) == meta.num_row_groups else None
-                if bound is not None and bound <= REFINE_FROM:
-                    worst = max(worst, bound)
-                    continue
-                rg = meta.row_group(group)
-                weight = sum(rg.column(i).num_values for i in leaves) + rg.num_rows
-                if weight * VALUE_BYTES > limit:
-                    return UNKNOWN  # the indices alone would pass the budget
-                table = f.read_row_group(group, columns=paths, use_threads=False)
-                worst = max(worst, _blocks(table))
-        return worst
+        with _opened(shard) as (source, _, meta):
+            return _exact_groups(source, meta, column, bounds, limit)
     except (OSError, ValueError, KeyError, IndexError, TypeError, struct.error,
             pa.ArrowException, SourceError):
         return None
+
+
+def _exact_groups(
+    source: str | BinaryIO,
+    meta: pq.FileMetaData,
+    column: str,
+    bounds: Sequence[int | None],
+    limit: int,
+) -> int:
+    """:func:`_exact` on an opened shard (``source``: its path, or a file open on it)."""
+    leaves = _leaves(meta, column)
+    if not leaves:
+        return 0
+    paths = [meta.schema.column(i).path for i in leaves]
+    worst = 0
+    with pq.ParquetFile(source, metadata=meta, read_dictionary=paths, pre_buffer=False) as f:
+        for group in range(meta.num_row_groups):
+            bound = bounds[group] if len(bounds) == meta.num_row_groups else None
+            if bound is not None and bound <= REFINE_FROM:
+                worst = max(worst, bound)
+                continue
+            rg = meta.row_group(group)
+            weight = sum(rg.column(i).num_values for i in leaves) + rg.num_rows
+            if weight * VALUE_BYTES > limit:
+                return UNKNOWN  # the indices alone would pass the budget
+            table = f.read_row_group(group, columns=paths, use_threads=False)
+            worst = max(worst, _blocks(table))
+    return worst
 
 
 def _blocks(table: pa.Table) -> int:

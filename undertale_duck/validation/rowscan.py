@@ -108,8 +108,9 @@ def _bound_vectors(state: RunState, group: ShardGroup, columns: set[str]) -> Non
     kept = []
     for i in group.indices:
         shard = state.shards[i]
-        if shard is None or not os.path.isfile(shard.path):
-            kept.append(i)  # objects in object storage are not fetched to be weighed
+        remote = getattr(shard, "store", None) is not None  # weighed by range reads
+        if shard is None or not (remote or os.path.isfile(shard.path)):
+            kept.append(i)
             continue
         bound = VectorBound(shard.schema)
         try:
