@@ -465,3 +465,22 @@ def test_bomb_in_object_storage_is_weighed_by_range_reads(tmp_path: Path) -> Non
         assert "dictionary bomb" in str(errors["bomb.parquet"])
     finally:
         server.close()
+
+
+def test_a_dotted_column_name_hides_nothing(tmp_path: Path) -> None:
+    # leaves are found from the columns' types, not by splitting their dotted paths
+    rows = 20_000
+    dictionary = pa.array(["x" * (64 * KIB)], pa.string())
+    leaf = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), dictionary)
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32))
+    table = pa.table({"id": np.arange(rows), "s.x": leaf,
+                      "c.d": pa.ListArray.from_arrays(offsets, leaf)})
+    path = tmp_path / "dotted.parquet"
+    pq.write_table(table, path, store_schema=False)
+    ds = ParquetDataset(path, memory=64)
+    for query in ('SELECT "s.x" FROM dataset', 'SELECT "c.d" FROM dataset'):
+        with pytest.raises(MemoryBudgetError, match="dictionary bomb"):
+            ds.sql(query)
+    with pytest.raises(MemoryBudgetError, match=r"column 'c\.d'"):  # a window read
+        ParquetDataset(path, memory=64, columns=["id", "c.d"])[3]
+    assert ParquetDataset(path, memory=64, columns=["id"])[3] == {"id": 3}

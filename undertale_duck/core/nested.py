@@ -176,14 +176,66 @@ class NestedBound:
 
     def _leaves(self, meta: pq.FileMetaData) -> dict[int, str]:
         """Leaf index -> dotted path of the byte-array leaves of the nested columns read."""
-        wanted = set(self.columns)
+        owners = column_leaves(meta)
         parquet = meta.schema
         out = {}
-        for i in range(len(parquet)):
-            leaf = parquet.column(i)
-            if leaf.physical_type == "BYTE_ARRAY" and leaf.path.split(".")[0] in wanted:
-                out[i] = leaf.path
+        for column in self.columns:
+            for i in owners.get(column.lower(), []):
+                if parquet.column(i).physical_type == "BYTE_ARRAY":
+                    out[i] = parquet.column(i).path
         return out
+
+
+def column_leaves(meta: pq.FileMetaData) -> dict[str, list[int]]:
+    """The leaf indices of each top-level column, by lowercased name.
+
+    Found from the columns' types in order, never by splitting dotted leaf paths (a column
+    may be named ``"a.b"``).
+
+    Args:
+        meta: A shard's footer.
+
+    Returns:
+        ``{name: [leaf index, ...]}``.
+
+    When the types do not account for the footer's leaves, a leaf counts for every column
+    whose name its dotted path equals or starts with (more leaves, never fewer).
+    """
+    out: dict[str, list[int]] = {}
+    index = 0
+    arrow = meta.schema.to_arrow_schema()
+    for field in arrow:
+        count = _leaf_count(field.type)
+        out.setdefault(field.name.lower(), []).extend(range(index, index + count))
+        index += count
+    if index == len(meta.schema):
+        return out
+    out = {}
+    for i in range(len(meta.schema)):
+        path = meta.schema.column(i).path.lower()
+        for name in {f.name.lower() for f in arrow}:
+            if path == name or path.startswith(name + "."):
+                out.setdefault(name, []).append(i)
+    return out
+
+
+def _leaf_count(typ: pa.DataType) -> int:
+    """Parquet leaf columns an Arrow type is stored as."""
+    if pa.types.is_dictionary(typ):
+        return _leaf_count(typ.value_type)
+    if pa.types.is_struct(typ):
+        return sum(_leaf_count(typ.field(i).type) for i in range(typ.num_fields))
+    if pa.types.is_map(typ):
+        return _leaf_count(typ.key_type) + _leaf_count(typ.item_type)
+    if (
+        pa.types.is_list(typ)
+        or pa.types.is_large_list(typ)
+        or pa.types.is_fixed_size_list(typ)
+        or pa.types.is_list_view(typ)
+        or pa.types.is_large_list_view(typ)
+    ):
+        return _leaf_count(typ.value_type)
+    return 1
 
 
 def _group_bound(
@@ -376,4 +428,4 @@ def _size(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.1f} MiB"
 
 
-__all__ = ["NestedBound", "Page", "chunk_pages", "nested_text", "value_bytes"]
+__all__ = ["NestedBound", "Page", "chunk_pages", "column_leaves", "nested_text", "value_bytes"]

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from ..errors import MemoryBudgetError, SourceError
 from . import footers
 from .decoded import VECTOR_ROWS, length_function
-from .nested import VALUE_BYTES, Page, chunk_pages, nested_text, value_bytes
+from .nested import VALUE_BYTES, Page, chunk_pages, column_leaves, nested_text, value_bytes
 from .source import Shard
 
 MIB = 1 << 20
@@ -199,12 +199,10 @@ def _refusal(
 
 def _leaves(meta: pq.FileMetaData, column: str) -> list[int]:
     """Indices of the byte-array leaves of ``column`` (any spelling of its name)."""
-    low = column.lower()
     parquet = meta.schema
     return [
-        i for i in range(len(parquet))
+        i for i in column_leaves(meta).get(column.lower(), [])
         if parquet.column(i).physical_type == "BYTE_ARRAY"
-        and parquet.column(i).path.split(".")[0].lower() == low
     ]
 
 
