@@ -484,3 +484,30 @@ def test_a_dotted_column_name_hides_nothing(tmp_path: Path) -> None:
     with pytest.raises(MemoryBudgetError, match=r"column 'c\.d'"):  # a window read
         ParquetDataset(path, memory=64, columns=["id", "c.d"])[3]
     assert ParquetDataset(path, memory=64, columns=["id"])[3] == {"id": 3}
+
+
+def test_exact_weights_are_kept_for_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from undertale_duck.core import weights
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(cache))
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "bomb.parquet"
+    _bomb(path, 20_000, 64 * KIB)
+    before = dict(weights.STATS)
+    with pytest.raises(MemoryBudgetError, match="measured"):
+        ParquetDataset(data, memory=64).sql("SELECT s FROM dataset")
+    assert weights.STATS["weighed"] == before["weighed"] + 1
+    with pytest.raises(MemoryBudgetError, match=r"128\.0 MiB"):  # a new dataset: kept
+        ParquetDataset(data, memory=64).sql("SELECT s FROM dataset")
+    assert weights.STATS["weighed"] == before["weighed"] + 1
+    assert weights.STATS["loaded"] == before["loaded"] + 1
+    assert [p.name for p in data.iterdir()] == ["bomb.parquet"]  # nothing beside the data
+    kept = list((cache / "vectors").iterdir())
+    assert len(kept) == 1 and kept[0].stat().st_mode & 0o077 == 0
+    # the shard replaced by shorter strings: weighed again, and now it runs
+    _bomb(path, 20_000, 1 * KIB)
+    assert ParquetDataset(data, memory=64).sql("SELECT s FROM dataset").num_rows == 20_000

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import MemoryBudgetError, SourceError
-from . import footers
+from . import footers, weights
 from .decoded import VECTOR_ROWS, length_function
 from .nested import VALUE_BYTES, Page, chunk_pages, column_leaves, nested_text, value_bytes
 from .source import Shard
@@ -159,8 +159,13 @@ class VectorBound:
         """
         key = self._key(shard, column)
         if key not in self._exact:
-            self._bound(shard, column)
-            self._exact[key] = _exact(shard, column, self._bounds[key, VECTOR_ROWS], limit)
+            found = weights.load(shard, column)
+            if found is None:
+                self._bound(shard, column)
+                found = _exact(shard, column, self._bounds[key, VECTOR_ROWS], limit)
+                if found is not None and found < UNKNOWN:
+                    weights.save(shard, column, found)
+            self._exact[key] = found
         return self._exact[key]
 
 
