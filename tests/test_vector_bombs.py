@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
 from undertale_duck.core import query_shape, vectors
-from undertale_duck.core.nested import Page
+from undertale_duck.core.text_pages import Page
 
 KIB = 1 << 10
 

@@ -38,8 +38,9 @@ import pyarrow.parquet as pq
 from ..errors import MemoryBudgetError, SourceError
 from . import footers, weights
 from .decoded import VECTOR_ROWS, length_function
-from .nested import VALUE_BYTES, Page, chunk_pages, column_leaves, nested_text, value_bytes
+from .nested import VALUE_BYTES, nested_text, value_bytes
 from .source import Shard
+from .text_pages import Page, chunk_pages, column_leaves
 
 MIB = 1 << 20
 #: Column bounds under this are not refined to exact bytes (the bound is cheap and close).
