@@ -133,7 +133,7 @@ class VectorBound:
             need = copies * sum(sizes.values())
             if need > limit:
                 top = set(self.top.values())
-                raise _refusal(shard, sizes, exact, (copies, need, limit), top, (what, hint))
+                raise _refusal(shard, sizes, exact, (copies, need, limit, rows), top, (what, hint))
 
     # ---------------------------------------------------------------- bounds
     def _key(self, shard: Shard, column: str) -> tuple[str, int, int, str]:
@@ -174,11 +174,11 @@ def _refusal(
     shard: Shard,
     sizes: dict[str, int],
     exact: dict[str, bool],
-    counts: tuple[int, int, int],
+    counts: tuple[int, int, int, int],
     top: set[str],
     words: tuple[str, str],
 ) -> MemoryBudgetError:
-    copies, need, limit = counts
+    copies, need, limit, rows = counts
     what, hint = words
     column = max(sizes, key=lambda c: sizes[c])
     how = "measured" if exact[column] else "bounded by its page headers"
@@ -195,7 +195,7 @@ def _refusal(
         hint = f"Raise memory if the shard is trusted, lower DuckDB's threads, or {leave}"
     return MemoryBudgetError(
         f"{what} column {column!r} of shard {shard.path}, a dictionary bomb (a long value "
-        f"repeated by many rows) or very long values: one DuckDB vector of {VECTOR_ROWS} rows "
+        f"repeated by many rows) or very long values: one DuckDB vector of {rows} rows "
         f"of it takes {size} ({how}), and DuckDB builds {copies} vectors at once "
         f"({copies - 1} threads and one buffered): {total}, more than the memory budget "
         f"({_size(limit)}). {hint}",
