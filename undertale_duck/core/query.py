@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import duckdb
@@ -18,6 +17,7 @@ from . import blame, failures, lifecycle, query_shape, sqlfiles, vectors
 from .connection import Connection
 from .duck import duckdb_path
 from .interrupt import interruptible
+from .query_stream import Stream
 from .readonly import check_read_only, check_statement, statements
 from .source import Source
 
@@ -155,7 +155,7 @@ class QuerySession:
             # a remote source's objects: DuckDB reads them through the store's client
             filesystem=None if source.store is None else source.store.filesystem,
         )
-        self._streams: weakref.WeakSet[_Stream] = weakref.WeakSet()
+        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         lifecycle.track_connection(self)  # streams closed before fork() and at exit
 
     # ------------------------------------------------------------------ queries
@@ -218,7 +218,7 @@ class QuerySession:
         stream = self._start(query, params, batch_rows)
         return pa.RecordBatchReader.from_batches(stream.schema, stream)
 
-    def _start(self, query: str, params: Params, batch_rows: int) -> _Stream:
+    def _start(self, query: str, params: Params, batch_rows: int) -> Stream:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ArgumentError(f"batch_rows must be a positive integer, got {batch_rows!r}")
         found = statements(query)
@@ -239,7 +239,7 @@ class QuerySession:
             )
         cursor = base.cursor()
         shape = (query_shape.referenced(*trees[0]), query_shape.result_rows(trees[0][0]))
-        stream = _Stream(self, cursor, query, params, batch_rows, shape)
+        stream = Stream(self, cursor, query, params, batch_rows, shape)
         self._streams.add(stream)
         return stream
 
@@ -264,8 +264,17 @@ class QuerySession:
         columns = self._vectors.columns(names, query_shape.text_result(types))
         self._vectors.check(self.source.shards, columns, self.memory_bytes, self._threads, rows)
 
-    def _after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
-        """After a query: the catalog must be as it was, and (if asked) the shards too."""
+    def after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
+        """After a query: the catalog must be as it was, and the shards too.
+
+        Args:
+            cursor: The query's cursor (closed by the caller afterwards).
+            failed: Whether the query failed (a changed catalog is then undone silently).
+
+        Raises:
+            ReadOnlyError: If the query changed the database (the change is undone).
+            ShardChangedError: If a shard changed on disk.
+        """
         try:
             changed = _catalog_state(cursor) != self._connection.state
         except duckdb.Error:
@@ -326,119 +335,6 @@ class QuerySession:
         """Close open streams and the database (reopened by the next query)."""
         self.end_streams()
         self._connection.close()
-
-
-class _Stream:
-    """One running query: its cursor and DuckDB reader, as an iterator of record batches."""
-
-    def __init__(
-        self,
-        session: QuerySession,
-        cursor: duckdb.DuckDBPyConnection,
-        query: str,
-        params: Params,
-        batch_rows: int,
-        shape: tuple[frozenset[str] | None, int] = (None, 2048),
-    ) -> None:
-        self._session = session
-        self._cursor: duckdb.DuckDBPyConnection | None = cursor
-        self._reader: pa.RecordBatchReader | None = None
-        self._lock = threading.Lock()
-
-        def start() -> pa.RecordBatchReader:
-            relation = cursor.sql(query, params=params)
-            if relation is None:  # pragma: no cover - only SELECT-like statements get here
-                return pa.RecordBatchReader.from_batches(pa.schema([]), [])
-            # bound before DuckDB builds a vector: binding the query runs nothing
-            session.check_vectors(shape, relation.types)
-            return relation.to_arrow_reader(batch_rows)
-
-        try:
-            self._reader = self._call(start)
-        except BaseException:
-            self._finish(failed=True)
-            raise
-        self.schema: pa.Schema = self._reader.schema
-
-    def _call(self, work: Callable[[], T]) -> T:
-        cursor = self._cursor
-        if cursor is None:
-            raise QueryError("the query's result was closed")
-        try:
-            return interruptible(cursor, work)
-        except duckdb.Error as exc:
-            error = exc
-        except pa.ArrowException as exc:
-            raise QueryError(
-                f"the query's result cannot be handed to Arrow: {first_line(exc)} (Arrow "
-                f"accepts at most {failures.ARROW_MAX_NESTING} levels of nesting)"
-            ) from None
-        except OSError as exc:  # DuckDB's error while a batch is read, as pyarrow raises it
-            error = _duckdb_error(exc)
-        except (RecursionError, OverflowError, MemoryError) as exc:
-            raise QueryError(f"query failed: {type(exc).__name__}: {first_line(exc)}") from None
-        raise self._session.failure(error) from None
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        try:
-            while self._reader is not None:
-                reader = self._reader
-                try:
-                    batch = self._call(reader.read_next_batch)
-                except StopIteration:
-                    break
-                yield batch
-        except BaseException:
-            self._finish(failed=True)
-            raise
-        self._finish(failed=False)
-
-    def interrupt(self) -> None:
-        cursor = self._cursor
-        if cursor is not None:
-            with contextlib.suppress(duckdb.Error):
-                cursor.interrupt()
-
-    def close(self) -> None:
-        self._finish(failed=True)
-
-    def _finish(self, failed: bool) -> None:
-        with self._lock:
-            cursor, reader = self._cursor, self._reader
-            self._cursor = self._reader = None
-        if cursor is None:
-            return
-        if reader is not None:
-            with contextlib.suppress(duckdb.Error, pa.ArrowException):
-                reader.close()
-        try:
-            self._session._after(cursor, failed)
-        finally:
-            with contextlib.suppress(duckdb.Error):
-                cursor.close()
-
-
-#: DuckDB's error kinds by the words its messages start with (pyarrow hands an error while
-#: a batch is read over as OSError with DuckDB's text).
-_KINDS: dict[str, type[duckdb.Error]] = {
-    "IO Error": duckdb.IOException,
-    "Invalid Input Error": duckdb.InvalidInputException,
-    "Not implemented Error": duckdb.NotImplementedException,
-    "Serialization Error": duckdb.SerializationException,
-    "INTERNAL Error": duckdb.InternalException,
-    "FATAL Error": duckdb.FatalException,
-    "Out of Memory Error": duckdb.OutOfMemoryException,
-    "INTERRUPT Error": duckdb.InterruptException,
-    "Permission Error": duckdb.PermissionException,
-    "Conversion Error": duckdb.ConversionException,
-    "Out of Range Error": duckdb.OutOfRangeException,
-}
-
-
-def _duckdb_error(exc: OSError) -> duckdb.Error:
-    text = str(exc).strip()
-    kind = _KINDS.get(text.split(":", 1)[0], duckdb.Error)
-    return kind(text)
 
 
 def _size(n: int) -> str:
