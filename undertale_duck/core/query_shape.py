@@ -56,7 +56,7 @@ def referenced(tree: Any, text: str) -> frozenset[str] | None:
     read: set[str] = set()  # the tables (and common table expressions) read by name
     ctes: set[str] = set()
     refs: list[list[str]] = []
-    for node in _walk(tree):
+    for node in syntax_nodes(tree):
         kind = node.get("class")
         if kind in ("STAR", "POSITIONAL_REFERENCE"):
             if not _describe_only(tree):
@@ -135,18 +135,26 @@ def _describe_only(tree: Any) -> bool:
     """Whether the statement is a DESCRIBE (it reads no rows)."""
     return any(
         node.get("type") == "SHOW_REF" and str(node.get("show_type")) == "DESCRIBE"
-        for node in _walk(tree)
+        for node in syntax_nodes(tree)
     )
 
 
-def _walk(node: Any) -> Iterator[dict[str, Any]]:
+def syntax_nodes(node: Any) -> Iterator[dict[str, Any]]:
+    """Every dict in a parsed syntax tree (``json_serialize_sql``), depth first.
+
+    Args:
+        node: A tree, or any part of one.
+
+    Yields:
+        Each node.
+    """
     if isinstance(node, dict):
         yield node
         for value in node.values():
-            yield from _walk(value)
+            yield from syntax_nodes(value)
     elif isinstance(node, list):
         for value in node:
-            yield from _walk(value)
+            yield from syntax_nodes(value)
 
 
-__all__ = ["referenced", "result_rows", "text_result"]
+__all__ = ["referenced", "result_rows", "syntax_nodes", "text_result"]

@@ -15,6 +15,7 @@ import duckdb
 from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, ReadOnlyError
 from . import duck, lifecycle, sqlfiles
+from .query_shape import syntax_nodes
 
 #: Table functions a query may read from (an allow-list: a table function not named here,
 #: such as ``query``, ``checkpoint``, ``enable_logging``, ``copy_database``, ``arrow_scan``
@@ -271,35 +272,24 @@ def _syntax_tree(text: str, cursor: duckdb.DuckDBPyConnection | None) -> Any:
     return tree
 
 
-def _calls(node: Any) -> Iterator[tuple[str, str, frozenset[str]]]:
+def _calls(tree: Any) -> Iterator[tuple[str, str, frozenset[str]]]:
     """Every function call in a syntax tree: ``("table" | "scalar", name, named arguments)``."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _calls(item)
-        return
-    if not isinstance(node, dict):
-        return
-    if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
-        function = node["function"]
-        name = str(function.get("function_name", "")).lower()
-        yield "table", name, _named_arguments(function.get("arguments") or function.get("children"))
-    elif "function_name" in node:
-        yield "scalar", str(node["function_name"]).lower(), frozenset()
-    for value in node.values():
-        yield from _calls(value)
+    for node in syntax_nodes(tree):
+        if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
+            function = node["function"]
+            name = str(function.get("function_name", "")).lower()
+            arguments = function.get("arguments") or function.get("children")
+            yield "table", name, _named_arguments(arguments)
+        elif "function_name" in node:
+            yield "scalar", str(node["function_name"]).lower(), frozenset()
 
 
-def _query_nodes(node: Any) -> Iterator[str]:
+def _query_nodes(tree: Any) -> Iterator[str]:
     """The type of every query node in a syntax tree (a node with modifiers and a CTE map)."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _query_nodes(item)
-    elif isinstance(node, dict):
+    for node in syntax_nodes(tree):
         kind = str(node.get("type"))
         if ("modifiers" in node and "cte_map" in node) or kind.endswith("_QUERY_NODE"):
             yield kind
-        for value in node.values():
-            yield from _query_nodes(value)
 
 
 def _named_arguments(arguments: Any) -> frozenset[str]:

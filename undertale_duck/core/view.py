@@ -24,6 +24,7 @@ import duckdb
 
 from ..errors import ArgumentError, QueryError
 from . import duck, sqlfiles
+from .query_shape import syntax_nodes
 
 #: The column carrying the source row number through the user's query (never shown).
 ROW_COLUMN = "__ud_row"
@@ -67,17 +68,6 @@ def _parse(con: duckdb.DuckDBPyConnection, query: str) -> dict[str, Any]:
         message = tree.get("error_message") or "it is not a SELECT statement DuckDB can parse"
         raise QueryError(f"view query cannot be used: {message}")
     return tree
-
-
-def _walk(node: Any) -> Iterator[dict[str, Any]]:
-    """Every dict in a parsed tree, depth first."""
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _walk(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _walk(value)
 
 
 def _refuse(construct: str, hint: str = "") -> QueryError:
@@ -209,7 +199,7 @@ def check(
 def _names(node: dict[str, Any]) -> frozenset[str] | None:
     """Every name a query's column references use (None if it has a star)."""
     names: set[str] = set()
-    for item in _walk([node["select_list"], node.get("where_clause"), node["from_table"]]):
+    for item in syntax_nodes([node["select_list"], node.get("where_clause"), node["from_table"]]):
         if item.get("class") == "STAR":
             return None
         if item.get("class") == "COLUMN_REF":
@@ -254,7 +244,7 @@ def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
             "write SELECT ... FROM dataset [LEFT JOIN side ON ...] [WHERE ...]",
         )
     aggregates, unstable = _function_kinds()
-    for item in _walk([node["select_list"], node.get("where_clause"), node["from_table"]]):
+    for item in syntax_nodes([node["select_list"], node.get("where_clause"), node["from_table"]]):
         cls = item.get("class")
         if cls == "WINDOW":
             raise _refuse(f"the window function {item.get('function_name', '')}()")
