@@ -35,7 +35,7 @@ from . import footers
 from .decoded import length_function
 from .direct import row_groups
 from .source import Shard
-from .text_pages import Page, chunk_pages, column_leaves
+from .text_pages import Page, child_types, chunk_pages, column_leaves
 from .windows import Window
 
 MIB = 1 << 20
@@ -48,19 +48,7 @@ def nested_text(typ: pa.DataType) -> bool:
     """Whether a nested Arrow type holds string or binary values at some depth."""
     if pa.types.is_dictionary(typ):
         return nested_text(typ.value_type)
-    if pa.types.is_map(typ):
-        return _text(typ.key_type) or _text(typ.item_type)
-    if (
-        pa.types.is_list(typ)
-        or pa.types.is_large_list(typ)
-        or pa.types.is_fixed_size_list(typ)
-        or pa.types.is_list_view(typ)
-        or pa.types.is_large_list_view(typ)
-    ):
-        return _text(typ.value_type)
-    if pa.types.is_struct(typ):
-        return any(_text(typ.field(i).type) for i in range(typ.num_fields))
-    return False
+    return any(_text(child) for child in child_types(typ))
 
 
 def _text(typ: pa.DataType) -> bool:

@@ -11,8 +11,8 @@ decoding it stays within the read limit; anything else, or any doubt, goes to Du
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from typing import BinaryIO
+from collections.abc import Iterator, Sequence
+from typing import BinaryIO, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,7 +43,8 @@ CONVERTED = frozenset({
 METADATA_KEYS = frozenset({b"ARROW:schema", b"pandas", b"huggingface"})
 #: Per value besides its data: validity bit, list or string offsets (rounded up).
 VALUE_OVERHEAD = 9
-#: Most pages per column chunk followed here (more: DuckDB reads the group).
+#: Most pages per column chunk followed (more: DuckDB reads the group, or the bounds on
+#: string values weigh it exactly).
 MAX_PAGES = 20_000
 HEADER_READ = 1024
 HEADER_MAX = 1 << 16
@@ -202,15 +203,72 @@ def header_int(fields: object, fid: int) -> int:
     return value
 
 
-def _chunk_bound(
-    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: int, rows: int
-) -> int | None:
-    """Walk one column chunk's page headers; return its decode bound, or None."""
+class PageHeader(NamedTuple):
+    """One page header of a column chunk.
+
+    Attributes:
+        fields: The parsed header (Thrift field id -> value).
+        kind: The page type (0 data, 2 dictionary, 3 data v2; others carry no values).
+        raw: The page's uncompressed size.
+        packed: Its size in the file.
+        body: Where its body starts in the file.
+    """
+
+    fields: dict[int, object]
+    kind: int
+    raw: int
+    packed: int
+    body: int
+
+
+def chunk_range(chunk: pq.ColumnChunkMetaData) -> tuple[int, int]:
+    """Where a column chunk's pages lie in its file, dictionary page first: ``(start, end)``."""
     start = int(chunk.data_page_offset)
     dictionary = int(chunk.dictionary_page_offset or 0)
     if chunk.has_dictionary_page and 0 < dictionary < start:
         start = dictionary
-    end = start + int(chunk.total_compressed_size)
+    return start, start + int(chunk.total_compressed_size)
+
+
+def page_headers(fh: BinaryIO, start: int, end: int) -> Iterator[PageHeader]:
+    """Each page header of the pages in ``[start, end)`` of a file, in order.
+
+    Args:
+        fh: The file, open for reading.
+        start: Where the first page starts (:func:`chunk_range`).
+        end: Where the pages must end.
+
+    Yields:
+        Each header.
+
+    Raises:
+        ValueError: If a header does not parse or misses a size, there are more than
+            :data:`MAX_PAGES` pages, or the pages do not end at ``end``.
+    """
+    pos, count = start, 0
+    while pos < end:
+        count += 1
+        parsed = read_page_header(fh, pos, end)
+        if parsed is None or count > MAX_PAGES:
+            raise ValueError("the page headers cannot be followed")
+        header, length = parsed
+        kind, raw, packed = header_int(header, 1), header_int(header, 2), header_int(header, 3)
+        body = pos + length
+        pos = body + packed
+        yield PageHeader(header, kind, raw, packed, body)
+    if pos != end:
+        raise ValueError("the pages do not end where the chunk does")
+
+
+def _chunk_bound(
+    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: int, rows: int
+) -> int | None:
+    """Walk one column chunk's page headers; return its decode bound, or None.
+
+    Raises:
+        ValueError: If the page headers cannot be followed (:func:`page_headers`).
+    """
+    start, end = chunk_range(chunk)
     if start < 4 or end > size - 8 or end <= start:
         return None
     fp = chunk.physical_type in ("FLOAT", "DOUBLE")
@@ -218,38 +276,32 @@ def _chunk_bound(
     plain = chunk.compression == "UNCOMPRESSED"
     v2_rows: int | None = 0
     has_dict = False
-    pos, bound, peak, dict_bytes, pages, count = start, 0, 0, 0, 0, 0
-    while pos < end:
-        pages += 1
-        parsed = read_page_header(fh, pos, end)
-        if parsed is None or pages > MAX_PAGES:
-            return None
-        header, length = parsed
-        kind, raw, packed = header_int(header, 1), header_int(header, 2), header_int(header, 3)
+    bound, peak, dict_bytes, count = 0, 0, 0, 0
+    for index, page in enumerate(page_headers(fh, start, end)):
+        header, kind, raw, packed = page.fields, page.kind, page.raw, page.packed
         if 4 in header:  # a CRC: whether each reader checks it is not known to agree
             return None
         if plain and raw != packed:  # DuckDB refuses such a page
             return None
-        pos += length + packed
         peak = max(peak, raw + packed)
         if kind == 2:  # dictionary page: before every data page, once
-            if pages != 1 or header_int(header.get(7), 2) not in (0, 2):
+            if index != 0 or header_int(header.get(7), 2) not in (0, 2):
                 return None
             dict_bytes, has_dict = raw, True
             bound += raw + header_int(header.get(7), 1) * VALUE_OVERHEAD
             continue
         if kind == 0:
-            page = header.get(5)
-            values, encoding = header_int(page, 1), header_int(page, 2)
-            levels = (header_int(page, 3), header_int(page, 4))
+            fields = header.get(5)
+            values, encoding = header_int(fields, 1), header_int(fields, 2)
+            levels = (header_int(fields, 3), header_int(fields, 4))
             if any(level not in LEVEL_ENCODINGS for level in levels):
                 return None
             v2_rows = None
         elif kind == 3:
-            page = header.get(8)
-            values, encoding = header_int(page, 1), header_int(page, 4)
+            fields = header.get(8)
+            values, encoding = header_int(fields, 1), header_int(fields, 4)
             if v2_rows is not None:
-                v2_rows += header_int(page, 3)
+                v2_rows += header_int(fields, 3)
         else:
             return None
         if not (encoding in ENCODINGS or (fp and encoding == BYTE_STREAM_SPLIT)):
@@ -268,11 +320,18 @@ def _chunk_bound(
             data = raw
         bound += data + values * VALUE_OVERHEAD
         count += values
-    if pos != end or count != chunk.num_values or (v2_rows is not None and v2_rows != rows):
+    if count != chunk.num_values or (v2_rows is not None and v2_rows != rows):
         # the pages' values must be the footer's (readers differ on which to believe), and
         # v2 pages record their rows: DuckDB checks them against the group's
         return None
     return bound + peak
 
 
-__all__ = ["ShardPages", "allowed_type", "plain_type"]
+__all__ = [
+    "PageHeader",
+    "ShardPages",
+    "allowed_type",
+    "chunk_range",
+    "page_headers",
+    "plain_type",
+]

@@ -13,14 +13,12 @@ from typing import BinaryIO, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .pages import header_int, read_page_header
+from .pages import chunk_range, header_int, page_headers
 
 MIB = 1 << 20
 #: Parquet codecs (footer names) whose pages pyarrow decompresses here.
 CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw",
           "BROTLI": "brotli"}
-#: Most pages per column chunk walked (more: the exact step decides).
-MAX_PAGES = 20_000
 #: Most bytes of a dictionary page decompressed to measure its entries.
 MAX_DICTIONARY = 64 * MIB
 
@@ -61,10 +59,25 @@ def _leaf_count(typ: pa.DataType) -> int:
     """Parquet leaf columns an Arrow type is stored as."""
     if pa.types.is_dictionary(typ):
         return _leaf_count(typ.value_type)
+    children = child_types(typ)
+    return sum(_leaf_count(child) for child in children) if children else 1
+
+
+def child_types(typ: pa.DataType) -> list[pa.DataType]:
+    """The types a nested Arrow type holds: a struct's fields, a map's keys and items.
+
+    A list's values too; other types (a dictionary's values included) have none.
+
+    Args:
+        typ: An Arrow type.
+
+    Returns:
+        The child types, in order.
+    """
     if pa.types.is_struct(typ):
-        return sum(_leaf_count(typ.field(i).type) for i in range(typ.num_fields))
+        return [typ.field(i).type for i in range(typ.num_fields)]
     if pa.types.is_map(typ):
-        return _leaf_count(typ.key_type) + _leaf_count(typ.item_type)
+        return [typ.key_type, typ.item_type]
     if (
         pa.types.is_list(typ)
         or pa.types.is_large_list(typ)
@@ -72,8 +85,8 @@ def _leaf_count(typ: pa.DataType) -> int:
         or pa.types.is_list_view(typ)
         or pa.types.is_large_list_view(typ)
     ):
-        return _leaf_count(typ.value_type)
-    return 1
+        return [typ.value_type]
+    return []
 
 
 class Page(NamedTuple):
@@ -113,53 +126,44 @@ def chunk_pages(
         codec or encoding, a header that does not parse, too many pages, a chunk past the
         file).
     """
-    start = int(chunk.data_page_offset)
-    dictionary = int(chunk.dictionary_page_offset or 0)
-    if chunk.has_dictionary_page and 0 < dictionary < start:
-        start = dictionary
-    end = start + int(chunk.total_compressed_size)
+    start, end = chunk_range(chunk)
     codec = chunk.compression
     if start < 4 or end > size or end <= start or (codec != "UNCOMPRESSED" and codec not in CODECS):
         return None
-    pos, longest, count = start, -1, 0
+    longest = -1
     out: list[Page] = []
-    while pos < end:
-        count += 1
-        parsed = read_page_header(fh, pos, end)
-        if parsed is None or count > MAX_PAGES:
-            return None
-        header, length = parsed
-        kind, raw, packed = header_int(header, 1), header_int(header, 2), header_int(header, 3)
-        body = pos + length
-        pos = body + packed
-        if kind == 2:  # dictionary page
-            # unscanned, no entry is longer than the page (its entry count is not trusted)
-            found = _longest(fh, body, packed, raw, codec) if scan else raw
-            if found is None:
+    try:
+        for page in page_headers(fh, start, end):
+            if page.kind == 2:  # dictionary page
+                # unscanned, no entry is longer than the page (its entry count is not trusted)
+                found = _longest(fh, page.body, page.packed, page.raw, codec) if scan else page.raw
+                if found is None:
+                    return None
+                longest = found
+                continue
+            if page.kind == 0:
+                fields = page.fields.get(5)
+                values, encoding = header_int(fields, 1), header_int(fields, 2)
+            elif page.kind == 3:
+                fields = page.fields.get(8)
+                values, encoding = header_int(fields, 1), header_int(fields, 4)
+            else:
+                continue  # an index page: no values
+            if encoding in (2, 8):  # PLAIN_DICTIONARY, RLE_DICTIONARY
+                if longest < 0:
+                    return None
+                out.append(Page(values, values * longest, longest, True))
+            elif encoding in (0, 6):  # PLAIN, DELTA_LENGTH_BYTE_ARRAY: values are in the page
+                out.append(Page(values, page.raw, page.raw))
+            elif encoding == 7:  # DELTA_BYTE_ARRAY: a value is at most the page long
+                out.append(Page(values, values * page.raw, page.raw))
+            else:
                 return None
-            longest = found
-            continue
-        if kind == 0:
-            page = header.get(5)
-            values, encoding = header_int(page, 1), header_int(page, 2)
-        elif kind == 3:
-            page = header.get(8)
-            values, encoding = header_int(page, 1), header_int(page, 4)
-        else:
-            continue  # an index page: no values
-        if encoding in (2, 8):  # PLAIN_DICTIONARY, RLE_DICTIONARY
-            if longest < 0:
-                return None
-            out.append(Page(values, values * longest, longest, True))
-        elif encoding in (0, 6):  # PLAIN, DELTA_LENGTH_BYTE_ARRAY: values are in the page
-            out.append(Page(values, raw, raw))
-        elif encoding == 7:  # DELTA_BYTE_ARRAY: a value is at most the page long
-            out.append(Page(values, values * raw, raw))
-        else:
-            return None
+    except ValueError:  # headers that cannot be followed, or pages past the chunk's end
+        return None
     # values as the pages record them: what pyarrow and DuckDB decode (a footer that
     # disagrees is reported by DuckDB's read)
-    return out if pos == end else None
+    return out
 
 
 def _longest(fh: BinaryIO, body: int, packed: int, raw: int, codec: str) -> int | None:
@@ -183,4 +187,4 @@ def _longest(fh: BinaryIO, body: int, packed: int, raw: int, codec: str) -> int 
     return longest if pos == end else None
 
 
-__all__ = ["CODECS", "Page", "chunk_pages", "column_leaves"]
+__all__ = ["CODECS", "Page", "child_types", "chunk_pages", "column_leaves"]
