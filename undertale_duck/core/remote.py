@@ -195,14 +195,43 @@ def metadata(store: Store, url: str, info: Mapping[str, Any]) -> Any:
     Raises:
         As :func:`footer`.
     """
-    size = int(info.get("size") or 0)
-    key = key_of(url, identity(info), size)
+    return _metadata(store, url, int(info.get("size") or 0), identity(info))[0]
+
+
+def checked_metadata(shard: RemoteShard) -> Any:
+    """A remote shard's footer (from the shard cache), checked before chunk accessors run.
+
+    The footer kept since the dataset opened is parsed here, as
+    :func:`.footers.checked_metadata` parses a local one: pyarrow's column chunk accessors
+    abort the process on a type, codec or encoding they do not know.
+
+    Args:
+        shard: The shard.
+
+    Returns:
+        Its ``pyarrow.parquet.FileMetaData``.
+
+    Raises:
+        ValueError: If a column chunk holds a value pyarrow's chunk accessors do not know.
+        As :func:`footer` otherwise.
+    """
+    assert shard.store is not None
+    meta, tail = _metadata(shard.store, shard.path, shard.size, shard.version)
+    (length,) = struct.unpack("<I", tail[-8:-4])
+    if not footer_checks.footer_chunks_known(tail[-8 - length:-8] if length else None):
+        raise ValueError(f"{shard.path}: a column chunk pyarrow's accessors cannot take")
+    return meta
+
+
+def _metadata(store: Store, url: str, size: int, version: str | None) -> tuple[Any, bytes]:
+    """An object's decoded footer and the bytes it was decoded from (its tail)."""
+    key = key_of(url, version, size)
     tail = store.cache.load_footer(key)
     if tail is not None:
         with contextlib.suppress(OSError, pa.ArrowException, ValueError):
             meta = pq.read_metadata(pa.BufferReader(tail))
             meta.schema.to_arrow_schema()
-            return meta
+            return meta, tail
     tail = _fetch_footer(store, url, size)
     try:
         meta = pq.read_metadata(pa.BufferReader(tail))
@@ -215,7 +244,7 @@ def metadata(store: Store, url: str, info: Mapping[str, Any]) -> Any:
     footer_checks.check_encrypted_columns(url, meta, tail[:-8])
     footer_checks.arrow_schema(url, meta)
     store.cache.save_footer(key, tail)  # it decodes: the next open needs no range read
-    return meta
+    return meta, tail
 
 
 def _fetch_footer(store: Store, url: str, size: int) -> bytes:

@@ -217,7 +217,7 @@ def _opened(shard: Shard) -> Iterator[tuple[str | BinaryIO, BinaryIO, pq.FileMet
     """The shard for pyarrow, a file to read page headers from, and its checked footer.
 
     A shard in object storage is read by ranges through its store's filesystem (it is not
-    downloaded), its footer checked as a local one's before pyarrow's chunk accessors run.
+    downloaded); its footer is the one kept since the dataset opened.
     """
     store = getattr(shard, "store", None)
     if store is None:
@@ -225,22 +225,11 @@ def _opened(shard: Shard) -> Iterator[tuple[str | BinaryIO, BinaryIO, pq.FileMet
         with open(shard.path, "rb") as fh:
             yield shard.path, fh, meta
         return
+    from . import remote  # only with shards in object storage
+
+    meta = remote.checked_metadata(shard)  # type: ignore[arg-type]
     with store.fs.open(shard.path, "rb") as fh:
-        yield fh, fh, _remote_metadata(fh, shard.size)
-
-
-def _remote_metadata(fh: BinaryIO, size: int) -> pq.FileMetaData:
-    """The footer of an object open for range reads, checked (pyarrow aborts on some)."""
-    fh.seek(size - 8)
-    trailer = fh.read(8)
-    (length,) = struct.unpack("<I", trailer[:4])
-    if trailer[4:] != b"PAR1" or not 0 < length <= size - 12:
-        raise ValueError("not a plain Parquet footer")
-    fh.seek(size - 8 - length)
-    footer = fh.read(length)
-    if len(footer) != length or not footers.footer_chunks_known(footer):
-        raise ValueError("a footer pyarrow's chunk accessors cannot take")
-    return pq.read_metadata(pa.BufferReader(footer + trailer))
+        yield fh, fh, meta
 
 
 def _group_bounds(shard: Shard, column: str, top: bool, rows: int) -> list[int | None]:
