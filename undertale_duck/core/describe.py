@@ -19,7 +19,7 @@ from ..common.text import first_line
 from ..errors import SourceError
 from . import footers, sqlfiles
 from .drift import ShardDrift, reference_columns, schema_drift
-from .duck import connect, default_duckdb_config, duckdb_path
+from .duck import connect, default_duckdb_config, duckdb_path, threads_of
 from .interrupt import interruptible
 from .remote import SourceFiles
 from .source import Shard
@@ -314,14 +314,13 @@ def _scan_stats(
     return scan_values(table.to_pylist()[0], columns)
 
 
-def _check_vectors(files: SourceFiles, path: str, limit: int, threads: Any) -> None:
+def _check_vectors(files: SourceFiles, path: str, limit: int, threads: int) -> None:
     """Refuse to scan a shard whose scan would hold more string bytes than ``limit``."""
     if limit <= 0:
         return
     shard = files.footer(path)  # an object in object storage: weighed by range reads
     bound = VectorBound(shard.schema)
-    count = threads if isinstance(threads, int) and threads > 0 else os.cpu_count() or 1
-    bound.check([shard], bound.columns(None, True), limit, count,
+    bound.check([shard], bound.columns(None, True), limit, threads,
                 what="describe --scan would read",
                 hint="Raise the budget (--memory) if the shard is trusted; the footer's "
                 "statistics (describe without --scan) need no scan")
@@ -361,6 +360,7 @@ def describe(
     config = {k: v for k, v in default_duckdb_config().items()}
     con = connect(config)
     files.attach(con)
+    budget, threads = int(memory * (1 << 20)), threads_of(config.get("threads"))
     try:
         infos: list[ShardInfo] = []
         for path in paths:
@@ -383,7 +383,7 @@ def describe(
                 continue
             try:
                 if scan:
-                    _check_vectors(files, s.path, int(memory * (1 << 20)), config.get("threads"))
+                    _check_vectors(files, s.path, budget, threads)
                     stats: dict[str, tuple[int | None, Any, Any, bool]] = dict(
                         _scan_stats(con, s.path, s.columns)
                     )

@@ -58,6 +58,22 @@ FLUSH_THRESHOLD_MIN = 4 << 20
 FLUSH_THRESHOLD_MAX = 128 << 20
 
 
+def threads_of(setting: Any) -> int:
+    """DuckDB's threads from a ``threads`` setting (the machine's cores when unset or odd).
+
+    Args:
+        setting: The ``threads`` value of a DuckDB config (any type), or None.
+
+    Returns:
+        The number of threads.
+    """
+    try:
+        threads = int(setting)
+    except (TypeError, ValueError):
+        threads = 0
+    return threads if threads > 0 else os.cpu_count() or 1
+
+
 def allocator_config(memory_bytes: int, threads: int) -> tuple[dict[str, str], int]:
     """Choose DuckDB's allocator flush thresholds for a process's memory budget.
 

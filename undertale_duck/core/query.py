@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -15,7 +14,7 @@ from ..common.text import first_line
 from ..errors import ArgumentError, QueryError, ReadOnlyError
 from . import blame, failures, lifecycle, query_shape, sqlfiles, vectors
 from .connection import Connection
-from .duck import duckdb_path
+from .duck import duckdb_path, threads_of
 from .interrupt import interruptible
 from .query_stream import Stream
 from .readonly import check_read_only, check_statement, statements
@@ -343,22 +342,6 @@ def _size(n: int) -> str:
     if n >= 1 << 20:
         return f"{n / (1 << 20):.1f} MiB"
     return f"{n:,} bytes"
-
-
-def threads_of(setting: Any) -> int:
-    """DuckDB's threads from a ``threads`` setting (the machine's cores when unset or odd).
-
-    Args:
-        setting: The ``threads`` value of a DuckDB config (any type), or None.
-
-    Returns:
-        The number of threads.
-    """
-    try:
-        threads = int(setting)
-    except (TypeError, ValueError):
-        threads = 0
-    return threads if threads > 0 else os.cpu_count() or 1
 
 
 def result_limit(memory_bytes: int) -> int:

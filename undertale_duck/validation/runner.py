@@ -12,8 +12,8 @@ import duckdb
 from pydantic import BaseModel
 
 from ..common.progress import Progress
-from ..core.duck import connect
-from ..core.query import memory_limit, threads_of
+from ..core.duck import connect, threads_of
+from ..core.query import memory_limit
 from ..core.remote import SourceFiles
 from ..core.source import Shard, SourceLike
 from ..errors import SourceError
@@ -188,13 +188,14 @@ def report_for(
         "autoinstall_known_extensions": False,
     }
     config.update(duckdb_config or {})
-    if memory > 0:
-        config.setdefault("memory_limit", memory_limit(int(memory * (1 << 20))))
+    budget = int(memory * (1 << 20))
+    if budget > 0:
+        config.setdefault("memory_limit", memory_limit(budget))
     connection = connect(config)
     files.attach(connection)
     try:
         state = RunState(model, shards, paths, errors, connection, examples, progress,
-                         memory_bytes=int(memory * (1 << 20)),
+                         memory_bytes=budget,
                          threads=threads_of(config.get("threads")))
         report = _validate(state)
     finally:
