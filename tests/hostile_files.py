@@ -211,25 +211,40 @@ def bomb(path: Path, mib: int, *, understate: bool) -> None:
     src.unlink()
 
 
-def dictionary_bomb(path: Path, rows: int, length: int, *, row_group_rows: int = 1 << 20) -> None:
+def dictionary_bomb(
+    path: Path,
+    rows: int,
+    length: int,
+    *,
+    row_group_rows: int = 1 << 20,
+    ids: bool = False,
+    binary: bool = False,
+    store_schema: bool = True,
+) -> None:
     """A column ``s`` whose every row is the one ``length``-byte string of its dictionary.
 
     The file is tiny (one dictionary page per row group, run-length encoded indices) while
     the decoded column holds ``rows * length`` bytes: slow to scan, and a memory bomb for a
-    reader that materialises the strings.
+    reader that materialises the strings. With ``ids`` an ``id`` column (the row index)
+    comes first; with ``binary`` the values are bytes; without ``store_schema`` the file
+    reads as plain strings, as other writers' files do.
     """
     import numpy as np
 
-    dictionary = pa.array(["x" * (length - 1) + "y"], pa.string())
-    schema = pa.schema([("s", pa.dictionary(pa.int32(), pa.string()))])
-    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        left = rows
-        while left > 0:
-            n = min(left, row_group_rows)
+    value = "x" * (length - 1) + "y"
+    kind = pa.binary() if binary else pa.string()
+    dictionary = pa.array([value.encode() if binary else value], kind)
+    fields = [("id", pa.int64())] if ids else []
+    schema = pa.schema([*fields, ("s", pa.dictionary(pa.int32(), kind))])
+    with pq.ParquetWriter(path, schema, compression="zstd", store_schema=store_schema) as writer:
+        done = 0
+        while done < rows:
+            n = min(rows - done, row_group_rows)
             indices = pa.array(np.zeros(n, dtype=np.int32))
             column = pa.DictionaryArray.from_arrays(indices, dictionary)
-            writer.write_table(pa.table({"s": column}, schema=schema), row_group_size=n)
-            left -= n
+            columns = [pa.array(np.arange(done, done + n))] if ids else []
+            writer.write_table(pa.table([*columns, column], schema=schema), row_group_size=n)
+            done += n
 
 
 NESTED_KINDS = ("list", "struct", "list_struct", "map")

@@ -335,12 +335,8 @@ def test_dictionary_bomb_stops_at_the_budget_before_duckdb_materialises_it(
 
 
 def test_dictionary_bomb_of_binary_values_is_refused(tmp_path: Path) -> None:
-    import numpy as np
-
     path = tmp_path / "blob.parquet"
-    dictionary = pa.array([bytes(64 << 10)], pa.binary())
-    column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(50_000, np.int32)), dictionary)
-    pq.write_table(pa.table({"id": np.arange(50_000), "b": column}), path)
+    hf.dictionary_bomb(path, 50_000, 64 << 10, ids=True, binary=True)
     ds = ParquetDataset(path, memory=64)
     with pytest.raises(MemoryBudgetError, match="dictionary bomb") as info:
         ds[7]

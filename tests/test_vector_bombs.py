@@ -6,7 +6,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import hostile_files as hf
@@ -26,14 +25,11 @@ KIB = 1 << 10
 
 
 def _bomb(
-    path: Path, rows: int, length: int, *, binary: bool = False, group: int | None = None
+    path: Path, rows: int, length: int, *, binary: bool = False, group: int = 1 << 20
 ) -> None:
     """``id`` = the row index and ``s``: every row the one ``length``-byte dictionary entry."""
-    value: Any = b"x" * length if binary else "x" * (length - 1) + "y"
-    dictionary = pa.array([value], pa.binary() if binary else pa.string())
-    column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), dictionary)
-    pq.write_table(pa.table({"id": np.arange(rows), "s": column}), path, compression="zstd",
-                   store_schema=False, row_group_size=group)
+    hf.dictionary_bomb(path, rows, length, row_group_rows=group, ids=True, binary=binary,
+                       store_schema=False)
 
 
 def test_dictionary_bomb_in_ad_hoc_sql_is_refused_naming_shard_and_column(
