@@ -87,6 +87,16 @@ def run_child(code: str, env: dict[str, str], timeout: float = 120) -> str:
     return done.stdout
 
 
+def ids_in_child(arguments: str, env: dict[str, str]) -> list[str]:
+    """Every row's ``id`` of ``ParquetDataset(<arguments>)`` opened in a child process."""
+    code = (
+        "from undertale_duck import ParquetDataset\n"
+        f"ds = ParquetDataset({arguments})\n"
+        "import json; print(json.dumps([ds[i]['id'] for i in range(len(ds))]))\n"
+    )
+    return list(json.loads(run_child(code, env)))
+
+
 # ---------------------------------------------------------------------- disk tier
 def test_windows_planted_in_a_shared_directory_are_never_served(
     data: Path, tmp_path: Path
@@ -133,14 +143,9 @@ def test_links_fifos_and_foreign_files_at_window_names_are_discarded(
     files[0].symlink_to(decoy)
     files[1].unlink()
     os.mkfifo(files[1])
-    code = (
-        "from undertale_duck import ParquetDataset\n"
-        f"ds = ParquetDataset({str(data)!r}, disk=8, disk_dir={str(directory)!r}, "
-        "window_bytes=2000)\n"
-        "import json; print(json.dumps([ds[i]['id'] for i in range(len(ds))]))\n"
-    )
     before = digest(data)
-    ids = json.loads(run_child(code, {}))
+    ids = ids_in_child(f"{str(data)!r}, disk=8, disk_dir={str(directory)!r}, window_bytes=2000",
+                       {})
     assert ids == [row["id"] for row in expected]
     assert not files[0].is_symlink() and decoy.exists()  # the link was removed, not followed
     assert digest(data) == before
@@ -191,13 +196,9 @@ def test_a_fifo_at_a_view_index_name_never_blocks(data: Path, cache: Path) -> No
     os.mkfifo(bitmaps[0])
     records[0].unlink()
     os.mkfifo(records[0])
-    code = (
-        "from undertale_duck import ParquetDataset\n"
-        f"ds = ParquetDataset({str(data)!r}, where='label = 1')\n"
-        "import json; print(json.dumps([ds[i]['id'] for i in range(len(ds))]))\n"
-    )
     before = digest(data)
-    assert json.loads(run_child(code, {cachedir.CACHE_ENV: str(cache)})) == wanted
+    assert ids_in_child(f"{str(data)!r}, where='label = 1'",
+                        {cachedir.CACHE_ENV: str(cache)}) == wanted
     assert digest(data) == before
 
 
