@@ -33,6 +33,10 @@ PHONES = [
 ]
 
 
+#: A child process's script that runs the command line with its arguments.
+CLI_MAIN = "import sys; from undertale_duck.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
 def sha256s(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root``."""
     return {

@@ -18,10 +18,11 @@ import sys
 from pathlib import Path
 
 import datagen
+import hostile_files as hf
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MAIN = "import sys; from undertale_duck.cli import main; sys.exit(main(sys.argv[1:]))"
+MAIN = hf.CLI_MAIN
 QUERY = "SELECT id, label FROM dataset ORDER BY id"
 
 

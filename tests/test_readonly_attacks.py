@@ -20,7 +20,7 @@ from undertale_duck import ParquetDataset
 from undertale_duck.errors import ReadOnlyError
 
 ROOT = Path(__file__).resolve().parent.parent
-MAIN = "import sys; from undertale_duck.cli import main; sys.exit(main(sys.argv[1:]))"
+MAIN = hf.CLI_MAIN
 
 
 @pytest.fixture
