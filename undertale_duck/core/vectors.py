@@ -65,8 +65,8 @@ class VectorBound:
     def __init__(self, schema: pa.Schema) -> None:
         self.top = {c.lower(): c for c in schema.names if length_function(schema.field(c).type)}
         self.nested = {c.lower(): c for c in schema.names if nested_text(schema.field(c).type)}
-        # ((path, size, mtime, column), vector rows) -> bound per row group or None
-        self._bounds: dict[tuple[tuple[str, int, int, str], int], list[int | None]] = {}
+        # (path, size, mtime, column) -> its walked pages (a bound for any vector size)
+        self._pages: dict[tuple[str, int, int, str], GroupPages] = {}
         # (path, size, mtime, column) -> exact bytes of its largest vector, or None
         self._exact: dict[tuple[str, int, int, str], int | None] = {}
 
@@ -139,14 +139,16 @@ class VectorBound:
     def _key(self, shard: Shard, column: str) -> tuple[str, int, int, str]:
         return (shard.path, shard.size, shard.mtime_ns, column)
 
+    def _bounds(self, shard: Shard, column: str, rows: int) -> list[int | None]:
+        """Per row group, the page-header bound of one vector (None: pages not followed)."""
+        key = self._key(shard, column)
+        if key not in self._pages:
+            self._pages[key] = _group_pages(shard, column)
+        return _group_bounds(self._pages[key], column in self.top.values(), rows)
+
     def _bound(self, shard: Shard, column: str, rows: int = VECTOR_ROWS) -> int:
         """The page-header bound of one vector of ``column`` in ``shard`` (its worst row group)."""
-        key = self._key(shard, column)
-        if (key, rows) not in self._bounds:
-            self._bounds[key, rows] = _group_bounds(
-                shard, column, column in self.top.values(), rows
-            )
-        bounds = self._bounds[key, rows]
+        bounds = self._bounds(shard, column, rows)
         if not bounds:
             return 0
         # a row group whose pages cannot be followed counts as over any budget until weighed
@@ -162,8 +164,7 @@ class VectorBound:
         if key not in self._exact:
             found = weights.load(shard, column)
             if found is None:
-                self._bound(shard, column)
-                found = _exact(shard, column, self._bounds[key, VECTOR_ROWS], limit)
+                found = _exact(shard, column, self._bounds(shard, column, VECTOR_ROWS), limit)
                 if found is not None and found < UNKNOWN:
                     weights.save(shard, column, found)
             self._exact[key] = found
@@ -232,32 +233,48 @@ def _opened(shard: Shard) -> Iterator[tuple[str | BinaryIO, BinaryIO, pq.FileMet
         yield fh, fh, meta
 
 
-def _group_bounds(shard: Shard, column: str, top: bool, rows: int) -> list[int | None]:
-    """Per row group: the most bytes one vector of ``column`` decodes to, or None (unknown)."""
+#: A shard column's walked pages: per row group, each leaf's data pages (None: not followed).
+GroupPages = list[list[list[Page]] | None]
+
+
+def _group_pages(shard: Shard, column: str) -> GroupPages:
+    """Per row group, the data pages of each of ``column``'s byte-array leaves."""
     try:
         with _opened(shard) as (_, fh, meta):
             leaves = _leaves(meta, column)
             if not leaves:
                 return []
-            out: list[int | None] = []
-            size = shard.size
+            out: GroupPages = []
             for group in range(meta.num_row_groups):
                 rg = meta.row_group(group)
-                if rg.num_rows == 0:
-                    out.append(0)  # no vector at all
-                    continue
-                total: int | None = 0
-                for index in leaves:
-                    pages = chunk_pages(fh, size, rg.column(index), scan=False)
-                    if pages is None or total is None:
-                        total = None
-                        continue
-                    total += _window(pages, rows) if top else sum(p.bound for p in pages)
-                out.append(total)
+                # a row group without rows holds no vector at all
+                out.append(_leaf_pages(fh, shard.size, rg, leaves) if rg.num_rows else [])
             return out
     except (OSError, ValueError, IndexError, KeyError, struct.error, pa.ArrowException,
             SourceError):
         return [None]  # weighed exactly, or DuckDB reports what it finds
+
+
+def _leaf_pages(
+    fh: BinaryIO, size: int, rg: pq.RowGroupMetaData, leaves: Sequence[int]
+) -> list[list[Page]] | None:
+    """The data pages of each leaf's chunk in one row group, or None if one is not followed."""
+    walked = []
+    for index in leaves:
+        pages = chunk_pages(fh, size, rg.column(index), scan=False)
+        if pages is None:
+            return None
+        walked.append(pages)
+    return walked
+
+
+def _group_bounds(groups: GroupPages, top: bool, rows: int) -> list[int | None]:
+    """Per row group: the most bytes one vector of ``rows`` rows decodes to, or None."""
+    return [
+        None if leaves is None
+        else sum(_window(pages, rows) if top else sum(p.bound for p in pages) for pages in leaves)
+        for leaves in groups
+    ]
 
 
 def _window(pages: Sequence[Page], rows: int = VECTOR_ROWS) -> int:
