@@ -54,7 +54,7 @@ class Stream:
         query: str,
         params: Any,
         batch_rows: int,
-        shape: tuple[frozenset[str] | None, int] = (None, 2048),
+        shape: tuple[frozenset[str] | None, int],
     ) -> None:
         self._session = session
         self._cursor: duckdb.DuckDBPyConnection | None = cursor
