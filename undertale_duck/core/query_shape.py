@@ -64,6 +64,10 @@ def referenced(tree: Any, text: str) -> frozenset[str] | None:
             return frozenset()
         if kind == "FUNCTION" and not node.get("arguments") and _star_call(node, text):
             return None
+        if isinstance(node.get("cte_map"), dict):
+            for entry in node["cte_map"].get("map") or []:
+                if isinstance(entry, dict):
+                    ctes.add(str(entry.get("key", "")).lower())
         if kind == "COLUMN_REF":
             refs.append([str(part).lower() for part in node.get("column_names", [])])
         elif node.get("type") == "TABLE_FUNCTION":
@@ -74,10 +78,6 @@ def referenced(tree: Any, text: str) -> frozenset[str] | None:
                     tables.add(str(node[key]).lower())
             if node.get("type") == "BASE_TABLE":
                 read.add(str(node.get("table_name", "")).lower())
-        if isinstance(node.get("cte_map"), dict):
-            for entry in node["cte_map"].get("map") or []:
-                if isinstance(entry, dict):
-                    ctes.add(str(entry.get("key", "")).lower())
         elif node.get("type") == "SHOW_REF" and str(node.get("show_type")) != "DESCRIBE":
             return None
     if read - ctes - {"dataset"}:

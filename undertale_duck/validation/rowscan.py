@@ -96,11 +96,12 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
 
 
 def _bound_vectors(state: RunState, group: ShardGroup, columns: set[str]) -> None:
-    """Take out of the scan the local shards whose ``columns``' string values pass the budget.
+    """Take out of the scan the shards whose ``columns``' string values pass the budget.
 
     DuckDB builds the scan's vectors whole (2048 rows per thread): a dictionary bomb in a
     checked column would pass the memory budget before a count comes back. Such a shard
-    becomes unreadable in the report, with the reason (:mod:`..core.vectors`).
+    becomes unreadable in the report, with the reason (:mod:`..core.vectors`). Local
+    shards and shards in object storage (by range reads) are weighed.
     """
     if not state.memory_bytes or state.relation.view is not None or not columns:
         return
