@@ -85,7 +85,22 @@ class DirectReader:
             self._shards[key] = pages
         return self._shards[key]
 
-    def batches(self, shard: Shard, window: Window) -> Iterator[pa.RecordBatch] | None:
+    def spans(self, shard: Shard, window: Window) -> tuple[int, int] | None:
+        """The shard-local rows a pyarrow read of ``window`` decodes, or None (DuckDB reads it).
+
+        A read decodes every row of the row groups the window overlaps; a window cut from a
+        large row group shares them with the other windows cut from it.
+        """
+        pages = self._pages(shard)
+        if pages is None or pages.leaves is None or not window.rows:
+            return None
+        groups, skip = row_groups(shard, window)
+        first = window.start - skip
+        return first, first + sum(shard.row_groups[g][0] for g in groups)
+
+    def batches(
+        self, shard: Shard, window: Window, spare: Spare | None = None
+    ) -> Iterator[pa.RecordBatch] | None:
         """The window's rows as record batches decoded by pyarrow, or None (DuckDB reads it).
 
         The caller checks that the shard is unchanged before and after, counts the batches
@@ -94,6 +109,7 @@ class DirectReader:
         Args:
             shard: The window's (local, unchanged) shard.
             window: The window.
+            spare: Where rows of other windows that the read decodes anyway are kept.
 
         Returns:
             An iterator of batches holding exactly the window's rows (if the file is as its
@@ -113,20 +129,20 @@ class DirectReader:
         if not groups or total > self.cap:
             return None
         expected = sum(shard.row_groups[g][0] for g in groups)
-        return self._iterate(pages, groups, skip, window.rows, expected)
+        return self._iterate(pages, groups, window, window.start - skip, expected, spare)
 
     def _iterate(
-        self, pages: ShardPages, groups: list[int], skip: int, rows: int, expected: int
+        self, pages: ShardPages, groups: list[int], window: Window, first: int, expected: int,
+        spare: Spare | None,
     ) -> Iterator[pa.RecordBatch]:
         with pq.ParquetFile(
             pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False
         ) as parquet:
             stream = parquet.iter_batches(
-                batch_size=rows, row_groups=groups, columns=self.columns,
+                batch_size=window.rows, row_groups=groups, columns=self.columns,
                 use_threads=self.threads,
             )
-            need = rows
-            decoded = 0
+            at = first  # the shard-local row of the batch's first row
             for batch in stream:
                 # Every row of the row groups is decoded and checked, those outside the
                 # window too: DuckDB checks the whole pages it decodes, so a window this read
@@ -134,18 +150,61 @@ class DirectReader:
                 for name in self._text:
                     batch.column(name).validate(full=True)
                 n = batch.num_rows
-                decoded += n
-                if skip >= n:
-                    skip -= n
-                    continue
-                if need and (skip or n - skip > need):
-                    batch = batch.slice(skip, need)
-                    skip = 0
-                if need:
-                    need -= batch.num_rows
-                    yield batch
-            if decoded != expected:
-                raise ValueError(f"pyarrow decoded {decoded} rows of row groups of {expected}")
+                if spare is not None:
+                    spare.offer(batch, at)
+                a, b = max(window.start, at), min(window.stop, at + n)
+                if a < b:
+                    yield batch if b - a == n else batch.slice(a - at, b - a)
+                at += n
+            if at - first != expected:
+                raise ValueError(f"pyarrow decoded {at - first} rows of row groups of {expected}")
+
+
+class Spare:
+    """Rows of other windows that one window's read decodes anyway, kept within a cap.
+
+    A window cut from a large row group is read by decoding the whole group; the other
+    windows cut from it are collected here, so that the group is decoded once rather than
+    once per window. Past ``cap`` bytes (the batches the kept rows hold on to) everything
+    collected is dropped and the windows are read again when needed: the cap is room made
+    in the cache beforehand.
+
+    Args:
+        ranges: For each window position wanted, its shard-local ``(start, stop)`` rows.
+        cap: Most bytes to hold.
+    """
+
+    def __init__(self, ranges: dict[int, tuple[int, int]], cap: int) -> None:
+        self.ranges = ranges
+        self.cap = cap
+        self.parts: dict[int, list[pa.RecordBatch]] = {p: [] for p in ranges}
+        self.held = 0
+
+    def offer(self, batch: pa.RecordBatch, at: int) -> None:
+        """Keep the rows of ``batch`` (whose first row is shard-local row ``at``) wanted."""
+        if not self.parts:
+            return
+        n = batch.num_rows
+        counted = False
+        for position, (start, stop) in self.ranges.items():
+            a, b = max(start, at), min(stop, at + n)
+            if a < b:
+                if not counted:  # a slice keeps its whole batch alive: count the batch
+                    counted = True
+                    self.held += batch.get_total_buffer_size()
+                    if self.held > self.cap:
+                        self.parts.clear()
+                        return
+                self.parts[position].append(batch if b - a == n else batch.slice(a - at, b - a))
+
+    def tables(self) -> dict[int, pa.Table]:
+        """The windows collected whole, as tables (none once past the cap)."""
+        out: dict[int, pa.Table] = {}
+        for position, parts in self.parts.items():
+            start, stop = self.ranges[position]
+            if parts and sum(p.num_rows for p in parts) == stop - start:
+                out[position] = pa.Table.from_batches(parts)
+        return out
 
 
 def _has_text(typ: pa.DataType) -> bool:
@@ -154,4 +213,4 @@ def _has_text(typ: pa.DataType) -> bool:
     return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ))
 
 
-__all__ = ["DirectReader", "row_groups"]
+__all__ = ["DirectReader", "Spare", "row_groups"]

@@ -223,9 +223,10 @@ class WindowReader:
         if not self.read_ahead:
             return
         hints: list[int] = []
+        covered: set[int] = set()  # windows an earlier hint's read decodes anyway
         room = self.cache.limit - current_bytes
         for position in positions:
-            if position in self.cache:
+            if position in self.cache or position in covered:
                 continue
             need = self._estimate(position) if self._row_bytes else 0
             if need > room:
@@ -233,6 +234,7 @@ class WindowReader:
                 break  # later windows are needed later: never read past one that does not fit
             room -= need
             hints.append(position)
+            covered.update(self.decoder.neighbours(position))
         if hints:
             self.ahead.schedule(hints, current)
 
@@ -240,13 +242,41 @@ class WindowReader:
         """Read one window into the cache on the read-ahead thread (False: it was cached)."""
         if position in self.cache:
             return False
-        self._make_room(position, keep)
-        self.cache.put(position, self.read(position))
+        self._load(position, keep)
         return True
 
-    def _make_room(self, position: int, keep: int | None) -> None:
-        if self._row_bytes:
-            self.cache.make_room(self._estimate(position), keep)
+    def _load(self, position: int, keep: int | None) -> pa.Table:
+        """Read one window into the cache, with the neighbours its read decodes anyway.
+
+        A window cut from a large row group is read by decoding the whole group: the other
+        windows cut from it are kept too, as far as the cache has room beside ``keep`` (the
+        window being consumed), so the group is decoded once, not once per window.
+        """
+        row_bytes = self._row_bytes or self._row_bytes_guess
+        need = int(self.windows[position].rows * row_bytes) + 1
+        chosen: list[int] = []
+        limit = self.cache.limit
+        for p in self.decoder.neighbours(position) if limit else ():
+            if p in self.cache or self.ahead.reading(p):
+                continue
+            more = int(self.windows[p].rows * row_bytes) + 1
+            if need + more > limit:
+                break
+            need += more
+            chosen.append(p)
+        room = 0
+        if self._row_bytes or chosen:
+            self.cache.make_room(need, keep)
+            room = self.cache.limit - self.cache.held - self._estimate_or_guess(position)
+        table, more_tables = self._read_with(position, chosen, room)
+        self.cache.put(position, table)
+        for p, got in more_tables.items():
+            if p not in self.cache and not self.ahead.reading(p):
+                self.cache.put(p, got)
+        return table
+
+    def _estimate_or_guess(self, position: int) -> int:
+        return int(self.windows[position].rows * (self._row_bytes or self._row_bytes_guess)) + 1
 
     def stop_read_ahead(self) -> None:
         """Wait for the read in flight and end the read-ahead thread (a hint starts a new one)."""
@@ -278,9 +308,7 @@ class WindowReader:
             if self.ahead.wait(position):
                 table = self.cache.get(position)
             if table is None:
-                self._make_room(position, self.ahead.last)
-                table = self.read(position)
-                self.cache.put(position, table)
+                table = self._load(position, self.ahead.last)
         if advance:
             self._advance(position, table, position if first is None else first)
         return table
@@ -294,14 +322,19 @@ class WindowReader:
         Returns:
             The window's rows as an Arrow table.
         """
-        table = self.decoder.decode(position)
+        return self._read_with(position, (), 0)[0]
+
+    def _read_with(
+        self, position: int, neighbours: Sequence[int], room: int
+    ) -> tuple[pa.Table, dict[int, pa.Table]]:
+        table, more = self.decoder.decode_with(position, neighbours, room)
         if table.num_rows:
             row_bytes = table_bytes(table) / table.num_rows
             with self._row_lock:  # the consumer and the read-ahead thread both read
                 if row_bytes > self._row_bytes:
                     self._row_bytes = row_bytes
                     self._update_reserve()
-        return table
+        return table, more
 
 
 __all__ = ["MemoryBudgetWarning", "ShardChangedError", "ViewWindows", "WindowReader", "conform"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -12,7 +13,7 @@ from ..common.text import first_line
 from ..errors import CorruptShardError, MemoryBudgetError, ShardChangedError, SourceError
 from . import decoded, failures, sqlfiles
 from .connection import Connection
-from .direct import DirectReader
+from .direct import DirectReader, Spare
 from .duck import duckdb_path
 from .interrupt import interruptible
 from .nested import NestedBound
@@ -119,6 +120,51 @@ class WindowDecoder:
             CorruptShardError: If the shard's data cannot be decoded.
             SourceError: If the shard lacks a column of the dataset.
         """
+        return self.decode_with(position)[0]
+
+    def neighbours(self, position: int) -> list[int]:
+        """Other windows whose rows a pyarrow read of ``position`` decodes anyway.
+
+        Windows cut from one large row group: the nearest after it first, then before it.
+        Empty when DuckDB reads the window (a view, a remote shard, a file off the
+        allow-list) or the window spans whole row groups.
+        """
+        if self.direct is None:
+            return []
+        win = self.windows[position]
+        shard = self.source.shards[win.shard]
+        span = self.direct.spans(shard, win)
+        if span is None:
+            return []
+        inside = [
+            p for p in itertools.chain(
+                itertools.takewhile(lambda p: self._within(p, win.shard, span),
+                                    range(position + 1, len(self.windows))),
+                itertools.takewhile(lambda p: self._within(p, win.shard, span),
+                                    range(position - 1, -1, -1)),
+            )
+        ]
+        return inside
+
+    def _within(self, position: int, shard: int, span: tuple[int, int]) -> bool:
+        other = self.windows[position]
+        return other.shard == shard and span[0] <= other.start and other.stop <= span[1]
+
+    def decode_with(
+        self, position: int, neighbours: Sequence[int] = (), room: int = 0
+    ) -> tuple[pa.Table, dict[int, pa.Table]]:
+        """Read one window, and the ``neighbours`` its read decodes anyway (see :meth:`decode`).
+
+        Args:
+            position: The window's position in the plan.
+            neighbours: Positions from :meth:`neighbours` to keep as well.
+            room: Most bytes the neighbours may hold while the window is read; past it
+                they are dropped.
+
+        Returns:
+            The window's table, and the neighbours decoded whole (possibly none: only a
+            read by pyarrow that succeeds gives any).
+        """
         win = self.windows[position]
         shard = self.source.shards[win.shard]
         what = f"rows {win.offset}..{win.end - 1} (local rows {win.start}..{win.stop - 1})"
@@ -133,27 +179,49 @@ class WindowDecoder:
                 shard.path,
                 (win.offset, win.end),
             )
+        spare = None
+        if neighbours and room > 0:
+            spare = Spare(
+                {p: (self.windows[p].start, self.windows[p].stop) for p in neighbours}, room
+            )
         # DuckDB reads the shard itself, or its copy in the shard cache (held while read)
         with shard.local() as local:
-            return self._read(position, local, what, touched)
+            table = self._read(position, local, what, touched, spare)
+            more: dict[int, pa.Table] = {}
+            if spare is not None:
+                for p, got in spare.tables().items():
+                    try:
+                        more[p] = self._finish(p, got.select(list(self.source.columns)), True)
+                    except (ValueError, KeyError, pa.ArrowException, SourceError):
+                        continue  # read again when needed, by the usual path and its errors
+            local.check_unchanged()
+        return table, more
 
-    def _read(self, position: int, local: Shard, what: str, touched: int) -> pa.Table:
+    def _read(
+        self, position: int, local: Shard, what: str, touched: int, spare: Spare | None = None
+    ) -> pa.Table:
         win = self.windows[position]
-        shard = self.source.shards[win.shard]
         local.check_unchanged()
-        table = self._read_direct(local, win, what)
-        # pyarrow's batches are one chunk per column and sized to their rows, unless the
-        # window is part of them: then they are copied out like DuckDB's
-        exact = (
-            table is not None
-            and all(c.num_chunks == 1 for c in table.columns)
-            and table.get_total_buffer_size() <= table.nbytes + (table.nbytes >> 3) + 4096
-        )
+        table = self._read_direct(local, win, what, spare)
+        direct = table is not None
         if table is None:
             table = self._read_duckdb(local, win, what, touched)
         local.check_unchanged()
         if self._view is not None:  # drop the row-number columns the view carried
             table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
+        return self._finish(position, table, direct)
+
+    def _finish(self, position: int, table: pa.Table, direct: bool) -> pa.Table:
+        """Check a window's rows, conform them to the schema and own their buffers."""
+        win = self.windows[position]
+        shard = self.source.shards[win.shard]
+        # pyarrow's batches are one chunk per column and sized to their rows, unless the
+        # window is part of them: then they are copied out like DuckDB's
+        exact = (
+            direct
+            and all(c.num_chunks == 1 for c in table.columns)
+            and table.get_total_buffer_size() <= table.nbytes + (table.nbytes >> 3) + 4096
+        )
         if table.num_rows != win.rows:
             if win.kept is not None:
                 raise ShardChangedError(
@@ -179,7 +247,9 @@ class WindowDecoder:
             table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
         return table
 
-    def _read_direct(self, local: Shard, win: Window, what: str) -> pa.Table | None:
+    def _read_direct(
+        self, local: Shard, win: Window, what: str, spare: Spare | None = None
+    ) -> pa.Table | None:
         """The window decoded by pyarrow, or None: DuckDB reads it (and gives any error).
 
         Only windows the footer and page headers put on the allow-list of :mod:`pages` are
@@ -188,7 +258,7 @@ class WindowDecoder:
         """
         if self.direct is None or type(local) is not Shard:
             return None
-        batches = self.direct.batches(local, win)
+        batches = self.direct.batches(local, win, spare)
         if batches is None:
             return None
         shard = self.source.shards[win.shard]
@@ -201,9 +271,12 @@ class WindowDecoder:
             table = table.select(list(self.source.columns))
         except Exception:  # any doubt: DuckDB reads the window (and reports what it finds)
             self.direct.stats["fallback"] += 1
+            if spare is not None:
+                spare.parts.clear()  # nothing of a failed read is kept
             return None
         self.direct.stats["direct"] += 1
         return table
+
 
     def _read_duckdb(self, local: Shard, win: Window, what: str, touched: int) -> pa.Table:
         shard = self.source.shards[win.shard]
