@@ -136,19 +136,15 @@ class WindowDecoder:
         span = self.direct.spans(shard, win)
         if span is None:
             return []
-        inside = [
-            p for p in itertools.chain(
-                itertools.takewhile(lambda p: self._within(p, win.shard, span),
-                                    range(position + 1, len(self.windows))),
-                itertools.takewhile(lambda p: self._within(p, win.shard, span),
-                                    range(position - 1, -1, -1)),
-            )
-        ]
-        return inside
+        lo, hi = span
 
-    def _within(self, position: int, shard: int, span: tuple[int, int]) -> bool:
-        other = self.windows[position]
-        return other.shard == shard and span[0] <= other.start and other.stop <= span[1]
+        def within(p: int) -> bool:
+            other = self.windows[p]
+            return other.shard == win.shard and lo <= other.start and other.stop <= hi
+
+        after = itertools.takewhile(within, range(position + 1, len(self.windows)))
+        before = itertools.takewhile(within, range(position - 1, -1, -1))
+        return [*after, *before]
 
     def decode_with(
         self, position: int, neighbours: Sequence[int] = (), room: int = 0
