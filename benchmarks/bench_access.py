@@ -15,14 +15,17 @@ Scenarios (torch ``DataLoader``, ``format="torch"`` + ``collate`` for ours):
   first epoch).
 - ``small batches``: a cached sequential epoch at batch 32, 64 and 256.
 - ``first epoch``: a fresh dataset, sequential, batch 64, columns tokens and label, against
-  pyarrow ``read_table`` per shard plus tensor conversion.
+  pyarrow ``read_table`` per shard plus tensor conversion; again on shards written as one
+  row group each (``--large-groups``: pyarrow's default row group holds a million rows).
 - ``workers``: rows/s for each ``--workers`` count: a first sequential epoch through
-  ``ChunkedSampler`` and a random epoch served by the disk tier.
+  ``ChunkedSampler``, a random epoch served by the disk tier, and torch's own cost of
+  moving batches from workers (a dataset that hands out one prebuilt batch).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -119,6 +122,23 @@ class TakeDataset(Dataset[dict[str, Any]]):
 
     def __getitems__(self, indices: list[int]) -> dict[str, Any]:
         return to_tensors(self.take(indices))
+
+
+class FixedBatch(Dataset[dict[str, Any]]):
+    """A dataset whose every batch is one prebuilt batch: what torch alone costs per batch."""
+
+    def __init__(self, batch: dict[str, Any], length: int) -> None:
+        self.batch = batch
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.batch
+
+    def __getitems__(self, indices: list[int]) -> dict[str, Any]:
+        return self.batch
 
 
 def identity(batch: Any) -> Any:
@@ -226,41 +246,57 @@ def with_prepare(result: Entry, prepare: float) -> Entry:
             "first_batch": result["first_batch"] + prepare}
 
 
+def epochs(make: Callable[[], Iterable[Any]], count: int) -> Iterable[Any]:
+    """``count`` epochs of ``make()`` back to back: one measurement long enough to time."""
+    return itertools.chain.from_iterable(make() for _ in range(count))
+
+
 def small_batches(directory: Path, args: argparse.Namespace, add: Callable[..., None]) -> None:
     ds = ParquetDataset(directory, memory=4096, format="torch")
     measure(DataLoader(ds, batch_size=256, collate_fn=collate))  # fill the cache
-    for batch in (256, 64, 32, 256, 64):  # 256 and 64 twice: noise shows in the spread
-        add("small batches", f"undertale_duck cached, batch {batch}",
-            measure(DataLoader(ds, batch_size=batch, collate_fn=collate)))
-    ds.close()
     table = pa.concat_tables(pq.read_table(p) for p in common.shard_paths(directory))
-    for batch in (256, 64):
-        add("small batches", f"pyarrow in memory (slices), batch {batch}",
-            measure(to_tensors(table.slice(a, batch)) for a in range(0, table.num_rows, batch)))
+
+    def slices(batch: int) -> Iterable[dict[str, Any]]:
+        return (to_tensors(table.slice(a, batch)) for a in range(0, table.num_rows, batch))
+
+    # A cached epoch takes tens of milliseconds: each measurement runs several back to back,
+    # and the batch sizes take turns within each repeat, so drift hits them alike
+    for _ in range(args.repeat):
+        for batch in (256, 64, 32):
+            add("small batches", f"undertale_duck cached, batch {batch}", measure(epochs(
+                lambda b=batch: DataLoader(ds, batch_size=b, collate_fn=collate),
+                args.small_epochs)))
+        for batch in (256, 64):
+            add("small batches", f"pyarrow in memory (slices), batch {batch}",
+                measure(epochs(lambda b=batch: slices(b), args.small_epochs)))
+    ds.close()
 
 
-def first_epoch(directory: Path, args: argparse.Namespace, add: Callable[..., None]) -> None:
+def first_epoch(directory: Path, args: argparse.Namespace, add: Callable[..., None],
+                scenario: str = "first epoch") -> None:
     def pyarrow_epoch() -> Iterable[dict[str, Any]]:
         for path in common.shard_paths(directory):
             table = pq.read_table(path, columns=FIRST_COLUMNS)
             for a in range(0, table.num_rows, args.batch):
                 yield to_tensors(table.slice(a, args.batch))
 
+    def ours() -> Iterable[dict[str, Any]]:
+        ds = ParquetDataset(directory, memory=args.first_memory, format="torch",
+                            columns=FIRST_COLUMNS)
+        yield from DataLoader(ds, batch_size=args.batch, collate_fn=collate)
+        ds.close()
+
     # Untimed warm-up of both: pyarrow's first read_table in a process costs twice the
     # CPU of later ones (thread pool, allocator); ours then runs on a fresh dataset object.
     measure(pyarrow_epoch())
-    warm = ParquetDataset(directory, memory=args.first_memory, format="torch",
-                          columns=FIRST_COLUMNS)
-    measure(DataLoader(warm, batch_size=args.batch, collate_fn=collate))
-    warm.close()
+    measure(ours())
     for _ in range(args.repeat):  # pyarrow before and after ours: the machine drifts
-        add("first epoch", "pyarrow read_table + tensors", measure(pyarrow_epoch()))
-        ds = ParquetDataset(directory, memory=args.first_memory, format="torch",
-                            columns=FIRST_COLUMNS)
-        add("first epoch", "undertale_duck, fresh dataset",
-            measure(DataLoader(ds, batch_size=args.batch, collate_fn=collate)))
-        ds.close()
-        add("first epoch", "pyarrow read_table + tensors", measure(pyarrow_epoch()))
+        add(scenario, "pyarrow read_table + tensors",
+            measure(epochs(pyarrow_epoch, args.first_epochs)))
+        add(scenario, "undertale_duck, fresh dataset", measure(epochs(ours, args.first_epochs)),
+            f"{args.first_epochs} fresh datasets, one epoch each")
+        add(scenario, "pyarrow read_table + tensors",
+            measure(epochs(pyarrow_epoch, args.first_epochs)))
 
 
 def workers_first(directory: Path, args: argparse.Namespace, add: Callable[..., None]) -> None:
@@ -272,6 +308,14 @@ def workers_first(directory: Path, args: argparse.Namespace, add: Callable[..., 
                             collate_fn=collate,
                             multiprocessing_context="fork" if workers else None)
         add("workers: first epoch, ChunkedSampler", f"workers={workers}", measure(loader),
+            workers=workers)
+        # torch's own cost of a batch from a worker: the same batches, built by no work
+        made = collate(ds.__getitems__(list(range(min(args.batch, len(ds))))))
+        ds.close()
+        loader = DataLoader(FixedBatch(made, len(ds)), batch_size=args.batch, num_workers=workers,
+                            collate_fn=identity,
+                            multiprocessing_context="fork" if workers else None)
+        add("workers: torch transfer only (no decode)", f"workers={workers}", measure(loader),
             workers=workers)
 
 
@@ -303,6 +347,7 @@ def ratios(entries: Sequence[Entry]) -> dict[str, float]:
     """The issue's targets as ratios measured in this run."""
     r = "random"
     first = "first epoch"
+    large = "first epoch, one row group per shard"
     pa_first = "pyarrow read_table + tensors"
     return {
         "random_disk_epoch1_vs_hf_epoch1": rate_of(entries, r, "undertale_duck, disk tier, epoch 1")
@@ -324,6 +369,12 @@ def ratios(entries: Sequence[Entry]) -> dict[str, float]:
         / rate_of(entries, first, pa_first),
         "first_epoch_cpu_vs_pyarrow": cpu_of(entries, first, "undertale_duck, fresh dataset")
         / cpu_of(entries, first, pa_first),
+        "first_epoch_one_group_rate_vs_pyarrow": rate_of(entries, large,
+                                                         "undertale_duck, fresh dataset")
+        / rate_of(entries, large, pa_first),
+        "first_epoch_one_group_cpu_vs_pyarrow": cpu_of(entries, large,
+                                                       "undertale_duck, fresh dataset")
+        / cpu_of(entries, large, pa_first),
     }
 
 
@@ -355,7 +406,13 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    entries = [e for e in results["entries"] if not e["scenario"].startswith("workers")]
+    groups: dict[tuple[str, str], list[float]] = {}
+    for e in results["entries"]:
+        if not e["scenario"].startswith("workers"):
+            groups.setdefault((e["scenario"], e["loader"]), []).append(e["rate"])
+    # one bar per loader and scenario: the median of its repeats
+    entries = [{"scenario": sc, "loader": lo, "rate": float(np.median(rates))}
+               for (sc, lo), rates in groups.items()]
     labels = [f"{e['scenario']}: {e['loader']}" for e in entries]
     fig, ax = plt.subplots(figsize=(9, 0.3 * len(entries) + 1.5))
     colors = ["tab:blue" if "undertale" in e["loader"] else "tab:gray" for e in entries]
@@ -402,7 +459,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="batches timed for random access without the disk tier (slow)")
     p.add_argument("--workers", type=lambda s: [int(w) for w in s.split(",")],
                    default=[0, 1, 2, 4])
-    p.add_argument("--repeat", type=int, default=2, help="first-epoch repeats")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="repeats of the first-epoch and small-batch measurements")
+    p.add_argument("--first-epochs", type=int, default=3,
+                   help="fresh datasets read one after another in one first-epoch measurement")
+    p.add_argument("--small-epochs", type=int, default=5,
+                   help="cached epochs in one small-batch measurement")
+    p.add_argument("--large-groups", type=int, default=20000,
+                   help="rows per shard of a second first-epoch dataset written with one "
+                        "row group per shard (pyarrow's default for files this size); 0: skip")
     p.add_argument("--no-peers", action="store_true", help="skip HF datasets and Lance")
     p.add_argument("--data", type=Path, default=common.DATA)
     p.add_argument("--out", type=Path, default=common.RESULTS)
@@ -431,6 +496,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         warnings.simplefilter("ignore", MemoryBudgetWarning)
         warnings.simplefilter("ignore", RandomAccessWarning)  # measured on purpose
         first_epoch(directory, args, add)
+        if args.large_groups:
+            large = common.write_dataset(args.shards, args.large_groups, root=args.data,
+                                         row_group=args.large_groups)
+            first_epoch(large, args, add, "first epoch, one row group per shard")
         small_batches(directory, args, add)
         workers_first(directory, args, add)
         random_access(directory, args, add, results)  # last: Lance is not fork-safe

@@ -47,11 +47,15 @@ def test_access_benchmark_runs(tmp_path: Path) -> None:
 
     results = bench_access.main([
         "--shards", "2", "--rows", "600", "--row-group", "100", "--memory", "1",
-        "--random-batches", "1", "--workers", "0,1", "--no-peers",
+        "--random-batches", "1", "--workers", "0,1", "--no-peers", "--repeat", "1",
+        "--first-epochs", "2", "--small-epochs", "2", "--large-groups", "300",
         "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
     ])
     scenarios = {e["scenario"] for e in results["entries"]}
-    assert {"random", "small batches", "first epoch"} <= scenarios
+    assert {"random", "small batches", "first epoch", "first epoch, one row group per shard",
+            "workers: torch transfer only (no decode)"} <= scenarios
+    firsts = [e for e in results["entries"] if e["scenario"] == "first epoch"]
+    assert {e["rows"] for e in firsts} == {2 * 2 * 600}  # two epochs per measurement
     assert all(math.isfinite(e["rate"]) and e["rate"] > 0 for e in results["entries"])
     assert math.isfinite(results["ratios"]["cached_batch64_vs_batch256"])
     assert results["memory"]["decoded"] == results["memory"]["windows"]
