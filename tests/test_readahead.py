@@ -181,3 +181,36 @@ def test_loader_workers_are_recognised() -> None:
         _Probe(), batch_size=None, num_workers=1, multiprocessing_context="fork"
     )
     assert [bool(b) for b in worker] == [True, True]  # so a reader made there reads one window
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_a_window_read_by_the_consumer_runs_beside_the_next_ones(
+    shards: tuple[Path, int], depth: int
+) -> None:
+    # On a miss, the windows after the one the consumer reads are read beside it (one
+    # fewer than the depth), not after it: window 0's read waits until window 1's has
+    # started, which only a read scheduled before window 0's ends can do
+    root, total = shards
+    ds = ParquetDataset(root, window_bytes=2000, read_ahead=depth, format="python")
+    assert ds.reader.read_depth == depth
+    decoder = ds.reader.decoder
+    plain = decoder.decode_with
+    started = threading.Event()
+    overlapped: list[bool] = []
+
+    def decode_with(position: int, *args: object) -> object:
+        if position == 1:
+            started.set()
+        elif position == 0:
+            overlapped.append(started.wait(timeout=20))
+        return plain(position, *args)  # type: ignore[arg-type]
+
+    decoder.decode_with = decode_with  # type: ignore[method-assign]
+    assert ds[0]["id"] == datagen.expected(1)[0]["id"]
+    ds.reader.stop_read_ahead()
+    assert overlapped == [True]
+    stats = ds.reader.read_ahead_stats
+    assert stats["scheduled"] == depth - 1  # the consumer's own read is one of the depth
+    got = [ds[i]["id"] for i in range(total)]
+    assert got == [e["id"] for e in datagen.expected(total)]
+    ds.close()

@@ -195,17 +195,25 @@ class WindowReader:
         if order:
             self._schedule([int(order[0])], None)
 
-    def _advance(self, position: int, table: pa.Table, first: int) -> None:
-        """Note that ``position`` is being consumed; read its successors in the background."""
+    def _advance(self, position: int, table: pa.Table | None, first: int) -> None:
+        """Note that ``position`` is being consumed; read its successors in the background.
+
+        ``table`` is None when ``position`` is about to be read by the consumer: its
+        successors are then read beside it, one fewer than the depth, so that no more than
+        the depth's reads run at once.
+        """
         if not self.read_ahead or self.ahead.last == position:
             return
         if self._reserved_for != self.ahead.depth:  # a forked worker reads one at a time
             self._update_reserve()
+        depth = self._depth if table is not None else self._depth - 1
+        if depth < 1:
+            return
         previous, self.ahead.last = self.ahead.last, position
         sequential = previous is None or first - 1 <= previous < position
         hints: list[int] = []
         at = position
-        for _ in range(self._depth):
+        for _ in range(depth):
             nxt = self._next.get(at)
             if nxt is None and sequential:
                 nxt = at + 1 if at + 1 < len(self.windows) else None
@@ -214,19 +222,26 @@ class WindowReader:
             hints.append(nxt)
             at = nxt
         if hints:
-            self._schedule(hints, position, table_bytes(table))
+            if table is None:  # the window being read now covers its own group's windows
+                self._schedule(hints, position, self._estimate_or_guess(position),
+                               self.decoder.neighbours(position))
+            else:
+                self._schedule(hints, position, table_bytes(table))
 
     def _estimate(self, position: int) -> int:
         return int(self.windows[position].rows * self._row_bytes) + 1
 
-    def _schedule(self, positions: list[int], current: int | None, current_bytes: int = 0) -> None:
+    def _schedule(
+        self, positions: list[int], current: int | None, current_bytes: int = 0,
+        covered: Sequence[int] = (),
+    ) -> None:
         if not self.read_ahead:
             return
         hints: list[int] = []
-        covered: set[int] = set()  # windows an earlier hint's read decodes anyway
+        skip = set(covered)  # windows an earlier read decodes anyway
         room = self.cache.limit - current_bytes
         for position in positions:
-            if position in self.cache or position in covered:
+            if position in self.cache or position in skip:
                 continue
             need = self._estimate(position) if self._row_bytes else 0
             if need > room:
@@ -234,7 +249,7 @@ class WindowReader:
                 break  # later windows are needed later: never read past one that does not fit
             room -= need
             hints.append(position)
-            covered.update(self.decoder.neighbours(position))
+            skip.update(self.decoder.neighbours(position))
         if hints:
             self.ahead.schedule(hints, current)
 
@@ -308,7 +323,10 @@ class WindowReader:
             if self.ahead.wait(position):
                 table = self.cache.get(position)
             if table is None:
-                table = self._load(position, self.ahead.last)
+                keep = self.ahead.last
+                if advance:  # what comes next is read beside this read, not after it
+                    self._advance(position, None, position if first is None else first)
+                table = self._load(position, keep)
         if advance:
             self._advance(position, table, position if first is None else first)
         return table
