@@ -288,8 +288,9 @@ def first_epoch(directory: Path, args: argparse.Namespace, add: Callable[..., No
 
     # Untimed warm-up of both: pyarrow's first read_table in a process costs twice the
     # CPU of later ones (thread pool, allocator); ours then runs on a fresh dataset object.
-    measure(pyarrow_epoch())
-    measure(ours())
+    for _ in range(2):
+        measure(pyarrow_epoch())
+        measure(ours())
     for _ in range(args.repeat):  # pyarrow before and after ours: the machine drifts
         add(scenario, "pyarrow read_table + tensors",
             measure(epochs(pyarrow_epoch, args.first_epochs)))
@@ -459,7 +460,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="batches timed for random access without the disk tier (slow)")
     p.add_argument("--workers", type=lambda s: [int(w) for w in s.split(",")],
                    default=[0, 1, 2, 4])
-    p.add_argument("--repeat", type=int, default=3,
+    p.add_argument("--repeat", type=int, default=5,
                    help="repeats of the first-epoch and small-batch measurements")
     p.add_argument("--first-epochs", type=int, default=3,
                    help="fresh datasets read one after another in one first-epoch measurement")
