@@ -73,8 +73,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             ``duckdb_config`` sets it (a decompression bomb stops there); ``memory=0``
             turns these limits off.
         columns: Columns to keep (in this order); None keeps all.
-        window_bytes: Target uncompressed bytes per window; by default a sixteenth of
-            ``memory`` between 1 MiB and 64 MiB.
+        window_bytes: Target decoded bytes per window; by default a sixteenth of
+            ``memory`` between 1 MiB and 64 MiB. A row group counts as the larger of its
+            footer's size and its Arrow size estimated from the footer's value counts.
         duckdb_config: DuckDB settings overriding :func:`default_duckdb_config`.
         format: How row values are returned. ``"python"`` (default): exactly pyarrow's
             ``as_py()`` values, as undertale's original dataset module did. ``"numpy"``:
@@ -197,8 +198,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self._spec = source
         self.source = Source(source, self._columns, **self._remote)
         shards = self.source.shards
+        # windows are cut by each row group's decoded size where its footer understates it
         self.windows = win.plan(
-            [s.row_groups for s in shards], self.window_bytes, file_bytes=[s.size for s in shards]
+            [win.planned(s.row_groups, s.decoded) for s in shards],
+            self.window_bytes,
+            file_bytes=[s.size for s in shards],
         )
         self.view: IndexedView | None = None
         if self.query is not None:
@@ -285,7 +289,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             if self._order:
                 self._reader.set_order(self._order)
             if not isinstance(cache, TieredCache) and self.windows:
-                data = sum(max(b, 0) for s in self.source.shards for _, b in s.row_groups)
+                data = sum(
+                    max(b, 0)
+                    for s in self.source.shards
+                    for _, b in win.planned(s.row_groups, s.decoded)
+                )
                 self._monitor = AccessMonitor(
                     len(self) / len(self.windows), self.memory, data / (1 << 20)
                 )

@@ -21,6 +21,7 @@ from ..errors import (
 )
 from . import footers as footer_checks
 from .duck import GLOB_CHARS
+from .group_sizes import decoded_sizes
 from .resolve import MAGIC, PARQUET_SUFFIXES, _is_hidden
 from .shard_cache import key_of
 from .source import Shard, read_footer
@@ -304,6 +305,7 @@ def _shard(store: Store, url: str, size: int, version: str | None, meta: Any) ->
         created_by=str(meta.created_by or ""),
         version=version,
         store=store,
+        decoded=decoded_sizes(meta),
     )
 
 

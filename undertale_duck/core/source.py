@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -24,6 +24,7 @@ from ..errors import (
 from . import footers, lifecycle
 from .connection import Connection
 from .duck import duckdb_path
+from .group_sizes import decoded_sizes
 from .readable import check_types
 from .resolve import MAGIC, PARQUET_SUFFIXES, SourceLike, resolve
 
@@ -47,6 +48,8 @@ class Shard:
         created_by: The writer recorded in the footer.
         inode: ``(device, inode)`` of the file when the footer was read, so a file replaced
             by a rename with the same size and modification time is still detected.
+        decoded: Each row group's estimated size once decoded to Arrow
+            (:func:`group_sizes.decoded_sizes`; empty if unknown), for planning windows.
     """
 
     path: str
@@ -57,6 +60,7 @@ class Shard:
     schema: pa.Schema
     created_by: str
     inode: tuple[int, int] = (0, 0)
+    decoded: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     def local(self) -> contextlib.AbstractContextManager[Shard]:
         """The local file DuckDB reads for this shard: itself (a remote shard's cached copy).
@@ -146,6 +150,7 @@ def read_footer(path: str) -> Shard:
         schema=schema,
         created_by=str(meta.created_by or ""),
         inode=(st.st_dev, st.st_ino),
+        decoded=decoded_sizes(meta),
     )
 
 

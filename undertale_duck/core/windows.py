@@ -29,6 +29,13 @@ def group_bytes(rows: int, nbytes: int) -> int:
     return nbytes if nbytes > 0 else rows * FALLBACK_ROW_BYTES
 
 
+def planned(groups: Sequence[tuple[int, int]], decoded: Sequence[int]) -> list[tuple[int, int]]:
+    """``(rows, bytes)`` of each row group for :func:`plan`: the larger of both sizes."""
+    if len(decoded) != len(groups):
+        return list(groups)
+    return [(rows, max(nbytes, size)) for (rows, nbytes), size in zip(groups, decoded, strict=True)]
+
+
 @dataclass(frozen=True)
 class Window:
     """A contiguous row range of one shard, read by one query.
