@@ -170,6 +170,13 @@ class WindowCache:
             self._bytes += size
             return True
 
+    #: Whether the windows this cache serves are mapped files (free to hold for a while).
+    maps_windows = False
+
+    def handed(self, key: Hashable, table: pa.Table) -> pa.Table:
+        """The table to hand out for a window just put: ``table`` itself here."""
+        return table
+
     def make_room(self, nbytes: int, keep: Hashable | None = None) -> bool:
         """Evict least recently used windows until ``nbytes`` more would fit in the limit.
 

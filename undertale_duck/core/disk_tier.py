@@ -312,6 +312,20 @@ class TieredCache(WindowCache):
             return True
         return super().put(key, table)
 
+    maps_windows = True
+
+    def handed(self, key: Hashable, table: pa.Table) -> pa.Table:
+        """The window's mapped file once it was written, else ``table``.
+
+        The decoded copy's memory is then freed at once, not when the batch that read it is
+        done.
+        """
+        if isinstance(key, int) and not super().__contains__(key):
+            mapped = self.tier.get(key)
+            if mapped is not None:
+                return mapped
+        return table
+
     def __contains__(self, key: object) -> bool:
         return super().__contains__(key) or key in self.tier
 

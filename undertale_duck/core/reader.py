@@ -17,6 +17,7 @@ from .readahead import ReadAhead
 from .source import Source
 from .window_read import ViewWindows, WindowDecoder, conform
 from .windows import Window, max_touched_bytes, read_reserve
+from .windows import planned as planned_sizes
 
 #: Fixed transient bytes of one window read besides its row groups and result (DuckDB's
 #: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
@@ -89,8 +90,12 @@ class WindowReader:
         groups = [shard.row_groups for shard in source.shards]
         self._max_rows = max((w.rows for w in windows), default=0)
         self._max_touched = max_touched_bytes(windows, groups)
-        encoded = sum(max(b, 0) for g in groups for _, b in g)
-        self._row_bytes_guess = encoded / max(1, source.rows)
+        # before any read, bytes per row as planned: the footers' sizes, or the decoded
+        # estimate where they understate it
+        planned = sum(
+            max(b, 0) for s in source.shards for _, b in planned_sizes(s.row_groups, s.decoded)
+        )
+        self._row_bytes_guess = planned / max(1, source.rows)
         self._warned = False
         self._row_lock = threading.Lock()
         self.ahead = ReadAhead(self._fetch_ahead, running=read_ahead, depth=read_depth)
@@ -118,6 +123,11 @@ class WindowReader:
     def row_bytes(self) -> float:
         """The largest Arrow bytes per row measured in a window read so far (0 before any)."""
         return self._row_bytes
+
+    @property
+    def largest_window(self) -> int:
+        """Estimated bytes of the plan's largest window (rows times bytes per row so far)."""
+        return int(self._max_rows * (self._row_bytes or self._row_bytes_guess)) + 1
 
     @property
     def read_ahead_stats(self) -> dict[str, int]:
@@ -288,7 +298,7 @@ class WindowReader:
         for p, got in more_tables.items():
             if p not in self.cache and not self.ahead.reading(p):
                 self.cache.put(p, got)
-        return table
+        return self.cache.handed(position, table)
 
     def _estimate_or_guess(self, position: int) -> int:
         return int(self.windows[position].rows * (self._row_bytes or self._row_bytes_guess)) + 1

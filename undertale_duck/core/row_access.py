@@ -140,21 +140,37 @@ class RowAccess:
         tables = []
         selections: list[Selection] = []
         places = []
+        reader = self.reader
+        cache = reader.cache
+        # A batch holds every window it touches until it is built: past what the cache can
+        # hold (uniform random access over more data than the budget), each window is cut
+        # down to the batch's rows as soon as it is read, so the batch never holds more
+        # than its own rows beside the cache (mapped windows of the disk tier cost nothing)
+        mapped = cache.maps_windows
+        cut: list[Selection] = []
         for k, position in enumerate(heads):
             a, b = bounds[k], bounds[k + 1]
-            tables.append(self.reader.window(position, advance=k == last, first=heads[0]))
+            table = reader.window(position, advance=k == last, first=heads[0])
+            many = not mapped and len(heads) * reader.largest_window > cache.limit
             if b - a == 1:
                 start = int(local[a])
-                selections.append(slice(start, start + 1))
+                sel: Selection = slice(start, start + 1)
             else:
-                selections.append(_local(local[a:b]))
+                sel = _local(local[a:b])
+            selections.append(sel)
+            if many or (not mapped and position not in cache):
+                rows = np.arange(sel.start, sel.stop) if isinstance(sel, slice) else sel
+                table = table.take(pa.array(rows, type=pa.int64()))
+                sel = slice(0, b - a)
+            cut.append(sel)
+            tables.append(table)
             places.append(order[a:b])
         try:
-            return gather(tables, selections, places, len(index), self.format)
+            return gather(tables, cut, places, len(index), self.format)
         except (ConversionFailure, TensorRangeError):  # per window: names the shard and row
             parts = [
-                self._select(p, t, sel)
-                for p, t, sel in zip(heads, tables, selections, strict=True)
+                self._select(p, reader.window(p, advance=False), sel)
+                for p, sel in zip(heads, selections, strict=True)
             ]
             back = np.empty(len(index), dtype=np.int64)
             back[np.concatenate(places)] = np.arange(len(index), dtype=np.int64)
