@@ -11,7 +11,6 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import torch
 from torch.utils.data import Dataset
 
 from ..errors import ArgumentError, ShardChangedError
@@ -19,24 +18,20 @@ from . import query as querymod
 from . import windows as win
 from .access import AccessMonitor
 from .arguments import (
-    bytes_setting,
     check_columns,
     check_duckdb_config,
     check_read_ahead,
     check_sizes,
-    read_limit,
     view_query,
 )
-from .cache import CacheStats, WindowCache
-from .connection import Connection
+from .cache import CacheStats
 from .disk_tier import (
     DiskStats,
-    DiskTier,
     TieredCache,
     prepare_directory,
-    window_keys,
 )
-from .duck import allocator_config, default_duckdb_config, duckdb_path, worker_duckdb_config
+from .duck import default_duckdb_config, duckdb_path
+from .process_reader import build_reader
 from .reader import WindowReader
 from .row_access import RowAccess
 from .rows import (
@@ -230,73 +225,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
     def reader(self) -> WindowReader:
         """The process's window reader (connection and cache), created on first use."""
         if self._reader is None:
-            config = dict(self.duckdb_config)
-            info = torch.utils.data.get_worker_info()
-            if info is not None:  # a DataLoader worker process: share the cores and memory
-                tuned = worker_duckdb_config(info.num_workers)
-                config.update({k: v for k, v in tuned.items() if k not in self._user_config})
-            retained = 0
-            if not self._user_config & {
-                "allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold"
-            }:
-                allocator, retained = allocator_config(self.memory_bytes, config["threads"])
-                config.update(allocator)
-            limit = read_limit(self.memory_bytes)
-            if limit and "memory_limit" not in self._user_config:
-                # A backstop for pages that decompress to far more than the footer records
-                # (the footer check cannot see them): DuckDB stops such a read. Twice the
-                # limit, as an honest read of row groups within the limit holds up to
-                # about twice their size (compressed and decompressed pages).
-                ceiling = bytes_setting(config.get("memory_limit")) or 2 * limit
-                config["memory_limit"] = f"{min(2 * limit, ceiling) >> 20}MiB"
-            remote = self.source.store
-            cache = WindowCache(self.memory_bytes)
-            if self.disk_dir is not None and self.disk:
-                view = None if self.view is None else [
-                    self.view.query.sql, [side.fingerprint for side in self.view.sides]
-                ]
-                tier = DiskTier(
-                    self.disk_dir,
-                    int(self.disk * (1 << 20)),
-                    window_keys(self.source, self.windows, self.schema, view),
-                    self.source,
-                    self.windows,
-                    self.columns,
-                )
-                cache = TieredCache(self.memory_bytes, tier)
-            self._reader = WindowReader(
-                self.source,
-                self.windows,
-                cache,
-                # a remote source's windows are read from cached copies; the store's
-                # filesystem serves validation, and the dataset view a view= query needs
-                Connection(
-                    self.source.paths,
-                    self.source.columns,
-                    config,
-                    None if self.view is None else self.view.setup,
-                    filesystem=None if remote is None else remote.filesystem,
-                    view=remote is None or self.view is not None,
-                ),
-                read_ahead=self.read_ahead,
-                read_depth=self.read_depth,
-                retained=retained,
-                view=self.view,
-                schema=None if self.view is None else self.view.schema,
-                read_limit=limit,
-                threads=int(config.get("threads", 1)) > 1,
-            )
-            if self._order:
-                self._reader.set_order(self._order)
-            if not isinstance(cache, TieredCache) and self.windows:
-                data = sum(
-                    max(b, 0)
-                    for s in self.source.shards
-                    for _, b in win.planned(s.row_groups, s.decoded)
-                )
-                self._monitor = AccessMonitor(
-                    len(self) / len(self.windows), self.memory, data / (1 << 20)
-                )
+            self._reader, self._monitor = build_reader(self)
         return self._reader
 
     def prefetch(self, windows: Sequence[int] | None) -> None:
