@@ -6,13 +6,13 @@ import functools
 import os
 import re
 import struct
-from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..common.text import first_line
 from ..errors import CorruptShardError, EncryptedShardError, UnsupportedShardError
+from .thrift import Thrift, field_of, list_of
 
 #: The magic bytes of a Parquet file whose footer is encrypted.
 ENCRYPTED_MAGIC = b"PARE"
@@ -23,8 +23,6 @@ ENCRYPTED_MAGIC = b"PARE"
 MIN_PAGE_BYTES = 8
 MAX_PAGE_VALUES = (1 << 31) - 1
 
-#: Deepest Thrift nesting :func:`Thrift.struct` follows (a real footer nests about 8 deep).
-_MAX_DEPTH = 64
 
 # A ColumnChunk's crypto_metadata (field 8, a struct) holding ENCRYPTION_WITH_COLUMN_KEY
 # (union field 2, a struct, whose own first field header is 0x19, 0x28, or STOP). pyarrow's
@@ -143,10 +141,10 @@ def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | No
         parsed = Thrift(footer).struct(0)
     except (IndexError, ValueError, struct.error):
         return  # not parseable here: pyarrow parsed it; DuckDB reports what it finds
-    if _field(parsed, 8) is not None or any(
-        _field(chunk, 8) is not None
-        for group in _list(_field(parsed, 4))
-        for chunk in _list(_field(group, 1))
+    if field_of(parsed, 8) is not None or any(
+        field_of(chunk, 8) is not None
+        for group in list_of(field_of(parsed, 4))
+        for chunk in list_of(field_of(group, 1))
     ):
         raise EncryptedShardError(
             f"Parquet shard {path} has encrypted columns (Parquet modular encryption); "
@@ -196,13 +194,13 @@ def footer_chunks_known(footer: bytes | None) -> bool:
         parsed = Thrift(footer).struct(0)
     except (IndexError, ValueError, struct.error):
         return False
-    for group in _list(_field(parsed, 4)):
-        for chunk in _list(_field(group, 1)):
-            meta = _field(chunk, 3)
-            encodings = _field(meta, 2)
+    for group in list_of(field_of(parsed, 4)):
+        for chunk in list_of(field_of(group, 1)):
+            meta = field_of(chunk, 3)
+            encodings = field_of(meta, 2)
             if (
-                _field(meta, 1) not in _KNOWN_TYPES
-                or _field(meta, 4) not in _KNOWN_CODECS
+                field_of(meta, 1) not in _KNOWN_TYPES
+                or field_of(meta, 4) not in _KNOWN_CODECS
                 or not isinstance(encodings, list)
                 or any(e not in _KNOWN_ENCODINGS for e in encodings)
             ):
@@ -237,18 +235,18 @@ def check_statistics(path: str, meta: pq.FileMetaData) -> None:
         raise CorruptShardError(
             f"Parquet shard {path} is corrupt: its footer cannot be parsed", path
         ) from None
-    for g, group in enumerate(_list(_field(parsed, 4))):
-        for chunk in _list(_field(group, 1)):
-            cmeta = _field(chunk, 3)
-            kind = _field(cmeta, 1)
+    for g, group in enumerate(list_of(field_of(parsed, 4))):
+        for chunk in list_of(field_of(group, 1)):
+            cmeta = field_of(chunk, 3)
+            kind = field_of(cmeta, 1)
             width = _STAT_WIDTHS.get(kind) if isinstance(kind, int) else None
-            stats = _field(cmeta, 12)
+            stats = field_of(cmeta, 12)
             if width is None or not isinstance(stats, dict):
                 continue
             for fid in (1, 2, 5, 6):  # max, min, max_value, min_value
                 value = stats.get(fid)
                 if isinstance(value, bytes) and len(value) != width:
-                    parts = _list(_field(cmeta, 3))
+                    parts = list_of(field_of(cmeta, 3))
                     column = ".".join(
                         p.decode("utf-8", "replace") for p in parts if isinstance(p, bytes)
                     )
@@ -347,106 +345,3 @@ def _footer_bytes(path: str, size: int) -> bytes | None:
         return None
 
 
-Fields = dict[int, object]
-
-
-def _field(fields: object, fid: int) -> object:
-    return fields.get(fid) if isinstance(fields, dict) else None
-
-
-def _list(value: object) -> Sequence[object]:
-    return value if isinstance(value, list) else []
-
-
-class Thrift:
-    """A Thrift compact-protocol reader that builds ``{field id: value}`` dicts.
-
-    Bounded by its input: every value consumes at least one byte, and nesting deeper than
-    :data:`_MAX_DEPTH` is refused, so a hostile footer cannot make it loop or recurse
-    without end. Raises IndexError or ValueError on malformed input.
-    """
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def byte(self) -> int:
-        """The next byte."""
-        b = self.data[self.pos]
-        self.pos += 1
-        return b
-
-    def varint(self) -> int:
-        """The next unsigned varint."""
-        shift = result = 0
-        while True:
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return result
-            if shift > 70:
-                raise ValueError("varint too long")
-
-    def value(self, kind: int, depth: int) -> object:
-        """The next value of compact type ``kind`` (structs as dicts; maps and doubles None)."""
-        if kind in (1, 2):  # a boolean inside a list: one byte
-            return self.byte() == 1
-        if kind == 3:
-            return self.byte()
-        if kind in (4, 5, 6):
-            n = self.varint()
-            return (n >> 1) ^ -(n & 1)
-        if kind == 7:
-            self.pos += 8
-            if self.pos > len(self.data):
-                raise IndexError("double past the end")
-            return None
-        if kind == 8:
-            n = self.varint()
-            self.pos += n
-            if self.pos > len(self.data):
-                raise IndexError("binary past the end")
-            return self.data[self.pos - n : self.pos]
-        if kind in (9, 10):
-            head = self.byte()
-            size, elem = head >> 4, head & 0x0F
-            if size == 15:
-                size = self.varint()
-            if size > len(self.data) - self.pos + 1:
-                raise ValueError("list longer than the footer")
-            return [self.value(elem, depth + 1) for _ in range(size)]
-        if kind == 11:
-            size = self.varint()
-            if not size:
-                return None
-            types = self.byte()
-            if 2 * size > len(self.data) - self.pos + 1:
-                raise ValueError("map longer than the footer")
-            for _ in range(size):
-                self.value(types >> 4, depth + 1)
-                self.value(types & 0x0F, depth + 1)
-            return None
-        if kind == 12:
-            return self.struct(depth + 1)
-        raise ValueError(f"unknown Thrift compact type {kind}")
-
-    def struct(self, depth: int) -> Fields:
-        """The struct starting here, ``depth`` levels down, as ``{field id: value}``."""
-        if depth > _MAX_DEPTH:
-            raise ValueError("Thrift nesting too deep")
-        fields: Fields = {}
-        last = 0
-        while True:
-            head = self.byte()
-            kind = head & 0x0F
-            if kind == 0:
-                return fields
-            delta = head >> 4
-            if delta:
-                fid = last + delta
-            else:
-                n = self.varint()
-                fid = (n >> 1) ^ -(n & 1)
-            last = fid
-            fields[fid] = (kind == 1) if kind in (1, 2) else self.value(kind, depth)

@@ -17,7 +17,7 @@ from typing import BinaryIO, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .footers import Thrift
+from .thrift import Thrift
 
 #: Data page encodings both readers decode alike (Parquet's Encoding enum), for any of the
 #: physical types below, and BYTE_STREAM_SPLIT (9), only for FLOAT and DOUBLE.
