@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from terminal import read_until
 
-from undertale_duck.cli.shell import scan, statement_complete
+from undertale_duck.cli.statements import scan, statement_complete
 
 SIZES = [12, 0, 9]
 TOTAL = sum(SIZES)

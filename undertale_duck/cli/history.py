@@ -13,12 +13,17 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import ArgumentError
 from .guard import OutputFile, Protected
+
+#: Entries the shell's history keeps.
+HISTORY_LENGTH = 1000
 
 #: A history file larger than this is not read (the shell keeps 1000 lines).
 MAX_HISTORY_BYTES = 8 << 20
@@ -122,3 +127,54 @@ def save(readline: Any, path: Path, protected: Protected) -> str | None:
     except OSError as exc:
         return f"{OPTION} {path} is not saved: {exc.strerror}"
     return None
+
+def history_path() -> Path:
+    """Return the shell's history file: under ``$XDG_STATE_HOME``, else ``~/.cache``.
+
+    Returns:
+        ``$XDG_STATE_HOME/undertale-duck/shell_history`` when that variable is set, else
+        ``~/.cache/undertale-duck/shell_history``.
+    """
+    state = os.environ.get("XDG_STATE_HOME")
+    base = Path(state) if state else Path.home() / ".cache"
+    return base / "undertale-duck" / "shell_history"
+
+
+@contextlib.contextmanager
+def line_editing(enabled: bool, shards: list[str], source: str) -> Iterator[None]:
+    """Turn on readline editing and the history file for the duration of the block.
+
+    The history file is read and written through the output guard (cli/history.py): never
+    inside the dataset, never through a link or onto a special file; a refused one is
+    named in one warning line and left alone.
+
+    Args:
+        enabled: False for piped input (nothing is read or written then).
+        shards: The dataset's shard paths (their directories are protected).
+        source: The SOURCE argument.
+
+    Yields:
+        Nothing.
+    """
+    if not enabled:
+        yield
+        return
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - Windows without pyreadline
+        yield
+        return
+    path = history_path()
+    protected = Protected.of(source, shards, caches=False)
+    _warn(load(readline, path, protected))
+    readline.set_history_length(HISTORY_LENGTH)
+    try:
+        yield
+    finally:
+        _warn(save(readline, path, protected))
+
+
+def _warn(message: str | None) -> None:
+    if message is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(f"undertale-duck: warning: {message}", file=sys.stderr, flush=True)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -17,13 +15,14 @@ from ..core import query as querymod
 from ..core import readonly
 from ..errors import UndertaleDuckError
 from . import writers as output
+from .history import line_editing
+from .statements import scan
 
 if TYPE_CHECKING:
     from ..core.source import Source
 
 PROMPT = "duck> "
 CONTINUATION = "  ...> "
-HISTORY_LENGTH = 1000
 SCHEMA_QUERY = "SELECT column_name, column_type FROM (DESCRIBE dataset);"
 #: Longest error message of ours shown (DuckDB's own text inside it is already cut).
 MESSAGE_LIMIT = 2000
@@ -51,75 +50,6 @@ Commands (on a line of their own):
                       (only the rows shown are fetched: the query stops there)
   .quit, .exit        leave (Ctrl-D too); Ctrl-C clears the statement being typed
 """
-
-
-def history_path() -> Path:
-    """Return the shell's history file: under ``$XDG_STATE_HOME``, else ``~/.cache``.
-
-    Returns:
-        ``$XDG_STATE_HOME/undertale-duck/shell_history`` when that variable is set, else
-        ``~/.cache/undertale-duck/shell_history``.
-    """
-    state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state) if state else Path.home() / ".cache"
-    return base / "undertale-duck" / "shell_history"
-
-
-def statement_complete(text: str) -> bool:
-    """Tell whether SQL text ends with a ``;`` that is outside quotes and comments.
-
-    Args:
-        text: The lines typed so far.
-
-    Returns:
-        True when the last significant character is a terminating semicolon.
-    """
-    return scan(text) == ("", ";")
-
-
-def scan(text: str, mode: str = "", last: str = "") -> tuple[str, str]:
-    """Scan SQL text from a state, for reading a statement line by line in linear time.
-
-    Args:
-        text: The next piece of text.
-        mode: Where the previous text ended: ``""`` in code, ``"'"`` or ``'"'`` inside
-            a quoted string or identifier, ``"*"`` inside a ``/* */`` comment.
-        last: The last significant character of the previous text.
-
-    Returns:
-        ``(mode, last)`` after ``text``.
-    """
-    i, n = 0, len(text)
-    while i < n or mode:
-        if mode in ("'", '"'):
-            end = text.find(mode, i)
-            while end != -1 and end + 1 < n and text[end + 1] == mode:  # doubled quote
-                end = text.find(mode, end + 2)
-            if end == -1:
-                return mode, last
-            last, mode, i = mode, "", end + 1
-            continue
-        if mode == "*":
-            end = text.find("*/", i)
-            if end == -1:
-                return mode, last
-            mode, i = "", end + 2
-            continue
-        c = text[i]
-        if c in "'\"":
-            mode, i = c, i + 1
-            continue
-        if text.startswith("--", i):
-            end = text.find("\n", i)
-            i = n if end == -1 else end
-            continue
-        if text.startswith("/*", i):
-            mode, i = "*", i + 2
-            continue
-        if not c.isspace():
-            last = c
-        i += 1
-    return mode, last
 
 
 class InputTooLong(UndertaleDuckError):
@@ -449,46 +379,3 @@ def _open(
     src = Source(source, storage_options=storage_options)
     session = query_session(src, sql_files, memory)
     return src, session, session.close, None
-
-
-@contextlib.contextmanager
-def line_editing(enabled: bool, shards: list[str], source: str) -> Iterator[None]:
-    """Turn on readline editing and the history file for the duration of the block.
-
-    The history file is read and written through the output guard (cli/history.py): never
-    inside the dataset, never through a link or onto a special file; a refused one is
-    named in one warning line and left alone.
-
-    Args:
-        enabled: False for piped input (nothing is read or written then).
-        shards: The dataset's shard paths (their directories are protected).
-        source: The SOURCE argument.
-
-    Yields:
-        Nothing.
-    """
-    if not enabled:
-        yield
-        return
-    try:
-        import readline
-    except ImportError:  # pragma: no cover - Windows without pyreadline
-        yield
-        return
-    from . import history
-    from .guard import Protected
-
-    path = history_path()
-    protected = Protected.of(source, shards, caches=False)
-    _warn(history.load(readline, path, protected))
-    readline.set_history_length(HISTORY_LENGTH)
-    try:
-        yield
-    finally:
-        _warn(history.save(readline, path, protected))
-
-
-def _warn(message: str | None) -> None:
-    if message is not None:
-        with contextlib.suppress(OSError, ValueError):
-            print(f"undertale-duck: warning: {message}", file=sys.stderr, flush=True)
