@@ -278,7 +278,7 @@ class WindowReader:
         window being consumed), so the group is decoded once, not once per window.
         """
         row_bytes = self._row_bytes or self._row_bytes_guess
-        need = int(self.windows[position].rows * row_bytes) + 1
+        own = need = self._estimate_or_guess(position)
         chosen: list[int] = []
         limit = self.cache.limit
         for p in self.decoder.neighbours(position) if limit else ():
@@ -292,7 +292,7 @@ class WindowReader:
         room = 0
         if self._row_bytes or chosen:
             self.cache.make_room(need, keep)
-            room = self.cache.limit - self.cache.held - self._estimate_or_guess(position)
+            room = self.cache.limit - self.cache.held - own
         table, more_tables = self._read_with(position, chosen, room)
         self.cache.put(position, table)
         for p, got in more_tables.items():
