@@ -195,7 +195,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         shards = self.source.shards
         # windows are cut by each row group's decoded size where its footer understates it
         self.windows = win.plan(
-            [win.planned(s.row_groups, s.decoded) for s in shards],
+            [s.planned_groups for s in shards],
             self.window_bytes,
             file_bytes=[s.size for s in shards],
         )

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import windows as win
 from .access import AccessMonitor
 from .arguments import bytes_setting, read_limit
 from .cache import WindowCache
@@ -94,13 +93,8 @@ def build_reader(ds: ShardDataset) -> tuple[WindowReader, AccessMonitor | None]:
         reader.set_order(ds._order)
     monitor = None
     if not isinstance(cache, TieredCache) and ds.windows:
-        data = sum(
-            max(b, 0)
-            for s in ds.source.shards
-            for _, b in win.planned(s.row_groups, s.decoded)
-        )
         monitor = AccessMonitor(
-            len(ds) / len(ds.windows), ds.memory, data / (1 << 20)
+            len(ds) / len(ds.windows), ds.memory, reader.planned_bytes / (1 << 20)
         )
     return reader, monitor
 

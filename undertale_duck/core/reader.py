@@ -17,7 +17,6 @@ from .readahead import ReadAhead
 from .source import Source
 from .window_read import ViewWindows, WindowDecoder, conform
 from .windows import Window, max_touched_bytes, read_reserve
-from .windows import planned as planned_sizes
 
 #: Fixed transient bytes of one window read besides its row groups and result (DuckDB's
 #: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
@@ -90,12 +89,10 @@ class WindowReader:
         groups = [shard.row_groups for shard in source.shards]
         self._max_rows = max((w.rows for w in windows), default=0)
         self._max_touched = max_touched_bytes(windows, groups)
-        # before any read, bytes per row as planned: the footers' sizes, or the decoded
-        # estimate where they understate it
-        planned = sum(
-            max(b, 0) for s in source.shards for _, b in planned_sizes(s.row_groups, s.decoded)
-        )
-        self._row_bytes_guess = planned / max(1, source.rows)
+        #: The dataset's bytes as windows are planned: the footers' sizes, or the decoded
+        #: estimate where they understate it (bytes per row before any read).
+        self.planned_bytes = sum(max(b, 0) for s in source.shards for _, b in s.planned_groups)
+        self._row_bytes_guess = self.planned_bytes / max(1, source.rows)
         self._warned = False
         self._row_lock = threading.Lock()
         self.ahead = ReadAhead(self._fetch_ahead, running=read_ahead, depth=read_depth)
@@ -127,7 +124,11 @@ class WindowReader:
     @property
     def largest_window(self) -> int:
         """Estimated bytes of the plan's largest window (rows times bytes per row so far)."""
-        return int(self._max_rows * (self._row_bytes or self._row_bytes_guess)) + 1
+        return self._bytes(self._max_rows)
+
+    def _bytes(self, rows: int) -> int:
+        """Estimated Arrow bytes of ``rows`` rows: as measured so far, else as planned."""
+        return int(rows * (self._row_bytes or self._row_bytes_guess)) + 1
 
     @property
     def read_ahead_stats(self) -> dict[str, int]:
@@ -149,7 +150,7 @@ class WindowReader:
             self._depth = depth
             return
         row_bytes = self._row_bytes or self._row_bytes_guess
-        window = int(self._max_rows * row_bytes) + 1
+        window = self.largest_window
         one = read_reserve(self._max_rows, row_bytes, self._max_touched, 0)
         reserve = one + READ_OVERHEAD_BYTES + self.retained
         if self.direct is not None:
@@ -233,13 +234,10 @@ class WindowReader:
             at = nxt
         if hints:
             if table is None:  # the window being read now covers its own group's windows
-                self._schedule(hints, position, self._estimate_or_guess(position),
+                self._schedule(hints, position, self._bytes(self.windows[position].rows),
                                self.decoder.neighbours(position))
             else:
                 self._schedule(hints, position, table_bytes(table))
-
-    def _estimate(self, position: int) -> int:
-        return int(self.windows[position].rows * self._row_bytes) + 1
 
     def _schedule(
         self, positions: list[int], current: int | None, current_bytes: int = 0,
@@ -253,7 +251,7 @@ class WindowReader:
         for position in positions:
             if position in self.cache or position in skip:
                 continue
-            need = self._estimate(position) if self._row_bytes else 0
+            need = self._bytes(self.windows[position].rows) if self._row_bytes else 0
             if need > room:
                 self.ahead.skipped()
                 break  # later windows are needed later: never read past one that does not fit
@@ -277,14 +275,13 @@ class WindowReader:
         windows cut from it are kept too, as far as the cache has room beside ``keep`` (the
         window being consumed), so the group is decoded once, not once per window.
         """
-        row_bytes = self._row_bytes or self._row_bytes_guess
-        own = need = self._estimate_or_guess(position)
+        own = need = self._bytes(self.windows[position].rows)
         chosen: list[int] = []
         limit = self.cache.limit
         for p in self.decoder.neighbours(position) if limit else ():
             if p in self.cache or self.ahead.reading(p):
                 continue
-            more = int(self.windows[p].rows * row_bytes) + 1
+            more = self._bytes(self.windows[p].rows)
             if need + more > limit:
                 break
             need += more
@@ -299,9 +296,6 @@ class WindowReader:
             if p not in self.cache and not self.ahead.reading(p):
                 self.cache.put(p, got)
         return self.cache.handed(position, table)
-
-    def _estimate_or_guess(self, position: int) -> int:
-        return int(self.windows[position].rows * (self._row_bytes or self._row_bytes_guess)) + 1
 
     def stop_read_ahead(self) -> None:
         """Wait for the read in flight and end the read-ahead thread (a hint starts a new one)."""

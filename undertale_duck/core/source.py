@@ -27,6 +27,7 @@ from .duck import duckdb_path
 from .group_sizes import decoded_sizes
 from .readable import check_types
 from .resolve import MAGIC, PARQUET_SUFFIXES, SourceLike, resolve
+from .windows import planned
 
 __all__ = [
     "MAGIC", "PARQUET_SUFFIXES", "Shard", "Source", "SourceLike", "check_column_names",
@@ -61,6 +62,11 @@ class Shard:
     created_by: str
     inode: tuple[int, int] = (0, 0)
     decoded: tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def planned_groups(self) -> list[tuple[int, int]]:
+        """``(rows, bytes)`` of each row group as windows are cut (:func:`windows.planned`)."""
+        return planned(self.row_groups, self.decoded)
 
     def local(self) -> contextlib.AbstractContextManager[Shard]:
         """The local file DuckDB reads for this shard: itself (a remote shard's cached copy).
