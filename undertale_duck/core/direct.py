@@ -91,12 +91,26 @@ class DirectReader:
         A read decodes every row of the row groups the window overlaps; a window cut from a
         large row group shares them with the other windows cut from it.
         """
+        found = self._groups(shard, window)
+        if found is None:
+            return None
+        _, _, first, rows = found
+        return first, first + rows
+
+    def _groups(
+        self, shard: Shard, window: Window
+    ) -> tuple[ShardPages, list[int], int, int] | None:
+        """What a pyarrow read of ``window`` decodes, or None (not on the allow-list).
+
+        Returns:
+            The shard's pages, the row groups, the shard-local first row of the first group
+            and the groups' rows.
+        """
         pages = self._pages(shard)
         if pages is None or pages.leaves is None or not window.rows:
             return None
         groups, skip = row_groups(shard, window)
-        first = window.start - skip
-        return first, first + sum(shard.row_groups[g][0] for g in groups)
+        return pages, groups, window.start - skip, sum(shard.row_groups[g][0] for g in groups)
 
     def batches(
         self, shard: Shard, window: Window, spare: Spare | None = None
@@ -116,10 +130,10 @@ class DirectReader:
             pages say), or None when the window is not on the allow-list or its bound
             exceeds the read limit.
         """
-        pages = self._pages(shard)
-        if pages is None or pages.leaves is None or not window.rows:
+        found = self._groups(shard, window)
+        if found is None:
             return None
-        groups, skip = row_groups(shard, window)
+        pages, groups, first, expected = found
         total = 0
         for group in groups:
             bound = pages.bound(group)
@@ -128,8 +142,7 @@ class DirectReader:
             total += bound
         if not groups or total > self.cap:
             return None
-        expected = sum(shard.row_groups[g][0] for g in groups)
-        return self._iterate(pages, groups, window, window.start - skip, expected, spare)
+        return self._iterate(pages, groups, window, first, expected, spare)
 
     def _iterate(
         self, pages: ShardPages, groups: list[int], window: Window, first: int, expected: int,

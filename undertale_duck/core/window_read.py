@@ -273,7 +273,6 @@ class WindowDecoder:
         self.direct.stats["direct"] += 1
         return table
 
-
     def _read_duckdb(self, local: Shard, win: Window, what: str, touched: int) -> pa.Table:
         shard = self.source.shards[win.shard]
         limit = self.read_limit
