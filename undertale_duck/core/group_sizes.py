@@ -5,8 +5,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-#: Arrow bytes per value of each fixed-width Parquet physical type (INT96: a timestamp).
-VALUE_BYTES = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 8, "FLOAT": 4, "DOUBLE": 8}
+from .pages import WIDTHS
+
+#: Arrow bytes per value of each Parquet physical type: its width in a page (0: variable
+#: length), and INT96 decoded to an 8-byte timestamp.
+VALUE_BYTES = {**WIDTHS, "INT96": 8}
 #: Narrow integers, which Parquet stores as INT32 and Arrow decodes to their own width.
 NARROW = {"INT_8": 1, "UINT_8": 1, "INT_16": 2, "UINT_16": 2}
 
