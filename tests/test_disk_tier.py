@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError, ParquetDataset, ShardChangedError
-from undertale_duck.core.disk_tier import (
+from undertale_duck.core.read.disk_tier import (
     CACHE_ENV,
     DiskTier,
     default_directory,
     prepare_directory,
 )
-from undertale_duck.core.windows import Window
+from undertale_duck.core.source.windows import Window
 
 
 def window_files(directory: Path) -> list[Path]:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
-from undertale_duck.core import nested
+from undertale_duck.core.bounds import nested
 
 
 @pytest.mark.parametrize("kind", hf.NESTED_KINDS)

@@ -26,7 +26,7 @@ from storage_server import (
 )
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core.shard_cache import ShardCache, default_directory, parse_size
+from undertale_duck.core.source.remote.shard_cache import ShardCache, default_directory, parse_size
 from undertale_duck.errors import ArgumentError, SourceError
 
 CHILD = str(Path(__file__).parent / "storage_child.py")

@@ -16,8 +16,8 @@ from pathlib import Path
 import datagen
 import pytest
 
-from undertale_duck.core import lifecycle
-from undertale_duck.core.duck import connect
+from undertale_duck.core.runtime import lifecycle
+from undertale_duck.core.runtime.duck import connect
 
 #: Spills a big sort in a tiny memory_limit through the dataset's connection and through a
 #: bare connect() (validation and describe), run from a cwd inside the dataset, while a

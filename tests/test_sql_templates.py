@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
 from undertale_duck.cli import app as cli
-from undertale_duck.core import sqlfiles
-from undertale_duck.core.sqlfiles import (
+from undertale_duck.core.runtime import sqlfiles
+from undertale_duck.core.runtime.sqlfiles import (
     TemplateError,
     column_list,
     literal_list,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from .core.dataset import ShardDataset
-from .core.duck import threads_of
+from .core.runtime import threads_of
 from .errors import SchemaError
 from .validation import runner
 from .validation.model import ValidationReport

@@ -32,7 +32,6 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "build_parser",
-    "entry",
     "main",
 ]
 
@@ -152,10 +151,3 @@ def _interrupted(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
-
-
-def entry() -> None:
-    """Console-script entry point: the package's (``undertale_duck.cli.entry``)."""
-    from . import entry as run
-
-    run()

@@ -36,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
         The exit status: 0 every check passed, 1 a check failed.
     """
     from ..common.progress import progress_bar
-    from ..core.source import resolve
-    from ..core.store import is_remote
+    from ..core.source import is_remote, resolve
     from ..validation import render, runner, schemas
     from .guard import OutputFile, Protected
 

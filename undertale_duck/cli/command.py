@@ -151,14 +151,14 @@ def query_session(
     Returns:
         The session (close it when done).
     """
-    from ..core import query as querymod
-    from ..core.duck import default_duckdb_config
+    from ..core.query import QuerySession, memory_limit
+    from ..core.runtime import default_duckdb_config
 
     config = default_duckdb_config()
     budget = memory << 20
     if budget:
-        config["memory_limit"] = querymod.memory_limit(budget)
-    return querymod.QuerySession(source, config, sql_files=sql_files, memory_bytes=budget)
+        config["memory_limit"] = memory_limit(budget)
+    return QuerySession(source, config, sql_files=sql_files, memory_bytes=budget)
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -170,7 +170,7 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
     Returns:
         The options of a URL source's store (docs/storage.md).
     """
-    from ..core.store import parse_storage_options
+    from ..core.source import parse_storage_options
 
     return parse_storage_options(args.storage_option) or None
 

@@ -6,8 +6,7 @@ import os
 from typing import Any
 
 from ..common.text import aligned
-from ..core.describe import ColumnInfo, Description
-from ..core.describe_view import ViewDescription
+from ..core.describe import ColumnInfo, Description, ViewDescription
 from .writers import cell
 
 

@@ -16,9 +16,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from ..core import cachedir
+from ..core.runtime import SQL_DIRS, cachedir
 from ..core.source import Source
-from ..core.sqlfiles import SQL_DIRS
 from ..errors import ArgumentError
 
 #: Environment variable naming undertale_duck's cache directory (default: the user's cache).

@@ -1,0 +1,61 @@
+"""The DuckDB runtime: settings, connect(), lifecycle, interrupts, failures, SQL.
+
+Also the private cache directories and the parsed SQL tree walker. Imports only
+``errors`` and ``common``.
+"""
+
+from __future__ import annotations
+
+from . import cachedir, duck, failures, lifecycle, sqlfiles
+from .cachedir import (
+    CACHE_ENV,
+    CacheUnwritableError,
+    atomic_file,
+    cache_root,
+    open_cached,
+    private_directory,
+    process_cache_dir,
+    read_cached,
+    write_atomic,
+)
+from .connection import Connection
+from .duck import (
+    GLOB_CHARS,
+    allocator_config,
+    connect,
+    default_duckdb_config,
+    duckdb_path,
+    threads_of,
+    worker_duckdb_config,
+)
+from .interrupt import interruptible
+from .sqlfiles import SQL_DIRS
+from .sqltree import syntax_nodes
+
+__all__ = [
+    "CACHE_ENV",
+    "GLOB_CHARS",
+    "SQL_DIRS",
+    "CacheUnwritableError",
+    "Connection",
+    "allocator_config",
+    "atomic_file",
+    "cache_root",
+    "cachedir",
+    "connect",
+    "default_duckdb_config",
+    "duck",
+    "duckdb_path",
+    "failures",
+    "interruptible",
+    "lifecycle",
+    "open_cached",
+    "private_directory",
+    "process_cache_dir",
+    "read_cached",
+    "sqlfiles",
+    "syntax_nodes",
+    "threads_of",
+    "worker_duckdb_config",
+    "write_atomic"
+]
