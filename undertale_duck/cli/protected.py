@@ -151,10 +151,8 @@ def cache_directories() -> list[str]:
         view indexes: files there are trusted as copies of shards or as indexes, so no
         output may ever be written among them.
     """
-    from ..core.read import disk_tier
-    from ..core.runtime import cache_root
-    from ..core.source.remote import shard_cache
+    from ..core.runtime import CACHE_KINDS, cache_root, kind_directory
 
     root = cache_root()
-    paths = [root, shard_cache.default_directory(), disk_tier.default_directory(), root / "views"]
+    paths = [root, *(kind_directory(kind) for kind in CACHE_KINDS)]
     return [os.fspath(p) for p in paths]

@@ -314,7 +314,7 @@ def main(
     sql_files: SqlFiles = "dataset",
     storage_options: Mapping[str, Any] | None = None,
     view: Mapping[str, Any] | None = None,
-    memory: int = 4096,
+    memory: float = 4096,
 ) -> int:
     """Run the shell over a dataset source (``undertale-duck shell``).
 
@@ -359,7 +359,7 @@ def _open(
     sql_files: SqlFiles,
     storage_options: Mapping[str, Any] | None,
     view: Mapping[str, Any] | None,
-    memory: int,
+    memory: float,
 ) -> tuple[Source, QuerySession, Callable[[], None], int | None]:
     """The source, the session statements run in, what closes it, and the view's rows.
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 
+from ...common.sizes import parse_size
 from ...common.text import first_line
 from ...errors import ArgumentError
 from ..runtime import default_duckdb_config, duck
@@ -131,27 +131,33 @@ def check_read_ahead(read_ahead: object) -> int | None:
     return None if read_ahead is True else int(read_ahead)
 
 
-def check_sizes(memory: object, window_bytes: object, disk: object, disk_dir: object) -> None:
-    """Check the budget, window size and disk tier arguments of a dataset.
+class Sizes(NamedTuple):
+    """A dataset's size arguments in bytes (see :func:`check_sizes`)."""
+
+    memory_bytes: int
+    window_bytes: int | None
+    disk_bytes: int | None
+
+
+def check_sizes(memory: object, window_bytes: object, disk: object, disk_dir: object) -> Sizes:
+    """Read the budget, window size and disk tier arguments of a dataset.
+
+    ``memory`` and ``disk`` are MiB when given as numbers, ``window_bytes`` bytes; each may
+    also be a string with its own unit (``"4GiB"``, ``"500MB"``: :func:`parse_size`).
+
+    Returns:
+        The three sizes in bytes (``window_bytes`` and ``disk`` None when not given).
 
     Raises:
-        ArgumentError: Naming the argument that is not a sensible number.
+        ArgumentError: Naming the argument that is not a sensible size.
     """
-    if (
-        isinstance(memory, bool)
-        or not isinstance(memory, int | float)
-        or not math.isfinite(memory)
-        or memory < 0
-        or memory * (1 << 20) >= 1 << 62
-    ):
-        raise ArgumentError(f"memory must be a finite number of megabytes >= 0, got {memory!r}")
-    if window_bytes is not None and (
-        isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1
-    ):
-        raise ArgumentError(f"window_bytes must be a positive integer, got {window_bytes!r}")
-    if disk is not None and (
-        isinstance(disk, bool) or not isinstance(disk, int | float) or not disk >= 0
-    ):
-        raise ArgumentError(f"disk must be a number of megabytes >= 0 or None, got {disk!r}")
+    memory_bytes = parse_size(memory, "memory", "MiB")
+    windows = None
+    if window_bytes is not None:
+        windows = parse_size(window_bytes, "window_bytes", "bytes")
+        if windows < 1:
+            raise ArgumentError(f"window_bytes must be at least 1 byte, got {window_bytes!r}")
+    disk_bytes = None if disk is None else parse_size(disk, "disk", "MiB")
     if disk_dir is not None and disk is None:
-        raise ArgumentError("disk_dir needs disk= (the disk tier's size in megabytes)")
+        raise ArgumentError("disk_dir needs disk= (the disk tier's size, e.g. disk='8GiB')")
+    return Sizes(memory_bytes, windows, disk_bytes)

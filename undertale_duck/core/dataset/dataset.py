@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 from torch.utils.data import Dataset
 
+from ...common.sizes import MIB
 from ...errors import ArgumentError, ShardChangedError
 from ..query import SQL_FILES, QuerySession, SqlFiles
 from ..read import (
@@ -128,10 +129,10 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
     def __init__(
         self,
         source: SourceLike,
-        memory: float = 4096,
+        memory: float | str = 4096,
         *,
         columns: Sequence[str] | None = None,
-        window_bytes: int | None = None,
+        window_bytes: int | str | None = None,
         duckdb_config: Mapping[str, Any] | None = None,
         format: Format = "python",
         read_ahead: bool | int = True,
@@ -143,7 +144,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
         retries: int | None = None,
-        disk: float | None = None,
+        disk: float | str | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         query = view_query(query, where, tables)
@@ -159,13 +160,15 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self.read_depth = check_read_ahead(read_ahead)
         self.read_ahead = bool(read_ahead)
         self._order: list[int] | None = None
-        check_sizes(memory, window_bytes, disk, disk_dir)
-        self.disk = disk
+        sizes = check_sizes(memory, window_bytes, disk, disk_dir)
+        #: The disk tier's size in MiB (None: no disk tier).
+        self.disk = None if sizes.disk_bytes is None else sizes.disk_bytes / MIB
         self._disk_spec = disk_dir
-        self.memory = memory
-        self.memory_bytes = int(memory * (1 << 20))
+        #: The memory budget in MiB, however it was given.
+        self.memory = sizes.memory_bytes / MIB
+        self.memory_bytes = sizes.memory_bytes
         self._columns = check_columns(columns)
-        self.window_bytes = window_bytes or win.default_window_bytes(self.memory_bytes)
+        self.window_bytes = sizes.window_bytes or win.default_window_bytes(self.memory_bytes)
         user = check_duckdb_config(duckdb_config)
         self.duckdb_config = {**default_duckdb_config(), **user}
         self._user_config = frozenset(user)

@@ -5,7 +5,7 @@ The budgeted window cache, the disk tier and the access monitor live here too.
 
 from __future__ import annotations
 
-from . import access, disk_tier, reader
+from . import access, reader
 from .access import AccessMonitor
 from .cache import CacheStats, WindowCache
 from .disk_tier import DiskStats, DiskTier, TieredCache
@@ -14,5 +14,5 @@ from .reader import WindowReader
 
 __all__ = [
     "AccessMonitor", "CacheStats", "DiskStats", "DiskTier", "TieredCache", "WindowCache",
-    "WindowReader", "access", "disk_tier", "prepare_directory", "reader", "window_keys"
+    "WindowReader", "access", "prepare_directory", "reader", "window_keys"
 ]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..runtime import CACHE_ENV, CacheUnwritableError, cache_root, private_directory
+from ..runtime import CACHE_ENV, CacheUnwritableError, kind_directory, private_directory
 from ..source import Source, Window, is_remote
 
 #: Bumped whenever what a window file holds changes, so older files are never read.
@@ -28,7 +28,7 @@ def default_directory() -> Path:
     Returns:
         The directory (not created).
     """
-    return cache_root() / "windows"
+    return kind_directory("windows")
 
 
 def prepare_directory(

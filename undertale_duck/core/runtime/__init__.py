@@ -9,9 +9,12 @@ from __future__ import annotations
 from . import cachedir, duck, failures, lifecycle, sqlfiles
 from .cachedir import (
     CACHE_ENV,
+    CACHE_KINDS,
     CacheUnwritableError,
     atomic_file,
+    cache_dir,
     cache_root,
+    kind_directory,
     open_cached,
     private_directory,
     process_cache_dir,
@@ -34,12 +37,14 @@ from .sqltree import syntax_nodes
 
 __all__ = [
     "CACHE_ENV",
+    "CACHE_KINDS",
     "GLOB_CHARS",
     "SQL_DIRS",
     "CacheUnwritableError",
     "Connection",
     "allocator_config",
     "atomic_file",
+    "cache_dir",
     "cache_root",
     "cachedir",
     "connect",
@@ -48,6 +53,7 @@ __all__ = [
     "duckdb_path",
     "failures",
     "interruptible",
+    "kind_directory",
     "lifecycle",
     "open_cached",
     "private_directory",

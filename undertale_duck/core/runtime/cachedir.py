@@ -9,7 +9,9 @@ import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal, get_args
+
+import platformdirs
 
 from ...errors import ArgumentError
 from . import lifecycle
@@ -19,6 +21,9 @@ _warned: set[str] = set()
 
 #: Environment variable naming the cache directory (default: the user's cache directory).
 CACHE_ENV = "UNDERTALE_DUCK_CACHE"
+#: The kinds of cache, each a folder of the cache root (:func:`kind_directory`).
+CacheKind = Literal["shards", "views", "vectors", "windows", "verdicts"]
+CACHE_KINDS: tuple[CacheKind, ...] = get_args(CacheKind)
 #: The largest record (an index's or a verdict's JSON, a kept footer) read from a cache.
 MAX_RECORD_BYTES = 64 << 20
 #: Opening a cache file: never through a link at its name, never blocking (a FIFO).
@@ -37,17 +42,35 @@ def cache_root() -> Path:
     """The root of undertale_duck's caches: ``$UNDERTALE_DUCK_CACHE``, else the user cache dir.
 
     Returns:
-        ``$UNDERTALE_DUCK_CACHE``, else ``$XDG_CACHE_HOME/undertale_duck``, else
-        ``~/.cache/undertale_duck``.
+        ``$UNDERTALE_DUCK_CACHE``, else the user's cache directory for ``undertale_duck``
+        (platformdirs: ``$XDG_CACHE_HOME/undertale_duck`` or ``~/.cache/undertale_duck`` on
+        Linux).
     """
     configured = os.environ.get(CACHE_ENV)
     if configured:
         return Path(configured).expanduser().resolve()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base).expanduser().resolve() / "undertale_duck"
+    return Path(platformdirs.user_cache_dir("undertale_duck", appauthor=False)).resolve()
 
 
-def cache_dir(kind: str, protected: Sequence[str] | None = None) -> Path:
+def kind_directory(kind: CacheKind) -> Path:
+    """Where one kind of cache lives: the folder ``kind`` of :func:`cache_root` (not created).
+
+    The one rule for every cache, with or without ``$UNDERTALE_DUCK_CACHE``: shard copies
+    in ``shards/``, view indexes in ``views/``, string weights in ``vectors/``, disk-tier
+    windows in ``windows/``, validation verdicts in ``verdicts/``.
+
+    Args:
+        kind: One of :data:`CACHE_KINDS`.
+
+    Returns:
+        The directory's path.
+    """
+    if kind not in CACHE_KINDS:
+        raise ValueError(f"unknown cache kind {kind!r}")  # a bug in this package
+    return cache_root() / kind
+
+
+def cache_dir(kind: CacheKind, protected: Sequence[str] | None = None) -> Path:
     """Create (mode 0700) and return the cache subdirectory ``kind`` (:func:`private_directory`).
 
     Args:
@@ -62,10 +85,10 @@ def cache_dir(kind: str, protected: Sequence[str] | None = None) -> Path:
         ArgumentError: If the cache directory overlaps a protected directory, is not private
             or cannot be created.
     """
-    return private_directory(cache_root() / kind, protected, what="the cache directory")
+    return private_directory(kind_directory(kind), protected, what="the cache directory")
 
 
-def process_cache_dir(kind: str, protected: Sequence[str] | None = None) -> Path:
+def process_cache_dir(kind: CacheKind, protected: Sequence[str] | None = None) -> Path:
     """:func:`cache_dir`, or this process's own directory when the cache cannot be written.
 
     A cache root that cannot be created or written (a read-only home, a full disk) costs

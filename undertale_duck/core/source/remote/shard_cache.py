@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ....common.sizes import parse_size
 from ....common.text import first_line
 from ....errors import ArgumentError, ShardChangedError, SourceError
 from ...runtime import CacheUnwritableError, private_directory, process_cache_dir, read_cached
@@ -30,10 +31,9 @@ from .shard_cache_layout import (
     PART_MARK,
     default_directory,
     key_of,
-    parse_size,
 )
 
-__all__ = ["CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of", "parse_size"]
+__all__ = ["CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of"]
 
 Fetch = Callable[[Shard, str], None]
 _HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
@@ -103,8 +103,8 @@ class ShardCache:
             else default_directory()
         )
         if limit is None and os.environ.get(ENV_LIMIT):
-            limit = parse_size(os.environ[ENV_LIMIT], ENV_LIMIT)
-        self._limit = None if limit is None else parse_size(limit)
+            limit = parse_size(os.environ[ENV_LIMIT], ENV_LIMIT, "bytes")
+        self._limit = None if limit is None else parse_size(limit, "cache_limit", "bytes")
         self.stats = CacheCounters()
         self._ready = False
 

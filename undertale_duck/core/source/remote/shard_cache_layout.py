@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 
-from ....errors import ArgumentError
+from ...runtime import kind_directory
 
 #: Environment variables giving the default cache directory and byte limit.
 ENV_DIR = "UNDERTALE_DUCK_CACHE"
@@ -20,14 +19,6 @@ FOOTER_SUFFIX = ".footer"
 PART_MARK = ".part-"
 EVICT_LOCK = ".evict.lock"
 
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-    "t": 10**12, "tb": 10**12,
-    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
-
 #: The names of our files (a key of :func:`key_of` and a suffix): eviction, clear() and the
 #: sweep of part files never touch anything else in the directory (cache_dir= may name a
 #: directory that holds the user's own files).
@@ -37,35 +28,14 @@ OUR_FILES = re.compile(
 )
 
 
-def parse_size(value: int | str, name: str = "cache_limit") -> int:
-    """Read a byte count: an integer, or text such as ``"500MB"``, ``"20GiB"``, ``"1.5TB"``.
-
-    Raises:
-        ArgumentError: If the value is not a size >= 0.
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str):
-        match = _SIZE.match(value)
-        if match and match.group(2).lower() in _UNITS:
-            return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
-    raise ArgumentError(
-        f"{name} must be a number of bytes >= 0 or a size such as '500MB' or '20GiB', "
-        f"got {value!r}"
-    )
-
-
 def default_directory() -> Path:
-    """The default cache directory: ``$UNDERTALE_DUCK_CACHE``, else the user's cache directory.
+    """The shard cache's default directory: the ``shards`` folder of the cache root.
 
-    That is ``$XDG_CACHE_HOME/undertale_duck/shards``, by default
-    ``~/.cache/undertale_duck/shards``: one per user and node, never inside a dataset.
+    ``$UNDERTALE_DUCK_CACHE/shards``, else the user's cache directory's (by default
+    ``~/.cache/undertale_duck/shards``): one per user and node, never inside a dataset
+    (:func:`undertale_duck.core.runtime.kind_directory`).
     """
-    env = os.environ.get(ENV_DIR)
-    if env:
-        return Path(env).expanduser().absolute()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base).absolute() / "undertale_duck" / "shards"
+    return kind_directory("shards")
 
 
 def key_of(path: str, version: str | None, size: int) -> str:
