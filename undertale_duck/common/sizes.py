@@ -81,10 +81,10 @@ def parse_size(value: object, name: str, unit: SizeUnit) -> int:
             f"a byte count by mistake: pass a number of MiB, or a string such as "
             f"'{format_size(value)}'"
         )
-    size = value * _scale(unit)
-    if size >= _MOST:
+    scaled = value * _scale(unit)
+    if scaled >= _MOST:
         raise ArgumentError(f"{name} is too large: {value!r} {unit} (at most 4 EiB)")
-    return int(size)
+    return int(scaled)
 
 
 def format_size(size: float) -> str:

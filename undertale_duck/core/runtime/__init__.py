@@ -32,6 +32,7 @@ from .duck import (
     worker_duckdb_config,
 )
 from .interrupt import interruptible
+from .locks import acquire, release, try_acquire
 from .sqlfiles import SQL_DIRS
 from .sqltree import syntax_nodes
 
@@ -42,6 +43,7 @@ __all__ = [
     "SQL_DIRS",
     "CacheUnwritableError",
     "Connection",
+    "acquire",
     "allocator_config",
     "atomic_file",
     "cache_dir",
@@ -59,9 +61,11 @@ __all__ = [
     "private_directory",
     "process_cache_dir",
     "read_cached",
+    "release",
     "sqlfiles",
     "syntax_nodes",
     "threads_of",
+    "try_acquire",
     "worker_duckdb_config",
     "write_atomic"
 ]

@@ -25,7 +25,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import fcntl
 import os
 import re
 import shutil
@@ -36,6 +35,8 @@ import threading
 import weakref
 from collections.abc import Iterable
 from typing import Protocol
+
+from .locks import acquire, try_acquire
 
 #: Environment variable naming the directory under which spill directories are created.
 SPILL_ROOT_ENV = "UNDERTALE_DUCK_TMPDIR"
@@ -219,7 +220,7 @@ def spill_directory() -> str:
             os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
             0o600,
         )
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        acquire(fd, "exclusive")
         _spill_path, _spill_pid, _spill_fd = path, pid, fd
         _register_child_exit()
         return path
@@ -256,12 +257,11 @@ def _locked(path: str) -> bool:
     except OSError:
         return False  # no lock file: killed between creating the directory and the lock
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return not try_acquire(fd, "shared")
     except OSError:
         return True
     finally:
         os.close(fd)
-    return False
 
 
 def remove_stale_spill_directories(root: str) -> list[str]:

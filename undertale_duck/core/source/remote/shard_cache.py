@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import secrets
 import shutil
@@ -17,7 +16,15 @@ from typing import Any
 from ....common.sizes import parse_size
 from ....common.text import first_line
 from ....errors import ArgumentError, ShardChangedError, SourceError
-from ...runtime import CacheUnwritableError, private_directory, process_cache_dir, read_cached
+from ...runtime import (
+    CacheUnwritableError,
+    acquire,
+    private_directory,
+    process_cache_dir,
+    read_cached,
+    release,
+    try_acquire,
+)
 from ..shard import Shard
 from .shard_cache_layout import (
     DATA_SUFFIX,
@@ -229,13 +236,13 @@ class ShardCache:
         while True:
             fd = self._open(lock)
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH)
+                acquire(fd, "shared")
                 if not _same_file(fd, lock):
                     continue  # evicted between open and lock: take the new lock file
                 st = _stat(data)
                 if st is None or st.st_size != shard.size:
-                    fcntl.flock(fd, fcntl.LOCK_UN)  # no upgrade in place: two would deadlock
-                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    release(fd)  # no upgrade in place: two would deadlock
+                    acquire(fd, "exclusive")
                     if not _same_file(fd, lock):
                         continue
                     st = _stat(data)
@@ -243,7 +250,7 @@ class ShardCache:
                         self._download(shard, key, data, fetch)
                     else:
                         self.stats.waits += 1
-                    fcntl.flock(fd, fcntl.LOCK_SH)
+                    acquire(fd, "shared")
                     st = _stat(data)
                     if not _same_file(fd, lock) or st is None or st.st_size != shard.size:
                         continue  # evicted while the lock was converted: fetch again
@@ -318,7 +325,7 @@ class ShardCache:
         self._ensure_directory()
         guard = self._open(str(self.directory / EVICT_LOCK))
         with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
-            fcntl.flock(guard, fcntl.LOCK_EX)
+            acquire(guard, "exclusive")
             total = self._sweep_parts(keep)
             entries = self._entries()
             total += sum(size for _, size, _ in entries)
@@ -337,9 +344,7 @@ class ShardCache:
         lock = self._lock_path(key)
         fd = self._open(lock)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not try_acquire(fd, "exclusive"):
                 return False  # in use, or being downloaded
             if not _same_file(fd, lock):
                 return False
@@ -376,12 +381,9 @@ class ShardCache:
             return True
         fd = self._open(lock)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
+            return try_acquire(fd, "exclusive")
         finally:
             os.close(fd)
-        return True
 
     def usage(self) -> int:
         """Bytes of cached shards and footers in the directory (all processes)."""
