@@ -115,7 +115,7 @@ def test_directory_never_in_above_or_beside_the_dataset(data: tuple[Path, int]) 
 
 def test_arguments_are_checked(data: tuple[Path, int], tmp_path: Path) -> None:
     root, _ = data
-    for bad in (-1, "10", True, float("nan")):
+    for bad in (-1, "ten", "10 parsecs", True, float("nan")):
         with pytest.raises(ArgumentError, match="disk"):
             ParquetDataset(root, disk=bad)  # type: ignore[arg-type]
     with pytest.raises(ArgumentError, match="disk_dir needs disk"):

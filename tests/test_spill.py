@@ -127,7 +127,8 @@ def test_directory_of_a_killed_process_is_removed_by_the_next(tmp_path: Path) ->
     victim.stdout.close()
     assert left.is_dir()  # a killed process cleans nothing up
     done = subprocess.run(
-        [sys.executable, "-c", "from undertale_duck.core.runtime import connect; connect().close()"],
+        [sys.executable, "-c",
+         "from undertale_duck.core.runtime import connect; connect().close()"],
         env=_env(root), capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -8,8 +8,7 @@ from __future__ import annotations
 from . import access, reader
 from .access import AccessMonitor
 from .cache import CacheStats, WindowCache
-from .disk_tier import DiskStats, DiskTier, TieredCache
-from .disk_tier_layout import prepare_directory, window_keys
+from .disk_tier import DiskStats, DiskTier, TieredCache, prepare_directory, window_keys
 from .reader import WindowReader
 
 __all__ = [

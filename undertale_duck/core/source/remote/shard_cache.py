@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
+import re
 import secrets
 import shutil
 import threading
@@ -19,6 +21,7 @@ from ....errors import ArgumentError, ShardChangedError, SourceError
 from ...runtime import (
     CacheUnwritableError,
     acquire,
+    kind_directory,
     private_directory,
     process_cache_dir,
     read_cached,
@@ -26,21 +29,43 @@ from ...runtime import (
     try_acquire,
 )
 from ..shard import Shard
-from .shard_cache_layout import (
-    DATA_SUFFIX,
-    DEFAULT_LIMIT,
-    ENV_DIR,
-    ENV_LIMIT,
-    EVICT_LOCK,
-    FOOTER_SUFFIX,
-    LOCK_SUFFIX,
-    OUR_FILES,
-    PART_MARK,
-    default_directory,
-    key_of,
-)
 
 __all__ = ["CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of"]
+
+#: Environment variables giving the default cache directory and byte limit.
+ENV_DIR = "UNDERTALE_DUCK_CACHE"
+ENV_LIMIT = "UNDERTALE_DUCK_CACHE_LIMIT"
+#: The default limit's ceiling; the default is also at most 80% of the disk the cache can use.
+DEFAULT_LIMIT = 64 << 30
+DATA_SUFFIX = ".parquet"
+LOCK_SUFFIX = ".lock"
+FOOTER_SUFFIX = ".footer"
+PART_MARK = ".part-"
+EVICT_LOCK = ".evict.lock"
+
+#: The names of our files (a key of :func:`key_of` and a suffix): eviction, clear() and the
+#: sweep of part files never touch anything else in the directory (cache_dir= may name a
+#: directory that holds the user's own files).
+OUR_FILES = re.compile(
+    r"[0-9a-f]{40}(?:" + re.escape(FOOTER_SUFFIX) + "|" + re.escape(DATA_SUFFIX) + ")"
+    + "(?:" + re.escape(PART_MARK) + r"[0-9a-f-]+)?"
+)
+
+
+def default_directory() -> Path:
+    """The shard cache's default directory: the ``shards`` folder of the cache root.
+
+    ``$UNDERTALE_DUCK_CACHE/shards``, else the user's cache directory's (by default
+    ``~/.cache/undertale_duck/shards``): one per user and node, never inside a dataset
+    (:func:`undertale_duck.core.runtime.kind_directory`).
+    """
+    return kind_directory("shards")
+
+
+def key_of(path: str, version: str | None, size: int) -> str:
+    """The cache name of one version of an object: a hash of its URL, version and size."""
+    text = f"{path}\0{version or ''}\0{size}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 Fetch = Callable[[Shard, str], None]
 _HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
