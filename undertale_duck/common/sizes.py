@@ -88,12 +88,12 @@ def parse_size(value: object, name: str, unit: SizeUnit) -> int:
 
 
 def format_size(size: float) -> str:
-    """A byte count as a short IEC size, e.g. ``"3.7GiB"`` (for messages)."""
+    """A byte count as a short IEC size for messages: ``"3.7 GiB"``, ``"12 bytes"``."""
     for suffix, scale in (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40),
                           ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale:
-            return f"{size / scale:.3g}{suffix}"
-    return f"{int(size)}B"
+            return f"{size / scale:.1f} {suffix}"
+    return f"{int(size):,} bytes"
 
 
 def _scale(unit: SizeUnit) -> int:

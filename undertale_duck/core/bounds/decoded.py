@@ -21,10 +21,9 @@ from collections.abc import Callable, Mapping
 import duckdb
 import pyarrow as pa
 
+from ...common.sizes import MIB, format_size
 from ...errors import MemoryBudgetError
 from ..runtime import sqlfiles
-
-MIB = 1 << 20
 
 #: Rows DuckDB materialises at once when it hands a result to Arrow (its vector size).
 VECTOR_ROWS = 2048
@@ -155,7 +154,7 @@ def read_bounded(
     finally:
         cursor.close()
     raise MemoryBudgetError(
-        f"reading {what} of shard {path} decodes to {_size(total)} of string and "
+        f"reading {what} of shard {path} decodes to {format_size(total)} of string and "
         f"binary values, more than the memory budget allows for one read "
         f"({limit / MIB:.4g} MiB) and far more than its footer records (a dictionary "
         "bomb: a long value repeated by many rows): raise memory if the shard is trusted",
@@ -164,5 +163,3 @@ def read_bounded(
     )
 
 
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.1f} MiB"

@@ -30,12 +30,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ...common.sizes import MIB, format_size
 from ...errors import MemoryBudgetError, SourceError
 from ..parquet import Page, child_types, chunk_pages, column_leaves, footers
 from ..source import Shard, Window, window_row_groups
 from .decoded import length_function
 
-MIB = 1 << 20
 #: What weighing one nested value takes at most besides its string (a dictionary index,
 #: list offsets, levels, validity), rounded up.
 VALUE_BYTES = 16
@@ -112,7 +112,7 @@ class NestedBound:
         if values * VALUE_BYTES > limit:
             # weighing them would itself pass the budget (indices, offsets, levels), as
             # would DuckDB's read of the values' row groups
-            size = f"up to {_size(bound)}" if known else "more than the budget"
+            size = f"up to {format_size(bound)}" if known else "more than the budget"
             raise MemoryBudgetError(
                 f"reading {what} of shard {local.path} means decoding {values:,} nested "
                 f"string and binary values of columns {self.columns} ({size} with their "
@@ -128,9 +128,9 @@ class NestedBound:
         column = max(sizes, key=lambda c: sizes[c])
         raise MemoryBudgetError(
             f"reading {what} of shard {local.path} decodes column {column!r} to "
-            f"{_size(sizes[column])} of nested string and binary values, more than the memory "
-            f"budget allows for one read ({limit / MIB:.4g} MiB) and far more than its footer "
-            "records (a dictionary bomb: a long value repeated by many rows): raise memory "
+            f"{format_size(sizes[column])} of nested string and binary values, more than the "
+            f"memory budget allows for one read ({limit / MIB:.4g} MiB) and far more than its "
+            "footer records (a dictionary bomb: a long value repeated by many rows): raise memory "
             "if the shard is trusted, or leave the column out (columns=...)",
             local.path,
             (window.offset, window.end),
@@ -243,8 +243,6 @@ def value_bytes(array: pa.Array) -> int:
     return 0
 
 
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.1f} MiB"
 
 
 __all__ = ["NestedBound", "Page", "chunk_pages", "column_leaves", "nested_text", "value_bytes"]

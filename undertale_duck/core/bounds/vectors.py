@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ...common.sizes import MIB, format_size
 from ...errors import MemoryBudgetError, SourceError
 from ..parquet import Page, chunk_pages, column_leaves, footers
 from ..source import Shard
@@ -42,7 +43,6 @@ from . import weights
 from .decoded import VECTOR_ROWS, length_function
 from .nested import VALUE_BYTES, nested_text, value_bytes
 
-MIB = 1 << 20
 #: Column bounds under this are not refined to exact bytes (the bound is cheap and close).
 REFINE_FROM = 1 * MIB
 #: The smallest budget checked (as the smallest result ``ds.sql`` collects): a tiny
@@ -183,8 +183,8 @@ def _refusal(
     what, hint = words
     column = max(sizes, key=lambda c: sizes[c])
     how = "measured" if exact[column] else "bounded by its page headers"
-    size = _size(sizes[column])
-    total = _size(need)
+    size = format_size(sizes[column])
+    total = format_size(need)
     if sizes[column] >= UNKNOWN:
         size, how, total = "more than the budget", "too many values to weigh within it", "more"
     if not hint:
@@ -199,7 +199,7 @@ def _refusal(
         f"repeated by many rows) or very long values: one DuckDB vector of {rows} rows "
         f"of it takes {size} ({how}), and DuckDB builds {copies} vectors at once "
         f"({copies - 1} threads and one buffered): {total}, more than the memory budget "
-        f"({_size(limit)}). {hint}",
+        f"({format_size(limit)}). {hint}",
         shard.path,
     )
 
@@ -374,8 +374,6 @@ def _row_lengths(array: pa.Array) -> np.ndarray[Any, np.dtype[np.int64]] | None:
     return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / MIB:.1f} MiB"
 
 
 __all__ = ["VectorBound"]

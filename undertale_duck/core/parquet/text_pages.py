@@ -13,9 +13,9 @@ from typing import BinaryIO, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ...common.sizes import MIB
 from .pages import chunk_range, header_int, page_headers
 
-MIB = 1 << 20
 #: Parquet codecs (footer names) whose pages pyarrow decompresses here.
 CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw",
           "BROTLI": "brotli"}

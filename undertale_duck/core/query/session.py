@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeVar
 import duckdb
 import pyarrow as pa
 
+from ...common.sizes import format_size
 from ...common.text import first_line
 from ...errors import ArgumentError, QueryError, ReadOnlyError
 from ..bounds import VectorBound
@@ -194,7 +195,7 @@ class QuerySession:
                 size += batch.nbytes
                 if limit is not None and size > limit:
                     raise QueryError(
-                        f"the query's result is larger than {_size(limit)} (the limit of a "
+                        f"the query's result is larger than {format_size(limit)} (the limit of a "
                         "result returned whole, from the memory budget); stream it in batches "
                         "with sql_batches(), add a LIMIT, or pass a larger max_bytes"
                     )
@@ -344,12 +345,6 @@ class QuerySession:
         self._connection.close()
 
 
-def _size(n: int) -> str:
-    if n >= 1 << 30:
-        return f"{n / (1 << 30):.1f} GiB"
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.1f} MiB"
-    return f"{n:,} bytes"
 
 
 def result_limit(memory_bytes: int) -> int:

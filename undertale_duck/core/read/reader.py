@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from ...common.sizes import MIB
 from ...errors import MemoryBudgetWarning, ShardChangedError
 from ..runtime import Connection
 from ..source import Source, Window, max_touched_bytes, read_reserve
@@ -21,7 +22,6 @@ from .window_read import ViewWindows, WindowDecoder, conform
 #: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
 #: 0.06 to 62 MiB (DESIGN.md, "Notes from the memory budget").
 READ_OVERHEAD_BYTES = 12 << 20
-MIB = 1 << 20
 
 
 class WindowReader:

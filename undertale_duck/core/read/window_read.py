@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import duckdb
 import pyarrow as pa
 
+from ...common.sizes import MIB
 from ...common.text import first_line
 from ...errors import CorruptShardError, MemoryBudgetError, ShardChangedError, SourceError
 from ..bounds import NestedBound, ValueBound, read_bounded
@@ -22,7 +23,6 @@ from .direct import DirectReader, Spare
 #: process: workers=0 epoch to tensors 1.23x, 8 of 8 repeats). The batches are then copied
 #: into one chunk per column.
 ARROW_BATCH_ROWS = 2048
-MIB = 1 << 20
 
 
 class ViewWindows(Protocol):
