@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError
-from undertale_duck.core.rows.rows import RowBatch
+from undertale_duck.core.rows import RowBatch
 from undertale_duck.training.collate import collate
 
 

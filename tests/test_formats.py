@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from undertale_duck import ArgumentError, ParquetDataset
-from undertale_duck.core.rows.rows import RowBatch
+from undertale_duck.core.rows import RowBatch
 from undertale_duck.training.collate import collate
 
 

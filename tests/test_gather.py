@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core.rows.rows import RowBatch
+from undertale_duck.core.rows import RowBatch
 
 
 def shard(start: int, stop: int, width: int | None) -> pa.Table:

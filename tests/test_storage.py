@@ -307,7 +307,7 @@ def test_command_line_with_credentials_from_the_environment(
 
 
 def test_storage_option_parsing() -> None:
-    from undertale_duck.core.source.remote.store import parse_storage_options
+    from undertale_duck.core.source import parse_storage_options
 
     assert parse_storage_options(
         ["anon=true", "client_kwargs.endpoint_url=http://h:9", "client_kwargs.verify=false",

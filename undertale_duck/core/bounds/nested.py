@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from ...common.sizes import MIB, format_size
 from ...errors import MemoryBudgetError, SourceError
-from ..parquet import Page, child_types, chunk_pages, column_leaves, footers
+from ..parquet import child_types, chunk_pages, column_leaves, footers
 from ..source import Shard, Window, window_row_groups
 from .decoded import length_function
 
@@ -245,4 +245,4 @@ def value_bytes(array: pa.Array) -> int:
 
 
 
-__all__ = ["NestedBound", "Page", "chunk_pages", "column_leaves", "nested_text", "value_bytes"]
+__all__ = ["NestedBound", "nested_text", "value_bytes"]

@@ -286,7 +286,7 @@ def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
         ) from None
 
 
-def row_groups(path: str, meta: pq.FileMetaData, size: int) -> tuple[tuple[int, int], ...]:
+def checked_row_groups(path: str, meta: pq.FileMetaData, size: int) -> tuple[tuple[int, int], ...]:
     """Return ``(rows, uncompressed bytes)`` of each row group, checked against the file.
 
     The dataset's row count is the sum of its row groups' rows, which is what DuckDB and

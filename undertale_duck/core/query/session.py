@@ -18,7 +18,6 @@ from ..runtime import (
     Connection,
     duckdb_path,
     failures,
-    interruptible,
     lifecycle,
     sqlfiles,
     threads_of,
@@ -26,18 +25,10 @@ from ..runtime import (
 from ..source import Source
 from . import blame
 from . import shape as query_shape
-from .readonly import check_read_only, check_statement, statements
+from .readonly import check_statement, statements
 from .stream import Stream
 
-__all__ = [
-    "DEFAULT_BATCH_ROWS",
-    "SQL_FILES",
-    "Params",
-    "QuerySession",
-    "SqlFiles",
-    "check_read_only",
-    "interruptible",
-]
+__all__ = ["DEFAULT_BATCH_ROWS", "SQL_FILES", "Params", "QuerySession", "SqlFiles"]
 
 Params = Mapping[str, Any] | Sequence[Any] | None
 

@@ -424,12 +424,6 @@ class TieredCache(WindowCache):
 
 
 __all__ = [
-    "CACHE_ENV",
-    "FILE_VERSION",
-    "DiskStats",
-    "DiskTier",
-    "TieredCache",
-    "default_directory",
-    "prepare_directory",
-    "window_keys",
+    "FILE_VERSION", "DiskStats", "DiskTier", "TieredCache", "default_directory",
+    "prepare_directory", "window_keys"
 ]

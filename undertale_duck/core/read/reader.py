@@ -10,13 +10,13 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from ...common.sizes import MIB
-from ...errors import MemoryBudgetWarning, ShardChangedError
+from ...errors import MemoryBudgetWarning
 from ..runtime import Connection
 from ..source import Source, Window, max_touched_bytes, read_reserve
 from .cache import WindowCache, table_bytes
 from .direct import DirectReader
 from .readahead import ReadAhead
-from .window_read import ViewWindows, WindowDecoder, conform
+from .window_read import ViewWindows, WindowDecoder
 
 #: Fixed transient bytes of one window read besides its row groups and result (DuckDB's
 #: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
@@ -358,4 +358,4 @@ class WindowReader:
         return table, more
 
 
-__all__ = ["MemoryBudgetWarning", "ShardChangedError", "ViewWindows", "WindowReader", "conform"]
+__all__ = ["WindowReader"]

@@ -388,4 +388,4 @@ def _rows(batches: list[pa.RecordBatch]) -> int:
     return sum(batch.num_rows for batch in batches)
 
 
-__all__ = ["ARROW_BATCH_ROWS", "ViewWindows", "WindowDecoder", "collect", "conform"]
+__all__ = ["ARROW_BATCH_ROWS", "ViewWindows", "WindowDecoder", "collect"]

@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 from torch import from_numpy as torch_from_numpy
 
-from .rows import Format, Row, RowBatch, Selection, _convert, merge, select, to_tensor
+from .row_batch import Row, RowBatch
+from .rows import Format, Selection, _convert, merge, select, to_tensor
 
 View = np.ndarray[Any, Any]
 

@@ -14,7 +14,8 @@ from ...errors import OutOfRangeError
 from ..read import AccessMonitor, WindowReader
 from ..source import windows as win
 from .gather import gather
-from .rows import ConversionFailure, Format, Row, Selection, TensorRangeError, merge, select
+from .row_batch import Row
+from .rows import ConversionFailure, Format, Selection, TensorRangeError, merge, select
 
 if TYPE_CHECKING:
     from ..source import Source

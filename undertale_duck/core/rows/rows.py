@@ -12,8 +12,8 @@ import torch
 from .row_batch import Row, RowBatch
 
 __all__ = [
-    "ROW_FORMATS", "ConversionFailure", "Format", "Row", "RowBatch", "Selection",
-    "TensorRangeError", "merge", "select", "to_tensor",
+    "ROW_FORMATS", "ConversionFailure", "Format", "Selection", "TensorRangeError", "merge",
+    "select", "to_tensor"
 ]
 
 #: What ``ParquetDataset(format=...)`` accepts.

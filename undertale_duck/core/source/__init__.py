@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import windows
 from .drift import ShardDrift, reference_columns, schema_drift
-from .local import SourceLike, resolve
+from .local import SourceLike, local_paths
 from .readable import conform
 from .remote.fsclient import parse_storage_options
 from .remote.listing import SourceFiles
@@ -25,7 +25,7 @@ from .windows import (
 
 __all__ = [
     "Shard", "ShardDrift", "Source", "SourceFiles", "SourceLike", "Window", "conform",
-    "is_remote", "max_touched_bytes", "parse_storage_options", "read_reserve",
-    "reference_columns", "resolve", "schema_drift", "touched_bytes", "view_plan",
-    "window_row_groups", "windows"
+    "is_remote", "local_paths", "max_touched_bytes", "parse_storage_options", "read_reserve",
+    "reference_columns", "schema_drift", "touched_bytes", "view_plan", "window_row_groups",
+    "windows"
 ]

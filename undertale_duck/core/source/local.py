@@ -1,4 +1,4 @@
-"""Resolve a dataset source (a file, a directory, a glob or a list) into its shard paths."""
+"""Local sources: a file, a directory, a glob or a list of files, resolved into shard paths."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _glob_files(pattern: str) -> list[str]:
     return files
 
 
-def resolve(source: SourceLike) -> list[str]:
+def local_paths(source: SourceLike) -> list[str]:
     """Resolve a source into the ordered list of its Parquet shard paths.
 
     Args:

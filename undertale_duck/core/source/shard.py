@@ -137,7 +137,7 @@ def read_footer(path: str) -> Shard:
         ) from None
     footers.check_encryption(path, meta, st.st_size)
     schema = footers.arrow_schema(path, meta)
-    groups = footers.row_groups(path, meta, st.st_size)
+    groups = footers.checked_row_groups(path, meta, st.st_size)
     return Shard(
         path=path,
         rows=sum(rows for rows, _ in groups),

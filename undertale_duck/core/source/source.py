@@ -1,4 +1,4 @@
-"""A dataset's Parquet shards (resolved by ``resolve.py``) and their footers, read once."""
+"""A dataset: its Parquet shards (local or remote), their footers read once, and its schema."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any
 import duckdb
 
 from ..runtime import Connection, duckdb_path, lifecycle
-from .local import SourceLike, resolve
+from .local import SourceLike, local_paths
 from .readable import check_types
 from .remote import listing as remote
 from .remote import store as storemod
 from .remote.shard_cache import ShardCache
 from .shard import Shard, check_column_names, read_footer, reference_schema
 
-__all__ = ["Source", "SourceLike"]
+__all__ = ["Source"]
 
 
 
@@ -24,7 +24,7 @@ class Source:
     """The resolved shards of a dataset with their footers, offsets and reference schema.
 
     Args:
-        source: A file, directory, glob or list of files (see :func:`resolve`); or an fsspec
+        source: A file, directory, glob or list of files (see :func:`local_paths`); or an fsspec
             URL (``s3://bucket/prefix/``), glob URL or list of URLs (see ``core/remote.py``).
         columns: Columns to keep, or None for all.
         storage_options: Options of the fsspec filesystem of a remote source.
@@ -59,7 +59,7 @@ class Source:
                 remote.open_shards(self.store, source)  # type: ignore[arg-type]
             )
         else:
-            self.shards = tuple(read_footer(p) for p in resolve(source))
+            self.shards = tuple(read_footer(p) for p in local_paths(source))
             self._protect()
         self.schema = reference_schema(self.shards, columns)
         self.columns: tuple[str, ...] = tuple(self.schema.names)

@@ -22,8 +22,7 @@ from ....errors import (
 from ...parquet import decoded_sizes
 from ...parquet import footers as footer_checks
 from ...runtime import GLOB_CHARS
-from ..local import MAGIC, PARQUET_SUFFIXES, _is_hidden
-from ..local import resolve as resolve_local
+from ..local import MAGIC, PARQUET_SUFFIXES, _is_hidden, local_paths
 from ..shard import Shard, read_footer
 from .shard_cache import key_of
 from .store import RemoteShard, Store, identity, is_remote, open_store, protocol_of
@@ -44,10 +43,10 @@ def open_shards(store: Store, source: str | Sequence[str]) -> list[RemoteShard]:
             (``NotParquetError``, ``CorruptShardError``).
         StorageError: If the store fails or denies access.
     """
-    return footers(store, resolve(store, source))
+    return footers(store, list_remote(store, source))
 
 
-def resolve(store: Store, source: str | Sequence[str]) -> Listed:
+def list_remote(store: Store, source: str | Sequence[str]) -> Listed:
     """List the shards of a URL, glob URL or list of URLs, as local sources are listed.
 
     A prefix (``s3://bucket/data/``) lists its objects sorted by name, leaving out hidden and
@@ -294,7 +293,7 @@ def _encrypted(url: str) -> None:
 def _shard(store: Store, url: str, size: int, version: str | None, meta: Any) -> RemoteShard:
     """The :class:`RemoteShard` a decoded footer describes (row groups checked as locally)."""
     schema = footer_checks.arrow_schema(url, meta)
-    groups = footer_checks.row_groups(url, meta, size)
+    groups = footer_checks.checked_row_groups(url, meta, size)
     return RemoteShard(
         path=url,
         rows=sum(rows for rows, _ in groups),
@@ -317,7 +316,7 @@ class SourceFiles:
     connection read remote URLs (through the store's fsspec client).
 
     Args:
-        source: A local source (see ``source.resolve``) or a URL, glob URL or list of URLs.
+        source: A local source (see ``local_paths``) or a URL, glob URL or list of URLs.
         storage_options: Options of a remote source's fsspec filesystem.
 
     Raises:
@@ -331,11 +330,11 @@ class SourceFiles:
             from .shard_cache import ShardCache
 
             self.store = open_store(source, storage_options, ShardCache())
-            listed = resolve(self.store, source)
+            listed = list_remote(self.store, source)
             self._infos = dict(listed)
             self.paths = [url for url, _ in listed]
         else:
-            self.paths = resolve_local(source)
+            self.paths = local_paths(source)
 
     def footer(self, path: str) -> Shard:
         """The shard's footer (``source.read_footer`` for a local file)."""

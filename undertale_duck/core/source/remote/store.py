@@ -17,13 +17,12 @@ from typing import Any, TypeVar
 from ....common.text import first_line
 from ....errors import ArgumentError, ShardChangedError, SourceError, StorageError
 from ..shard import Shard
-from .fsclient import EXTRAS, duckdb_filesystem, make_filesystem, parse_storage_options
+from .fsclient import duckdb_filesystem, make_filesystem
 from .shard_cache import ShardCache
 
 __all__ = [
-    "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "EXTRAS", "IDENTITY_KEYS", "RETRIES",
-    "RemoteShard", "Store", "duckdb_filesystem", "identity", "is_remote", "make_filesystem",
-    "open_store", "parse_storage_options", "protocol_of",
+    "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "RETRIES", "RemoteShard",
+    "Store", "identity", "is_remote", "open_store", "protocol_of"
 ]
 
 T = TypeVar("T")
