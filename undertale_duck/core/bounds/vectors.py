@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from ...common.sizes import MIB, format_size
 from ...errors import MemoryBudgetError, SourceError
 from ..parquet import Page, chunk_pages, column_leaves, footers
-from ..source import Shard
+from ..source import Shard, remote_metadata
 from . import weights
 from .decoded import VECTOR_ROWS, length_function
 from .nested import VALUE_BYTES, nested_text, value_bytes
@@ -226,9 +226,7 @@ def _opened(shard: Shard) -> Iterator[tuple[str | BinaryIO, BinaryIO, pq.FileMet
         with open(shard.path, "rb") as fh:
             yield shard.path, fh, meta
         return
-    from ..source.remote import listing as remote
-
-    meta = remote.checked_metadata(shard)  # type: ignore[arg-type]
+    meta = remote_metadata(shard)  # type: ignore[arg-type]
     with store.fs.open(shard.path, "rb") as fh:
         yield fh, fh, meta
 

@@ -10,7 +10,7 @@ from .drift import ShardDrift, reference_columns, schema_drift
 from .local import SourceLike, local_paths
 from .readable import conform
 from .remote.fsclient import parse_storage_options
-from .remote.listing import SourceFiles
+from .remote.listing import SourceFiles, remote_metadata
 from .remote.store import is_remote
 from .shard import Shard
 from .source import Source
@@ -26,6 +26,6 @@ from .windows import (
 __all__ = [
     "Shard", "ShardDrift", "Source", "SourceFiles", "SourceLike", "Window", "conform",
     "is_remote", "local_paths", "max_touched_bytes", "parse_storage_options", "read_reserve",
-    "reference_columns", "schema_drift", "touched_bytes", "view_plan", "window_row_groups",
-    "windows"
+    "reference_columns", "remote_metadata", "schema_drift", "touched_bytes", "view_plan",
+    "window_row_groups", "windows"
 ]

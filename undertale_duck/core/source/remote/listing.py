@@ -198,7 +198,7 @@ def metadata(store: Store, url: str, info: Mapping[str, Any]) -> Any:
     return _metadata(store, url, int(info.get("size") or 0), identity(info))[0]
 
 
-def checked_metadata(shard: RemoteShard) -> Any:
+def remote_metadata(shard: RemoteShard) -> Any:
     """A remote shard's footer (from the shard cache), checked before chunk accessors run.
 
     The footer kept since the dataset opened is parsed here, as
