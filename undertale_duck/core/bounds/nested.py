@@ -24,33 +24,22 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import BinaryIO
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ...common.sizes import MIB, format_size
 from ...errors import MemoryBudgetError, SourceError
-from ..parquet import child_types, chunk_pages, column_leaves, footers
+from ..parquet import footers
 from ..source import Shard, Window, window_row_groups
-from .decoded import length_function
-
-#: What weighing one nested value takes at most besides its string (a dictionary index,
-#: list offsets, levels, validity), rounded up.
-VALUE_BYTES = 16
-
-
-def nested_text(typ: pa.DataType) -> bool:
-    """Whether a nested Arrow type holds string or binary values at some depth."""
-    if pa.types.is_dictionary(typ):
-        return nested_text(typ.value_type)
-    return any(_text(child) for child in child_types(typ))
-
-
-def _text(typ: pa.DataType) -> bool:
-    """Whether a type is string or binary (as the top-level bound sees them), or nests them."""
-    return length_function(typ) is not None or nested_text(typ)
+from .weigh import (
+    VALUE_BYTES,
+    leaf_pages,
+    nested_text,
+    read_as_dictionaries,
+    text_leaves,
+    value_bytes,
+)
 
 
 class NestedBound:
@@ -144,7 +133,7 @@ class NestedBound:
             try:
                 # pyarrow aborts the process on encrypted columns: checked first, as at open
                 meta = footers.checked_metadata(local.path, local.size, local.mtime_ns)
-                leaves = self._leaves(meta)
+                leaves = text_leaves(meta, self.columns)
                 if leaves:
                     opened = (meta, leaves)
             except (OSError, ValueError, pa.ArrowException, SourceError):
@@ -152,45 +141,19 @@ class NestedBound:
             self._last = (key, opened)
         return self._last[1]
 
-    def _leaves(self, meta: pq.FileMetaData) -> dict[int, str]:
-        """Leaf index -> dotted path of the byte-array leaves of the nested columns read."""
-        owners = column_leaves(meta)
-        parquet = meta.schema
-        out = {}
-        for column in self.columns:
-            for i in owners.get(column.lower(), []):
-                if parquet.column(i).physical_type == "BYTE_ARRAY":
-                    out[i] = parquet.column(i).path
-        return out
-
 
 def _group_bound(
     path: str, meta: pq.FileMetaData, group: int, leaves: dict[int, str]
 ) -> tuple[int, int] | None:
     """Most bytes the nested byte-array leaves of one row group decode to, and values, or None."""
     try:
-        rg = meta.row_group(group)
-        total = values = 0
         with open(path, "rb") as fh:
-            size = fh.seek(0, 2)
-            for index in leaves:
-                one = _chunk_bound(fh, size, rg.column(index))
-                if one is None:
-                    return None
-                total += one[0]
-                values += one[1]
-        return total, values
+            walked = leaf_pages(fh, fh.seek(0, 2), meta.row_group(group), leaves)
     except (OSError, ValueError, IndexError, KeyError, struct.error, pa.ArrowException):
         return None
-
-
-def _chunk_bound(
-    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData
-) -> tuple[int, int] | None:
-    """Walk one column chunk's page headers: most bytes its values decode to, values; or None."""
-    pages = chunk_pages(fh, size, chunk)
-    if pages is None:
+    if walked is None:
         return None
+    pages = [page for leaf in walked for page in leaf]
     return sum(page.bound for page in pages), sum(page.values for page in pages)
 
 
@@ -208,10 +171,8 @@ def _exact(
     never the repeated values, nor the columns' other leaves. None when pyarrow cannot read
     them (DuckDB reads the window, and reports).
     """
-    paths = list(leaves.values())
     try:
-        with pq.ParquetFile(path, metadata=meta, read_dictionary=paths, pre_buffer=False) as f:
-            table = f.read_row_groups(groups, columns=paths, use_threads=False)
+        table = read_as_dictionaries(path, meta, groups, list(leaves.values()))
         table = table.slice(skip, rows)
         return {
             name: sum(value_bytes(chunk) for chunk in table.column(name).chunks)
@@ -221,28 +182,4 @@ def _exact(
         return None
 
 
-def value_bytes(array: pa.Array) -> int:
-    """Bytes of the string and binary values of ``array`` at any depth, without decoding."""
-    typ = array.type
-    if pa.types.is_dictionary(typ):
-        if not _text(typ.value_type):
-            return 0
-        lengths = pc.binary_length(array.dictionary)
-        return int(pc.sum(pc.take(lengths, array.indices)).as_py() or 0)
-    if _text(typ) and not nested_text(typ):
-        return int(pc.sum(pc.binary_length(array)).as_py() or 0)
-    if isinstance(array, pa.StructArray):
-        return sum(value_bytes(child) for child in array.flatten())
-    if isinstance(array, pa.FixedSizeListArray):
-        return value_bytes(array.flatten())
-    if isinstance(array, (pa.ListArray, pa.LargeListArray)):  # a map too: key-value structs
-        if not len(array):
-            return 0
-        first, last = array.offsets[0].as_py(), array.offsets[-1].as_py()
-        return value_bytes(array.values.slice(first, last - first))
-    return 0
-
-
-
-
-__all__ = ["NestedBound", "nested_text", "value_bytes"]
+__all__ = ["NestedBound"]

@@ -7,7 +7,7 @@ row of a tiny file's dictionary page is copied 2048 times per vector (a 256 KiB 
 before it is built. So before a query over ``dataset`` runs, the string and binary columns
 that can reach its result are weighed per shard, without decoding them:
 
-1. The page headers of each row group (as :mod:`nested` reads them): any 2048 consecutive
+1. The page headers of each row group (:mod:`.weigh`): any 2048 consecutive
    values of a top-level column decode to at most the pages they touch allow (a dictionary
    page: those values times its longest entry; a plain page: its size). A nested column's
    vector may hold every value of its row group, so it counts them all.
@@ -25,9 +25,8 @@ downloaded.
 
 from __future__ import annotations
 
-import contextlib
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -37,11 +36,19 @@ import pyarrow.parquet as pq
 
 from ...common.sizes import MIB, format_size
 from ...errors import MemoryBudgetError, SourceError
-from ..parquet import Page, chunk_pages, column_leaves, footers
-from ..source import Shard, remote_metadata
+from ..parquet import Page
+from ..source import Shard
 from . import weights
 from .decoded import VECTOR_ROWS, length_function
-from .nested import VALUE_BYTES, nested_text, value_bytes
+from .weigh import (
+    VALUE_BYTES,
+    leaf_pages,
+    nested_text,
+    opened,
+    read_as_dictionaries,
+    text_leaves,
+    value_bytes,
+)
 
 #: Column bounds under this are not refined to exact bytes (the bound is cheap and close).
 REFINE_FROM = 1 * MIB
@@ -204,33 +211,6 @@ def _refusal(
     )
 
 
-def _leaves(meta: pq.FileMetaData, column: str) -> list[int]:
-    """Indices of the byte-array leaves of ``column`` (any spelling of its name)."""
-    parquet = meta.schema
-    return [
-        i for i in column_leaves(meta).get(column.lower(), [])
-        if parquet.column(i).physical_type == "BYTE_ARRAY"
-    ]
-
-
-@contextlib.contextmanager
-def _opened(shard: Shard) -> Iterator[tuple[str | BinaryIO, BinaryIO, pq.FileMetaData]]:
-    """The shard for pyarrow, a file to read page headers from, and its checked footer.
-
-    A shard in object storage is read by ranges through its store's filesystem (it is not
-    downloaded); its footer is the one kept since the dataset opened.
-    """
-    store = getattr(shard, "store", None)
-    if store is None:
-        meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
-        with open(shard.path, "rb") as fh:
-            yield shard.path, fh, meta
-        return
-    meta = remote_metadata(shard)  # type: ignore[arg-type]
-    with store.fs.open(shard.path, "rb") as fh:
-        yield fh, fh, meta
-
-
 #: A shard column's walked pages: per row group, each leaf's data pages (None: not followed).
 GroupPages = list[list[list[Page]] | None]
 
@@ -238,32 +218,20 @@ GroupPages = list[list[list[Page]] | None]
 def _group_pages(shard: Shard, column: str) -> GroupPages:
     """Per row group, the data pages of each of ``column``'s byte-array leaves."""
     try:
-        with _opened(shard) as (_, fh, meta):
-            leaves = _leaves(meta, column)
+        with opened(shard) as (_, fh, meta):
+            leaves = text_leaves(meta, [column])
             if not leaves:
                 return []
             out: GroupPages = []
             for group in range(meta.num_row_groups):
                 rg = meta.row_group(group)
                 # a row group without rows holds no vector at all
-                out.append(_leaf_pages(fh, shard.size, rg, leaves) if rg.num_rows else [])
+                out.append(leaf_pages(fh, shard.size, rg, leaves, scan=False) if rg.num_rows
+                           else [])
             return out
     except (OSError, ValueError, IndexError, KeyError, struct.error, pa.ArrowException,
             SourceError):
         return [None]  # weighed exactly, or DuckDB reports what it finds
-
-
-def _leaf_pages(
-    fh: BinaryIO, size: int, rg: pq.RowGroupMetaData, leaves: Sequence[int]
-) -> list[list[Page]] | None:
-    """The data pages of each leaf's chunk in one row group, or None if one is not followed."""
-    walked = []
-    for index in leaves:
-        pages = chunk_pages(fh, size, rg.column(index), scan=False)
-        if pages is None:
-            return None
-        walked.append(pages)
-    return walked
 
 
 def _group_bounds(groups: GroupPages, top: bool, rows: int) -> list[int | None]:
@@ -304,7 +272,7 @@ def _exact(shard: Shard, column: str, bounds: Sequence[int | None], limit: int) 
     budget.
     """
     try:
-        with _opened(shard) as (source, _, meta):
+        with opened(shard) as (source, _, meta):
             return _exact_groups(source, meta, column, bounds, limit)
     except (OSError, ValueError, KeyError, IndexError, TypeError, struct.error,
             pa.ArrowException, SourceError):
@@ -319,23 +287,21 @@ def _exact_groups(
     limit: int,
 ) -> int:
     """:func:`_exact` on an opened shard (``source``: its path, or a file open on it)."""
-    leaves = _leaves(meta, column)
+    leaves = text_leaves(meta, [column])
     if not leaves:
         return 0
-    paths = [meta.schema.column(i).path for i in leaves]
     worst = 0
-    with pq.ParquetFile(source, metadata=meta, read_dictionary=paths, pre_buffer=False) as f:
-        for group in range(meta.num_row_groups):
-            bound = bounds[group] if len(bounds) == meta.num_row_groups else None
-            if bound is not None and bound <= REFINE_FROM:
-                worst = max(worst, bound)
-                continue
-            rg = meta.row_group(group)
-            weight = sum(rg.column(i).num_values for i in leaves) + rg.num_rows
-            if weight * VALUE_BYTES > limit:
-                return UNKNOWN  # the indices alone would pass the budget
-            table = f.read_row_group(group, columns=paths, use_threads=False)
-            worst = max(worst, _blocks(table))
+    for group in range(meta.num_row_groups):
+        bound = bounds[group] if len(bounds) == meta.num_row_groups else None
+        if bound is not None and bound <= REFINE_FROM:
+            worst = max(worst, bound)
+            continue
+        rg = meta.row_group(group)
+        weight = sum(rg.column(i).num_values for i in leaves) + rg.num_rows
+        if weight * VALUE_BYTES > limit:
+            return UNKNOWN  # the indices alone would pass the budget
+        table = read_as_dictionaries(source, meta, [group], list(leaves.values()))
+        worst = max(worst, _blocks(table))
     return worst
 
 
