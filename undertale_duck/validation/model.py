@@ -136,7 +136,13 @@ class ValidationReport(BaseModel):
             unit = "shards" if c.check == "readable" else "rows"
             what = c.error if c.error else f"{c.violations} {unit}"
             parts.append(f"{c.check}{where}: {what} [{c.description}]")
-        return f"{head}: {len(parts)} of {len(self.checks)} checks failed: " + "; ".join(parts)
+        text = f"{head}: {len(parts)} of {len(self.checks)} checks failed: " + "; ".join(parts)
+        if any(c.check == "present" for c in self.failed):
+            # a missing column is the first-hour mistake: say what the schema needs in full
+            needed = [c.column for c in self.checks if c.check == "present" and c.column]
+            name = self.schema_name.rpartition(".")[2]
+            text += f". {name} needs the columns {', '.join(needed)}"
+        return text
 
 
 __all__ = ["CheckKind", "CheckResult", "Example", "ShardSummary", "ValidationReport"]
