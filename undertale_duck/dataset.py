@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from .common.keywords import guard
 from .core.dataset import ShardDataset
 from .core.duck import threads_of
 from .errors import SchemaError
@@ -20,6 +21,9 @@ class ParquetDataset(ShardDataset):
     :meth:`validate`, as in undertale's original dataset module. The split keeps the loading
     core free of any dependency on validation.
     """
+
+    # num_workers=, batch_size= ... get one line naming the fix, not Python's TypeError
+    __init__ = guard("ParquetDataset()")(ShardDataset.__init__)
 
     def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
