@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import secrets
 import shutil
@@ -34,6 +35,9 @@ from .shard_cache_layout import (
 from .source import Shard
 
 __all__ = ["CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of", "parse_size"]
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
 
 Fetch = Callable[[Shard, str], None]
 _HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
@@ -278,6 +282,7 @@ class ShardCache:
                 leftover.unlink()
         self.make_room(shard.size, keep=key)
         part = f"{data}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+        _log.info("downloading %s (%d bytes) into %s", shard.path, shard.size, self.directory)
         try:
             fetch(shard, part)
             got = os.path.getsize(part)
@@ -347,6 +352,7 @@ class ShardCache:
                 os.unlink(self.directory / (key + DATA_SUFFIX))
             os.unlink(lock)
             self.stats.evictions += 1
+            _log.info("evicted cached shard %s from %s", key, self.directory)
             return True
         finally:
             os.close(fd)

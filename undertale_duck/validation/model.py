@@ -121,6 +121,18 @@ class ValidationReport(BaseModel):
         """The checks that failed."""
         return [c for c in self.checks if not c.passed]
 
+    def __repr__(self) -> str:
+        # the fields hold every check and example: show what a reader looks for instead
+        failed = ", ".join(
+            f"{c.check}({c.column})" if c.column else c.check for c in self.failed
+        )
+        view = "" if self.query is None else f", query={self.query!r}"
+        return (
+            f"ValidationReport({self.source!r}{view}, schema={self.schema_name}, "
+            f"rows={self.rows}, shards={self.shards}, passed={self.passed}, "
+            f"checks={len(self.checks)}, failed=[{failed}])"
+        )
+
     def summary(self) -> str:
         """Return a one-paragraph summary naming each failed check with its count.
 
