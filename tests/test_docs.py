@@ -377,3 +377,31 @@ def test_builtin_schema_table_lists_each_schemas_columns() -> None:
         assert name in rows, f"docs/validation.md: no row for {name}"
         documented = set(re.findall(r"`(\w+):", rows[name]))
         assert documented == set(schema.model_fields), name
+
+
+# --------------------------------------------------------------------------- links, records
+
+_LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
+
+
+def test_relative_links_resolve() -> None:
+    pages = [*PAGES, ROOT / "DESIGN.md", *sorted((ROOT / "docs" / "decisions").glob("*.md"))]
+    pages.append(ROOT / "benchmarks" / "results" / "notes.md")
+    for page in pages:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            path = (page.parent / target.split("#")[0]).resolve()
+            assert path.exists(), f"{page.relative_to(ROOT)} links to {target}, which is missing"
+
+
+def test_decision_records_have_context_decision_and_consequence() -> None:
+    # lasting decisions live in docs/decisions/, raw figures in benchmarks/results/
+    assert not (ROOT / "NOTES.md").exists()
+    records = sorted((ROOT / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
+    assert records
+    index = (ROOT / "docs" / "decisions" / "README.md").read_text(encoding="utf-8")
+    for number, record in enumerate(records, start=1):
+        assert record.name.startswith(f"{number:04d}-"), record.name  # numbered without gaps
+        text = record.read_text(encoding="utf-8")
+        for part in ("**Context.**", "**Decision.**", "**Measured consequence.**"):
+            assert part in text, f"{record.name}: no {part}"
+        assert f"({record.name})" in index, f"docs/decisions/README.md does not list {record.name}"
