@@ -70,7 +70,7 @@ def test(marker: str | None = None) -> None:
     lint = [p for p in LINTED if (ROOT / p).exists()]
     run(PY, "-m", "ruff", "check", *lint)
     run(PY, "-m", "mypy")
-    args = ["-m", "pytest", "-q"]
+    args = ["-m", "pytest", "-q", "--durations=15"]  # the 15 slowest tests, every run
     if marker:
         args += ["-m", marker]
     run(PY, *args)

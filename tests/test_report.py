@@ -203,3 +203,22 @@ def test_text_tables_right_align_counts(
     rows_end = lines[shards].index(" rows") + len(" rows")
     for line in lines[shards + 2 :]:
         assert line[rows_end - 1] != " " and line[rows_end] == " ", line
+
+
+def test_schema_error_for_a_missing_column_names_every_column_the_schema_needs(
+    tmp_path: Path,
+) -> None:
+    from undertale_duck import ParquetDataset, SchemaError
+
+    # shaped as a first guess at a tokenized dataset: no mask
+    pq.write_table(
+        pa.table({"id": ["fn-0", "fn-1"], "tokens": [[1], [2, 3]], "label": [0, 1]}),
+        tmp_path / "x.parquet",
+    )
+    with pytest.raises(SchemaError) as caught:
+        ParquetDataset(tmp_path / "x.parquet").validate(schema.TokenizedClassificationDataset)
+    message = str(caught.value)
+    assert "present(mask)" in message
+    assert message.endswith(
+        "TokenizedClassificationDataset needs the columns id, tokens, mask, label"
+    )

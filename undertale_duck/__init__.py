@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -22,6 +23,10 @@ from .errors import (
     UndertaleDuckError,
     UnsupportedShardError,
 )
+
+# "undertale_duck" and its children (undertale_duck.core.dataset, ...) log opening, indexing,
+# downloads, evictions and refusals; nothing is shown unless the application configures logging
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from . import schema

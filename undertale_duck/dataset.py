@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from .common.keywords import guard
+from .common.progress import progress_bar
 from .core.dataset import ShardDataset
 from .core.runtime import threads_of
 from .errors import SchemaError
@@ -21,11 +23,17 @@ class ParquetDataset(ShardDataset):
     core free of any dependency on validation.
     """
 
+    # num_workers=, batch_size= ... get one line naming the fix, not Python's TypeError
+    __init__ = guard("ParquetDataset()")(ShardDataset.__init__)
+
     def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
 
         For a view (``query=``/``where=``) the schema describes the view's rows, computed
         columns and side-table columns included; examples carry the index in the view.
+
+        A progress bar is drawn on stderr while the checks run, only when stderr is a
+        terminal (never in a pipe, a file or a CI log).
 
         Args:
             schema: A pydantic model class, e.g. ``undertale_duck.schema.TokenizedDataset``.
@@ -36,15 +44,17 @@ class ParquetDataset(ShardDataset):
         Raises:
             ArgumentError: If ``schema`` is not a pydantic model class.
         """
-        return runner.run(
-            schema,
-            self.source.shards,
-            self.reader.connection.cursor(),
-            source=str(self.source.spec),
-            relation=None if self.view is None else view_rows(self.view, self.source.columns),
-            memory_bytes=self.memory_bytes,
-            threads=threads_of(self.duckdb_config.get("threads")),
-        )
+        with progress_bar("validating", unit=" queries") as progress:
+            return runner.run(
+                schema,
+                self.source.shards,
+                self.reader.connection.cursor(),
+                source=str(self.source.spec),
+                progress=progress,
+                relation=None if self.view is None else view_rows(self.view, self.source.columns),
+                memory_bytes=self.memory_bytes,
+                threads=threads_of(self.duckdb_config.get("threads")),
+            )
 
     def validate(self, schema: type[BaseModel]) -> None:
         """Validate every shard of this dataset against a schema.

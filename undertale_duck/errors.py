@@ -24,6 +24,11 @@ The tree (documented in docs/errors.md)::
 
 from __future__ import annotations
 
+import logging
+
+#: Refusals (a query that would write, a read over the memory budget) are logged here at INFO.
+_log = logging.getLogger("undertale_duck.refused")
+
 
 class UndertaleDuckError(Exception):
     """Root of every error raised by undertale_duck."""
@@ -118,6 +123,7 @@ class MemoryBudgetError(SourceError):
     ) -> None:
         super().__init__(message, path)
         self.rows = rows
+        _log.info("refused: %s", message)
 
 
 class ShardChangedError(SourceError):
@@ -154,6 +160,10 @@ class QueryError(UndertaleDuckError):
 
 class ReadOnlyError(QueryError):
     """A statement would write to, modify or delete the dataset's files."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        _log.info("refused: %s", message)
 
 
 class MemoryBudgetWarning(UserWarning):

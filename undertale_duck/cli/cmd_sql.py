@@ -7,7 +7,7 @@ import contextlib
 import io
 import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -46,7 +46,7 @@ def _write(
     # the first batch is computed before the output file is created: a long query runs
     # before the target is judged, not after
     first = next(batches, None)
-    result = itertools.chain([] if first is None else [first], batches)
+    result: Iterator[pa.RecordBatch] = itertools.chain([] if first is None else [first], batches)
     table_rows = rows if rows is not None else writers.TABLE_ROWS
     if target is None:
         terminal = sys.stdout.isatty()
@@ -55,6 +55,8 @@ def _write(
         )
         sys.stdout.flush()
         return
+    if fmt == "table" and rows is None:
+        result = _whole_table(result)
     with target.open() as stream:
         if fmt == "parquet":
             writers.write_parquet(reader.schema, result, stream)
@@ -64,6 +66,20 @@ def _write(
             writers.write_text(fmt, reader.schema, result, text, table_rows=table_rows)
         finally:
             text.detach()  # flushes; the guard syncs and closes the file
+
+
+def _whole_table(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches, refusing a result longer than a table shows (a file loses no row silently)."""
+    seen = 0
+    for batch in batches:
+        seen += batch.num_rows
+        if seen > writers.TABLE_ROWS:
+            raise ArgumentError(
+                f"the result has more than {writers.TABLE_ROWS} rows, more than a table file "
+                "holds: give --limit N to write its first N rows as a table, or write .csv, "
+                ".jsonl or .parquet, which keep every row"
+            )
+        yield batch
 
 
 @contextlib.contextmanager
@@ -105,12 +121,15 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError("QUERY and --query cannot both be read from standard input")
     text = read_text_argument(args.query, "QUERY")
     output = None if to_stdout(args.output) else args.output
-    fmt = writers.choose_format(args.format, output, sys.stdout.isatty())
+    if output is None:
+        fmt = writers.choose_format(args.format, output, sys.stdout.isatty())
     with _session(args) as (session, paths):
         target = None
         if output is not None:  # fail fast; judged again when the file is created
             protected = Protected.of(args.source, paths, files=input_files(args))
             target = OutputFile(output, protected=protected, force=args.force)
+            # after the guard: a refused target is named as such, not for its suffix
+            fmt = writers.choose_format(args.format, output, sys.stdout.isatty())
         with session.batches(text, batch_rows=BATCH_ROWS) as reader:
             try:
                 _write(reader, fmt, target, args.limit)

@@ -93,8 +93,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         "-f",
-        choices=REPORT_FORMATS,
-        help="report format (default: text, or --output's suffix)",
+        choices=(*REPORT_FORMATS, "md"),
+        help="report format (default: text, or --output's suffix; md is markdown)",
     )
     p.add_argument(
         "--output",

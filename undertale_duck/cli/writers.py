@@ -71,16 +71,24 @@ def choose_format(requested: str | None, output: str | None, stdout_is_tty: bool
         stdout_is_tty: Whether standard output is a terminal.
 
     Returns:
-        ``requested`` when given; else the format of the output file's suffix (CSV for an
-        unknown suffix); else ``table`` on a terminal and ``csv`` in a pipe.
+        ``requested`` when given; else the format of the output file's suffix; else
+        ``table`` on a terminal and ``csv`` in a pipe.
 
     Raises:
-        ArgumentError: If ``parquet`` is asked for without an output file.
+        ArgumentError: If ``parquet`` is asked for without an output file, or the output
+            file's suffix names no format and ``requested`` is None.
     """
     fmt = requested
     if fmt is None:
         if output is not None:
-            fmt = SUFFIX_FORMATS.get(Path(output).suffix.lower(), "csv")
+            suffix = Path(output).suffix.lower()
+            if suffix not in SUFFIX_FORMATS:
+                raise ArgumentError(
+                    f"--output {output}: the format follows the file's suffix "
+                    f"({', '.join(SUFFIX_FORMATS)}), and {suffix or 'no suffix'} is none of "
+                    "them: rename the file or give --format"
+                )
+            fmt = SUFFIX_FORMATS[suffix]
         else:
             fmt = "table" if stdout_is_tty else "csv"
     if fmt not in RESULT_FORMATS:

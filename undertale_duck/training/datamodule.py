@@ -9,8 +9,8 @@ from typing import Any
 
 import lightning
 
+from ..common.keywords import refuse_unknown
 from ..core.source import SourceLike
-from ..errors import ArgumentError
 from .loader import ChunkedLoader, load
 
 #: ``load()`` keywords the DataModule sets itself; every other keyword option passes through.
@@ -78,11 +78,8 @@ class DataModule(lightning.LightningDataModule):
         **options: Any,
     ) -> None:
         super().__init__()
-        unknown = sorted(set(options) - _OPTIONS)
-        if unknown:
-            raise ArgumentError(
-                f"DataModule got unknown option(s) {unknown}; options are {sorted(_OPTIONS)}"
-            )
+        named = {"batch", "workers", "memory", "collator", "test", "predict", "shuffle"}
+        refuse_unknown("DataModule()", sorted(options), _OPTIONS | named)
         self.training = training
         self.validation = validation
         self.test = test

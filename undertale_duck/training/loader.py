@@ -10,6 +10,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader, get_worker_info
 
+from ..common.keywords import guard
 from ..core.rows import Format
 from ..core.source import SourceLike
 from ..dataset import ParquetDataset
@@ -151,6 +152,7 @@ class _Counting(Iterator[Any]):
         return len(self._inner)  # type: ignore[arg-type]
 
 
+@guard("load()")
 def load(
     path: SourceLike | ParquetDataset,
     schema: Any,

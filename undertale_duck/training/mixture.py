@@ -235,6 +235,13 @@ class Mixture(Dataset[Any]):
             self.close()
             raise
 
+    def __repr__(self) -> str:
+        parts = ", ".join(
+            f"{name}: {count} of {self.offsets[k + 1] - self.offsets[k]} rows"
+            for k, (name, count) in enumerate(zip(self.names, self.counts, strict=True))
+        )
+        return f"Mixture([{parts}], epoch={sum(self.counts)} rows)"
+
     def _counts(self, lengths: list[int], epoch_size: int | None) -> list[int]:
         if all(s.proportion is not None for s in self.streams):
             total = sum(s.proportion or 0 for s in self.streams)

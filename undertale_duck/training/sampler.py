@@ -150,6 +150,15 @@ class ChunkedSampler(DistributedSampler[int]):
         """Number of indices one whole epoch yields on this rank."""
         return self.num_samples
 
+    def __repr__(self) -> str:
+        what = type(self.dataset).__name__
+        return (
+            f"ChunkedSampler({what} of {self.length} rows, batch={self.batch}, "
+            f"workers={self.workers}, rank {self.rank} of {self.num_replicas}, "
+            f"shuffle={self.shuffle}, seed={self.seed}, mix={self.mix}, epoch={self.epoch}, "
+            f"{len(self)} indices per epoch)"
+        )
+
     def order(self, epoch: int | None = None) -> Order:
         """Return this rank's whole order for an epoch (no resume offset applied).
 

@@ -121,6 +121,18 @@ class ValidationReport(BaseModel):
         """The checks that failed."""
         return [c for c in self.checks if not c.passed]
 
+    def __repr__(self) -> str:
+        # the fields hold every check and example: show what a reader looks for instead
+        failed = ", ".join(
+            f"{c.check}({c.column})" if c.column else c.check for c in self.failed
+        )
+        view = "" if self.query is None else f", query={self.query!r}"
+        return (
+            f"ValidationReport({self.source!r}{view}, schema={self.schema_name}, "
+            f"rows={self.rows}, shards={self.shards}, passed={self.passed}, "
+            f"checks={len(self.checks)}, failed=[{failed}])"
+        )
+
     def summary(self) -> str:
         """Return a one-paragraph summary naming each failed check with its count.
 
@@ -136,7 +148,13 @@ class ValidationReport(BaseModel):
             unit = "shards" if c.check == "readable" else "rows"
             what = c.error if c.error else f"{c.violations} {unit}"
             parts.append(f"{c.check}{where}: {what} [{c.description}]")
-        return f"{head}: {len(parts)} of {len(self.checks)} checks failed: " + "; ".join(parts)
+        text = f"{head}: {len(parts)} of {len(self.checks)} checks failed: " + "; ".join(parts)
+        if any(c.check == "present" for c in self.failed):
+            # a missing column is the first-hour mistake: say what the schema needs in full
+            needed = [c.column for c in self.checks if c.check == "present" and c.column]
+            name = self.schema_name.rpartition(".")[2]
+            text += f". {name} needs the columns {', '.join(needed)}"
+        return text
 
 
 __all__ = ["CheckKind", "CheckResult", "Example", "ShardSummary", "ValidationReport"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,9 @@ from ..views import IndexedView, SideTable, index_view, side_tables
 from .arguments import check_columns, check_duckdb_config, check_read_ahead, check_sizes, view_query
 from .build import ReaderSettings, build_reader
 from .sql import SqlAccess
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
 
 
 class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
@@ -210,6 +214,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self.disk_dir: str | None = None
         if self.disk:
             self.disk_dir = prepare_directory(self._disk_spec, self.source.paths)
+        _log.info(
+            "opened %s: %d shards, %d rows, %d windows%s",
+            self.source.spec, len(shards), self._length, len(self.windows),
+            "" if self.view is None else f", view {self.view.query.text!r}",
+        )
 
     # ------------------------------------------------------------------ lazy process state
     @property
@@ -395,7 +404,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         return self._length
 
     def __repr__(self) -> str:
+        # what a user needs to recognise the dataset: where, what it serves, within what
+        view = "" if self.view is None else f", query={self.view.query.text!r}"
+        shown = ", ".join(self.columns[:8]) + (", ..." if len(self.columns) > 8 else "")
         return (
-            f"{type(self).__name__}({self.source.spec!r}, memory={self.memory}, rows={len(self)}, "
-            f"shards={len(self.source.shards)}, windows={len(self.windows)})"
+            f"{type(self).__name__}({self.source.spec!r}, memory={self.memory}{view}, "
+            f"format={self.format!r}, rows={len(self)}, shards={len(self.source.shards)}, "
+            f"columns=[{shown}], windows={len(self.windows)})"
         )

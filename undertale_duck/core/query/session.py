@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -317,7 +318,7 @@ class QuerySession:
                 found = None
             if found is not None:
                 return found
-        return QueryError(f"query failed: {failures.message(exc)}")
+        return _no_table(exc) or QueryError(f"query failed: {failures.message(exc)}")
 
     # ------------------------------------------------------------------ control
     def interrupt(self) -> None:
@@ -361,3 +362,21 @@ def memory_limit(memory_bytes: int) -> str:
         as a DuckDB size; DuckDB spills to disk beyond it.
     """
     return f"{max(int(memory_bytes), 256 << 20) >> 20}MiB"
+
+
+_NO_TABLE = re.compile(r'Table with name (\S+) does not exist!(?:\s*Did you mean "([^"]+)")?')
+_SYSTEM = ("pg_", "sqlite_", "duckdb_", "information_schema")
+
+
+def _no_table(exc: duckdb.Error) -> QueryError | None:
+    """For an unknown table, what the tables are called (DuckDB suggests pg_attribute)."""
+    found = _NO_TABLE.search(str(exc)) if isinstance(exc, duckdb.CatalogException) else None
+    if found is None:
+        return None
+    guess = found[2] if found[2] and not found[2].startswith(_SYSTEM) else None
+    return QueryError(
+        f"query failed: there is no table {found[1]}"
+        + (f" (did you mean {guess}?)" if guess else "")
+        + ": the dataset's rows are the table dataset, a view's (query=/where=, --query/"
+        "--where) are dataset_view, and side tables go by their names"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -9,6 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
 
 
 def table_bytes(table: pa.Table) -> int:
@@ -128,6 +132,7 @@ class WindowCache:
             _, size = tables.pop(key)
             self._bytes -= size
             self._evictions += 1
+            _log.debug("evicted window %s (%d bytes) to stay within %d", key, size, self._limit)
 
     def get(self, key: Hashable) -> pa.Table | None:
         """Return the cached table for ``key`` (marking it recently used), or None.

@@ -163,6 +163,16 @@ class ReadAhead:
                 self._cond.wait()
             return True
 
+    def settle(self) -> None:
+        """Wait until every hinted window is read (or dropped): a point where nothing races.
+
+        For tests and benchmarks that check what was read ahead without depending on whether
+        the threads got the CPU before the consumer did.
+        """
+        with self._cond:
+            while (self._queue and self._running) or self._in_flight:
+                self._cond.wait()
+
     def _run(self) -> None:
         me = threading.current_thread()
         while True:

@@ -147,6 +147,14 @@ def _resolve(source: SourceLike) -> list[str]:
         raise SourceError(f"dataset source {text} does not exist", text)
     if isinstance(source, bytes):
         raise SourceError("the dataset source must be a path, a glob or a list of paths, not bytes")
+    if not isinstance(source, Sequence) and hasattr(source, "__getitem__"):
+        # a dataset, view or Mixture: iterating it would read rows (and print one in the error)
+        kind = type(source).__name__
+        raise SourceError(
+            f"the dataset source is a {kind}, not a path: a {kind} is already a dataset, use it "
+            "where a dataset goes (ChunkedSampler, DataLoader); ParquetDataset opens a path, a "
+            "glob or a list of paths"
+        )
     items = list(source)
     if not items:
         raise SourceError("the dataset source is an empty list of files")
@@ -154,7 +162,8 @@ def _resolve(source: SourceLike) -> list[str]:
     for item in items:
         if not isinstance(item, str | os.PathLike):
             raise SourceError(
-                f"the dataset source list holds {item!r}, which is not a path", str(item)
+                f"the dataset source list holds a {type(item).__name__}, which is not a path: "
+                "list paths, globs or URLs"
             )
         path = Path(os.fspath(item)).expanduser()
         if path.is_dir():

@@ -221,6 +221,11 @@ def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
     leaves = list(_tables(node["from_table"]))
     datasets = 0
     for leaf in leaves:
+        if leaf.get("type") == "EMPTY":
+            raise QueryError(
+                "view query reads no table: a view selects rows FROM dataset, e.g. "
+                "query=\"SELECT tokens, label FROM dataset WHERE label > 0\""
+            )
         if leaf.get("type") != "BASE_TABLE":
             kind = {"TABLE_FUNCTION": "a table function in FROM", "SUBQUERY": "a subquery in FROM"}
             raise _refuse(

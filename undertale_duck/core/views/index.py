@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ from ..source import Shard, Window
 from .check import ViewQuery
 from .kept import BitmapWriter, KeptRows
 from .sides import Side
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
 
 #: Bumped whenever the index format or the meaning of a count changes.
 INDEX_VERSION = 2
@@ -338,7 +342,9 @@ def _index(
     reused = stored is not None and len(stored[0]) == len(windows)
     if stored is not None and reused:
         counts, kept = stored
+        _log.debug("view index %s reused for %s", key, view.text)
     else:
+        _log.info("indexing view %r over %d shards", view.text, len(shards))
         directory = process_cache_dir("views", protected)
         with (
             atomic_file(directory, f"{key}.rows") as out,

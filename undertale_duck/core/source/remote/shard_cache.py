@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import re
 import secrets
@@ -66,6 +67,9 @@ def key_of(path: str, version: str | None, size: int) -> str:
     """The cache name of one version of an object: a hash of its URL, version and size."""
     text = f"{path}\0{version or ''}\0{size}"
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
 
 Fetch = Callable[[Shard, str], None]
 _HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
@@ -310,6 +314,7 @@ class ShardCache:
                 leftover.unlink()
         self.make_room(shard.size, keep=key)
         part = f"{data}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+        _log.info("downloading %s (%d bytes) into %s", shard.path, shard.size, self.directory)
         try:
             fetch(shard, part)
             got = os.path.getsize(part)
@@ -377,6 +382,7 @@ class ShardCache:
                 os.unlink(self.directory / (key + DATA_SUFFIX))
             os.unlink(lock)
             self.stats.evictions += 1
+            _log.info("evicted cached shard %s from %s", key, self.directory)
             return True
         finally:
             os.close(fd)
