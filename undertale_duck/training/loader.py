@@ -59,6 +59,7 @@ class ChunkedLoader(DataLoader[Any]):
         if sampler is None or self.batch_size is None:
             return super().__iter__()
         self._hint(sampler, self.batch_size)
+        sampler.counted_by_loader = True
         sampler.consumed = sampler.resume_at
         return _Counting(super().__iter__(), sampler, self.batch_size)
 

@@ -129,6 +129,9 @@ class ChunkedSampler(DistributedSampler[int]):
         self.epoch = 0
         #: Samples of this epoch consumed so far (kept up to date by ``load()``'s loader).
         self.consumed = 0
+        #: Whether a driver (``load()``'s loader) counts :attr:`consumed` batch by batch.
+        self.counted_by_loader = False
+        self._live: _Pass | None = None  # the latest iteration, whose position state_dict reports
         self._resume = 0  # samples of ``epoch`` to skip on the next iteration
         self._units: list[tuple[int, int]] | None = None
         self._memo: tuple[int, Order] | None = None  # (epoch, order) of a shuffled epoch
@@ -191,11 +194,17 @@ class ChunkedSampler(DistributedSampler[int]):
         return order
 
     def __iter__(self) -> Iterator[int]:
-        """Yield this epoch's indices, skipping those consumed before a restored checkpoint."""
+        """Yield this epoch's indices, skipping those consumed before a restored checkpoint.
+
+        Returns:
+            An iterator with its own ``state_dict``/``load_state_dict`` (its position in the
+            epoch), which torchdata's ``StatefulDataLoader`` saves with every batch it hands
+            out.
+        """
         start, self._resume = self._resume, 0
         self.consumed = start
-        order = self.order()[start:]
-        return _yield(order)
+        self._live = _Pass(self, start)
+        return self._live
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next iteration yields.
@@ -214,6 +223,7 @@ class ChunkedSampler(DistributedSampler[int]):
             self.epoch = epoch
             self.consumed = 0
             self._resume = 0
+            self._live = None
 
     # ------------------------------------------------------------------ resume
     def _fingerprint(self) -> dict[str, Any]:
@@ -232,17 +242,35 @@ class ChunkedSampler(DistributedSampler[int]):
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Return the position in the epoch, to resume from with :meth:`load_state_dict`.
 
+        Which count the state holds, in this order:
+
+        1. ``consumed``, when given: what the driver knows was used by training;
+        2. :attr:`consumed` when the loader built by ``load()`` drives the sampler (it counts
+           the batches handed to the training loop, not those its workers prefetched);
+        3. otherwise the indices the sampler's latest iteration handed out. That is exact
+           for a plain loop over the sampler and for torchdata's ``StatefulDataLoader``
+           (which saves the state of the sampler's iterator at the batch it yields), but a
+           plain ``DataLoader`` with workers prefetches ahead of the training loop, so it
+           counts batches not yet trained on: give ``consumed=`` there.
+
         Args:
-            consumed: Samples of this epoch already used by training; by default
-                :attr:`consumed`, which the loader built by ``load()`` keeps up to date
-                (counting batches handed to the training loop, not batches prefetched by
-                workers). Give it when driving the sampler with another loader.
+            consumed: Samples of this epoch already used by training.
 
         Returns:
             ``{"epoch", "consumed", ...}`` plus the settings the order depends on.
         """
-        done = self.consumed if consumed is None else _check_int("consumed", consumed, 0)
-        return {"epoch": self.epoch, "consumed": min(done, len(self)), **self._fingerprint()}
+        if consumed is not None:
+            done = _check_int("consumed", consumed, 0)
+        elif self.counted_by_loader:
+            done = self.consumed
+        elif self._live is not None and self._live.epoch == self.epoch:
+            done = self._live.position
+        else:
+            done = max(self.consumed, self._resume)
+        return self._state(self.epoch, done)
+
+    def _state(self, epoch: int, done: int) -> dict[str, Any]:
+        return {"epoch": epoch, "consumed": min(done, len(self)), **self._fingerprint()}
 
     def load_state_dict(self, state: dict[str, Any], *, check_data: bool = True) -> None:
         """Resume: the next iteration yields exactly the samples of the saved epoch not yet used.
@@ -291,8 +319,54 @@ class ChunkedSampler(DistributedSampler[int]):
         self.epoch = epoch
         self.consumed = consumed
         self._resume = consumed
+        self._live = None
 
 
-def _yield(order: Order) -> Iterator[int]:
-    for start in range(0, len(order), _YIELD_STEP):
-        yield from order[start : start + _YIELD_STEP].tolist()
+class _Pass(Iterator[int]):
+    """One iteration over a :class:`ChunkedSampler`'s epoch; its state is its position.
+
+    torchdata's ``StatefulDataLoader`` calls :meth:`state_dict` as it sends each batch of
+    indices to a worker and keeps the state that belongs to each batch it yields, so a
+    resumed loader continues after exactly the batches it handed out.
+    """
+
+    def __init__(self, sampler: ChunkedSampler, start: int) -> None:
+        self._sampler = sampler
+        self._begin(start)
+
+    def _begin(self, start: int) -> None:
+        self.epoch = self._sampler.epoch
+        self._order = self._sampler.order()
+        self.position = min(start, len(self._order))
+        self._buffer: list[int] = []
+        self._buffer_end = self.position
+
+    def __iter__(self) -> _Pass:
+        return self
+
+    def __next__(self) -> int:
+        if self.position >= self._buffer_end:
+            if self.position >= len(self._order):
+                raise StopIteration
+            self._buffer = self._order[self.position : self.position + _YIELD_STEP].tolist()
+            self._buffer_end = self.position + len(self._buffer)
+        value = self._buffer[self.position - self._buffer_end + len(self._buffer)]
+        self.position += 1
+        return value
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the sampler's state at this iteration's position (indices handed out)."""
+        return self._sampler._state(self.epoch, self.position)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a state of :meth:`state_dict` (the sampler's checks apply).
+
+        Args:
+            state: A dict from :meth:`state_dict` or ``ChunkedSampler.state_dict``.
+        """
+        sampler = self._sampler
+        sampler.load_state_dict(state)
+        start, sampler._resume = sampler._resume, 0
+        sampler.consumed = start
+        sampler._live = self
+        self._begin(start)
