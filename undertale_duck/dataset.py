@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+import os
+from typing import Any
+
 from pydantic import BaseModel
 
 from .core.dataset import ShardDataset
 from .core.duck import threads_of
-from .errors import SchemaError
+from .errors import ArgumentError, SchemaError
 from .validation import runner
 from .validation.model import ValidationReport
 from .validation.relation import view_rows
@@ -20,6 +24,10 @@ class ParquetDataset(ShardDataset):
     :meth:`validate`, as in undertale's original dataset module. The split keeps the loading
     core free of any dependency on validation.
     """
+
+    def __init__(self, source: Any, *args: Any, **kwargs: Any) -> None:
+        _check_source(source)
+        super().__init__(source, *args, **kwargs)
 
     def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
@@ -60,3 +68,21 @@ class ParquetDataset(ShardDataset):
         result = self.report(schema)
         if not result.passed:
             raise SchemaError(f"dataset does not conform: {result.summary()}", report=result)
+
+
+def _check_source(source: Any) -> None:
+    """Refuse, in one line, an open dataset (a ``Mixture``, a ``ParquetDataset``) as a source."""
+    if isinstance(source, str | bytes | os.PathLike | list | tuple):
+        return
+    if hasattr(source, "__getitem__") and hasattr(source, "__len__"):
+        raise ArgumentError(
+            f"ParquetDataset's source must be a path, URL, glob or list of them, not an open "
+            f"{type(source).__name__}: pass that dataset to load(), DataModule or "
+            "ChunkedSampler directly"
+        )
+
+
+# keep the full signature visible (help(), and Mixture's check of the options it passes on)
+ParquetDataset.__init__.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    ShardDataset.__init__
+)

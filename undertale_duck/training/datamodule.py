@@ -12,6 +12,10 @@ import lightning
 from ..core.source import SourceLike
 from ..errors import ArgumentError
 from .loader import ChunkedLoader, load
+from .mixture import Mixture
+
+#: What a split may be: a source (path, URL, glob, list) or a Mixture of sources.
+Split = SourceLike | Mixture
 
 #: ``load()`` keywords the DataModule sets itself; every other keyword option passes through.
 _OWN = frozenset({"shuffle", "ranks", "rank"})
@@ -43,7 +47,8 @@ class DataModule(lightning.LightningDataModule):
     the samples not yet consumed.
 
     Args:
-        training: Path to the training dataset.
+        training: Path to the training dataset, or a :class:`~undertale_duck.Mixture`
+            (any split may be one; proportions per epoch, resume and the data check apply).
         validation: Path to the validation dataset; None skips validation (Lightning then
             sees no ``val_dataloader``, as with ``test`` and ``predict``).
         schema: Expected dataset schema (None skips validation).
@@ -64,16 +69,16 @@ class DataModule(lightning.LightningDataModule):
 
     def __init__(
         self,
-        training: SourceLike,
-        validation: SourceLike | None,
+        training: Split,
+        validation: Split | None,
         schema: Any,
         collator: Callable[[list[dict[str, Any]]], Any] | None,
         batch: int,
         workers: int = 0,
         memory: float = 4096,
         *,
-        test: SourceLike | None = None,
-        predict: SourceLike | None = None,
+        test: Split | None = None,
+        predict: Split | None = None,
         shuffle: bool = True,
         **options: Any,
     ) -> None:
@@ -118,7 +123,7 @@ class DataModule(lightning.LightningDataModule):
         self.__dict__.update(state)
         self._hide_missing_splits()
 
-    def _load(self, path: SourceLike, shuffle: bool) -> ChunkedLoader:
+    def _load(self, path: Split, shuffle: bool) -> ChunkedLoader:
         return load(
             path,
             self.schema,

@@ -14,6 +14,7 @@ from ..core.rows import Format
 from ..core.source import SourceLike
 from ..dataset import ParquetDataset
 from ..errors import ArgumentError
+from .mixture import Mixture
 from .order import worker_windows
 from .sampler import ChunkedSampler
 from .validated import validate_once
@@ -153,7 +154,7 @@ class _Counting(Iterator[Any]):
 
 
 def load(
-    path: SourceLike | ParquetDataset,
+    path: SourceLike | ParquetDataset | Mixture,
     schema: Any,
     collator: Callable[[list[dict[str, Any]]], Any] | None,
     batch: int,
@@ -195,8 +196,11 @@ def load(
 
     Args:
         path: A Parquet file, a directory of shards, a glob or a list of files (see
-            ``ParquetDataset``), or an open ``ParquetDataset``.
-        schema: Expected dataset schema (a schema class); None skips validation.
+            ``ParquetDataset``), an open ``ParquetDataset``, or a
+            :class:`~undertale_duck.Mixture` (the dataset options below are then the
+            mixture's own business; ``shuffle``, resume and ``batch_rows`` work alike).
+        schema: Expected dataset schema (a schema class); None skips validation. For a
+            mixture, every stream that is a ``ParquetDataset`` is validated.
         collator: Turns a list of row dicts into a batch (``collate_fn``); None keeps lists.
         batch: Batch size.
         workers: Number of worker processes; 0 reads in the main process.
@@ -235,7 +239,8 @@ def load(
         SourceError: If the dataset cannot be opened.
         ArgumentError: If an argument is out of range.
     """
-    if isinstance(path, ParquetDataset):
+    dataset: ParquetDataset | Mixture
+    if isinstance(path, ParquetDataset | Mixture):
         dataset = path
     else:
         dataset = ParquetDataset(
@@ -254,7 +259,10 @@ def load(
             retries=retries,
         )
     if schema is not None:
-        validate_once(dataset, schema)
+        parts = [s.dataset for s in dataset.streams] if isinstance(dataset, Mixture) else [dataset]
+        for part in parts:
+            if isinstance(part, ParquetDataset):
+                validate_once(part, schema)
     sampler = ChunkedSampler(
         dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix
     )
