@@ -39,8 +39,11 @@ class DataModule(lightning.LightningDataModule):
     ``DistributedSampler``, so under DDP Lightning keeps it instead of wrapping it in a
     second partitioning ``DistributedSamplerWrapper`` (``use_distributed_sampler`` True or
     False give the same order): each rank reads its own contiguous share once per epoch.
-    Under DDP the evaluation splits are partitioned the same way, so their last
-    ``len % (ranks * workers)`` rows (at most) are not evaluated.
+    Under DDP the evaluation splits are partitioned into contiguous shares too, but with
+    ``drop_last=False``: every row is evaluated exactly once (no padding duplicates), and a
+    rank may run one batch more than another, so log evaluation metrics with
+    ``sync_dist=True`` at epoch end (``on_epoch=True, on_step=False``), not per step.
+    ``drop_last`` (an option) sets the training split's rule only.
 
     The training position (epoch and samples consumed) is saved in Lightning checkpoints
     through :meth:`state_dict`; fitting with ``ckpt_path=`` resumes mid-epoch with exactly
@@ -123,7 +126,8 @@ class DataModule(lightning.LightningDataModule):
         self.__dict__.update(state)
         self._hide_missing_splits()
 
-    def _load(self, path: Split, shuffle: bool) -> ChunkedLoader:
+    def _load(self, path: Split, shuffle: bool, evaluation: bool = False) -> ChunkedLoader:
+        options = {**self.options, "drop_last": False} if evaluation else self.options
         return load(
             path,
             self.schema,
@@ -132,7 +136,7 @@ class DataModule(lightning.LightningDataModule):
             self.workers,
             self.memory,
             shuffle=shuffle,
-            **self.options,
+            **options,
         )
 
     def train_dataloader(self) -> ChunkedLoader:
@@ -149,13 +153,13 @@ class DataModule(lightning.LightningDataModule):
         return loader
 
     def val_dataloader(self) -> ChunkedLoader:
-        """Return the validation loader, never shuffled (Lightning skips it without a path).
+        """Return the validation loader: never shuffled, every row once across the ranks.
 
         Returns:
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
         assert self.validation is not None  # replaced in __init__ otherwise
-        return self._load(self.validation, False)
+        return self._load(self.validation, False, evaluation=True)
 
     def test_dataloader(self) -> ChunkedLoader:
         """Return the test loader, never shuffled (only with a ``test`` path).
@@ -164,7 +168,7 @@ class DataModule(lightning.LightningDataModule):
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
         assert self.test is not None  # replaced in __init__ otherwise
-        return self._load(self.test, False)
+        return self._load(self.test, False, evaluation=True)
 
     def predict_dataloader(self) -> ChunkedLoader:
         """Return the prediction loader, never shuffled (only with a ``predict`` path).
@@ -173,7 +177,7 @@ class DataModule(lightning.LightningDataModule):
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
         assert self.predict is not None  # replaced in __init__ otherwise
-        return self._load(self.predict, False)
+        return self._load(self.predict, False, evaluation=True)
 
     def state_dict(self) -> dict[str, Any]:
         """Return the training position for a checkpoint.

@@ -164,6 +164,7 @@ def load(
     shuffle: bool = False,
     seed: int = 0,
     mix: int = 1,
+    drop_last: bool = True,
     ranks: int | None = None,
     rank: int | None = None,
     pin_memory: bool = False,
@@ -208,6 +209,9 @@ def load(
         shuffle: Shuffle windows and the rows inside them, per epoch (``set_epoch``).
         seed: Shuffle seed.
         mix: With ``shuffle``, how many windows' rows are mixed together.
+        drop_last: True (training): equal rank shares, the last few rows of the epoch's
+            sequence left out (undertale's original rule). False (evaluation): every row
+            exactly once; ranks may then run one batch more than others.
         ranks: Distributed ranks (from ``torch.distributed`` by default).
         rank: This rank (from ``torch.distributed`` by default).
         pin_memory: Passed to ``DataLoader``.
@@ -264,7 +268,8 @@ def load(
             if isinstance(part, ParquetDataset):
                 validate_once(part, schema)
     sampler = ChunkedSampler(
-        dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix
+        dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix,
+        drop_last=drop_last,
     )
     if workers == 0 and (persistent_workers or prefetch_factor is not None):
         raise ArgumentError(
