@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from .core.dataset import ShardDataset
 from .core.duck import threads_of
 from .errors import ArgumentError, SchemaError
-from .validation import runner
+from .validation import runner, verdicts
 from .validation.model import ValidationReport
 from .validation.relation import view_rows
 
@@ -25,9 +25,30 @@ class ParquetDataset(ShardDataset):
     core free of any dependency on validation.
     """
 
-    def __init__(self, source: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, source: Any, *args: Any, schema: type[BaseModel] | None = None, **kwargs: Any
+    ) -> None:
+        """Open the dataset (see ``ShardDataset``), validating it first when given a schema.
+
+        With ``schema=`` (as undertale's training scripts call it) the dataset is checked on
+        open as :func:`undertale_duck.validation.verdicts.validate` does: a passing verdict
+        recorded for the same schema and shards is reused, so reopening costs no scan. Each
+        process decides on its own, with no collective call, so under DDP a rank that opens
+        a dataset alone never waits for the others. DataLoader workers receive the open
+        dataset and never validate again.
+
+        Raises:
+            SchemaError: If the dataset does not conform to ``schema`` (it is closed).
+            ArgumentError: If ``source`` is an open dataset, or ``schema`` no model class.
+        """
         _check_source(source)
         super().__init__(source, *args, **kwargs)
+        if schema is not None:
+            try:
+                verdicts.validate(self, schema)
+            except BaseException:
+                self.close()
+                raise
 
     def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
@@ -82,7 +103,12 @@ def _check_source(source: Any) -> None:
         )
 
 
-# keep the full signature visible (help(), and Mixture's check of the options it passes on)
-ParquetDataset.__init__.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-    ShardDataset.__init__
-)
+def _signature() -> inspect.Signature:
+    """``ShardDataset.__init__``'s parameters plus ``schema``, for help() and ``Mixture``."""
+    base = inspect.signature(ShardDataset.__init__)
+    schema = inspect.Parameter("schema", inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation="type[BaseModel] | None")
+    return base.replace(parameters=[*base.parameters.values(), schema])
+
+
+ParquetDataset.__init__.__signature__ = _signature()  # type: ignore[attr-defined]

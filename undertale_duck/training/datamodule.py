@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import lightning
@@ -138,6 +138,19 @@ class DataModule(lightning.LightningDataModule):
             shuffle=shuffle,
             **options,
         )
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield the training split's collated batches, one epoch (as undertale's scripts do).
+
+        A pass like ``for batch in datamodule: ...`` (class weights from the labels, say)
+        runs over a loader of its own, with the training settings: it neither moves nor
+        resets the training position that checkpoints save. Under ``torch.distributed`` it
+        covers this rank's share.
+
+        Returns:
+            An iterator over the batches.
+        """
+        return iter(self._load(self.training, self.shuffle))
 
     def train_dataloader(self) -> ChunkedLoader:
         """Return the training loader (shuffled by default), resumed from a restored state.
