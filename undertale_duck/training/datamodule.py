@@ -104,6 +104,7 @@ class DataModule(lightning.LightningDataModule):
         self.options = options
         self._train_loader: ChunkedLoader | None = None
         self._pending: dict[str, Any] = {}
+        self._reload_setting: int | None = None  # the trainer's, while an elastic epoch runs
         self._hide_missing_splits()
 
     def _hide_missing_splits(self) -> None:
@@ -163,7 +164,27 @@ class DataModule(lightning.LightningDataModule):
             loader.load_state_dict(self._pending)
             self._pending = {}
         self._train_loader = loader
+        self._reload_after_elastic(loader)
         return loader
+
+    def _reload_after_elastic(self, loader: ChunkedLoader) -> None:
+        """Have Lightning rebuild the training loader once after an elastically resumed epoch.
+
+        Lightning reads the loader's length once, and the epoch resumed on another topology
+        has another length (the batches before the checkpoint plus this rank's rest) than the
+        epochs after it: ``reload_dataloaders_every_n_epochs`` is set to 1 for that epoch
+        and given back its value when the next epoch's loader is built.
+        """
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return
+        if self._reload_setting is not None:
+            trainer.reload_dataloaders_every_n_epochs = self._reload_setting
+            self._reload_setting = None
+        sampler = loader.chunked_sampler
+        if sampler is not None and sampler.elastic:
+            self._reload_setting = trainer.reload_dataloaders_every_n_epochs
+            trainer.reload_dataloaders_every_n_epochs = 1
 
     def val_dataloader(self) -> ChunkedLoader:
         """Return the validation loader: never shuffled, every row once across the ranks.

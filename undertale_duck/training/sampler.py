@@ -174,6 +174,11 @@ class ChunkedSampler(DistributedSampler[int]):
         return self._resume
 
     @property
+    def elastic(self) -> bool:
+        """Whether the current epoch continues one begun with another topology."""
+        return bool(self._before)
+
+    @property
     def tail(self) -> int:
         """Rows of the current epoch's sequence that no rank gets (the tail rule's drop)."""
         rest = self._rest_length()
