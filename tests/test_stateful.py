@@ -70,13 +70,14 @@ def test_stateful_dataloader_resumes_exactly(data: Path, workers: int, shuffle: 
         assert [*before, seen + rest, *after] == whole
 
 
-def test_stateful_dataloader_state_at_the_end_of_an_epoch(data: Path) -> None:
-    first = _loader(data, 0, True, 1)
-    whole = _epochs(_loader(data, 0, True, 1), range(2))
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_state_at_the_end_of_an_epoch(data: Path, workers: int) -> None:
+    first = _loader(data, workers, True, 1)
+    whole = _epochs(_loader(data, workers, True, 1), range(2))
     first.sampler.set_epoch(0)
     assert [i for b in first for i in b] == whole[0]
     state = first.state_dict()
-    second = _loader(data, 0, True, 1)
+    second = _loader(data, workers, True, 1)
     second.load_state_dict(state)
     second.sampler.set_epoch(1)
     assert [i for b in second for i in b] == whole[1]

@@ -157,6 +157,7 @@ class ChunkedSampler(DistributedSampler[int]):
         # {ranks, workers, batch, drop_last, consumed}; their rows are out of this epoch's rest.
         self._before: list[dict[str, Any]] = []
         self._units: list[tuple[int, int]] | None = None
+        self._data: tuple[Any] | None = None  # the dataset's fingerprint, once computed
         self._memo: tuple[tuple[int, bool], Order] | None = None  # a shuffled/elastic order
         first, stop = rank_bounds(length, self.workers, ranks, rank, drop_last)
         self.num_samples = stop - first
@@ -328,8 +329,15 @@ class ChunkedSampler(DistributedSampler[int]):
             "seed": self.seed,
             "mix": self.mix,
             "chunk": self.chunk,
-            "data": getattr(self.dataset, "fingerprint", None),
+            "data": self._data_fingerprint(),
         }
+
+    def _data_fingerprint(self) -> Any:
+        # computed once: torchdata's StatefulDataLoader asks for the state with every batch,
+        # and hashing every shard's identity each time would cost more than the batch
+        if self._data is None:
+            self._data = (getattr(self.dataset, "fingerprint", None),)
+        return self._data[0]
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Return the position in the epoch, to resume from with :meth:`load_state_dict`.
