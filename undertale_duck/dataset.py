@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
+import os
+from typing import Any
+
 from pydantic import BaseModel
 
 from .common.keywords import guard
 from .common.progress import progress_bar
 from .core.dataset import ShardDataset
 from .core.runtime import threads_of
-from .errors import SchemaError
-from .validation import runner
+from .errors import ArgumentError, SchemaError
+from .validation import runner, verdicts
 from .validation.model import ValidationReport
 from .validation.relation import view_rows
 
@@ -23,8 +27,30 @@ class ParquetDataset(ShardDataset):
     core free of any dependency on validation.
     """
 
-    # num_workers=, batch_size= ... get one line naming the fix, not Python's TypeError
-    __init__ = guard("ParquetDataset()")(ShardDataset.__init__)
+    def __init__(
+        self, source: Any, *args: Any, schema: type[BaseModel] | None = None, **kwargs: Any
+    ) -> None:
+        """Open the dataset (see ``ShardDataset``), validating it first when given a schema.
+
+        With ``schema=`` (as undertale's training scripts call it) the dataset is checked on
+        open as :func:`undertale_duck.validation.verdicts.validate` does: a passing verdict
+        recorded for the same schema and shards is reused, so reopening costs no scan. Each
+        process decides on its own, with no collective call, so under DDP a rank that opens
+        a dataset alone never waits for the others. DataLoader workers receive the open
+        dataset and never validate again.
+
+        Raises:
+            SchemaError: If the dataset does not conform to ``schema`` (it is closed).
+            ArgumentError: If ``source`` is an open dataset, or ``schema`` no model class.
+        """
+        _check_source(source)
+        super().__init__(source, *args, **kwargs)
+        if schema is not None:
+            try:
+                verdicts.validate(self, schema)
+            except BaseException:
+                self.close()
+                raise
 
     def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
@@ -70,3 +96,30 @@ class ParquetDataset(ShardDataset):
         result = self.report(schema)
         if not result.passed:
             raise SchemaError(f"dataset does not conform: {result.summary()}", report=result)
+
+
+def _check_source(source: Any) -> None:
+    """Refuse, in one line, an open dataset (a ``Mixture``, a ``ParquetDataset``) as a source."""
+    if isinstance(source, str | bytes | os.PathLike | list | tuple):
+        return
+    if hasattr(source, "__getitem__") and hasattr(source, "__len__"):
+        raise ArgumentError(
+            f"ParquetDataset's source must be a path, URL, glob or list of them, not an open "
+            f"{type(source).__name__}: pass that dataset to load(), DataModule or "
+            "ChunkedSampler directly"
+        )
+
+
+def _signature() -> inspect.Signature:
+    """``ShardDataset.__init__``'s parameters plus ``schema``, for help() and ``Mixture``."""
+    base = inspect.signature(ShardDataset.__init__)
+    schema = inspect.Parameter("schema", inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation="type[BaseModel] | None")
+    return base.replace(parameters=[*base.parameters.values(), schema])
+
+
+ParquetDataset.__init__.__signature__ = _signature()  # type: ignore[attr-defined]
+# num_workers=, batch_size= ... get one line naming the fix, not Python's TypeError
+ParquetDataset.__init__ = guard("ParquetDataset()")(  # type: ignore[method-assign]
+    ParquetDataset.__init__
+)

@@ -164,7 +164,7 @@ def cache_directory() -> Path:
     """Return the directory of verdict files (created when a verdict is written).
 
     Returns:
-        ``verdicts`` under :func:`undertale_duck.core.cachedir.cache_root`
+        ``verdicts`` under the cache root (:func:`undertale_duck.core.runtime.kind_directory`)
         (``$UNDERTALE_DUCK_CACHE``, else ``$XDG_CACHE_HOME/undertale_duck``, else
         ``~/.cache/undertale_duck``).
     """
