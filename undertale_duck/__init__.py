@@ -25,7 +25,9 @@ from .errors import (
 
 if TYPE_CHECKING:
     from . import schema
-    from .dataset import ParquetDataset
+    from .core.pack import Pack
+    from .core.views import Split
+    from .dataset import PackedDataset, ParquetDataset
     from .training.collate import collate
     from .training.datamodule import DataModule
     from .training.loader import load
@@ -42,6 +44,9 @@ _LAZY = {
     "CheckResult": "validation.model",
     "ValidationReport": "validation.model",
     "ParquetDataset": "dataset",
+    "PackedDataset": "dataset",
+    "Pack": "core.pack",
+    "Split": "core.views",
     "ChunkedSampler": "training.sampler",
     "load": "training.loader",
     "DataModule": "training.datamodule",
@@ -66,6 +71,8 @@ __all__ = [
     "Mixture",
     "NotParquetError",
     "OutOfRangeError",
+    "Pack",
+    "PackedDataset",
     "ParquetDataset",
     "QueryError",
     "RandomAccessWarning",
@@ -73,6 +80,7 @@ __all__ = [
     "SchemaError",
     "ShardChangedError",
     "SourceError",
+    "Split",
     "Stream",
     "UndertaleDuckError",
     "UnsupportedShardError",

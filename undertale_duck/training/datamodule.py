@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 from collections.abc import Callable
@@ -56,7 +57,9 @@ class DataModule(lightning.LightningDataModule):
         shuffle: Shuffle the training split.
         **options: Other keyword options of :func:`undertale_duck.load` (``seed``, ``mix``,
             ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
-            ``multiprocessing_context``, ``columns``, ...).
+            ``multiprocessing_context``, ``columns``, ``pack``, ...). ``split=Split(...)``
+            serves its train part for training and its validation part for validation
+            (``validation`` may then be the training path itself; docs/packing.md#splits).
 
     Raises:
         ArgumentError: If an option is not one ``load()`` accepts.
@@ -118,7 +121,11 @@ class DataModule(lightning.LightningDataModule):
         self.__dict__.update(state)
         self._hide_missing_splits()
 
-    def _load(self, path: SourceLike, shuffle: bool) -> ChunkedLoader:
+    def _load(self, path: SourceLike, shuffle: bool, part: str | None = None) -> ChunkedLoader:
+        options = dict(self.options)
+        split = options.pop("split", None)
+        if split is not None and part is not None:  # test and predict are not split
+            options["split"] = dataclasses.replace(split, part=part)
         return load(
             path,
             self.schema,
@@ -127,7 +134,7 @@ class DataModule(lightning.LightningDataModule):
             self.workers,
             self.memory,
             shuffle=shuffle,
-            **self.options,
+            **options,
         )
 
     def train_dataloader(self) -> ChunkedLoader:
@@ -136,7 +143,7 @@ class DataModule(lightning.LightningDataModule):
         Returns:
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
-        loader = self._load(self.training, self.shuffle)
+        loader = self._load(self.training, self.shuffle, "train")
         if self._pending:
             loader.load_state_dict(self._pending)
             self._pending = {}
@@ -150,7 +157,7 @@ class DataModule(lightning.LightningDataModule):
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
         assert self.validation is not None  # replaced in __init__ otherwise
-        return self._load(self.validation, False)
+        return self._load(self.validation, False, "validation")
 
     def test_dataloader(self) -> ChunkedLoader:
         """Return the test loader, never shuffled (only with a ``test`` path).
