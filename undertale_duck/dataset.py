@@ -246,7 +246,7 @@ class PackedDataset(ParquetDataset):
     @property
     def schema(self) -> pa.Schema:
         """The Arrow schema of a block (every column a list of ``pack.length`` integers)."""
-        types = [pa.from_numpy_dtype(d) for d in self.blocks._out_dtypes()]
+        types = [pa.from_numpy_dtype(d) for d in self.blocks.out_dtypes()]
         return pa.schema(
             [pa.field(n, pa.list_(t, self.pack.length)) for n, t in zip(
                 self.columns, types, strict=True)]

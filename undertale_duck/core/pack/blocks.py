@@ -1,136 +1,157 @@
-"""Cutting blocks out of windows: one window's documents as a token stream, and block assembly."""
+"""Building blocks from windows: where each block's pieces lie, and gathering them at once."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from .plan import Int64Array, list_lengths
+from .plan import BlockPlan, Int64Array, list_lengths
 from .spec import Pack
 
 Array = np.ndarray[Any, Any]
 
 
-@dataclass(frozen=True)
-class Stream:
-    """One window's documents laid end to end (each followed by ``eod`` when set).
+def stream_starts(table: pa.Table, spec: Pack) -> Int64Array:
+    """Where each document of a window starts in the window's stream, and the total at the end.
 
-    Built from the window's Arrow list columns without copying their values: stream
-    position ``p`` is token ``p - starts[d]`` of document ``d`` (or its ``eod``).
-
-    Attributes:
-        starts: Stream position of each document's first token, and the total at the end.
-        lengths: Each document's token count (0 for a null list).
-        offsets: For each packed column, where each document's values start in ``values``.
-        values: For each packed column, its values (all documents of the window).
+    The stream is the window's documents laid end to end, each followed by ``eod`` when set.
     """
-
-    starts: Int64Array
-    lengths: Int64Array
-    offsets: list[Int64Array]
-    values: list[Array]
-
-
-def stream_of(table: pa.Table, spec: Pack) -> Stream:
-    """The stream of one window (the table holds at least the packed columns)."""
-    offsets = []
-    values = []
-    lengths = list_lengths(table.column(spec.column))
-    for name in spec.inputs:
-        column = table.column(name)
-        array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-        if not isinstance(array, pa.ListArray | pa.LargeListArray):
-            array = array.cast(pa.list_(array.type.value_type))  # e.g. an empty chunked array
-        offsets.append(np.asarray(array.offsets.to_numpy(), dtype=np.int64)[:-1])
-        values.append(array.values.to_numpy(zero_copy_only=False))
-    step = lengths + (0 if spec.eod is None else 1)
+    step = list_lengths(table.column(spec.column))
+    if spec.eod is not None:
+        step += 1
     starts = np.zeros(len(step) + 1, dtype=np.int64)
     np.cumsum(step, out=starts[1:])
-    return Stream(starts, lengths, offsets, values)
+    return starts
 
 
 @dataclass(frozen=True)
-class Piece:
-    """Part of a block cut from one window's stream.
+class Pieces:
+    """The pieces of a batch of blocks: one per (block, window) pair, grouped by window.
 
     Attributes:
-        columns: The packed columns' values (tokens first, then ``alongside``).
-        positions: Each token's position in its document.
-        documents: Each token's document, as a row index of the documents.
+        windows: The windows read, ascending, once each.
+        groups: For each window, the indices into the arrays below of its pieces.
+        rows: The batch row (block) of each piece.
+        starts: Each piece's first stream position in its window.
+        stops: Each piece's end stream position (exclusive) in its window.
+        places: Each piece's first position in its block.
     """
 
-    columns: list[Array]
-    positions: Int64Array
-    documents: Int64Array
+    windows: list[int]
+    groups: list[Int64Array]
+    rows: Int64Array
+    starts: Int64Array
+    stops: Int64Array
+    places: Int64Array
 
 
-def cut(stream: Stream, start: int, stop: int, first_document: int, spec: Pack) -> Piece:
-    """Stream positions ``[start, stop)`` of one window.
+def pieces(plan: BlockPlan, blocks: Int64Array) -> Pieces:
+    """Where the given blocks lie: their pieces in each window, found without a Python loop."""
+    size = plan.spec.length
+    a = blocks * size
+    b = np.minimum(a + size, plan.total)
+    first = np.searchsorted(plan.starts, a, side="right") - 1
+    last = np.searchsorted(plan.starts, b - 1, side="right") - 1
+    count = last - first + 1
+    rows = np.repeat(np.arange(len(blocks), dtype=np.int64), count)
+    begin = np.repeat(np.cumsum(count) - count, count)
+    window = np.repeat(first, count) + (np.arange(len(rows), dtype=np.int64) - begin)
+    lo = plan.starts[window]
+    hi = plan.starts[window + 1]
+    ra = a[rows]
+    start = np.maximum(ra, lo)
+    stop = np.minimum(b[rows], hi)
+    keep = stop > start  # windows without tokens inside a block
+    rows, window, start, stop, lo, ra = (x[keep] for x in (rows, window, start, stop, lo, ra))
+    order = np.argsort(window, kind="stable")
+    sorted_windows = window[order]
+    cuts = np.flatnonzero(np.diff(sorted_windows)) + 1
+    return Pieces(
+        np.unique(sorted_windows).tolist(),
+        np.split(order, cuts) if len(order) else [],
+        rows,
+        start - lo,
+        stop - lo,
+        start - ra,
+    )
+
+
+def gather(
+    plan: BlockPlan,
+    blocks: Int64Array,
+    window: Callable[[int], tuple[pa.Table, Int64Array]],
+    offsets: Sequence[int],
+    dtypes: Sequence[np.dtype[Any]],
+) -> list[Array]:
+    """Blocks as ``[len(blocks), length]`` arrays, each window they span read once.
 
     Args:
-        stream: The window's stream.
-        start: First stream position.
-        stop: End stream position (exclusive).
-        first_document: The row index (in the documents) of the window's first document.
-        spec: The packing spec.
-
-    Returns:
-        The piece.
-    """
-    where = np.arange(start, stop, dtype=np.int64)
-    document = np.searchsorted(stream.starts, where, side="right") - 1
-    position = where - stream.starts[document]
-    columns = []
-    if spec.eod is None:
-        for offsets, values in zip(stream.offsets, stream.values, strict=True):
-            columns.append(values[offsets[document] + position])
-    else:
-        end = position >= stream.lengths[document]
-        for k, (offsets, values) in enumerate(zip(stream.offsets, stream.values, strict=True)):
-            at = offsets[document] + position
-            at[end] = 0
-            out = values[at] if len(values) else np.zeros(len(at), dtype=values.dtype)
-            out[end] = spec.eod if k == 0 else spec.fill
-            columns.append(out)
-    return Piece(columns, position, document + first_document)
-
-
-def assemble(pieces: Sequence[Piece], spec: Pack, dtypes: Sequence[np.dtype[Any]]) -> list[Array]:
-    """One block from its pieces, padded to ``spec.length`` when it is the short last one.
-
-    Args:
-        pieces: The block's pieces in stream order.
-        spec: The packing spec.
+        plan: The block plan.
+        blocks: Block indices (in range).
+        window: A window's table and its stream starts (:func:`stream_starts`).
+        offsets: The documents' row index of each window's first row.
         dtypes: The packed columns' value types (tokens first).
 
     Returns:
-        The block's arrays in ``spec.outputs`` order.
+        The arrays in ``spec.outputs`` order.
     """
-    size = spec.length
-    real = sum(len(p.positions) for p in pieces)
-    columns = []
-    for k, dtype in enumerate(dtypes):
-        out = np.full(size, spec.pad if k == 0 else spec.fill, dtype=dtype)
-        if pieces:
-            np.concatenate([p.columns[k] for p in pieces], out=out[:real])
-        columns.append(out)
-    result = [columns[0]]
+    spec = plan.spec
+    n, size = len(blocks), spec.length
+    columns = [
+        np.full((n, size), spec.pad if k == 0 else spec.fill, dtype=dtype)
+        for k, dtype in enumerate(dtypes)
+    ]
+    positions = np.zeros((n, size), dtype=np.int64)
+    documents = np.full((n, size), -1, dtype=np.int64)
+    found = pieces(plan, blocks)
+    eod = 0 if spec.eod is None else 1
+    for j, group in zip(found.windows, found.groups, strict=True):
+        table, starts = window(j)
+        lengths = found.stops[group] - found.starts[group]
+        shift = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        within = np.arange(int(lengths.sum()), dtype=np.int64) - shift
+        where = np.repeat(found.starts[group], lengths) + within
+        flat = np.repeat(found.rows[group] * size + found.places[group], lengths) + within
+        document = np.searchsorted(starts, where, side="right") - 1
+        position = where - starts[document]
+        end = position >= (starts[document + 1] - starts[document] - eod) if eod else None
+        for k, name in enumerate(spec.inputs):
+            array = _list_array(table.column(name))
+            values = array.values.to_numpy(zero_copy_only=False)
+            at = np.asarray(array.offsets, dtype=np.int64)[document] + position
+            if end is not None:
+                at[end] = 0
+                taken = values[at] if len(values) else np.zeros(len(at), dtype=dtypes[k])
+                taken[end] = spec.eod if k == 0 else spec.fill
+            else:
+                taken = values[at]
+            columns[k].reshape(-1)[flat] = taken
+        positions.reshape(-1)[flat] = position
+        documents.reshape(-1)[flat] = document + offsets[j]
+    out = [columns[0]]
     if spec.position_ids:
-        positions = np.zeros(size, dtype=np.int64)
-        if pieces:
-            np.concatenate([p.positions for p in pieces], out=positions[:real])
-        result.append(positions)
+        out.append(positions)
     if spec.segment_ids:
-        segments = np.zeros(size, dtype=np.int64)
-        if real:
-            documents = np.concatenate([p.documents for p in pieces])
-            segments[0] = 1
-            np.cumsum(documents[1:] != documents[:-1], out=segments[1:real])
-            segments[1:real] += 1
-        result.append(segments)
-    return result + columns[1:]
+        out.append(segments(documents))
+    return out + columns[1:]
 
+
+def segments(documents: Int64Array) -> Int64Array:
+    """Each token's document number within its block, from 1; 0 where ``documents`` is -1."""
+    real = documents >= 0
+    change = np.ones(documents.shape, dtype=bool)
+    change[:, 1:] = documents[:, 1:] != documents[:, :-1]
+    out = np.cumsum(change & real, axis=1, dtype=np.int64)
+    out[~real] = 0
+    return out
+
+
+def _list_array(column: pa.ChunkedArray) -> pa.ListArray | pa.LargeListArray:
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    if column.num_chunks == 0:
+        array = pa.array([], column.type)
+    return array

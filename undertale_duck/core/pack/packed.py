@@ -15,7 +15,7 @@ from ...errors import ArgumentError, OutOfRangeError
 from ..dataset import ShardDataset
 from ..rows import Format, Row, RowBatch, TensorRangeError, to_tensor
 from ..source import windows as win
-from .blocks import Array, Piece, Stream, assemble, cut, stream_of
+from .blocks import Array, gather, stream_starts
 from .plan import BlockPlan, BlockRun, count_tokens, index_key, load_tokens, save_tokens
 from .spec import Pack
 
@@ -53,7 +53,8 @@ class PackedBlocks:
         self.dtypes = [
             np.dtype(schema.field(c).type.value_type.to_pandas_dtype()) for c in spec.inputs
         ]
-        self._memo: tuple[int, pa.Table, Stream] | None = None
+        #: Stream starts of windows the cache holds: ``{window: (table, starts)}``.
+        self._memo: dict[int, tuple[pa.Table, np.ndarray[Any, np.dtype[np.int64]]]] = {}
         self.plan = BlockPlan(self._tokens(), spec)
 
     def _tokens(self) -> list[int]:
@@ -75,7 +76,7 @@ class PackedBlocks:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_memo"] = None
+        state["_memo"] = {}
         return state
 
     # ------------------------------------------------------------------ layout
@@ -100,19 +101,23 @@ class PackedBlocks:
 
     def documents_of(self, block: int) -> range:
         """The row indices (in the documents) of the documents with a token in a block."""
-        pieces = self._pieces(win.normalize_index(block, len(self)))
-        return range(int(pieces[0].documents[0]), int(pieces[-1].documents[-1]) + 1)
+        k = win.normalize_index(block, len(self))
+        spans = self.plan.spans(k)
+        (j, a, _), (last, _, b) = spans[0], spans[-1]
+        first = int(np.searchsorted(self._starts(j)[1], a, side="right")) - 1
+        end = int(np.searchsorted(self._starts(last)[1], b - 1, side="right")) - 1
+        windows = self.documents.windows
+        return range(windows[j].offset + first, windows[last].offset + end + 1)
 
     # ------------------------------------------------------------------ blocks
     def block(self, index: int, fmt: Format) -> Row:
         """Block ``index`` as ``{column: value}`` in a format."""
-        arrays = assemble(
-            self._pieces(win.normalize_index(index, len(self))), self.spec, self.dtypes
-        )
-        return self._row(arrays, fmt)
+        k = win.normalize_index(index, len(self))
+        arrays = self._gather(np.asarray([k], dtype=np.int64))
+        return self._row([a[0] for a in arrays], fmt)
 
     def blocks(self, indices: Sequence[int], fmt: Format) -> MutableSequence[Row]:
-        """Many blocks, each window read once (in ascending block order), in a format.
+        """Many blocks, each window they span read once (in ascending order), in a format.
 
         A ``RowBatch`` (column-wise, ``[n, length]`` arrays) in the ``numpy``/``torch``
         formats, as the documents' ``__getitems__`` returns.
@@ -120,13 +125,11 @@ class PackedBlocks:
         if isinstance(indices, torch.Tensor):
             indices = indices.tolist()
         n = len(self)
-        index = [win.normalize_index(i, n) for i in indices]
+        index = np.fromiter(
+            (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
+        )
+        out = self._gather(index)
         names = self.spec.outputs
-        out = [np.empty((len(index), self.spec.length), dtype=d) for d in self._out_dtypes()]
-        for k in np.argsort(np.asarray(index, dtype=np.int64), kind="stable").tolist():
-            for column, array in zip(out, assemble(self._pieces(index[k]), self.spec,
-                                                   self.dtypes), strict=True):
-                column[k] = array
         if fmt == "python":
             lists = [column.tolist() for column in out]
             return [dict(zip(names, values, strict=True)) for values in zip(*lists, strict=True)]
@@ -135,24 +138,29 @@ class PackedBlocks:
             whole = {name: self._tensor(name, value) for name, value in whole.items()}
         return RowBatch(list(names), len(index), whole, {})
 
-    def _out_dtypes(self) -> list[np.dtype[Any]]:
+    def out_dtypes(self) -> list[np.dtype[Any]]:
+        """The value type of each output column, in ``spec.outputs`` order."""
         extra = [np.dtype(np.int64)] * (int(self.spec.position_ids) + int(self.spec.segment_ids))
         return [self.dtypes[0], *extra, *self.dtypes[1:]]
 
-    def _pieces(self, block: int) -> list[Piece]:
-        documents = self.documents
-        pieces = []
-        for j, start, stop in self.plan.spans(block):
-            table = documents.reader.window(j)
-            memo = self._memo
-            if memo is not None and memo[0] == j and memo[1] is table:
-                stream = memo[2]
-            else:
-                stream = stream_of(table, self.spec)
-                # the stream holds the table: one window beyond the cache at most
-                self._memo = (j, table, stream)
-            pieces.append(cut(stream, start, stop, documents.windows[j].offset, self.spec))
-        return pieces
+    def _gather(self, index: np.ndarray[Any, np.dtype[np.int64]]) -> list[Array]:
+        offsets = [w.offset for w in self.documents.windows]
+        return gather(self.plan, index, self._starts, offsets, self.dtypes)
+
+    def _starts(self, j: int) -> tuple[pa.Table, np.ndarray[Any, np.dtype[np.int64]]]:
+        """Window ``j``'s table and its stream starts (kept while the cache keeps the window)."""
+        reader = self.documents.reader
+        table = reader.window(j)
+        memo = self._memo
+        known = memo.get(j)
+        if known is not None and known[0] is table:
+            return table, known[1]
+        starts = stream_starts(table, self.spec)
+        cache = reader.cache
+        for k in [k for k in memo if k not in cache]:  # never hold a window the cache let go
+            del memo[k]
+        memo[j] = (table, starts)
+        return table, starts
 
     def _row(self, arrays: list[Array], fmt: Format) -> Row:
         names = self.spec.outputs
