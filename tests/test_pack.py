@@ -391,3 +391,49 @@ def test_null_tokens_and_unequal_alongside_are_refused(tmp_path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp_path / "a.parquet")
     with pytest.raises(OutOfRangeError, match=r"'mask'.*2 values"):
         ParquetDataset(tmp_path, pack=Pack(column="tokens", length=2, alongside=("mask",)))
+
+
+def test_mixture_of_packed_streams_and_batch_rows(shards: Path, tmp_path: Path) -> None:
+    from undertale_duck import Mixture, Stream, batch_rows
+
+    spec = Pack(column="tokens", length=8, eod=30_001)
+    packed = ParquetDataset(shards, pack=spec, window_bytes=300)
+    mix = Mixture(
+        [Stream(packed, proportion=0.5, name="a"),
+         Stream(shards, proportion=0.5, name="b", where="label = 1")],
+        pack=spec, window_bytes=300,
+    )
+    assert isinstance(mix.streams[1].dataset, PackedDataset)  # opened with the mixture's pack
+    expected_a = reference(shards, spec)["tokens"]
+    sampler = ChunkedSampler(mix, 4, workers=1, shuffle=True, seed=0)
+    rows = batch_rows(sampler, step=0, values=True)
+    for entry in rows:
+        stream, inner = mix.source_of(entry["index"])
+        if entry["source"] == "a":
+            assert entry["row"]["tokens"] == expected_a[inner]
+            docs = packed.documents_of(inner)
+            assert (entry["shard"], entry["shard_row"]) == packed.documents.locate(docs.start)
+        assert len(entry["row"]["tokens"]) == 8
+
+
+def test_datamodule_with_pack(shards: Path) -> None:
+    from undertale_duck import DataModule
+
+    spec = Pack(column="tokens", length=8)
+    module = DataModule(shards, shards, None, collate, 4, pack=spec, format="torch")
+    batches = list(module.val_dataloader())
+    expected = torch.tensor(reference(shards, spec)["tokens"], dtype=torch.int32)
+    seen = torch.cat([b["tokens"] for b in batches])
+    assert torch.equal(seen, expected[: len(seen)])
+    assert len(seen) == len(expected) // 4 * 4 or len(seen) == len(expected)
+
+
+def test_pickled_dataset_serves_the_same_blocks(shards: Path) -> None:
+    import pickle
+
+    ds = ParquetDataset(shards, pack=Pack(column="tokens", length=8, eod=3), window_bytes=300)
+    first = ds[5]
+    copy = pickle.loads(pickle.dumps(ds))
+    assert isinstance(copy, PackedDataset)
+    assert copy[5] == first
+    assert len(copy) == len(ds) and copy.fingerprint == ds.fingerprint
