@@ -122,7 +122,7 @@ def gather(
         for k, name in enumerate(spec.inputs):
             array = _list_array(table.column(name))
             values = array.values.to_numpy(zero_copy_only=False)
-            at = np.asarray(array.offsets, dtype=np.int64)[document] + position
+            at = np.asarray(array.offsets)[document] + position  # int32 or int64 offsets
             if end is not None:
                 at[end] = 0
                 taken = values[at] if len(values) else np.zeros(len(at), dtype=dtypes[k])
