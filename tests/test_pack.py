@@ -437,3 +437,59 @@ def test_pickled_dataset_serves_the_same_blocks(shards: Path) -> None:
     assert isinstance(copy, PackedDataset)
     assert copy[5] == first
     assert len(copy) == len(ds) and copy.fingerprint == ds.fingerprint
+
+
+def test_schema_sql_and_validation_are_about_the_documents(shards: Path) -> None:
+    from pydantic import BaseModel, Field
+
+    from undertale_duck import SchemaError
+
+    class Document(BaseModel):
+        tokens: list[int]
+
+    class Short(BaseModel):
+        tokens: list[int] = Field(max_length=3)
+
+    spec = Pack(column="tokens", length=8)
+    loader = load(shards, Document, collate, 4, pack=spec, format="torch")
+    assert len(next(iter(loader))["tokens"][0]) == 8
+    with pytest.raises(SchemaError):
+        load(shards, Short, collate, 4, pack=spec)
+    ds = ParquetDataset(shards, pack=spec)
+    assert ds.sql("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": 398}]
+    assert ds.documents.columns == ["tokens"]  # only the packed column is read
+
+
+def test_resume_with_two_workers(shards: Path) -> None:
+    spec = Pack(column="tokens", length=8, eod=30_001)
+    options: dict[str, Any] = {"pack": spec, "window_bytes": 300, "format": "torch",
+                               "shuffle": True, "seed": 2, "workers": 2}
+    whole = torch.cat([b["tokens"] for b in load(shards, None, collate, 4, **options)])
+    first = load(shards, None, collate, 4, **options)
+    it = iter(first)
+    head = [next(it)["tokens"] for _ in range(7)]
+    state = first.state_dict()
+    del it
+    second = load(shards, None, collate, 4, **options)
+    second.load_state_dict(state)
+    rest = [b["tokens"] for b in second]
+    assert torch.equal(torch.cat(head + rest), whole)
+
+
+@pytest.mark.heavy
+def test_pack_benchmark_runs(tmp_path: Path) -> None:
+    import math
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import bench_pack
+
+    results = bench_pack.main([
+        "--shards", "2", "--rows", "300", "--longest", "64", "--lengths", "32,100",
+        "--batch", "4", "--batches", "10", "--repeat", "1",
+        "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    assert [e["length"] for e in results["entries"]] == [32, 100]
+    for entry in results["entries"]:
+        assert all(math.isfinite(v) and v > 0 for k, v in entry.items() if k != "length")
+    assert (tmp_path / "out" / "pack.json").exists()
