@@ -493,3 +493,16 @@ def test_pack_benchmark_runs(tmp_path: Path) -> None:
     for entry in results["entries"]:
         assert all(math.isfinite(v) and v > 0 for k, v in entry.items() if k != "length")
     assert (tmp_path / "out" / "pack.json").exists()
+
+
+def test_numpy_integers_in_the_spec_and_empty_batches(shards: Path) -> None:
+    spec = Pack(column="tokens", length=np.int64(8), eod=np.int32(5))  # type: ignore[arg-type]
+    assert type(spec.length) is int and type(spec.eod) is int
+    ds = ParquetDataset(shards, pack=spec, format="numpy")
+    assert len(ds.__getitems__([])) == 0
+    assert ParquetDataset(shards, pack=spec).__getitems__([]) == []
+    with pytest.raises(IndexError):
+        ds[len(ds)]
+    with pytest.raises(TypeError):
+        ds["0"]  # type: ignore[index]
+    assert ds[-1]["tokens"].tolist() == ds[len(ds) - 1]["tokens"].tolist()

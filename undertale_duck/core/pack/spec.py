@@ -78,6 +78,10 @@ class Pack:
         if not all(isinstance(c, str) and c for c in alongside):
             raise ArgumentError(f"pack.alongside must hold column names, got {alongside!r}")
         object.__setattr__(self, "alongside", tuple(alongside))
+        for name in ("length", "pad", "fill", "eod"):  # numpy integers become ints
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, int(value))
         names = self.outputs
         if len(set(names)) != len(names):
             raise ArgumentError(
