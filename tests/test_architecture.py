@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"core.read", "core.views", "core.query"},
     {"core.rows"},
     {"core.dataset"},
-    {"core.describe"},
+    {"core.describe", "core.pack"},
     {"validation"},
     {"dataset", "schema"},
     {"training"},

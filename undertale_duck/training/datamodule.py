@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ from .loader import ChunkedLoader, load
 from .mixture import Mixture
 
 #: What a split may be: a source (path, URL, glob, list) or a Mixture of sources.
-Split = SourceLike | Mixture
+SplitSource = SourceLike | Mixture
 
 #: ``load()`` keywords the DataModule sets itself; every other keyword option passes through.
 _OWN = frozenset({"shuffle", "ranks", "rank"})
@@ -64,7 +65,9 @@ class DataModule(lightning.LightningDataModule):
         shuffle: Shuffle the training split.
         **options: Other keyword options of :func:`undertale_duck.load` (``seed``, ``mix``,
             ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
-            ``multiprocessing_context``, ``columns``, ...).
+            ``multiprocessing_context``, ``columns``, ``pack``, ...). ``split=Split(...)``
+            serves its train part for training and its validation part for validation
+            (``validation`` may then be the training path itself; docs/packing.md#splits).
 
     Raises:
         ArgumentError: If an option is not one ``load()`` accepts.
@@ -72,16 +75,16 @@ class DataModule(lightning.LightningDataModule):
 
     def __init__(
         self,
-        training: Split,
-        validation: Split | None,
+        training: SplitSource,
+        validation: SplitSource | None,
         schema: Any,
         collator: Callable[[list[dict[str, Any]]], Any] | None,
         batch: int,
         workers: int = 0,
         memory: float = 4096,
         *,
-        test: Split | None = None,
-        predict: Split | None = None,
+        test: SplitSource | None = None,
+        predict: SplitSource | None = None,
         shuffle: bool = True,
         **options: Any,
     ) -> None:
@@ -124,8 +127,15 @@ class DataModule(lightning.LightningDataModule):
         self.__dict__.update(state)
         self._hide_missing_splits()
 
-    def _load(self, path: Split, shuffle: bool, evaluation: bool = False) -> ChunkedLoader:
-        options = {**self.options, "drop_last": False} if evaluation else self.options
+    def _load(
+        self, path: SplitSource, shuffle: bool, part: str | None = None, *, evaluation: bool = False
+    ) -> ChunkedLoader:
+        options = dict(self.options)
+        split = options.pop("split", None)
+        if split is not None and part is not None:  # test and predict are not split
+            options["split"] = dataclasses.replace(split, part=part)
+        if evaluation:  # every row once over the ranks: no tail dropped
+            options["drop_last"] = False
         return load(
             path,
             self.schema,
@@ -148,7 +158,7 @@ class DataModule(lightning.LightningDataModule):
         Returns:
             An iterator over the batches.
         """
-        return iter(self._load(self.training, self.shuffle))
+        return iter(self._load(self.training, self.shuffle, "train"))
 
     def train_dataloader(self) -> ChunkedLoader:
         """Return the training loader (shuffled by default), resumed from a restored state.
@@ -156,7 +166,7 @@ class DataModule(lightning.LightningDataModule):
         Returns:
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
-        loader = self._load(self.training, self.shuffle)
+        loader = self._load(self.training, self.shuffle, "train")
         if self._pending:
             loader.load_state_dict(self._pending)
             self._pending = {}
@@ -190,7 +200,7 @@ class DataModule(lightning.LightningDataModule):
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
         assert self.validation is not None  # replaced in __init__ otherwise
-        return self._load(self.validation, False, evaluation=True)
+        return self._load(self.validation, False, "validation", evaluation=True)
 
     def test_dataloader(self) -> ChunkedLoader:
         """Return the test loader, never shuffled (only with a ``test`` path).

@@ -11,8 +11,10 @@ from typing import Any
 from torch.utils.data import DataLoader, get_worker_info
 
 from ..common.keywords import guard
+from ..core.pack import Pack
 from ..core.rows import Format
 from ..core.source import SourceLike
+from ..core.views import Split
 from ..dataset import ParquetDataset
 from ..errors import ArgumentError
 from .mixture import Mixture
@@ -187,6 +189,8 @@ def load(
     cache_dir: str | os.PathLike[str] | None = None,
     cache_limit: int | str | None = None,
     retries: int | None = None,
+    pack: Pack | Mapping[str, Any] | None = None,
+    split: Split | None = None,
 ) -> ChunkedLoader:
     """Build a DataLoader for the dataset at ``path``.
 
@@ -236,6 +240,9 @@ def load(
         cache_dir: The node's shard cache directory for a remote source.
         cache_limit: The shard cache's byte limit.
         retries: Retries of a failed store request.
+        pack: Serve fixed-length blocks of tokens (see ``ParquetDataset`` and
+            docs/packing.md); the schema still describes the documents.
+        split: Serve one part of a train/validation split (see docs/packing.md#splits).
 
     Returns:
         A :class:`ChunkedLoader` (a ``DataLoader`` with ``state_dict``/``load_state_dict``).
@@ -263,6 +270,8 @@ def load(
             cache_dir=cache_dir,
             cache_limit=cache_limit,
             retries=retries,
+            pack=pack,
+            split=split,
         )
     if schema is not None:
         parts = [s.dataset for s in dataset.streams] if isinstance(dataset, Mixture) else [dataset]
