@@ -81,7 +81,7 @@ class DataModule(lightning.LightningDataModule):
         collator: Callable[[list[dict[str, Any]]], Any] | None,
         batch: int,
         workers: int = 0,
-        memory: float = 4096,
+        memory: float | str = 4096,
         *,
         test: SplitSource | None = None,
         predict: SplitSource | None = None,
