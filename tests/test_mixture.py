@@ -16,6 +16,7 @@ from undertale_duck import (
     ChunkedSampler,
     Mixture,
     ParquetDataset,
+    SourceError,
     Stream,
     batch_rows,
     load,
@@ -297,9 +298,10 @@ def test_datamodule_trains_on_a_mixture(two: tuple[Path, Path]) -> None:
 def test_a_mixture_where_a_path_is_expected_is_one_clear_line(two: tuple[Path, Path]) -> None:
     a, b = two
     mix = _mixture(a, b)
-    with pytest.raises(ArgumentError) as info:
+    with pytest.raises(SourceError) as info:
         ParquetDataset(mix)  # type: ignore[arg-type]
     text = str(info.value)
     assert "Mixture" in text and "\n" not in text and "row-" not in text and len(text) < 250
-    with pytest.raises(ArgumentError, match="not an open ParquetDataset"):
+    assert "load(), DataModule" in text
+    with pytest.raises(SourceError, match="is a ParquetDataset, not a path"):
         ParquetDataset(ParquetDataset(a))  # type: ignore[arg-type]

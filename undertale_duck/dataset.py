@@ -91,9 +91,9 @@ class ParquetDataset(ShardDataset):
 
         Raises:
             SchemaError: If the dataset does not conform to ``schema`` (it is closed).
-            ArgumentError: If ``source`` is an open dataset, or an argument is not valid.
+            SourceError: If ``source`` is not a path, glob or list of them (an open dataset).
+            ArgumentError: If an argument is not valid.
         """
-        _check_source(source)
         if pack is not None:
             raise ArgumentError(f"pack= is served by ParquetDataset itself, not {type(self)}")
         checked = check_split(split)
@@ -178,18 +178,6 @@ class ParquetDataset(ShardDataset):
         result = self.report(schema)
         if not result.passed:
             raise SchemaError(f"dataset does not conform: {result.summary()}", report=result)
-
-
-def _check_source(source: Any) -> None:
-    """Refuse, in one line, an open dataset (a ``Mixture``, a ``ParquetDataset``) as a source."""
-    if isinstance(source, str | bytes | os.PathLike | list | tuple):
-        return
-    if hasattr(source, "__getitem__") and hasattr(source, "__len__"):
-        raise ArgumentError(
-            f"ParquetDataset's source must be a path, URL, glob or list of them, not an open "
-            f"{type(source).__name__}: pass that dataset to load(), DataModule or "
-            "ChunkedSampler directly"
-        )
 
 
 class PackedDataset(ParquetDataset):

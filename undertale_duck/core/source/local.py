@@ -151,9 +151,9 @@ def _resolve(source: SourceLike) -> list[str]:
         # a dataset, view or Mixture: iterating it would read rows (and print one in the error)
         kind = type(source).__name__
         raise SourceError(
-            f"the dataset source is a {kind}, not a path: a {kind} is already a dataset, use it "
-            "where a dataset goes (ChunkedSampler, DataLoader); ParquetDataset opens a path, a "
-            "glob or a list of paths"
+            f"the dataset source is a {kind}, not a path: a {kind} is already a dataset, pass it "
+            "where a dataset goes (load(), DataModule, ChunkedSampler, DataLoader); "
+            "ParquetDataset opens a path, a glob or a list of paths"
         )
     items = list(source)
     if not items:
