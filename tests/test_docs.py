@@ -275,7 +275,7 @@ def test_bash_block_runs(
 
 @pytest.mark.parametrize("block", ILLUSTRATIVE, ids=[b.name for b in ILLUSTRATIVE])
 def test_illustrative_block(block: Block) -> None:
-    pytest.skip(f"illustrative: {block.illustrative}")
+    pytest.skip(f"{block.name} is illustrative: {block.illustrative}")
 
 
 def test_every_page_has_its_blocks_found() -> None:
