@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from undertale_duck import ChunkedSampler, ParquetDataset, RandomAccessWarning, collate
-from undertale_duck.core import access
+from undertale_duck.core.read import access
 
 TOTAL = 2400
 

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import MemoryBudgetWarning, ParquetDataset
-from undertale_duck.core import reader as readermod
-from undertale_duck.core import windows as win
-from undertale_duck.core.cache import WindowCache, table_bytes
-from undertale_duck.core.readahead import usable_cores
+from undertale_duck.core.read import reader as readermod
+from undertale_duck.core.read.cache import WindowCache, table_bytes
+from undertale_duck.core.read.readahead import usable_cores
+from undertale_duck.core.source import windows as win
 
 FB = win.FALLBACK_ROW_BYTES
 #: ``memory`` is megabytes and may be fractional, though ``ParquetDataset`` annotates it ``int``.
@@ -559,7 +559,7 @@ def test_floor_only_budget_reads_each_window_about_once(
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 1 << 40), st.integers(1, 256))
 def test_allocator_config_bounds(memory: int, threads: int) -> None:
-    from undertale_duck.core.duck import (
+    from undertale_duck.core.runtime.duck import (
         FLUSH_THRESHOLD_MAX,
         FLUSH_THRESHOLD_MIN,
         allocator_config,
@@ -586,7 +586,7 @@ def test_dataset_reserves_what_duckdb_may_keep(
     assert ds[3] == expected[3]
     reader = ds.reader
     threads = int(ds.duckdb_config["threads"])
-    from undertale_duck.core.duck import allocator_config
+    from undertale_duck.core.runtime.duck import allocator_config
 
     setting, retained = allocator_config(ds.memory_bytes, threads)
     assert reader.retained == retained > 0

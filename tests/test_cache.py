@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core.cache import WindowCache, table_bytes
+from undertale_duck.core.read.cache import WindowCache, table_bytes
 
 
 def _table(n: int) -> pa.Table:

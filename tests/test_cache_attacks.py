@@ -29,8 +29,8 @@ import pytest
 from pydantic import Field
 
 from undertale_duck import ArgumentError, ParquetDataset, SchemaError, schema
-from undertale_duck.core import cachedir
-from undertale_duck.core.shard_cache import key_of
+from undertale_duck.core.runtime import cachedir
+from undertale_duck.core.source.remote.shard_cache import key_of
 from undertale_duck.errors import SourceError
 from undertale_duck.validation import verdicts
 

@@ -332,7 +332,7 @@ def test_interactive_shell_greets_with_the_view(data: Path, tmp_path: Path,
 def test_describe_scan_refuses_a_view_whose_side_table_changed(data: Path,
                                                                 tmp_path: Path) -> None:
     from undertale_duck import ParquetDataset
-    from undertale_duck.core.describe_view import describe_view
+    from undertale_duck.core.describe.view import describe_view
     from undertale_duck.errors import ShardChangedError
 
     side = tmp_path / "names.csv"

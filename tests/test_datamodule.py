@@ -285,7 +285,7 @@ def test_ddp_fit_each_rank_reads_its_own_share(splits: dict[str, Path], tmp_path
             assert _flat(got) == sampler.order().tolist()  # exactly its share, in order, once
             assert all(len(b) == batch for b in got[:-1])
             orders[rank].append(_flat(got))
-            evaluation = ChunkedSampler(val, batch, workers, 2, rank)
+            evaluation = ChunkedSampler(val, batch, workers, 2, rank, drop_last=False)
             assert _flat(_read(tmp_path, f"val-{rank}-{epoch}.txt")) == list(evaluation)
         both = orders[0][epoch] + orders[1][epoch]
         assert len(set(both)) == len(both) == 400  # disjoint; 400 = 2 ranks x 2 workers x 100
@@ -326,7 +326,7 @@ def test_ddp_fit_over_a_view_reads_every_row_of_the_view_once_per_epoch(
             # view positions -> source ids: each rank read exactly its share, in order
             assert got == [kept[int(i)] for i in sampler.order()]
             both += got
-            evaluation = ChunkedSampler(val, batch, workers, 2, rank)
+            evaluation = ChunkedSampler(val, batch, workers, 2, rank, drop_last=False)
             assert _flat(_read(tmp_path, f"val-{rank}-{epoch}.txt")) == _ids(
                 [val[int(i)] for i in evaluation])
         assert sorted(both) == kept  # every row of the view exactly once across the ranks
@@ -378,7 +378,8 @@ def test_resume_mid_epoch_from_a_lightning_checkpoint(splits: dict[str, Path], t
     assert len(before) == 5
     assert _flat(before) + _flat(after) == sampler.order(0).tolist()  # no repeats, no skips
     assert _flat(_read(second, "train-0-1.txt")) == sampler.order(1).tolist()
-    evaluation = ChunkedSampler(ParquetDataset(splits["val"]), batch, workers, 1, 0)
+    evaluation = ChunkedSampler(ParquetDataset(splits["val"]), batch, workers, 1, 0,
+                                 drop_last=False)
     assert _flat(_read(second, "val-0-0.txt")) == list(evaluation)
 
 
@@ -458,3 +459,68 @@ def test_ddp_resume_mid_epoch_yields_exactly_the_unseen_rows(splits: dict[str, P
         assert _flat(_read(second, f"train-{rank}-1.txt")) == sampler.order(1).tolist()
         every += order
     assert sorted(every) == list(range(400))
+
+
+# ---------------------------------------------------------------------- DDP: evaluation shares
+# Ranks run different numbers of validation batches (61 rows, batch 10: 4 and 3); metrics
+# logged with sync_dist=True at epoch end are reduced once per epoch, so no rank waits for
+# a batch another rank never runs.
+DDP_VALIDATION = textwrap.dedent(
+    """
+    import json
+    import sys
+
+    import lightning
+    import torch
+
+    from recorder import Recorder, collate
+    from undertale_duck import DataModule
+
+
+    class Metrics(Recorder):
+        def validation_step(self, batch, batch_idx):
+            super().validation_step(batch, batch_idx)
+            self.log("val_rows", float(len(batch["index"])), reduce_fx="sum", sync_dist=True,
+                     on_step=False, on_epoch=True, batch_size=len(batch["index"]))
+
+        def on_validation_epoch_end(self):
+            rows = self.trainer.callback_metrics.get("val_rows")
+            name = f"metric-{self.global_rank}-{self.current_epoch}.json"
+            with open(self.out / name, "w") as f:
+                json.dump(None if rows is None else float(rows), f)
+
+
+    cfg = json.loads(sys.argv[1])
+    dm = DataModule(cfg["train"], cfg["val"], None, collate, cfg["batch"], cfg["workers"],
+                    memory=1, seed=1)
+    trainer = lightning.Trainer(
+        strategy="ddp", accelerator="cpu", devices=2, max_epochs=2, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(Metrics(cfg["out"]), datamodule=dm)
+    """
+)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("workers", [0, 2])
+def test_ddp_validation_sees_every_row_once_and_epoch_end_sync_does_not_hang(
+    splits: dict[str, Path], tmp_path: Path, workers: int
+) -> None:
+    (tmp_path / "recorder.py").write_text(MODULE)
+    (tmp_path / "fit.py").write_text(DDP_VALIDATION)
+    cfg = {"train": str(splits["train"]), "val": str(splits["val"]), "batch": 10,
+           "workers": workers, "out": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    result = subprocess.run([sys.executable, str(tmp_path / "fit.py"), json.dumps(cfg)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    for epoch in range(2):
+        batches = [_read(tmp_path, f"val-{rank}-{epoch}.txt") for rank in (0, 1)]
+        assert [len(b) for b in batches] == [4, 3]  # 31 and 30 rows: ranks differ by a batch
+        rows = _flat(batches[0]) + _flat(batches[1])
+        assert sorted(rows) == list(range(61))  # every validation row exactly once
+        for rank in (0, 1):
+            metric = json.loads((tmp_path / f"metric-{rank}-{epoch}.json").read_text())
+            assert metric == 61.0  # summed over both ranks at epoch end

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from undertale_duck.cli.render_describe import to_text
-from undertale_duck.core import describe
+from undertale_duck.core.describe import footers as describe
 
 SIZES = [40, 0, 23, 9]
 TOTAL = sum(SIZES)

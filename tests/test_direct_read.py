@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core import pages
-from undertale_duck.core.direct import row_groups
+from undertale_duck.core.parquet import pages
+from undertale_duck.core.source import window_row_groups
 
 DAY0 = dt.date(2020, 1, 1)
 
@@ -279,20 +279,20 @@ def test_views_and_other_types_go_through_duckdb(tmp_path: Path) -> None:
 
 
 def test_window_row_groups() -> None:
-    from undertale_duck.core.source import Shard
-    from undertale_duck.core.windows import Window
+    from undertale_duck.core.source.source import Shard
+    from undertale_duck.core.source.windows import Window
 
     shard = Shard("x", 25, ((10, 1), (0, 0), (10, 1), (5, 1)), 1, 0, pa.schema([]), "")
-    assert row_groups(shard, Window(0, 0, 10, 0)) == ([0], 0)
-    assert row_groups(shard, Window(0, 5, 15, 5)) == ([0, 2], 5)
-    assert row_groups(shard, Window(0, 12, 25, 12)) == ([2, 3], 2)
-    assert row_groups(shard, Window(0, 10, 20, 10)) == ([2], 0)
+    assert window_row_groups(shard.row_groups, Window(0, 0, 10, 0)) == ([0], 0)
+    assert window_row_groups(shard.row_groups, Window(0, 5, 15, 5)) == ([0, 2], 5)
+    assert window_row_groups(shard.row_groups, Window(0, 12, 25, 12)) == ([2, 3], 2)
+    assert window_row_groups(shard.row_groups, Window(0, 10, 20, 10)) == ([2], 0)
 
 
 def test_a_shard_replaced_by_one_with_encrypted_columns_is_not_touched(tmp_path: Path) -> None:
     # pyarrow aborts the process on a column chunk's key metadata: the gate checks the
     # footer it reads again as the open did, and leaves such a file to DuckDB's errors
-    from undertale_duck.core.direct import DirectReader
+    from undertale_duck.core.read.direct import DirectReader
 
     good = tmp_path / "good.parquet"
     pq.write_table(datagen.table(0, 6), good)

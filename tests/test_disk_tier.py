@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError, ParquetDataset, ShardChangedError
-from undertale_duck.core.disk_tier import (
+from undertale_duck.core.read.disk_tier import (
     CACHE_ENV,
     DiskTier,
     default_directory,
     prepare_directory,
 )
-from undertale_duck.core.windows import Window
+from undertale_duck.core.source.windows import Window
 
 
 def window_files(directory: Path) -> list[Path]:
@@ -115,7 +115,7 @@ def test_directory_never_in_above_or_beside_the_dataset(data: tuple[Path, int]) 
 
 def test_arguments_are_checked(data: tuple[Path, int], tmp_path: Path) -> None:
     root, _ = data
-    for bad in (-1, "10", True, float("nan")):
+    for bad in (-1, "ten", "10 parsecs", True, float("nan")):
         with pytest.raises(ArgumentError, match="disk"):
             ParquetDataset(root, disk=bad)  # type: ignore[arg-type]
     with pytest.raises(ArgumentError, match="disk_dir needs disk"):

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from undertale_duck.core.drift import reference_columns, schema_drift
+from undertale_duck.core.source.drift import reference_columns, schema_drift
 from undertale_duck.validation.model import CheckResult, ValidationReport
 from undertale_duck.validation.runner import report_for
 

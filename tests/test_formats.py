@@ -292,7 +292,7 @@ class _Settings(torch.utils.data.Dataset[dict[str, Any]]):
 
 
 def test_worker_duckdb_config() -> None:
-    from undertale_duck.core.duck import default_duckdb_config, worker_duckdb_config
+    from undertale_duck.core.runtime.duck import default_duckdb_config, worker_duckdb_config
 
     assert worker_duckdb_config(2, cpus=2, ram_bytes=10 << 30) == {
         "threads": 1, "memory_limit": f"{int((10 << 30) * 0.8) // 2 >> 20}MB"}
@@ -303,7 +303,7 @@ def test_worker_duckdb_config() -> None:
 
 
 def test_workers_get_their_share_unless_configured(fixed: tuple[Path, int]) -> None:
-    from undertale_duck.core.duck import worker_duckdb_config
+    from undertale_duck.core.runtime.duck import worker_duckdb_config
 
     root, _ = fixed
     loader = DataLoader(_Settings(ParquetDataset(root)), batch_size=None, num_workers=2)

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core import windows as win
-from undertale_duck.core.group_sizes import decoded_sizes
+from undertale_duck.core.parquet.group_sizes import decoded_sizes
+from undertale_duck.core.source import windows as win
 
 FIXED = {
     "i8": pa.int8(), "i16": pa.int16(), "i32": pa.int32(), "i64": pa.int64(),

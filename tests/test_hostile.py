@@ -16,7 +16,7 @@ from undertale_duck import (
     ReadOnlyError,
     SourceError,
 )
-from undertale_duck.core.sqlfiles import quote_identifier, quote_literal
+from undertale_duck.core.runtime.sqlfiles import quote_identifier, quote_literal
 
 HOSTILE = [
     "it's \"quoted\"",

@@ -23,8 +23,8 @@ from undertale_duck import (
     QueryError,
     UnsupportedShardError,
 )
-from undertale_duck.core import windows as win
-from undertale_duck.core.source import read_footer
+from undertale_duck.core.source import windows as win
+from undertale_duck.core.source.source import read_footer
 
 
 def _count(ds: ParquetDataset) -> int:
@@ -361,7 +361,7 @@ def test_one_long_value_among_short_ones_is_still_read(tmp_path: Path) -> None:
 
 
 def test_arrow_string_limit_is_a_budget_error_not_corruption(tmp_path: Path) -> None:
-    from undertale_duck.core import failures
+    from undertale_duck.core.runtime import failures
 
     # the text DuckDB's Arrow appender raises (through pyarrow, as OSError) for a batch of
     # more than 2 GiB of strings: reproducing it takes gigabytes of memory, so the mapping

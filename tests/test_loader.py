@@ -220,3 +220,17 @@ def test_shuffled_epoch_in_main_process_reads_ahead(uneven: tuple[Path, int]) ->
         reader.ahead.settle()
     assert seen == sampler.order(0).tolist()
     assert reader.read_ahead_stats["read"] > 0
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_evaluation_loaders_over_ranks_cover_every_row_once(uneven: tuple[Path, int],
+                                                            workers: int) -> None:
+    root, total = uneven
+    seen = []
+    for rank in range(3):
+        loader = load(root, None, ids, 7, workers=workers, ranks=3, rank=rank, drop_last=False)
+        seen += [i for batch in loader for i in batch]
+    assert sorted(seen) == list(range(total))
+    trained = [i for rank in range(3)
+               for batch in load(root, None, ids, 7, ranks=3, rank=rank) for i in batch]
+    assert len(trained) == len(set(trained)) == total - total % 3  # the tail rule for training

@@ -214,3 +214,92 @@ def test_bad_source_options(two: tuple[Path, Path]) -> None:
         Mixture([ParquetDataset(a)], cache_dir="x")
     with pytest.raises(ArgumentError, match="list of streams"):
         Mixture(str(a))
+
+
+# ---------------------------------------------------------------------- load(), DataModule
+def _rows(rows: list[dict[str, object]]) -> list[str]:
+    return [f"{r['src']}:{r['id']}" for r in rows]
+
+
+def _mixture(a: Path, b: Path, size: int = 90) -> Mixture:
+    def tagged(name: str) -> str:
+        return f"SELECT id, label, '{name}' AS src FROM dataset"
+
+    return Mixture([Stream(a, proportion=2, name="a", query=tagged("a")),
+                    Stream(b, proportion=1, name="b", query=tagged("b"))],
+                   epoch_size=size, memory=1)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_load_serves_a_mixture_and_resumes_it(two: tuple[Path, Path], workers: int) -> None:
+    a, b = two
+    mix = _mixture(a, b)
+    whole = load(mix, None, _rows, 8, workers=workers, shuffle=True, seed=5)
+    epochs = []
+    for epoch in range(2):
+        whole.sampler.set_epoch(epoch)
+        rows = [r for batch in whole for r in batch]
+        assert len(rows) == len(set(rows)) == 90  # every chosen row once
+        assert Counter(r[0] for r in rows) == {"a": 60, "b": 30}  # proportions kept
+        epochs.append(rows)
+    assert epochs[0] != epochs[1]
+    first = load(_mixture(a, b), None, _rows, 8, workers=workers, shuffle=True, seed=5)
+    first.sampler.set_epoch(1)
+    it = iter(first)
+    seen = [r for _ in range(4) for r in next(it)]
+    state = first.state_dict()
+    assert state["consumed"] == 32 and state["data"] == mix.fingerprint
+    second = load(_mixture(a, b), None, _rows, 8, workers=workers, shuffle=True, seed=5)
+    second.load_state_dict(state)
+    second.sampler.set_epoch(1)
+    assert seen + [r for batch in second for r in batch] == epochs[1]
+    steps = batch_rows(second.sampler, 1, epoch=1)
+    assert [s["index"] for s in steps] == batch_indices(whole.sampler, 1, epoch=1)
+
+
+def test_resuming_a_mixture_checks_its_fingerprint(two: tuple[Path, Path]) -> None:
+    a, b = two
+    state = load(_mixture(a, b), None, None, 8, shuffle=True).state_dict()
+    other = load(_mixture(a, b, size=80), None, None, 8, shuffle=True)
+    with pytest.raises(ArgumentError, match="other"):
+        other.load_state_dict(state)
+
+
+def test_a_mixtures_streams_are_validated(two: tuple[Path, Path]) -> None:
+    from undertale_duck import SchemaError
+    from undertale_duck import schema as schemas
+
+    a, b = two
+
+    class Rows(schemas.Dataset):
+        label: int
+
+    load(_mixture(a, b), Rows, None, 8)
+    with pytest.raises(SchemaError):
+        load(_mixture(a, b), schemas.TokenizedDataset, None, 8)
+
+
+def test_datamodule_trains_on_a_mixture(two: tuple[Path, Path]) -> None:
+    from undertale_duck import DataModule
+
+    a, b = two
+    dm = DataModule(_mixture(a, b), _mixture(a, b), None, _rows, 8, seed=3)
+    rows = [r for batch in dm.train_dataloader() for r in batch]
+    assert len(rows) == 90 and len([r for batch in dm.val_dataloader() for r in batch]) == 90
+    it = iter(dm.train_dataloader())
+    seen = [r for _ in range(3) for r in next(it)]
+    state = dm.state_dict()
+    fresh = DataModule(_mixture(a, b), None, None, _rows, 8, seed=3)
+    fresh.load_state_dict(state)
+    assert seen + [r for batch in fresh.train_dataloader() for r in batch] == rows
+
+
+def test_a_mixture_where_a_path_is_expected_is_one_clear_line(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = _mixture(a, b)
+    with pytest.raises(ArgumentError) as info:
+        ParquetDataset(mix)  # type: ignore[arg-type]
+    text = str(info.value)
+    assert "Mixture" in text and "\n" not in text and "row-" not in text and len(text) < 250
+    with pytest.raises(ArgumentError, match="not an open ParquetDataset"):
+        ParquetDataset(ParquetDataset(a))  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
-from undertale_duck.core import nested
+from undertale_duck.core.bounds import weigh
 
 
 @pytest.mark.parametrize("kind", hf.NESTED_KINDS)
@@ -130,7 +130,7 @@ def test_exact_weight_is_the_bytes_of_the_values(
         sliced = pa.ListArray.from_arrays(array.offsets, flat, mask=array.is_null()).slice(
             start, stop - start
         )
-    assert nested.value_bytes(sliced) == sum(_utf8(v) for v in rows[start:stop])
+    assert weigh.value_bytes(sliced) == sum(_utf8(v) for v in rows[start:stop])
 
 
 _PEAK = textwrap.dedent(

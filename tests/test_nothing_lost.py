@@ -32,7 +32,7 @@ from undertale_duck import (
     load,
     schema,
 )
-from undertale_duck.core.sqlfiles import quote_literal
+from undertale_duck.core.runtime.sqlfiles import quote_literal
 
 Snapshot = dict[str, tuple[str, int, int, int, int]]
 

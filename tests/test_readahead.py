@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError, ParquetDataset
-from undertale_duck.core.readahead import ReadAhead, in_loader_worker, usable_cores
+from undertale_duck.core.read.readahead import ReadAhead, in_loader_worker, usable_cores
 
 SIZES = [700, 0, 1300, 500]
 

@@ -18,7 +18,7 @@ import pytest
 from torch.utils.data import DataLoader, Subset
 
 from undertale_duck import CorruptShardError, ParquetDataset, ShardChangedError
-from undertale_duck.core import lifecycle
+from undertale_duck.core.runtime import lifecycle
 
 Row = dict[str, Any]
 

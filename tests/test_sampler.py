@@ -437,8 +437,8 @@ def test_set_epoch_to_another_epoch_drops_the_resume_position() -> None:
 
 @pytest.mark.parametrize(
     ("change", "word"),
-    [({"batch": 7}, "batch"), ({"workers": 3}, "workers"), ({"ranks": 1, "rank": 0}, "ranks"),
-     ({"seed": 4}, "seed"), ({"shuffle": False}, "shuffle")],
+    [({"mix": 2}, "mix"), ({"chunk": 7}, "chunk"), ({"seed": 4}, "seed"),
+     ({"shuffle": False}, "shuffle")],
 )
 def test_resume_with_other_settings_is_refused(change: dict[str, object], word: str) -> None:
     base: dict[str, object] = {"batch": 6, "workers": 2, "ranks": 2, "rank": 0, "shuffle": True,

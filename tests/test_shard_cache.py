@@ -26,7 +26,8 @@ from storage_server import (
 )
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core.shard_cache import ShardCache, default_directory, parse_size
+from undertale_duck.common.sizes import parse_size
+from undertale_duck.core.source.remote.shard_cache import ShardCache, default_directory
 from undertale_duck.errors import ArgumentError, SourceError
 
 CHILD = str(Path(__file__).parent / "storage_child.py")
@@ -51,15 +52,16 @@ def _counters(ds: ParquetDataset) -> Any:
 
 def test_parse_size_and_default_directory(monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:
-    assert parse_size(123) == 123
-    assert parse_size("2KB") == 2000
-    assert parse_size("1.5 GiB") == 3 << 29
-    assert parse_size("0") == 0
+    assert parse_size(123, "cache_limit", "bytes") == 123
+    assert parse_size("2KB", "cache_limit", "bytes") == 2000
+    assert parse_size("1.5 GiB", "cache_limit", "bytes") == 3 << 29
+    assert parse_size("0", "cache_limit", "bytes") == 0
     for bad in (-1, "lots", "5 parsecs", True, 1.5):
         with pytest.raises(ArgumentError, match="cache_limit"):
-            parse_size(bad)  # type: ignore[arg-type]
+            parse_size(bad, "cache_limit", "bytes")
+    # the one cache rule: shards go to the shards/ folder of $UNDERTALE_DUCK_CACHE too
     monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(tmp_path / "mine"))
-    assert default_directory() == tmp_path / "mine"
+    assert default_directory() == tmp_path / "mine" / "shards"
     monkeypatch.delenv("UNDERTALE_DUCK_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_directory() == tmp_path / "xdg" / "undertale_duck" / "shards"

@@ -16,16 +16,16 @@ from pathlib import Path
 import datagen
 import pytest
 
-from undertale_duck.core import lifecycle
-from undertale_duck.core.duck import connect
+from undertale_duck.core.runtime import lifecycle
+from undertale_duck.core.runtime.duck import connect
 
 #: Spills a big sort in a tiny memory_limit through the dataset's connection and through a
 #: bare connect() (validation and describe), run from a cwd inside the dataset, while a
 #: thread records every file that appears in the spill directory.
 SPILL_SCRIPT = r"""
 import json, os, sys, threading
-from undertale_duck.core import lifecycle
-from undertale_duck.core.duck import connect, default_duckdb_config
+from undertale_duck.core.runtime import lifecycle
+from undertale_duck.core.runtime import connect, default_duckdb_config
 from undertale_duck.core.source import Source
 
 SORT = ("SELECT sum(hash(x) * r) AS s FROM (SELECT range AS x, row_number() OVER () AS r "
@@ -105,8 +105,8 @@ def test_spill_goes_to_a_private_directory_removed_at_exit(tmp_path: Path) -> No
 
 KILLED_SCRIPT = r"""
 import sys, time
-from undertale_duck.core import lifecycle
-from undertale_duck.core.duck import connect
+from undertale_duck.core.runtime import lifecycle
+from undertale_duck.core.runtime import connect
 connect().close()
 print(lifecycle.spill_directory(), flush=True)
 time.sleep(600)
@@ -127,7 +127,8 @@ def test_directory_of_a_killed_process_is_removed_by_the_next(tmp_path: Path) ->
     victim.stdout.close()
     assert left.is_dir()  # a killed process cleans nothing up
     done = subprocess.run(
-        [sys.executable, "-c", "from undertale_duck.core.duck import connect; connect().close()"],
+        [sys.executable, "-c",
+         "from undertale_duck.core.runtime import connect; connect().close()"],
         env=_env(root), capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core.direct import Spare
+from undertale_duck.core.read.direct import Spare
 
 
 def _row(i: int) -> dict[str, Any]:

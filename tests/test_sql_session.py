@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ArgumentError, ParquetDataset, QueryError, ReadOnlyError
-from undertale_duck.core import readonly
-from undertale_duck.core.query import QuerySession
-from undertale_duck.core.source import Source, duckdb_path
-from undertale_duck.core.sqlfiles import quote_literal
+from undertale_duck.core.query import readonly
+from undertale_duck.core.query.session import QuerySession
+from undertale_duck.core.runtime.sqlfiles import quote_literal
+from undertale_duck.core.source.source import Source, duckdb_path
 
 TOTAL = 40
 

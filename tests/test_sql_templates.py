@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
 from undertale_duck.cli import app as cli
-from undertale_duck.core import sqlfiles
-from undertale_duck.core.sqlfiles import (
+from undertale_duck.core.runtime import sqlfiles
+from undertale_duck.core.runtime.sqlfiles import (
     TemplateError,
     column_list,
     literal_list,
@@ -68,6 +68,9 @@ def _fragments(placeholders: set[str], a: str, b: str) -> dict[str, str]:
         ),
         "table": quote_identifier(a),
         "path": quote_literal(f"/data/{b}.parquet"),
+        "key": quote_identifier(a),  # a split's key column, seed prefix and threshold
+        "prefix": quote_literal(f"{b}:"),
+        "threshold": quote_literal(b),
     }
     missing = placeholders - set(known)
     assert not missing, f"add a hostile builder for the new placeholder(s) {missing}"

@@ -14,7 +14,7 @@ import pytest
 from storage_server import HTTPServer, S3Server, cached_files, serve_directory
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core.source import Source
+from undertale_duck.core.source.source import Source
 from undertale_duck.errors import (
     ArgumentError,
     CorruptShardError,
@@ -307,7 +307,7 @@ def test_command_line_with_credentials_from_the_environment(
 
 
 def test_storage_option_parsing() -> None:
-    from undertale_duck.core.store import parse_storage_options
+    from undertale_duck.core.source import parse_storage_options
 
     assert parse_storage_options(
         ["anon=true", "client_kwargs.endpoint_url=http://h:9", "client_kwargs.verify=false",

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
-from undertale_duck.core import query_shape, vectors
-from undertale_duck.core.text_pages import Page
+from undertale_duck.core.bounds import vectors
+from undertale_duck.core.parquet.text_pages import Page
+from undertale_duck.core.query import shape as query_shape
 
 KIB = 1 << 10
 
@@ -332,7 +333,7 @@ def _bomb_beside_good_shard(root: Path) -> tuple[Path, Path]:
 
 
 def test_describe_scan_reports_the_bomb_shard_instead_of_scanning_it(tmp_path: Path) -> None:
-    from undertale_duck.core.describe import describe
+    from undertale_duck.core.describe.footers import describe
 
     good, bomb = _bomb_beside_good_shard(tmp_path / "d")
     before = hf.sha256s(tmp_path / "d")
@@ -453,7 +454,7 @@ def test_bomb_in_object_storage_is_weighed_by_range_reads(tmp_path: Path) -> Non
         report = runner.report_for(url, Short, memory=64, storage_options=server.options())
         readable = {c.check: c for c in report.checks}["readable"]
         assert [e.shard for e in readable.examples] == [url.rstrip("/") + "/bomb.parquet"]
-        from undertale_duck.core.describe import describe
+        from undertale_duck.core.describe.footers import describe
 
         found = describe(url, scan=True, memory=64, storage_options=server.options())
         errors = {s.path.rsplit("/", 1)[-1]: s.error for s in found.shards}
@@ -485,7 +486,7 @@ def test_a_dotted_column_name_hides_nothing(tmp_path: Path) -> None:
 def test_exact_weights_are_kept_for_the_next_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from undertale_duck.core import weights
+    from undertale_duck.core.bounds import weights
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(cache))

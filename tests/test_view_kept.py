@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core.view_index import IndexedView
+from undertale_duck.core.views.index import IndexedView
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from undertale_duck import ParquetDataset, SchemaError, ValidationReport, load, schema
-from undertale_duck.core import sqlfiles
+from undertale_duck.core.runtime import sqlfiles
 from undertale_duck.validation.render import REPORT_FORMATS, render
 
 SIZES = [120, 0, 57, 1, 200, 43]

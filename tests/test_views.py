@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, QueryError
-from undertale_duck.core import view as viewmod
-from undertale_duck.core import view_index
-from undertale_duck.core import windows as win
+from undertale_duck.core.source import windows as win
+from undertale_duck.core.views import check as viewmod
+from undertale_duck.core.views import index as view_index
 
 SIZES = [150, 1, 0, 97, 300, 2]
 GROUPS = [40, 1, 1, 13, 128, 1]

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from undertale_duck.core import windows as win
+from undertale_duck.core.source import windows as win
 
 groups = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5000)), max_size=6)
 layouts = st.lists(groups, max_size=6)

@@ -30,7 +30,9 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from . import schema
-    from .dataset import ParquetDataset
+    from .core.pack import Pack
+    from .core.views import Split
+    from .dataset import PackedDataset, ParquetDataset
     from .training.collate import collate
     from .training.datamodule import DataModule
     from .training.loader import load
@@ -47,6 +49,9 @@ _LAZY = {
     "CheckResult": "validation.model",
     "ValidationReport": "validation.model",
     "ParquetDataset": "dataset",
+    "PackedDataset": "dataset",
+    "Pack": "core.pack",
+    "Split": "core.views",
     "ChunkedSampler": "training.sampler",
     "load": "training.loader",
     "DataModule": "training.datamodule",
@@ -71,6 +76,8 @@ __all__ = [
     "Mixture",
     "NotParquetError",
     "OutOfRangeError",
+    "Pack",
+    "PackedDataset",
     "ParquetDataset",
     "QueryError",
     "RandomAccessWarning",
@@ -78,6 +85,7 @@ __all__ = [
     "SchemaError",
     "ShardChangedError",
     "SourceError",
+    "Split",
     "Stream",
     "UndertaleDuckError",
     "UnsupportedShardError",

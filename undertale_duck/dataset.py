@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import bisect
+import hashlib
+import json
+import os
+from collections.abc import Mapping, MutableSequence, Sequence
+from typing import Any, Self, cast
+
+import pyarrow as pa
 from pydantic import BaseModel
 
 from .common.keywords import guard
 from .common.progress import progress_bar
 from .core.dataset import ShardDataset
-from .core.duck import threads_of
-from .errors import SchemaError
-from .validation import runner
+from .core.pack import Pack, PackedBlocks, check_pack
+from .core.query import QuerySession, SqlFiles
+from .core.read import CacheStats, DiskStats, WindowReader
+from .core.rows import Format, Row
+from .core.runtime import threads_of
+from .core.source import SourceLike
+from .core.views import SideTable, Split, check_split
+from .errors import ArgumentError, SchemaError
+from .validation import runner, verdicts
 from .validation.model import ValidationReport
 from .validation.relation import view_rows
 
@@ -19,12 +33,105 @@ class ParquetDataset(ShardDataset):
 
     Everything about reading (arguments, formats, windows, ``sql``) is documented on
     :class:`undertale_duck.core.dataset.ShardDataset`; this class adds :meth:`report` and
-    :meth:`validate`, as in undertale's original dataset module. The split keeps the loading
-    core free of any dependency on validation.
+    :meth:`validate`, as in undertale's original dataset module, and two keyword options
+    (see docs/packing.md):
+
+    Args:
+        pack: Serve fixed-length blocks of tokens cut from the concatenation of the rows'
+            token lists instead of the rows: a :class:`~undertale_duck.Pack` (or a dict of
+            its fields). The dataset is then a :class:`PackedDataset`.
+        split: Keep one part of a train/validation split by a seeded hash of a key column:
+            a :class:`~undertale_duck.Split`. The part is a view (and-ed with ``where=``).
+
+    The split keeps the loading core free of any dependency on validation.
     """
 
-    # num_workers=, batch_size= ... get one line naming the fix, not Python's TypeError
-    __init__ = guard("ParquetDataset()")(ShardDataset.__init__)
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """A :class:`PackedDataset` when ``pack=`` is given, else this class."""
+        if cls is ParquetDataset and kwargs.get("pack") is not None:
+            return cast(Self, super().__new__(PackedDataset))
+        return super().__new__(cls)
+
+    @guard("ParquetDataset()")  # num_workers=, batch_size= ...: one line naming the fix
+    def __init__(
+        self,
+        source: SourceLike,
+        memory: float | str = 4096,
+        *,
+        columns: Sequence[str] | None = None,
+        window_bytes: int | str | None = None,
+        duckdb_config: Mapping[str, Any] | None = None,
+        format: Format = "python",
+        read_ahead: bool | int = True,
+        query: str | None = None,
+        where: str | None = None,
+        tables: Mapping[str, SideTable] | None = None,
+        sql_files: SqlFiles = "any",
+        storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+        retries: int | None = None,
+        disk: float | str | None = None,
+        disk_dir: str | os.PathLike[str] | None = None,
+        pack: Pack | Mapping[str, Any] | None = None,
+        split: Split | None = None,
+        schema: type[BaseModel] | None = None,
+    ) -> None:
+        """Open the dataset (see ``ShardDataset``), validating it first when given a schema.
+
+        ``pack=`` serves fixed-length token blocks instead of rows (:class:`PackedDataset`,
+        docs/packing.md); ``split=`` keeps one part of a hashed split (docs/packing.md).
+        With ``schema=`` (as undertale's training scripts call it) the dataset is checked on
+        open as :func:`undertale_duck.validation.verdicts.validate` does: a passing verdict
+        recorded for the same schema and shards is reused, so reopening costs no scan. Each
+        process decides on its own, with no collective call, so under DDP a rank that opens
+        a dataset alone never waits for the others. DataLoader workers receive the open
+        dataset and never validate again.
+
+        Raises:
+            SchemaError: If the dataset does not conform to ``schema`` (it is closed).
+            ArgumentError: If ``source`` is an open dataset, or an argument is not valid.
+        """
+        _check_source(source)
+        if pack is not None:
+            raise ArgumentError(f"pack= is served by ParquetDataset itself, not {type(self)}")
+        checked = check_split(split)
+        if checked is not None:
+            if query is not None:
+                raise ArgumentError(
+                    "split= works on a plain dataset or with where=; with query= put the "
+                    "split's condition (Split.condition()) in the query's WHERE"
+                )
+            where = checked.where(where)
+        super().__init__(
+            source,
+            memory,
+            columns=columns,
+            window_bytes=window_bytes,
+            duckdb_config=duckdb_config,
+            format=format,
+            read_ahead=read_ahead,
+            query=query,
+            where=where,
+            tables=tables,
+            sql_files=sql_files,
+            storage_options=storage_options,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            retries=retries,
+            disk=disk,
+            disk_dir=disk_dir,
+        )
+        #: The split part this dataset keeps, or None.
+        self.split = checked
+        if checked is not None:
+            checked.check_key(self.source.schema)
+        if schema is not None:
+            try:
+                verdicts.validate(self, schema)
+            except BaseException:
+                self.close()
+                raise
 
     def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
@@ -70,3 +177,175 @@ class ParquetDataset(ShardDataset):
         result = self.report(schema)
         if not result.passed:
             raise SchemaError(f"dataset does not conform: {result.summary()}", report=result)
+
+
+def _check_source(source: Any) -> None:
+    """Refuse, in one line, an open dataset (a ``Mixture``, a ``ParquetDataset``) as a source."""
+    if isinstance(source, str | bytes | os.PathLike | list | tuple):
+        return
+    if hasattr(source, "__getitem__") and hasattr(source, "__len__"):
+        raise ArgumentError(
+            f"ParquetDataset's source must be a path, URL, glob or list of them, not an open "
+            f"{type(source).__name__}: pass that dataset to load(), DataModule or "
+            "ChunkedSampler directly"
+        )
+
+
+class PackedDataset(ParquetDataset):
+    """Fixed-length blocks of tokens cut from a dataset's documents: ``ParquetDataset(pack=)``.
+
+    Row ``k`` is block ``k`` of the concatenation of the documents' (the rows', or a view's
+    rows') token lists in shard and row order; ``len`` is exact, from one indexing pass over
+    the lengths kept in the cache directory. A block is read from the windows it spans,
+    through the documents' window cache and memory budget. :attr:`windows` are runs of
+    blocks (the blocks starting in each window of the documents), so ``ChunkedSampler``
+    shuffles runs of blocks and the rows inside them. ``report``, ``validate`` and ``sql``
+    are about the documents (:attr:`documents`). See docs/packing.md.
+
+    Built by ``ParquetDataset(source, ..., pack=Pack(...))`` with the same arguments.
+    """
+
+    def __init__(
+        self,
+        source: SourceLike,
+        memory: float | str = 4096,
+        *,
+        pack: Pack | Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        spec = check_pack(pack)
+        split = options.get("split")
+        if options.get("columns") is None and options.get("query") is None and (
+            options.get("where") is None
+        ):  # read only the packed columns (and the split's key)
+            keys = [split.key] if isinstance(split, Split) else []
+            options["columns"] = [*spec.inputs, *(k for k in keys if k not in spec.inputs)]
+        self.pack = spec
+        #: The dataset whose rows are the documents packed.
+        self.documents = ParquetDataset(source, memory, **options)
+        self._open_blocks()
+
+    def _open_blocks(self) -> None:
+        documents = self.documents
+        self.blocks = PackedBlocks(documents, self.pack)
+        for name in (
+            "source", "memory", "memory_bytes", "format", "query", "view", "duckdb_config",
+            "window_bytes", "read_ahead", "read_depth", "disk", "disk_dir", "sql_files",
+            "split",
+        ):
+            setattr(self, name, getattr(documents, name))
+        self.windows = self.blocks.runs  # type: ignore[assignment]
+        self._run_starts = [run.offset for run in self.blocks.runs]
+
+    # ------------------------------------------------------------------ rows are blocks
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __getitem__(self, index: int) -> Row:
+        """Block ``index`` as ``{column: value}`` (see docs/packing.md for the columns).
+
+        Raises:
+            IndexError: If the index is out of range.
+            TypeError: If the index is not an integer.
+        """
+        return self.blocks.block(index, self.format)
+
+    def __getitems__(self, indices: Sequence[int]) -> MutableSequence[Row]:
+        """Many blocks, each window they span read once (a ``RowBatch`` for numpy/torch)."""
+        return self.blocks.blocks(indices, self.format)
+
+    def documents_of(self, index: int) -> range:
+        """The row indices in :attr:`documents` of the documents with a token in a block."""
+        return self.blocks.documents_of(index)
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """The shard and local row of the document holding a block's first token."""
+        return self.documents.locate(self.documents_of(index).start)
+
+    def window_of(self, index: int) -> int:
+        """The position in :attr:`windows` (runs of blocks) of the run holding a block."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"block index must be an integer, got {type(index).__name__}")
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"block index {index} out of range for {len(self)} blocks")
+        return bisect.bisect_right(self._run_starts, index % len(self)) - 1
+
+    def prefetch(self, windows: Sequence[int] | None) -> None:
+        """Read-ahead hint in runs of blocks: the documents' windows they span, in order."""
+        if windows is None:
+            self.documents.prefetch(None)
+            return
+        bad = [p for p in windows if not 0 <= int(p) < len(self.windows)]
+        if bad:
+            raise IndexError(f"run position {bad[0]} out of range for {len(self.windows)} runs")
+        self.documents.prefetch(self.blocks.source_windows([int(p) for p in windows]))
+
+    # ------------------------------------------------------------------ about the blocks
+    @property
+    def columns(self) -> list[str]:
+        """The columns of a block."""
+        return self.pack.outputs
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of a block (every column a list of ``pack.length`` integers)."""
+        types = [pa.from_numpy_dtype(d) for d in self.blocks.out_dtypes()]
+        return pa.schema(
+            [pa.field(n, pa.list_(t, self.pack.length)) for n, t in zip(
+                self.columns, types, strict=True)]
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        """A short stable hash of the documents' fingerprint and the packing spec."""
+        payload = {"documents": self.documents.fingerprint, "pack": self.pack.key()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    # ------------------------------------------------------------------ the documents'
+    @property
+    def reader(self) -> WindowReader:
+        """The documents' window reader."""
+        return self.documents.reader
+
+    @property
+    def sql_session(self) -> QuerySession:
+        """The documents' SQL database (``dataset`` and ``dataset_view`` are documents)."""
+        return self.documents.sql_session
+
+    @property
+    def shards(self) -> list[str]:
+        """Paths of the shards, in dataset order."""
+        return self.documents.shards
+
+    @property
+    def cache_stats(self) -> CacheStats:
+        """The documents' window cache counters."""
+        return self.documents.cache_stats
+
+    @property
+    def disk_stats(self) -> DiskStats | None:
+        """The documents' disk tier counters, or None."""
+        return self.documents.disk_stats
+
+    def reader_settings(self) -> Any:
+        """The documents' reader settings."""
+        return self.documents.reader_settings()
+
+    def report(self, schema: type[BaseModel]) -> ValidationReport:
+        """Check the documents against a schema (see :meth:`ParquetDataset.report`)."""
+        return self.documents.report(schema)
+
+    def refresh(self) -> None:
+        """Reopen the documents as they are on disk now, and index the blocks again if needed."""
+        self.documents.refresh()
+        self._open_blocks()
+
+    def close(self) -> None:
+        """Close the documents' connection and empty their cache (reopened on next use)."""
+        self.documents.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PackedDataset({self.source.spec!r}, memory={self.memory}, blocks={len(self)}, "
+            f"length={self.pack.length}, documents={len(self.documents)})"
+        )

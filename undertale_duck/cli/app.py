@@ -16,7 +16,16 @@ import duckdb
 
 from ..common.text import first_line
 from ..errors import QueryError, UndertaleDuckError
-from . import cmd_batch, cmd_describe, cmd_inspect, cmd_shell, cmd_sql, cmd_validate
+from . import (
+    cmd_batch,
+    cmd_describe,
+    cmd_inspect,
+    cmd_pack,
+    cmd_shell,
+    cmd_split,
+    cmd_sql,
+    cmd_validate,
+)
 from .command import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -32,7 +41,6 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "build_parser",
-    "entry",
     "main",
 ]
 
@@ -45,6 +53,8 @@ COMMANDS: tuple[Command, ...] = (
     cmd_shell.COMMAND,
     cmd_validate.COMMAND,
     cmd_batch.BATCH,
+    cmd_pack.COMMAND,
+    cmd_split.COMMAND,
 )
 
 #: Longest error line printed (a message naming many paths is cut with an ellipsis).
@@ -152,10 +162,3 @@ def _interrupted(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
-
-
-def entry() -> None:
-    """Console-script entry point: the package's (``undertale_duck.cli.entry``)."""
-    from . import entry as run
-
-    run()

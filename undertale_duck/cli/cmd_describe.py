@@ -29,8 +29,7 @@ def run(args: argparse.Namespace) -> int:
         The exit status: 2 when a shard cannot be read (the others are still described).
     """
     from ..common.progress import progress_bar
-    from ..core.describe import describe
-    from ..core.describe_view import describe_view
+    from ..core.describe import describe, describe_view
     from .render_describe import to_text, view_to_text
 
     view, described = view_arguments(args), None

@@ -36,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
         The exit status: 0 every check passed, 1 a check failed.
     """
     from ..common.progress import progress_bar
-    from ..core.source import resolve
-    from ..core.store import is_remote
+    from ..core.source import is_remote, local_paths
     from ..validation import render, runner, schemas
     from .guard import OutputFile, Protected
 
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     target = None
     if output is not None:  # fail fast; judged again when the file is created
         # a URL source has no local directory to protect
-        shards = [] if is_remote(args.source) else resolve(args.source)
+        shards = [] if is_remote(args.source) else local_paths(args.source)
         protected = Protected.of(args.source, shards, files=input_files(args))
         target = OutputFile(output, protected=protected, force=args.force)
     view = view_arguments(args)

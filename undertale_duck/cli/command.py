@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ..common.sizes import MIB, parse_size
 from ..errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -130,16 +131,34 @@ def add_memory(parser: argparse.ArgumentParser, what: str) -> None:
     """
     parser.add_argument(
         "--memory",
-        type=count,
+        type=memory_size,
         default=DEFAULT_MEMORY_MIB,
-        metavar="MIB",
-        help=f"memory budget in MiB (default {DEFAULT_MEMORY_MIB}, as ParquetDataset's "
-        f"memory=): {what}; 0: no budget",
+        metavar="SIZE",
+        help=f"memory budget: MiB, or a size such as 2GiB or 500MB (default "
+        f"{DEFAULT_MEMORY_MIB}, as ParquetDataset's memory=): {what}; 0: no budget",
     )
 
 
+def memory_size(text: str) -> float:
+    """An argparse type for ``--memory``: MiB, or a size with its unit (``2GiB``, ``500MB``).
+
+    Args:
+        text: The argument as typed.
+
+    Returns:
+        The budget in MiB.
+
+    Raises:
+        argparse.ArgumentTypeError: If it is not a size (:func:`parse_size`).
+    """
+    try:
+        return parse_size(text, "--memory", "MiB") / MIB
+    except ArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def query_session(
-    source: Source, sql_files: SqlFiles, memory: int
+    source: Source, sql_files: SqlFiles, memory: float
 ) -> QuerySession:
     """A read-only ad hoc SQL session over a source, within a memory budget.
 
@@ -151,14 +170,14 @@ def query_session(
     Returns:
         The session (close it when done).
     """
-    from ..core import query as querymod
-    from ..core.duck import default_duckdb_config
+    from ..core.query import QuerySession, memory_limit
+    from ..core.runtime import default_duckdb_config
 
     config = default_duckdb_config()
-    budget = memory << 20
+    budget = int(memory * MIB)
     if budget:
-        config["memory_limit"] = querymod.memory_limit(budget)
-    return querymod.QuerySession(source, config, sql_files=sql_files, memory_bytes=budget)
+        config["memory_limit"] = memory_limit(budget)
+    return QuerySession(source, config, sql_files=sql_files, memory_bytes=budget)
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -170,7 +189,7 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
     Returns:
         The options of a URL source's store (docs/storage.md).
     """
-    from ..core.store import parse_storage_options
+    from ..core.source import parse_storage_options
 
     return parse_storage_options(args.storage_option) or None
 

@@ -62,7 +62,7 @@ class Protected:
             directory of every shard, as given and as resolved), the shard files, and the
             cache directories that exist.
         """
-        from ..core.store import is_remote
+        from ..core.source import is_remote
 
         paths = [os.path.abspath(s) for s in shards if not is_remote(s)]
         candidates: list[str] = []
@@ -151,9 +151,8 @@ def cache_directories() -> list[str]:
         view indexes: files there are trusted as copies of shards or as indexes, so no
         output may ever be written among them.
     """
-    from ..core import disk_tier, shard_cache
-    from ..core.cachedir import cache_root
+    from ..core.runtime import CACHE_KINDS, cache_root, kind_directory
 
     root = cache_root()
-    paths = [root, shard_cache.default_directory(), disk_tier.default_directory(), root / "views"]
+    paths = [root, *(kind_directory(kind) for kind in CACHE_KINDS)]
     return [os.fspath(p) for p in paths]

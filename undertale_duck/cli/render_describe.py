@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..common.sizes import format_size
 from ..common.text import aligned
-from ..core.describe import ColumnInfo, Description
-from ..core.describe_view import ViewDescription
+from ..core.describe import ColumnInfo, Description, ViewDescription
 from .writers import cell
 
 
@@ -25,7 +25,7 @@ def to_text(description: Description) -> str:
     out = [
         f"dataset {d.source}",
         f"  {len(d.shards)} shard{_s(len(d.shards))}, {d.rows:,} rows, "
-        f"{d.row_groups:,} row groups, {_size(d.bytes)}",
+        f"{d.row_groups:,} row groups, {format_size(d.bytes)}",
         "",
         f"shards (in {base})" if base else "shards",
     ]
@@ -34,7 +34,7 @@ def to_text(description: Description) -> str:
             os.path.relpath(s.path, base) if base else s.path,
             f"{s.rows:,}" if s.error is None else "-",
             str(s.row_groups) if s.error is None else "-",
-            _size(s.bytes),
+            format_size(s.bytes),
             s.created_by if s.error is None else f"UNREADABLE: {s.error}",
         ]
         for s in d.shards
@@ -110,13 +110,6 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def _stat(value: Any, column: ColumnInfo) -> str:

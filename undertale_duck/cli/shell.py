@@ -11,8 +11,8 @@ from typing import IO, TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..common.text import aligned, first_line
-from ..core import query as querymod
-from ..core import readonly
+from ..core.query import QuerySession, SqlFiles
+from ..core.query import statements as split_statements
 from ..errors import UndertaleDuckError
 from . import writers as output
 from .history import line_editing
@@ -71,7 +71,7 @@ class Shell:
 
     def __init__(
         self,
-        session: querymod.QuerySession,
+        session: QuerySession,
         shards: list[tuple[str, int]],
         out: IO[str],
         err: IO[str],
@@ -260,7 +260,7 @@ class Shell:
 
     def _execute(self, text: str, line: int) -> None:
         try:
-            statements = readonly.statements(text)
+            statements = split_statements(text)
         except UndertaleDuckError as exc:
             self._error(first_line(exc, limit=MESSAGE_LIMIT), line)
             return
@@ -311,10 +311,10 @@ def main(
     source: str,
     *,
     fmt: str = "table",
-    sql_files: querymod.SqlFiles = "dataset",
+    sql_files: SqlFiles = "dataset",
     storage_options: Mapping[str, Any] | None = None,
     view: Mapping[str, Any] | None = None,
-    memory: int = 4096,
+    memory: float = 4096,
 ) -> int:
     """Run the shell over a dataset source (``undertale-duck shell``).
 
@@ -356,11 +356,11 @@ def main(
 
 def _open(
     source: str,
-    sql_files: querymod.SqlFiles,
+    sql_files: SqlFiles,
     storage_options: Mapping[str, Any] | None,
     view: Mapping[str, Any] | None,
-    memory: int,
-) -> tuple[Source, querymod.QuerySession, Callable[[], None], int | None]:
+    memory: float,
+) -> tuple[Source, QuerySession, Callable[[], None], int | None]:
     """The source, the session statements run in, what closes it, and the view's rows.
 
     With a view the session is the view's dataset's (``ds.sql``): ``dataset_view`` is the

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import lightning
@@ -12,6 +13,10 @@ import lightning
 from ..common.keywords import refuse_unknown
 from ..core.source import SourceLike
 from .loader import ChunkedLoader, load
+from .mixture import Mixture
+
+#: What a split may be: a source (path, URL, glob, list) or a Mixture of sources.
+SplitSource = SourceLike | Mixture
 
 #: ``load()`` keywords the DataModule sets itself; every other keyword option passes through.
 _OWN = frozenset({"shuffle", "ranks", "rank"})
@@ -35,15 +40,19 @@ class DataModule(lightning.LightningDataModule):
     ``DistributedSampler``, so under DDP Lightning keeps it instead of wrapping it in a
     second partitioning ``DistributedSamplerWrapper`` (``use_distributed_sampler`` True or
     False give the same order): each rank reads its own contiguous share once per epoch.
-    Under DDP the evaluation splits are partitioned the same way, so their last
-    ``len % (ranks * workers)`` rows (at most) are not evaluated.
+    Under DDP the evaluation splits are partitioned into contiguous shares too, but with
+    ``drop_last=False``: every row is evaluated exactly once (no padding duplicates), and a
+    rank may run one batch more than another, so log evaluation metrics with
+    ``sync_dist=True`` at epoch end (``on_epoch=True, on_step=False``), not per step.
+    ``drop_last`` (an option) sets the training split's rule only.
 
     The training position (epoch and samples consumed) is saved in Lightning checkpoints
     through :meth:`state_dict`; fitting with ``ckpt_path=`` resumes mid-epoch with exactly
     the samples not yet consumed.
 
     Args:
-        training: Path to the training dataset.
+        training: Path to the training dataset, or a :class:`~undertale_duck.Mixture`
+            (any split may be one; proportions per epoch, resume and the data check apply).
         validation: Path to the validation dataset; None skips validation (Lightning then
             sees no ``val_dataloader``, as with ``test`` and ``predict``).
         schema: Expected dataset schema (None skips validation).
@@ -56,7 +65,9 @@ class DataModule(lightning.LightningDataModule):
         shuffle: Shuffle the training split.
         **options: Other keyword options of :func:`undertale_duck.load` (``seed``, ``mix``,
             ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
-            ``multiprocessing_context``, ``columns``, ...).
+            ``multiprocessing_context``, ``columns``, ``pack``, ...). ``split=Split(...)``
+            serves its train part for training and its validation part for validation
+            (``validation`` may then be the training path itself; docs/packing.md#splits).
 
     Raises:
         ArgumentError: If an option is not one ``load()`` accepts.
@@ -64,16 +75,16 @@ class DataModule(lightning.LightningDataModule):
 
     def __init__(
         self,
-        training: SourceLike,
-        validation: SourceLike | None,
+        training: SplitSource,
+        validation: SplitSource | None,
         schema: Any,
         collator: Callable[[list[dict[str, Any]]], Any] | None,
         batch: int,
         workers: int = 0,
         memory: float = 4096,
         *,
-        test: SourceLike | None = None,
-        predict: SourceLike | None = None,
+        test: SplitSource | None = None,
+        predict: SplitSource | None = None,
         shuffle: bool = True,
         **options: Any,
     ) -> None:
@@ -93,6 +104,7 @@ class DataModule(lightning.LightningDataModule):
         self.options = options
         self._train_loader: ChunkedLoader | None = None
         self._pending: dict[str, Any] = {}
+        self._reload_setting: int | None = None  # the trainer's, while an elastic epoch runs
         self._hide_missing_splits()
 
     def _hide_missing_splits(self) -> None:
@@ -115,7 +127,15 @@ class DataModule(lightning.LightningDataModule):
         self.__dict__.update(state)
         self._hide_missing_splits()
 
-    def _load(self, path: SourceLike, shuffle: bool) -> ChunkedLoader:
+    def _load(
+        self, path: SplitSource, shuffle: bool, part: str | None = None, *, evaluation: bool = False
+    ) -> ChunkedLoader:
+        options = dict(self.options)
+        split = options.pop("split", None)
+        if split is not None and part is not None:  # test and predict are not split
+            options["split"] = dataclasses.replace(split, part=part)
+        if evaluation:  # every row once over the ranks: no tail dropped
+            options["drop_last"] = False
         return load(
             path,
             self.schema,
@@ -124,8 +144,21 @@ class DataModule(lightning.LightningDataModule):
             self.workers,
             self.memory,
             shuffle=shuffle,
-            **self.options,
+            **options,
         )
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield the training split's collated batches, one epoch (as undertale's scripts do).
+
+        A pass like ``for batch in datamodule: ...`` (class weights from the labels, say)
+        runs over a loader of its own, with the training settings: it neither moves nor
+        resets the training position that checkpoints save. Under ``torch.distributed`` it
+        covers this rank's share.
+
+        Returns:
+            An iterator over the batches.
+        """
+        return iter(self._load(self.training, self.shuffle, "train"))
 
     def train_dataloader(self) -> ChunkedLoader:
         """Return the training loader (shuffled by default), resumed from a restored state.
@@ -133,21 +166,41 @@ class DataModule(lightning.LightningDataModule):
         Returns:
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
-        loader = self._load(self.training, self.shuffle)
+        loader = self._load(self.training, self.shuffle, "train")
         if self._pending:
             loader.load_state_dict(self._pending)
             self._pending = {}
         self._train_loader = loader
+        self._reload_after_elastic(loader)
         return loader
 
+    def _reload_after_elastic(self, loader: ChunkedLoader) -> None:
+        """Have Lightning rebuild the training loader once after an elastically resumed epoch.
+
+        Lightning reads the loader's length once, and the epoch resumed on another topology
+        has another length (the batches before the checkpoint plus this rank's rest) than the
+        epochs after it: ``reload_dataloaders_every_n_epochs`` is set to 1 for that epoch
+        and given back its value when the next epoch's loader is built.
+        """
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return
+        if self._reload_setting is not None:
+            trainer.reload_dataloaders_every_n_epochs = self._reload_setting
+            self._reload_setting = None
+        sampler = loader.chunked_sampler
+        if sampler is not None and sampler.elastic:
+            self._reload_setting = trainer.reload_dataloaders_every_n_epochs
+            trainer.reload_dataloaders_every_n_epochs = 1
+
     def val_dataloader(self) -> ChunkedLoader:
-        """Return the validation loader, never shuffled (Lightning skips it without a path).
+        """Return the validation loader: never shuffled, every row once across the ranks.
 
         Returns:
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
         assert self.validation is not None  # replaced in __init__ otherwise
-        return self._load(self.validation, False)
+        return self._load(self.validation, False, "validation", evaluation=True)
 
     def test_dataloader(self) -> ChunkedLoader:
         """Return the test loader, never shuffled (only with a ``test`` path).
@@ -156,7 +209,7 @@ class DataModule(lightning.LightningDataModule):
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
         assert self.test is not None  # replaced in __init__ otherwise
-        return self._load(self.test, False)
+        return self._load(self.test, False, evaluation=True)
 
     def predict_dataloader(self) -> ChunkedLoader:
         """Return the prediction loader, never shuffled (only with a ``predict`` path).
@@ -165,7 +218,7 @@ class DataModule(lightning.LightningDataModule):
             A :class:`~undertale_duck.loader.ChunkedLoader`.
         """
         assert self.predict is not None  # replaced in __init__ otherwise
-        return self._load(self.predict, False)
+        return self._load(self.predict, False, evaluation=True)
 
     def state_dict(self) -> dict[str, Any]:
         """Return the training position for a checkpoint.

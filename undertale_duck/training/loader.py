@@ -11,10 +11,13 @@ from typing import Any
 from torch.utils.data import DataLoader, get_worker_info
 
 from ..common.keywords import guard
+from ..core.pack import Pack
 from ..core.rows import Format
 from ..core.source import SourceLike
+from ..core.views import Split
 from ..dataset import ParquetDataset
 from ..errors import ArgumentError
+from .mixture import Mixture
 from .order import worker_windows
 from .sampler import ChunkedSampler
 from .validated import validate_once
@@ -60,6 +63,7 @@ class ChunkedLoader(DataLoader[Any]):
         if sampler is None or self.batch_size is None:
             return super().__iter__()
         self._hint(sampler, self.batch_size)
+        sampler.counted_by_loader = True
         sampler.consumed = sampler.resume_at
         return _Counting(super().__iter__(), sampler, self.batch_size)
 
@@ -154,7 +158,7 @@ class _Counting(Iterator[Any]):
 
 @guard("load()")
 def load(
-    path: SourceLike | ParquetDataset,
+    path: SourceLike | ParquetDataset | Mixture,
     schema: Any,
     collator: Callable[[list[dict[str, Any]]], Any] | None,
     batch: int,
@@ -164,6 +168,7 @@ def load(
     shuffle: bool = False,
     seed: int = 0,
     mix: int = 1,
+    drop_last: bool = True,
     ranks: int | None = None,
     rank: int | None = None,
     pin_memory: bool = False,
@@ -184,6 +189,8 @@ def load(
     cache_dir: str | os.PathLike[str] | None = None,
     cache_limit: int | str | None = None,
     retries: int | None = None,
+    pack: Pack | Mapping[str, Any] | None = None,
+    split: Split | None = None,
 ) -> ChunkedLoader:
     """Build a DataLoader for the dataset at ``path``.
 
@@ -196,8 +203,11 @@ def load(
 
     Args:
         path: A Parquet file, a directory of shards, a glob or a list of files (see
-            ``ParquetDataset``), or an open ``ParquetDataset``.
-        schema: Expected dataset schema (a schema class); None skips validation.
+            ``ParquetDataset``), an open ``ParquetDataset``, or a
+            :class:`~undertale_duck.Mixture` (the dataset options below are then the
+            mixture's own business; ``shuffle``, resume and ``batch_rows`` work alike).
+        schema: Expected dataset schema (a schema class); None skips validation. For a
+            mixture, every stream that is a ``ParquetDataset`` is validated.
         collator: Turns a list of row dicts into a batch (``collate_fn``); None keeps lists.
         batch: Batch size.
         workers: Number of worker processes; 0 reads in the main process.
@@ -205,6 +215,9 @@ def load(
         shuffle: Shuffle windows and the rows inside them, per epoch (``set_epoch``).
         seed: Shuffle seed.
         mix: With ``shuffle``, how many windows' rows are mixed together.
+        drop_last: True (training): equal rank shares, the last few rows of the epoch's
+            sequence left out (undertale's original rule). False (evaluation): every row
+            exactly once; ranks may then run one batch more than others.
         ranks: Distributed ranks (from ``torch.distributed`` by default).
         rank: This rank (from ``torch.distributed`` by default).
         pin_memory: Passed to ``DataLoader``.
@@ -227,6 +240,9 @@ def load(
         cache_dir: The node's shard cache directory for a remote source.
         cache_limit: The shard cache's byte limit.
         retries: Retries of a failed store request.
+        pack: Serve fixed-length blocks of tokens (see ``ParquetDataset`` and
+            docs/packing.md); the schema still describes the documents.
+        split: Serve one part of a train/validation split (see docs/packing.md#splits).
 
     Returns:
         A :class:`ChunkedLoader` (a ``DataLoader`` with ``state_dict``/``load_state_dict``).
@@ -236,7 +252,8 @@ def load(
         SourceError: If the dataset cannot be opened.
         ArgumentError: If an argument is out of range.
     """
-    if isinstance(path, ParquetDataset):
+    dataset: ParquetDataset | Mixture
+    if isinstance(path, ParquetDataset | Mixture):
         dataset = path
     else:
         dataset = ParquetDataset(
@@ -253,11 +270,17 @@ def load(
             cache_dir=cache_dir,
             cache_limit=cache_limit,
             retries=retries,
+            pack=pack,
+            split=split,
         )
     if schema is not None:
-        validate_once(dataset, schema)
+        parts = [s.dataset for s in dataset.streams] if isinstance(dataset, Mixture) else [dataset]
+        for part in parts:
+            if isinstance(part, ParquetDataset):
+                validate_once(part, schema)
     sampler = ChunkedSampler(
-        dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix
+        dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix,
+        drop_last=drop_last,
     )
     if workers == 0 and (persistent_workers or prefetch_factor is not None):
         raise ArgumentError(

@@ -193,3 +193,83 @@ def check_order_memory(rank_rows: int, length: int) -> None:
             "footer may claim rows its file cannot hold), use more ranks, or a view that "
             "selects fewer rows"
         )
+
+
+# ---------------------------------------------------------------------- topologies
+def rank_bounds(
+    length: int, workers: int, ranks: int, rank: int, drop_last: bool
+) -> tuple[int, int]:
+    """Return the positions ``[first, stop)`` of a sequence that one rank takes.
+
+    With ``drop_last`` it is undertale's original rule (:func:`shares`: equal contiguous
+    shares, each a multiple of the workers, the last positions dropped). Without it every
+    position goes to exactly one rank: contiguous shares whose sizes differ by at most one
+    (the first ``length % ranks`` ranks take one more), as evaluation needs.
+
+    Args:
+        length: Length of the sequence.
+        workers: DataLoader workers per rank (0 counts as 1).
+        ranks: Number of ranks.
+        rank: This rank.
+        drop_last: Drop the positions that do not divide evenly.
+
+    Returns:
+        ``(first, stop)``.
+    """
+    if drop_last:
+        share, _ = shares(length, workers, ranks)
+        return rank * share, (rank + 1) * share
+    base, extra = divmod(length, ranks)
+    first = rank * base + min(rank, extra)
+    return first, first + base + (1 if rank < extra else 0)
+
+
+def deliver(sequence: Order, batch: int, workers: int) -> Order:
+    """Return one rank's part of a sequence in delivery order (see :func:`interleave`).
+
+    The workers take equal contiguous parts of the first ``len - len % workers`` positions,
+    interleaved block by block; the few positions left over (only without ``drop_last``)
+    come last, in order.
+
+    Args:
+        sequence: The rank's positions of the epoch's sequence.
+        batch: Batch size.
+        workers: DataLoader workers (0 counts as 1).
+
+    Returns:
+        The same items in delivery order.
+    """
+    workers = max(workers, 1)
+    even = len(sequence) - len(sequence) % workers
+    head = interleave(sequence[:even], batch, workers, 1, 0)
+    if even == len(sequence):
+        return head
+    return np.ascontiguousarray(np.concatenate([head, sequence[even:]]))
+
+
+def consumed_positions(
+    length: int, batch: int, workers: int, ranks: int, drop_last: bool, consumed: int
+) -> Order:
+    """Return which positions of a sequence the ranks of a topology consumed, as a mask.
+
+    Each rank of the topology received the first ``consumed`` items of its delivery order
+    (all of them if it had fewer): the set is a pure function of the topology and the count,
+    so one rank's saved state tells what every rank consumed.
+
+    Args:
+        length: Length of the sequence the topology partitioned.
+        batch: Its batch size.
+        workers: Its workers per rank.
+        ranks: Its number of ranks.
+        drop_last: Its tail rule.
+        consumed: Items each rank consumed.
+
+    Returns:
+        A boolean array of ``length``: True where the position was consumed.
+    """
+    seen = np.zeros(length, dtype=bool)
+    for rank in range(ranks):
+        first, stop = rank_bounds(length, workers, ranks, rank, drop_last)
+        order = deliver(np.arange(first, stop, dtype=np.int64), batch, workers)
+        seen[order[:consumed]] = True
+    return seen

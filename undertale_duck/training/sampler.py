@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterator, Sized
 from typing import Any
 
@@ -14,11 +16,19 @@ from .order import (
     DEFAULT_CHUNK,
     Order,
     check_order_memory,
-    interleave,
-    shares,
+    consumed_positions,
+    deliver,
+    rank_bounds,
     shuffled_sequence,
     units_of,
 )
+
+_log = logging.getLogger(__name__)
+
+#: Settings that define an epoch's sequence; a state saved with others cannot resume.
+_SEQUENCE = ("length", "shuffle", "seed", "mix", "chunk")
+#: Settings that only partition the sequence; a state saved with others resumes elastically.
+_TOPOLOGY = ("ranks", "workers", "batch", "drop_last")
 
 #: Indices converted to Python integers at a time while iterating.
 _YIELD_STEP = 1 << 16
@@ -50,7 +60,8 @@ class ChunkedSampler(DistributedSampler[int]):
     exactly that of undertale's original ``ChunkedSampler``: each rank's share is
     ``len // ranks`` cut down to a multiple of the workers, rank ``r`` takes the ``r``-th such
     share, and the rows left over (fewer than ``ranks * workers``) are the last rows of the
-    dataset. See :func:`interleave`.
+    dataset. See :func:`interleave`. With ``drop_last=False`` (evaluation) no row is left
+    over: the shares differ by at most one row and every row goes to exactly one rank.
 
     With ``shuffle=True`` the same partition runs over a shuffled sequence: the dataset's
     windows (``ParquetDataset.windows``; fixed chunks of ``chunk`` rows for other datasets)
@@ -60,6 +71,10 @@ class ChunkedSampler(DistributedSampler[int]):
     rows left over are the last positions of the epoch's sequence, so a different few rows
     each epoch.
     The order depends only on ``(seed, epoch)``; call :meth:`set_epoch` each epoch.
+
+    The epoch's sequence does not depend on the ranks, workers or batch size, which only
+    cut it into shares; that is what lets :meth:`load_state_dict` resume a state saved with
+    another topology (docs/resume.md).
 
     It subclasses ``DistributedSampler`` so that Lightning (``use_distributed_sampler=True``)
     keeps it as it is instead of partitioning its order a second time.
@@ -83,6 +98,9 @@ class ChunkedSampler(DistributedSampler[int]):
         mix: With ``shuffle``, how many windows' rows are mixed together; a worker then
             holds up to ``mix`` windows at once (make sure its cache fits them).
         chunk: Rows per shuffle unit for datasets that are not a ``ParquetDataset``.
+        drop_last: True (training): undertale's original rule, equal shares and the last
+            few rows of the sequence left out. False (evaluation): every row exactly once,
+            so ranks may get one row, and so one batch, more than others.
 
     Raises:
         ArgumentError: If an argument is out of range or the dataset has no length.
@@ -100,6 +118,7 @@ class ChunkedSampler(DistributedSampler[int]):
         seed: int = 0,
         mix: int = 1,
         chunk: int = DEFAULT_CHUNK,
+        drop_last: bool = True,
     ) -> None:
         try:
             length = int(getattr(dataset, "epoch_size", None) or len(dataset))
@@ -114,8 +133,9 @@ class ChunkedSampler(DistributedSampler[int]):
         rank = world_rank if rank is None else _check_int("rank", rank, 0)
         if rank >= ranks:
             raise ArgumentError(f"rank must be in [0, {ranks - 1}] for ranks={ranks}, got {rank}")
-        if not isinstance(shuffle, bool):
-            raise ArgumentError(f"shuffle must be True or False, got {shuffle!r}")
+        for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
+            if not isinstance(flag, bool):
+                raise ArgumentError(f"{name} must be True or False, got {flag!r}")
         self.seed = _check_int("seed", seed, 0)
         self.mix = _check_int("mix", mix, 1)
         self.chunk = _check_int("chunk", chunk, 1)
@@ -125,15 +145,23 @@ class ChunkedSampler(DistributedSampler[int]):
         self.num_replicas = ranks
         self.rank = rank
         self.shuffle = shuffle
-        self.drop_last = True
+        self.drop_last = drop_last
         self.epoch = 0
         #: Samples of this epoch consumed so far (kept up to date by ``load()``'s loader).
         self.consumed = 0
+        #: Whether a driver (``load()``'s loader) counts :attr:`consumed` batch by batch.
+        self.counted_by_loader = False
+        self._live: _Pass | None = None  # the latest iteration, whose position state_dict reports
         self._resume = 0  # samples of ``epoch`` to skip on the next iteration
+        # Earlier parts of the current epoch run with other topologies (elastic resume): each
+        # {ranks, workers, batch, drop_last, consumed}; their rows are out of this epoch's rest.
+        self._before: list[dict[str, Any]] = []
         self._units: list[tuple[int, int]] | None = None
-        self._memo: tuple[int, Order] | None = None  # (epoch, order) of a shuffled epoch
-        self.num_samples, _ = shares(length, self.workers, ranks)
-        self.total_size = self.num_samples * ranks
+        self._data: tuple[Any] | None = None  # the dataset's fingerprint, once computed
+        self._memo: tuple[tuple[int, bool], Order] | None = None  # a shuffled/elastic order
+        first, stop = rank_bounds(length, self.workers, ranks, rank, drop_last)
+        self.num_samples = stop - first
+        self.total_size = length if not drop_last else self.num_samples * ranks
         check_order_memory(self.num_samples, length)
 
     @property
@@ -146,9 +174,48 @@ class ChunkedSampler(DistributedSampler[int]):
         """Samples of the current epoch the next iteration skips (after ``load_state_dict``)."""
         return self._resume
 
+    @property
+    def elastic(self) -> bool:
+        """Whether the current epoch continues one begun with another topology."""
+        return bool(self._before)
+
+    @property
+    def tail(self) -> int:
+        """Rows of the current epoch's sequence that no rank gets (the tail rule's drop)."""
+        rest = self._rest_length()
+        taken = sum(
+            b - a
+            for a, b in (
+                rank_bounds(rest, self.workers, self.num_replicas, r, self.drop_last)
+                for r in range(self.num_replicas)
+            )
+        )
+        return rest - taken
+
     def __len__(self) -> int:
-        """Number of indices one whole epoch yields on this rank."""
-        return self.num_samples
+        """Number of indices one whole epoch yields on this rank.
+
+        After an elastic resume (a state saved with other ranks, workers or batch size) the
+        epoch counts, at this batch size, the batches run before the checkpoint plus this
+        rank's rest, so that a trainer counting batches from the checkpoint's step ends the
+        epoch where the rest ends.
+        """
+        if not self._before:
+            return self.num_samples
+        steps = sum(math.ceil(int(p["consumed"]) / int(p["batch"])) for p in self._before)
+        return steps * self.batch + self._rows_now()
+
+    def _rows_now(self) -> int:
+        """Indices the current epoch's order holds on this rank."""
+        if not self._before:
+            return self.num_samples
+        a, b = rank_bounds(self._rest_length(), self.workers, self.num_replicas, self.rank,
+                           self.drop_last)
+        return b - a
+
+    def _rest_length(self) -> int:
+        """Length of the current epoch's sequence left after the earlier topologies."""
+        return _rest(self.length, self._before)
 
     def __repr__(self) -> str:
         what = type(self.dataset).__name__
@@ -163,48 +230,81 @@ class ChunkedSampler(DistributedSampler[int]):
         """Return this rank's whole order for an epoch (no resume offset applied).
 
         Args:
-            epoch: The epoch; the sampler's current epoch by default.
+            epoch: The epoch; the sampler's current epoch by default. After an elastic
+                resume, the current epoch's order is that of the rows not consumed before
+                the checkpoint.
 
         Returns:
             Dataset indices in the order they are yielded.
         """
         epoch = self.epoch if epoch is None else epoch
-        rank_share, _ = shares(self.length, self.workers, self.num_replicas)
-        first = self.rank * rank_share
+        elastic = bool(self._before) and epoch == self.epoch
         mixture = callable(getattr(self._sized, "epoch_units", None))
-        if not self.shuffle and not mixture:
-            sequence = np.arange(first, first + rank_share, dtype=np.int64)
-        elif self._memo is not None and self._memo[0] == epoch:
+        key = (epoch, elastic)
+        if (self.shuffle or mixture or elastic) and self._memo is not None and (
+            self._memo[0] == key
+        ):
             return self._memo[1]
-        elif mixture:  # a Mixture: the epoch's rows (with repeats) come as ranges
-            units = self._sized.epoch_units(self.seed, epoch)  # type: ignore[attr-defined]
-            if self.shuffle:
-                sequence = shuffled_sequence(
-                    units, self.seed, epoch, self.mix, first, first + rank_share
-                )
-            else:
-                rows = [np.arange(a, b, dtype=np.int64) for a, b in units]
-                whole = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-                sequence = whole[first : first + rank_share]
+        if elastic:
+            sequence = self.sequence(epoch)
+            for part in self._before:
+                seen = consumed_positions(len(sequence), part["batch"], part["workers"],
+                                          part["ranks"], part["drop_last"], part["consumed"])
+                sequence = sequence[~seen]
+            first, stop = rank_bounds(len(sequence), self.workers, self.num_replicas,
+                                      self.rank, self.drop_last)
+            sequence = sequence[first:stop]
         else:
-            if self._units is None:
-                self._units = units_of(self._sized, self.chunk)
-            sequence = shuffled_sequence(
-                self._units, self.seed, epoch, self.mix, first, first + rank_share
-            )
+            first, stop = rank_bounds(self.length, self.workers, self.num_replicas, self.rank,
+                                      self.drop_last)
+            sequence = self.sequence(epoch, first, stop)
         # ``sequence`` is this rank's share only: partition it over the workers
-        order = interleave(sequence, self.batch, self.workers, 1, 0)
-        if self.shuffle or mixture:
+        order = deliver(sequence, self.batch, self.workers)
+        if self.shuffle or mixture or elastic:
             order.flags.writeable = False
-            self._memo = (epoch, order)
+            self._memo = (key, order)
         return order
 
+    def sequence(self, epoch: int, start: int = 0, stop: int | None = None) -> Order:
+        """Return (part of) an epoch's sequence, before any rank or worker takes its share.
+
+        It depends on the dataset, ``shuffle``, ``seed``, ``mix``, ``chunk`` and the epoch,
+        never on the ranks, workers or batch size.
+
+        Args:
+            epoch: The epoch.
+            start: First position to return.
+            stop: End position (exclusive); the end of the sequence by default.
+
+        Returns:
+            Dataset indices.
+        """
+        stop = self.length if stop is None else stop
+        if callable(getattr(self._sized, "epoch_units", None)):  # a Mixture's ranges
+            units = self._sized.epoch_units(self.seed, epoch)  # type: ignore[attr-defined]
+            if self.shuffle:
+                return shuffled_sequence(units, self.seed, epoch, self.mix, start, stop)
+            rows = [np.arange(a, b, dtype=np.int64) for a, b in units]
+            whole = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+            return whole[start:stop]
+        if not self.shuffle:
+            return np.arange(start, stop, dtype=np.int64)
+        if self._units is None:
+            self._units = units_of(self._sized, self.chunk)
+        return shuffled_sequence(self._units, self.seed, epoch, self.mix, start, stop)
+
     def __iter__(self) -> Iterator[int]:
-        """Yield this epoch's indices, skipping those consumed before a restored checkpoint."""
+        """Yield this epoch's indices, skipping those consumed before a restored checkpoint.
+
+        Returns:
+            An iterator with its own ``state_dict``/``load_state_dict`` (its position in the
+            epoch), which torchdata's ``StatefulDataLoader`` saves with every batch it hands
+            out.
+        """
         start, self._resume = self._resume, 0
         self.consumed = start
-        order = self.order()[start:]
-        return _yield(order)
+        self._live = _Pass(self, start)
+        return self._live
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next iteration yields.
@@ -223,40 +323,91 @@ class ChunkedSampler(DistributedSampler[int]):
             self.epoch = epoch
             self.consumed = 0
             self._resume = 0
+            self._before = []
+            self._live = None
 
     # ------------------------------------------------------------------ resume
-    def _fingerprint(self) -> dict[str, Any]:
+    def _settings(self) -> dict[str, Any]:
         return {
             "length": self.length,
             "batch": self.batch,
             "workers": max(self.workers, 1),
             "ranks": self.num_replicas,
+            "drop_last": self.drop_last,
             "shuffle": self.shuffle,
             "seed": self.seed,
             "mix": self.mix,
             "chunk": self.chunk,
-            "data": getattr(self.dataset, "fingerprint", None),
+            "data": self._data_fingerprint(),
         }
+
+    def _data_fingerprint(self) -> Any:
+        # computed once: torchdata's StatefulDataLoader asks for the state with every batch,
+        # and hashing every shard's identity each time would cost more than the batch
+        if self._data is None:
+            self._data = (getattr(self.dataset, "fingerprint", None),)
+        return self._data[0]
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Return the position in the epoch, to resume from with :meth:`load_state_dict`.
 
+        Which count the state holds, in this order:
+
+        1. ``consumed``, when given: what the driver knows was used by training;
+        2. :attr:`consumed` when the loader built by ``load()`` drives the sampler (it counts
+           the batches handed to the training loop, not those its workers prefetched);
+        3. otherwise the indices the sampler's latest iteration handed out. That is exact
+           for a plain loop over the sampler and for torchdata's ``StatefulDataLoader``
+           (which saves the state of the sampler's iterator at the batch it yields), but a
+           plain ``DataLoader`` with workers prefetches ahead of the training loop, so it
+           counts batches not yet trained on: give ``consumed=`` there.
+
+        Every rank consumes the same count (with ``drop_last``), so one rank's state tells
+        which rows every rank consumed: rank 0's, which Lightning saves, is enough.
+
         Args:
-            consumed: Samples of this epoch already used by training; by default
-                :attr:`consumed`, which the loader built by ``load()`` keeps up to date
-                (counting batches handed to the training loop, not batches prefetched by
-                workers). Give it when driving the sampler with another loader.
+            consumed: Samples of this epoch already used by training.
 
         Returns:
-            ``{"epoch", "consumed", ...}`` plus the settings the order depends on.
+            ``{"epoch", "consumed", ...}``, the settings the order depends on, ``before``
+            (the parts of the epoch run with other topologies, after an elastic resume) and
+            ``tail`` (rows of the epoch's sequence that no rank gets).
         """
-        done = self.consumed if consumed is None else _check_int("consumed", consumed, 0)
-        return {"epoch": self.epoch, "consumed": min(done, len(self)), **self._fingerprint()}
+        if consumed is not None:
+            done = _check_int("consumed", consumed, 0)
+        elif self.counted_by_loader:
+            done = self.consumed
+        elif self._live is not None and self._live.epoch == self.epoch:
+            done = self._live.position
+        else:
+            done = max(self.consumed, self._resume)
+        return self._state(self.epoch, done)
+
+    def _state(self, epoch: int, done: int) -> dict[str, Any]:
+        before = self._before if epoch == self.epoch else []
+        return {
+            "epoch": epoch,
+            "consumed": min(done, self._rows_now() if before else self.num_samples),
+            **self._settings(),
+            "before": [dict(part) for part in before],
+            "tail": self.tail if before else self._plain_tail(),
+        }
+
+    def _plain_tail(self) -> int:
+        if not self.drop_last:
+            return 0
+        first, stop = rank_bounds(self.length, self.workers, self.num_replicas, 0, True)
+        return self.length - (stop - first) * self.num_replicas
 
     def load_state_dict(self, state: dict[str, Any], *, check_data: bool = True) -> None:
         """Resume: the next iteration yields exactly the samples of the saved epoch not yet used.
 
-        A state saved at the end of an epoch resumes at the start of the next one.
+        A state saved at the end of an epoch resumes at the start of the next one. A state
+        saved with other ranks, workers, batch size or ``drop_last`` resumes elastically:
+        the rows every saved rank consumed (a function of the saved settings and count) are
+        taken out of the epoch's sequence, and this topology partitions the rest, so across
+        the rest of the epoch no row comes twice and every row not consumed comes once,
+        except the new tail (:attr:`tail`: fewer than ``ranks * workers`` rows, logged).
 
         Args:
             state: A dict from :meth:`state_dict`.
@@ -265,13 +416,13 @@ class ChunkedSampler(DistributedSampler[int]):
                 differs from this dataset's. False resumes at the saved position anyway.
 
         Raises:
-            ArgumentError: If the state is malformed or was saved by a sampler with different
-                settings (length, batch, workers, ranks, shuffle, seed, mix, chunk), whose
-                order would differ, or over other data (unless ``check_data`` is False).
+            ArgumentError: If the state is malformed or was saved by a sampler whose epoch
+                sequence differs (length, shuffle, seed, mix, chunk), or over other data
+                (unless ``check_data`` is False).
         """
         if not isinstance(state, dict) or "epoch" not in state or "consumed" not in state:
             raise ArgumentError("a ChunkedSampler state must be a dict from state_dict()")
-        mine = self._fingerprint()
+        mine = self._settings()
         saved_data = state.get("data")
         if check_data and saved_data is not None and saved_data != mine["data"]:
             raise ArgumentError(
@@ -281,27 +432,137 @@ class ChunkedSampler(DistributedSampler[int]):
                 "check_data=False (load(..., check_data=False) or DataModule(..., "
                 "check_data=False)) to continue at that position anyway"
             )
-        mine.pop("data")
         different = [
             f"{key}: saved {state[key]!r}, now {mine[key]!r}"
-            for key in mine
+            for key in _SEQUENCE
             if key in state and state[key] != mine[key]
         ]
         if different:
             raise ArgumentError(
                 "cannot resume: the saved sampler state was made with other settings ("
                 + "; ".join(different)
-                + "); build the sampler with the saved settings"
+                + "), which give another order of the epoch; build the sampler with the saved "
+                "settings (ranks, workers and batch may differ)"
             )
         epoch = _check_int("epoch", state["epoch"], 0)
         consumed = _check_int("consumed", state["consumed"], 0)
-        if consumed >= len(self) and len(self) > 0:
-            epoch, consumed = epoch + 1, 0
+        before = _parts(state.get("before", []))
+        saved = _topology(state, mine)
+        rest = _rest(self.length, before)
+        if consumed >= _largest_share(rest, saved) and (consumed or before):
+            epoch, consumed, before = epoch + 1, 0, []  # saved at the end of its epoch
+        elif saved != _topology(mine, mine):
+            if consumed:
+                before = [*before, {**saved, "consumed": consumed}]
+            consumed = 0
+            if before and _largest_share(_rest(self.length, before), _topology(mine, mine)) == 0:
+                epoch, before = epoch + 1, []  # nothing left for this topology
         self.epoch = epoch
         self.consumed = consumed
         self._resume = consumed
+        self._before = before
+        self._memo = None
+        self._live = None
+        if before and saved != _topology(mine, mine):
+            _log.warning(
+                "elastic resume of epoch %d: %d rows were consumed with (ranks x workers x batch) "
+                "%s; this topology (ranks=%d, workers=%d, batch=%d) serves the %d rows left, "
+                "except a tail of %d",
+                epoch, self.length - self._rest_length(),
+                ", ".join(f"{p['ranks']}x{p['workers']}x{p['batch']}" for p in before),
+                self.num_replicas, max(self.workers, 1), self.batch, self._rest_length(),
+                self.tail,
+            )
 
 
-def _yield(order: Order) -> Iterator[int]:
-    for start in range(0, len(order), _YIELD_STEP):
-        yield from order[start : start + _YIELD_STEP].tolist()
+def _topology(state: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
+    """The partition settings of a state (older states lack ``drop_last``: True)."""
+    out = {key: state.get(key, default[key]) for key in _TOPOLOGY}
+    out["drop_last"] = bool(state.get("drop_last", True))
+    for key in ("ranks", "workers", "batch"):
+        out[key] = _check_int(f"saved {key}", out[key], 1)
+    return out
+
+
+def _parts(value: Any) -> list[dict[str, Any]]:
+    """Check the ``before`` list of a state."""
+    if not isinstance(value, list):
+        raise ArgumentError("a ChunkedSampler state's 'before' must be a list from state_dict()")
+    parts = []
+    for part in value:
+        if not isinstance(part, dict) or "consumed" not in part:
+            raise ArgumentError("a ChunkedSampler state's 'before' entries come from state_dict()")
+        parts.append({**_topology(part, part), "consumed": _check_int(
+            "consumed", part["consumed"], 0)})
+    return parts
+
+
+def _largest_share(length: int, topology: dict[str, Any]) -> int:
+    """Rows of the largest rank share (rank 0's) of a sequence under a topology."""
+    first, stop = rank_bounds(length, topology["workers"], topology["ranks"], 0,
+                              topology["drop_last"])
+    return stop - first
+
+
+def _rest(length: int, before: list[dict[str, Any]]) -> int:
+    """Length of the sequence left after the parts of ``before`` consumed their rows."""
+    for part in before:
+        taken = sum(
+            min(part["consumed"], b - a)
+            for a, b in (
+                rank_bounds(length, part["workers"], part["ranks"], r, part["drop_last"])
+                for r in range(part["ranks"])
+            )
+        )
+        length -= taken
+    return length
+
+
+class _Pass(Iterator[int]):
+    """One iteration over a :class:`ChunkedSampler`'s epoch; its state is its position.
+
+    torchdata's ``StatefulDataLoader`` calls :meth:`state_dict` as it sends each batch of
+    indices to a worker and keeps the state that belongs to each batch it yields, so a
+    resumed loader continues after exactly the batches it handed out.
+    """
+
+    def __init__(self, sampler: ChunkedSampler, start: int) -> None:
+        self._sampler = sampler
+        self._begin(start)
+
+    def _begin(self, start: int) -> None:
+        self.epoch = self._sampler.epoch
+        self._order = self._sampler.order()
+        self.position = min(start, len(self._order))
+        self._buffer: list[int] = []
+        self._buffer_end = self.position
+
+    def __iter__(self) -> _Pass:
+        return self
+
+    def __next__(self) -> int:
+        if self.position >= self._buffer_end:
+            if self.position >= len(self._order):
+                raise StopIteration
+            self._buffer = self._order[self.position : self.position + _YIELD_STEP].tolist()
+            self._buffer_end = self.position + len(self._buffer)
+        value = self._buffer[self.position - self._buffer_end + len(self._buffer)]
+        self.position += 1
+        return value
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the sampler's state at this iteration's position (indices handed out)."""
+        return self._sampler._state(self.epoch, self.position)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a state of :meth:`state_dict` (the sampler's checks apply).
+
+        Args:
+            state: A dict from :meth:`state_dict` or ``ChunkedSampler.state_dict``.
+        """
+        sampler = self._sampler
+        sampler.load_state_dict(state)
+        start, sampler._resume = sampler._resume, 0
+        sampler.consumed = start
+        sampler._live = self
+        self._begin(start)

@@ -73,7 +73,7 @@ def _raise(verdict: dict[str, Any]) -> None:
     """Raise on this rank the error rank 0's validation raised."""
     text = f"rank 0 validated the dataset: {verdict['error']}"
     if "report" in verdict:
-        from .. import ValidationReport
+        from ..validation.model import ValidationReport
 
         blob = verdict["report"]
         report = None if blob is None else ValidationReport.model_validate_json(blob)

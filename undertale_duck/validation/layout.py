@@ -8,8 +8,8 @@ from typing import Any
 import duckdb
 
 from ..common.text import first_line
-from ..core.drift import schema_drift
-from ..core.duck import duckdb_path
+from ..core.runtime import duckdb_path
+from ..core.source import schema_drift
 from .model import Example
 from .state import PRESENT, PRESENT_OPTIONAL, SAME_LAYOUT, RunState, ShardGroup, Tally
 from .targets import Target, describe_type, field_type, mismatch

@@ -9,7 +9,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..core import sqlfiles
+from ..core.runtime import sqlfiles
 from .model import CheckKind
 from .targets import LIST_TYPES, Target, is_sequence, strip_optional
 

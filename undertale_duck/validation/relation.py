@@ -7,9 +7,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..core import sqlfiles
-from ..core.view_index import IndexedView
-from ..core.windows import Window
+from ..core.runtime import sqlfiles
+from ..core.source import Window
+from ..core.views import IndexedView
 
 #: Runs a query with shard paths escaped (``RunState.query``) and returns every row.
 Query = Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]

@@ -9,8 +9,8 @@ from typing import Any
 import duckdb
 
 from ..common.text import first_line
-from ..core import sqlfiles
-from ..core.vectors import VectorBound
+from ..core.bounds import VectorBound
+from ..core.runtime import sqlfiles
 from ..errors import SourceError
 from .layout import compatible_type
 from .plan import NULL_TEMPLATES, RowCheck, bound_value, condition, row_checks, value_sql

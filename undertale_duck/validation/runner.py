@@ -12,10 +12,9 @@ import duckdb
 from pydantic import BaseModel
 
 from ..common.progress import Progress
-from ..core.duck import connect, threads_of
 from ..core.query import memory_limit
-from ..core.remote import SourceFiles
-from ..core.source import Shard, SourceLike
+from ..core.runtime import connect, threads_of
+from ..core.source import Shard, SourceFiles, SourceLike
 from ..errors import SourceError
 from . import schemas
 from .layout import layout_checks, shard_groups

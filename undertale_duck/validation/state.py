@@ -15,9 +15,7 @@ from pydantic import BaseModel
 from ..common.jsonvalue import jsonable
 from ..common.progress import Progress
 from ..common.text import first_line
-from ..core import sqlfiles
-from ..core.duck import duckdb_path
-from ..core.interrupt import interruptible
+from ..core.runtime import duckdb_path, interruptible, sqlfiles
 from ..core.source import Shard
 from .model import CheckKind, CheckResult, Example
 from .relation import Relation, ViewPositions, shard_rows

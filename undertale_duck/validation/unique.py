@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import duckdb
 
 from ..common.text import first_line
-from ..core import sqlfiles
+from ..core.runtime import sqlfiles
 from . import schemas
 from .layout import compatible_type
 from .plan import value_sql

@@ -12,19 +12,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from pydantic import BaseModel
 
-from ..core import cachedir
+from ..core.runtime import SQL_DIRS, cache_dir, kind_directory, read_cached, write_atomic
 from ..core.source import Source
-from ..core.sqlfiles import SQL_DIRS
 from ..errors import ArgumentError
 
 #: Environment variable naming undertale_duck's cache directory (default: the user's cache).
-CACHE_ENV = cachedir.CACHE_ENV
+
 #: Cache subdirectory of the verdict files.
-KIND = "verdicts"
+KIND: Final = "verdicts"
 #: Version of the verdict file layout; a new one ignores files written by an older one.
 FORMAT = 1
 
@@ -165,17 +164,17 @@ def cache_directory() -> Path:
     """Return the directory of verdict files (created when a verdict is written).
 
     Returns:
-        ``verdicts`` under :func:`undertale_duck.core.cachedir.cache_root`
+        ``verdicts`` under the cache root (:func:`undertale_duck.core.runtime.kind_directory`)
         (``$UNDERTALE_DUCK_CACHE``, else ``$XDG_CACHE_HOME/undertale_duck``, else
         ``~/.cache/undertale_duck``).
     """
-    return cachedir.cache_root() / KIND
+    return kind_directory(KIND)
 
 
 def _on_disk(key: str) -> bool:
     # only a file of ours in a private directory: anyone else able to write there could
     # plant a passing verdict for a failing dataset (or a FIFO that would block the read)
-    raw = cachedir.read_cached(cache_directory() / f"{key}.json")
+    raw = read_cached(cache_directory() / f"{key}.json")
     try:
         data = json.loads(raw) if raw is not None else None
     except ValueError:
@@ -199,8 +198,8 @@ def _write(key: str, dataset: Validatable, schema: type[BaseModel]) -> None:
     homes = sorted({str(Path(s.path).parent) for s in source.shards})
     # a cache inside the dataset, or one we cannot create or write, only costs a scan next time
     with contextlib.suppress(ArgumentError, OSError):
-        directory = cachedir.cache_dir(KIND, protected=homes)
-        cachedir.write_atomic(directory, f"{key}.json", json.dumps(record).encode())
+        directory = cache_dir(KIND, protected=homes)
+        write_atomic(directory, f"{key}.json", json.dumps(record).encode())
 
 
 # ---------------------------------------------------------------------- validate

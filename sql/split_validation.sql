@@ -1,0 +1,5 @@
+-- A row is in the validation part of a split (docs/packing.md#splits) when the first 16 hex
+-- digits of md5('<seed>:' || its key as text) are below the fraction's threshold, also 16
+-- lowercase hex digits, so that text order is number order. A null key gives 'n', after
+-- every hex digit: such rows are always in the train part.
+coalesce(substr(md5({prefix} || CAST({key} AS VARCHAR)), 1, 16), 'n') < {threshold}

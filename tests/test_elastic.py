@@ -1,0 +1,179 @@
+"""Elastic resume and evaluation shares: set invariants of ChunkedSampler across topologies."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from undertale_duck import ArgumentError, ChunkedSampler
+
+
+class Sized:
+    """A dataset that only has a length (the sampler needs nothing else)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+Topology = tuple[int, int, int]  # ranks, workers, batch
+topologies = st.tuples(st.integers(1, 4), st.integers(0, 3), st.integers(1, 9))
+
+
+def _samplers(n: int, top: Topology, epoch: int, **kw: Any) -> list[ChunkedSampler]:
+    ranks, workers, batch = top
+    out = []
+    for rank in range(ranks):
+        s = ChunkedSampler(Sized(n), batch, workers, ranks, rank, chunk=7, seed=3, **kw)
+        s.set_epoch(epoch)
+        out.append(s)
+    return out
+
+
+def _resumed(n: int, top: Topology, epoch: int, state: dict[str, Any],
+             **kw: Any) -> list[ChunkedSampler]:
+    out = _samplers(n, top, epoch, **kw)
+    for s in out:
+        s.load_state_dict(state)  # every rank loads rank 0's state (what Lightning saves)
+        # the trainer sets the restored epoch again: the position is kept (the state moves
+        # to the next epoch when the saved one had nothing left for this topology)
+        s.set_epoch(max(epoch, s.epoch))
+    return out
+
+
+# ---------------------------------------------------------------------- evaluation shares
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 300), top=topologies, shuffle=st.booleans())
+def test_without_drop_last_every_row_goes_to_one_rank_once(n: int, top: Topology,
+                                                            shuffle: bool) -> None:
+    samplers = _samplers(n, top, 1, shuffle=shuffle, drop_last=False)
+    orders = [list(s) for s in samplers]
+    assert sorted(i for o in orders for i in o) == list(range(n))
+    sizes = [len(o) for o in orders]
+    assert max(sizes) - min(sizes) <= 1 and sizes == [len(s) for s in samplers]
+    if not shuffle:  # each rank a contiguous range, in rank order
+        assert [i for o in orders for i in sorted(o)] == list(range(n))
+        assert all(s.tail == 0 and s.state_dict()["tail"] == 0 for s in samplers)
+
+
+def test_drop_last_keeps_the_original_tail_rule() -> None:
+    kept = [list(s) for s in _samplers(103, (2, 2, 5), 0)]
+    assert sorted(i for o in kept for i in o) == list(range(100))  # the last 3 rows dropped
+    assert _samplers(103, (2, 2, 5), 0)[0].state_dict()["tail"] == 3
+
+
+# ---------------------------------------------------------------------- elastic resume
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 300),
+    old=topologies,
+    new=topologies,
+    third=topologies,
+    shuffle=st.booleans(),
+    epoch=st.integers(0, 2),
+    cut=st.floats(0, 1),
+    cut2=st.floats(0, 1),
+)
+def test_elastic_resume_sees_every_unseen_row_once(n: int, old: Topology, new: Topology,
+                                                   third: Topology, shuffle: bool, epoch: int,
+                                                   cut: float, cut2: float) -> None:
+    first = _samplers(n, old, epoch, shuffle=shuffle)
+    consumed = int(cut * len(first[0]))
+    before = [i for s in first for i in list(s)[:consumed]]
+    state = first[0].state_dict(consumed=consumed)
+    state = torch.load(_roundtrip(state), weights_only=True)  # a checkpoint holds plain data
+    second = _resumed(n, new, epoch, state, shuffle=shuffle)
+    ranks, workers, batch = new
+    if second[0].epoch == epoch + 1:
+        # saved at the epoch's end, or what is left is less than this topology's tail
+        left = n - len(before)
+        assert consumed == len(first[0]) or left < ranks * max(workers, 1)
+        return
+    after = [list(s) for s in second]
+    flat = [i for o in after for i in o]
+    assert len(flat) == len(set(flat)) and not set(flat) & set(before)  # nothing twice
+    missing = set(range(n)) - set(before) - set(flat)
+    # only the new topology's own tail is left out: fewer than ranks x workers (x batch) rows
+    bound = ranks * max(workers, 1)
+    assert len(missing) == second[0].tail < bound <= bound * batch
+    if new == old or consumed == 0:
+        # an unchanged topology (or none consumed) keeps the original order
+        assert after == [s.order().tolist()[consumed:] for s in _samplers(n, new, epoch,
+                                                                          shuffle=shuffle)]
+    sizes = {len(o) for o in after}
+    assert len(sizes) <= 1  # equal shares: DDP ranks run the same number of batches
+    # a second stop, resumed on a third topology: still nothing twice, the same tail bound
+    # the count is a position in the epoch's order (the skipped part included)
+    skipped = len(second[0].order()) - len(after[0])
+    taken = int(cut2 * len(after[0]))
+    state2 = second[0].state_dict(consumed=skipped + taken)
+    last = _resumed(n, third, epoch, state2, shuffle=shuffle)
+    if last[0].epoch == epoch + 1:
+        return
+    third_part = [i for s in last for i in s]
+    seen = before + [i for o in after for i in o[:taken]] + third_part
+    assert len(seen) == len(set(seen))
+    ranks3, workers3, _ = third
+    assert len(set(range(n)) - set(seen)) < ranks3 * max(workers3, 1)
+    # and the next epoch is whole again, in its original order
+    nxt = _resumed(n, third, epoch, state2, shuffle=shuffle)
+    for s, plain in zip(nxt, _samplers(n, third, epoch + 1, shuffle=shuffle), strict=True):
+        s.set_epoch(epoch + 1)
+        assert list(s) == list(plain)
+
+
+def _roundtrip(state: dict[str, Any]) -> Any:
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def test_elastic_resume_two_ranks_to_one_and_back(caplog: pytest.LogCaptureFixture) -> None:
+    two = _samplers(400, (2, 2, 16), 0, shuffle=True)
+    before = [i for s in two for i in list(s)[:80]]
+    state = two[0].state_dict(consumed=80)
+    with caplog.at_level(logging.WARNING, logger="undertale_duck"):
+        (one,) = _resumed(400, (1, 0, 10), 0, state, shuffle=True)
+    assert "elastic resume" in caplog.text
+    rest = list(one)
+    assert sorted(before + rest) == list(range(400))  # one rank, no workers: no tail at all
+    # the trainer counts 5 batches done before the checkpoint: the epoch's length says so
+    assert len(one) == 5 * 10 + 240
+    resumed = one.state_dict(consumed=30)
+    assert resumed["before"] == [{"ranks": 2, "workers": 2, "batch": 16, "drop_last": True,
+                                  "consumed": 80}]
+    back = _resumed(400, (2, 2, 16), 0, resumed, shuffle=True)
+    later = [i for s in back for i in s]
+    seen = Counter(before + rest[:30] + later)
+    assert max(seen.values()) == 1 and set(seen) <= set(range(400))
+    assert 400 - len(seen) == back[0].tail == 2  # 370 rows left: 2 ranks x 2 workers drop 2
+
+
+def test_elastic_resume_of_the_library_loader_state_is_logged_with_its_tail(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (one,) = _samplers(101, (1, 0, 10), 0)
+    state = one.state_dict(consumed=30)
+    with caplog.at_level(logging.WARNING, logger="undertale_duck"):
+        two = _resumed(101, (2, 2, 4), 0, state)
+    assert two[0].tail == 3 and two[0].state_dict()["tail"] == 3 and "tail of 3" in caplog.text
+    assert sorted(i for s in two for i in s) == list(range(30, 98))
+
+
+def test_a_state_with_another_sequence_is_still_refused() -> None:
+    state = _samplers(100, (1, 0, 4), 0, shuffle=True)[0].state_dict(consumed=8)
+    with pytest.raises(ArgumentError, match="length"):
+        _resumed(99, (1, 0, 4), 0, state, shuffle=True)
+    with pytest.raises(ArgumentError, match="before"):
+        _resumed(100, (1, 0, 4), 0, {**state, "before": "x"}, shuffle=True)

@@ -1,0 +1,163 @@
+"""Argument checks of the core dataset: columns, DuckDB settings, read limits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import duckdb
+
+from ...common.sizes import parse_size
+from ...common.text import first_line
+from ...errors import ArgumentError
+from ..runtime import default_duckdb_config, duck
+
+
+def read_limit(memory_bytes: int) -> int:
+    """Return the most bytes one window read may decompress or decode for a budget.
+
+    The budget, but at least :data:`READ_LIMIT_FLOOR` (DuckDB needs working memory, and a
+    tiny budget still serves small windows); 0 (no limit) for ``memory=0``. DuckDB's own
+    ``memory_limit`` is set to twice this (unless ``duckdb_config`` sets it).
+
+    Args:
+        memory_bytes: The dataset's memory budget in bytes.
+
+    Returns:
+        The limit in bytes, or 0.
+    """
+    return max(memory_bytes, READ_LIMIT_FLOOR) if memory_bytes > 0 else 0
+
+
+#: Smallest read limit (and DuckDB ``memory_limit``) a positive budget gets.
+READ_LIMIT_FLOOR = 64 << 20
+
+
+def bytes_setting(value: object) -> int:
+    """Bytes of a DuckDB ``"...MB"``/``"...MiB"`` setting we wrote ourselves (0 if unknown)."""
+    if not isinstance(value, str):
+        return 0
+    for suffix, scale in (("MiB", 1 << 20), ("MB", 1 << 20), ("GiB", 1 << 30), ("GB", 1 << 30)):
+        if value.endswith(suffix) and value[: -len(suffix)].strip().isdigit():
+            return int(value[: -len(suffix)]) * scale
+    return 0
+
+
+def check_columns(columns: Sequence[str] | None) -> list[str] | None:
+    """Check the ``columns`` argument: None, or a list of non-empty column names.
+
+    Raises:
+        ArgumentError: If it is a single string or holds something else than names.
+    """
+    if columns is None:
+        return None
+    if isinstance(columns, str | bytes):
+        raise ArgumentError("columns must be a list of column names, not a single string")
+    try:
+        names = list(columns)
+    except TypeError:
+        raise ArgumentError(
+            f"columns must be a list of column names, got {type(columns).__name__}"
+        ) from None
+    for name in names:
+        if not isinstance(name, str):
+            raise ArgumentError(f"columns must hold column names (str), got {name!r}")
+        if not name:
+            raise ArgumentError(
+                "columns holds an empty column name; DuckDB cannot select a column named ''"
+            )
+    return names
+
+
+def check_duckdb_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Check ``duckdb_config`` by opening a DuckDB database with it once.
+
+    Raises:
+        ArgumentError: If it is not a mapping of setting names to values, or DuckDB
+            refuses a name or a value.
+    """
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ArgumentError(
+            f"duckdb_config must be a mapping of DuckDB setting names to values, got "
+            f"{type(config).__name__}"
+        )
+    settings = dict(config)
+    for key, value in settings.items():
+        if not isinstance(key, str) or not key:
+            raise ArgumentError(f"duckdb_config keys must be DuckDB setting names, got {key!r}")
+        if not isinstance(value, str | int | float | bool):
+            raise ArgumentError(
+                f"duckdb_config[{key!r}] must be a string, number or bool, got {value!r}"
+            )
+    try:
+        duck.connect({**default_duckdb_config(), **settings}).close()
+    except (duckdb.Error, TypeError, ValueError, RuntimeError) as exc:
+        raise ArgumentError(f"duckdb_config is refused by DuckDB: {first_line(exc)}") from None
+    return settings
+
+
+def view_query(
+    query: str | None, where: str | None, tables: Mapping[str, Any] | None
+) -> str | None:
+    """Return the view's query from ``query=`` or ``where=`` (None: a plain dataset).
+
+    Raises:
+        ArgumentError: If both are given, ``where`` is not an SQL condition, or ``tables``
+            comes without a query.
+    """
+    if query is not None and where is not None:
+        raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
+    if where is not None:
+        if not isinstance(where, str) or not where.strip():
+            raise ArgumentError(f"where must be an SQL condition, got {where!r}")
+        query = f"SELECT * FROM dataset WHERE {where}"
+    if tables and query is None:
+        raise ArgumentError("tables= is for views: pass query= joining them as well")
+    return query
+
+
+def check_read_ahead(read_ahead: object) -> int | None:
+    """Return how many windows to read ahead at once (None: chosen from the cores; 0: none).
+
+    Raises:
+        ArgumentError: If ``read_ahead`` is not a bool or an int >= 0.
+    """
+    if not isinstance(read_ahead, int) or read_ahead < 0:
+        raise ArgumentError(
+            f"read_ahead must be True, False or a number of windows >= 0, got {read_ahead!r}"
+        )
+    return None if read_ahead is True else int(read_ahead)
+
+
+class Sizes(NamedTuple):
+    """A dataset's size arguments in bytes (see :func:`check_sizes`)."""
+
+    memory_bytes: int
+    window_bytes: int | None
+    disk_bytes: int | None
+
+
+def check_sizes(memory: object, window_bytes: object, disk: object, disk_dir: object) -> Sizes:
+    """Read the budget, window size and disk tier arguments of a dataset.
+
+    ``memory`` and ``disk`` are MiB when given as numbers, ``window_bytes`` bytes; each may
+    also be a string with its own unit (``"4GiB"``, ``"500MB"``: :func:`parse_size`).
+
+    Returns:
+        The three sizes in bytes (``window_bytes`` and ``disk`` None when not given).
+
+    Raises:
+        ArgumentError: Naming the argument that is not a sensible size.
+    """
+    memory_bytes = parse_size(memory, "memory", "MiB")
+    windows = None
+    if window_bytes is not None:
+        windows = parse_size(window_bytes, "window_bytes", "bytes")
+        if windows < 1:
+            raise ArgumentError(f"window_bytes must be at least 1 byte, got {window_bytes!r}")
+    disk_bytes = None if disk is None else parse_size(disk, "disk", "MiB")
+    if disk_dir is not None and disk is None:
+        raise ArgumentError("disk_dir needs disk= (the disk tier's size, e.g. disk='8GiB')")
+    return Sizes(memory_bytes, windows, disk_bytes)

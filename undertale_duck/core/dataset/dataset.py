@@ -1,0 +1,414 @@
+"""``ShardDataset``: the core map-style torch Dataset over Parquet shards, read by window."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from torch.utils.data import Dataset
+
+from ...common.sizes import MIB
+from ...errors import ArgumentError, ShardChangedError
+from ..query import SQL_FILES, QuerySession, SqlFiles
+from ..read import (
+    AccessMonitor,
+    CacheStats,
+    DiskStats,
+    TieredCache,
+    WindowReader,
+    prepare_directory,
+)
+from ..rows import ROW_FORMATS, Format, Row, RowAccess
+from ..runtime import default_duckdb_config, duckdb_path
+from ..source import Source, SourceLike
+from ..source import windows as win
+from ..views import IndexedView, SideTable, index_view, side_tables
+from .arguments import check_columns, check_duckdb_config, check_read_ahead, check_sizes, view_query
+from .build import ReaderSettings, build_reader
+from .sql import SqlAccess
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
+
+
+class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
+    """A Parquet-backed dataset with random access through a byte-bounded window cache.
+
+    Rows are read in *windows* (contiguous row ranges aligned to the shards' row groups), one
+    DuckDB query per window, and windows are kept in an LRU cache. ``memory`` is the data
+    budget of each process: part of it is kept free for the transient memory of reading a
+    window (DuckDB decodes whole row groups; estimated from the footers and the windows
+    read, see :func:`windows.read_reserve`), the rest caches windows. The shards are also
+    attached as a DuckDB view named ``dataset`` for :meth:`sql`.
+
+    Args:
+        source: A Parquet file, a directory of shards (sorted by name; hidden files,
+            ``_SUCCESS``, ``*.crc`` and non-Parquet files ignored), a glob, or a list of files.
+        memory: Memory budget in megabytes, per process, for cached windows plus one window
+            read in flight. If it cannot hold a read and one window, one window (if it fits
+            in the budget at all) is cached anyway and a :class:`MemoryBudgetWarning` says
+            how much is needed. A window larger than the whole budget is served, not kept;
+            0 caches nothing. A read whose row groups (as the footer records them) or
+            decoded rows exceed the budget (at least 64 MiB) stops with
+            :class:`MemoryBudgetError`, and DuckDB's ``memory_limit`` is twice that unless
+            ``duckdb_config`` sets it (a decompression bomb stops there); ``memory=0``
+            turns these limits off.
+        columns: Columns to keep (in this order); None keeps all.
+        window_bytes: Target decoded bytes per window; by default a sixteenth of
+            ``memory`` between 1 MiB and 64 MiB. A row group counts as the larger of its
+            footer's size and its Arrow size estimated from the footer's value counts.
+        duckdb_config: DuckDB settings overriding :func:`default_duckdb_config`.
+        format: How row values are returned. ``"python"`` (default): exactly pyarrow's
+            ``as_py()`` values, as undertale's original dataset module did. ``"numpy"``:
+            numeric columns become numpy scalars and lists of numbers 1-d numpy arrays;
+            ``"torch"``: the same as tensors (0-d for scalars; unsigned integers widen to
+            int64, and a uint64 value of 2**63 or more raises :class:`OutOfRangeError`
+            rather than wrap). Both are built column-wise from one Arrow slice or take per
+            window, without Python lists; other types (strings, structs, nested lists) keep
+            their ``as_py()`` values, nulls are ``None``, and a list of numbers holding a
+            null element is its ``as_py()`` list. A value's type depends on that value
+            alone, never on the other rows of the batch. Arrays and tensors never share
+            memory with the cache. A value with no Python counterpart (a date beyond
+            ``datetime``'s range) raises :class:`OutOfRangeError` naming shard and row.
+        read_ahead: Read the next windows in background threads while one is consumed
+            (the next in the :meth:`prefetch` order, else the following windows when access
+            is sequential), within the ``memory`` budget. True: two windows at once where
+            the process may use two cores or more and the budget holds them (one in
+            DataLoader workers, which are the parallelism there); an int: at most that many
+            windows at once; False or 0: none.
+        query: Make the dataset a *view*: SQL over ``dataset`` (every row of every shard)
+            that can be answered row by row: computed columns, a ``WHERE`` filter, lookups
+            joined from ``tables``. ``ds[i]`` is the i-th row of its result in shard and row
+            order and ``len(ds)`` is exact; one indexing pass counts the rows each window
+            keeps and is kept on disk (see docs/views.md).
+        where: Shorthand for ``query="SELECT * FROM dataset WHERE <where>"``.
+        tables: Side tables a view joins: ``{name: Parquet/CSV path or pyarrow.Table}``.
+        disk: Size in megabytes of a local disk tier, or None (default) for none. Each
+            window decoded is written once, as an Arrow IPC file, to ``disk_dir`` and read
+            back memory-mapped, so no window is decoded twice while its file is there and
+            rows come from the operating system's page cache (shared by DataLoader workers,
+            reclaimable; not counted in ``memory``, which then only pays for reads in
+            flight). For uniform random access (``shuffle=True``) over data larger than
+            ``memory``, which without it reads a window per row or two and warns once per
+            process (:class:`~undertale_duck.errors.RandomAccessWarning`). The directory's
+            window files are kept within ``disk`` megabytes (least recently used removed
+            first); files of changed shards are never read.
+        disk_dir: Directory of the disk tier; by default ``$UNDERTALE_DUCK_CACHE/windows``,
+            else ``~/.cache/undertale_duck/windows``. Never inside, above or beside the
+            dataset's directories.
+        sql_files: What :meth:`sql` may read besides the view: ``"any"`` (default) file
+            the process can read, or only the ``"dataset"``'s own shards (DuckDB refuses
+            ``read_text('/etc/passwd')`` and every other path).
+        storage_options: For a remote ``source`` (an fsspec URL such as
+            ``s3://bucket/prefix/``, a glob URL or a list of URLs): options of the store's
+            fsspec filesystem (credentials, ``endpoint_url`` ...); ignored for local paths.
+            See docs/storage.md.
+        cache_dir: Where a remote source's shards are cached, shared by every process of
+            the node (default ``$UNDERTALE_DUCK_CACHE``, else ``~/.cache/undertale_duck/shards``).
+        cache_limit: The shard cache's byte limit (an int, or a size such as ``"20GiB"``);
+            default ``$UNDERTALE_DUCK_CACHE_LIMIT``, else the smaller of 64 GiB and 80% of
+            the disk the cache can use.
+        retries: Retries of a failed store request (timeouts, 5xx, throttling), with
+            exponential backoff, before a ``StorageError`` (default 3).
+
+    Raises:
+        SourceError: If the source cannot be resolved or a shard's footer cannot be read
+            (``NotParquetError``, ``CorruptShardError``, ``EncryptedShardError``,
+            ``UnsupportedShardError`` and ``ColumnError`` are subclasses).
+        ArgumentError: If ``memory`` or ``window_bytes`` is not a sensible number,
+            ``columns`` is not a list of non-empty names, DuckDB refuses ``duckdb_config``,
+            ``format`` is not one of ``"python"``, ``"numpy"``, ``"torch"``, ``sql_files``
+            is not ``"any"`` or ``"dataset"``, ``disk`` is not a number of megabytes, or
+            ``disk_dir`` overlaps the dataset or cannot be created.
+        QueryError: If a view's query is not row by row (naming the construct) or fails.
+    """
+
+    def __init__(
+        self,
+        source: SourceLike,
+        memory: float | str = 4096,
+        *,
+        columns: Sequence[str] | None = None,
+        window_bytes: int | str | None = None,
+        duckdb_config: Mapping[str, Any] | None = None,
+        format: Format = "python",
+        read_ahead: bool | int = True,
+        query: str | None = None,
+        where: str | None = None,
+        tables: Mapping[str, SideTable] | None = None,
+        sql_files: SqlFiles = "any",
+        storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+        retries: int | None = None,
+        disk: float | str | None = None,
+        disk_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        query = view_query(query, where, tables)
+        self.query = query
+        self._tables = dict(tables or {})
+        if format not in ROW_FORMATS:
+            raise ArgumentError(f"format must be one of {list(ROW_FORMATS)}, got {format!r}")
+        if sql_files not in SQL_FILES:
+            raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
+        self.sql_files: SqlFiles = sql_files
+        self.format: Format = format
+        #: Windows read ahead at once (None: chosen from the cores, see ``read_ahead``).
+        self.read_depth = check_read_ahead(read_ahead)
+        self.read_ahead = bool(read_ahead)
+        self._order: list[int] | None = None
+        sizes = check_sizes(memory, window_bytes, disk, disk_dir)
+        #: The disk tier's size in MiB (None: no disk tier).
+        self.disk = None if sizes.disk_bytes is None else sizes.disk_bytes / MIB
+        self._disk_spec = disk_dir
+        #: The memory budget in MiB, however it was given.
+        self.memory = sizes.memory_bytes / MIB
+        self.memory_bytes = sizes.memory_bytes
+        self._columns = check_columns(columns)
+        self.window_bytes = sizes.window_bytes or win.default_window_bytes(self.memory_bytes)
+        user = check_duckdb_config(duckdb_config)
+        self.duckdb_config = {**default_duckdb_config(), **user}
+        self._user_config = frozenset(user)
+        self._remote: dict[str, Any] = {
+            "storage_options": storage_options,
+            "cache_dir": cache_dir,
+            "cache_limit": cache_limit,
+            "retries": retries,
+        }
+        self._open(source)
+
+    def _open(self, source: SourceLike) -> None:
+        self._spec = source
+        self.source = Source(source, self._columns, **self._remote)
+        shards = self.source.shards
+        # windows are cut by each row group's decoded size where its footer understates it
+        self.windows = win.plan(
+            [s.planned_groups for s in shards],
+            self.window_bytes,
+            file_bytes=[s.size for s in shards],
+        )
+        self.view: IndexedView | None = None
+        if self.query is not None:
+            self.view = index_view(
+                self.query,
+                side_tables(self._tables),
+                self.source.shards,
+                self.source.columns,
+                self.windows,
+                self._connect,
+            )
+            self.windows = self.view.windows
+        self._length = self.windows[-1].end if self.windows else 0
+        self._starts = win.starts(self.windows)
+        self._starts_array = np.asarray(self._starts, dtype=np.int64)
+        self._reader: WindowReader | None = None
+        self._sql_session: QuerySession | None = None
+        self._monitor: AccessMonitor | None = None
+        self.disk_dir: str | None = None
+        if self.disk:
+            self.disk_dir = prepare_directory(self._disk_spec, self.source.paths)
+        _log.info(
+            "opened %s: %d shards, %d rows, %d windows%s",
+            self.source.spec, len(shards), self._length, len(self.windows),
+            "" if self.view is None else f", view {self.view.query.text!r}",
+        )
+
+    # ------------------------------------------------------------------ lazy process state
+    @property
+    def reader(self) -> WindowReader:
+        """The process's window reader (connection and cache), created on first use."""
+        if self._reader is None:
+            self._reader, self._monitor = build_reader(self.reader_settings())
+        return self._reader
+
+    def reader_settings(self) -> ReaderSettings:
+        """A frozen copy of what this process's window reader is built from."""
+        return ReaderSettings(
+            source=self.source,
+            windows=self.windows,
+            schema=self.schema,
+            columns=self.columns,
+            rows=self._length,
+            view=self.view,
+            duckdb_config=dict(self.duckdb_config),
+            user_config=self._user_config,
+            memory=self.memory,
+            memory_bytes=self.memory_bytes,
+            disk=self.disk or 0,
+            disk_dir=self.disk_dir,
+            read_ahead=self.read_ahead,
+            read_depth=self.read_depth,
+            order=None if self._order is None else tuple(self._order),
+        )
+
+    def prefetch(self, windows: Sequence[int] | None) -> None:
+        """Tell this process's reader the order in which it will consume windows.
+
+        A read-ahead hint for locality-aware orders that are not sequential (a sampler that
+        shuffles windows): while window ``windows[k]`` is consumed, ``windows[k + 1]`` is read
+        in the background, and ``windows[0]`` is read right away. Positions index
+        :attr:`windows` (see :meth:`window_of`). The hint is kept when the dataset is pickled
+        to workers; call it again to replace it, or with None to clear it. Without a hint,
+        sequential access is detected by itself.
+
+        Args:
+            windows: Window positions in the order they will be consumed, or None.
+
+        Raises:
+            IndexError: If a position is outside the window plan.
+        """
+        order = None if windows is None else [int(p) for p in windows]
+        bad = [p for p in order or [] if not 0 <= p < len(self.windows)]
+        if bad:
+            raise IndexError(
+                f"window position {bad[0]} out of range for {len(self.windows)} windows"
+            )
+        self._order = order
+        if self._reader is not None or order:
+            self.reader.set_order(order)
+
+    def window_of(self, index: int) -> int:
+        """Return the position in :attr:`windows` of the window holding row ``index``.
+
+        Args:
+            index: A global row index (negative counts from the end).
+
+        Returns:
+            The window's position.
+
+        Raises:
+            IndexError: If the index is out of range.
+            TypeError: If the index is not an integer.
+        """
+        return win.locate(self._starts, win.normalize_index(index, len(self)))
+
+    def _connect(
+        self, setup: Callable[[duckdb.DuckDBPyConnection], None]
+    ) -> duckdb.DuckDBPyConnection:
+        """Open a database with the ``dataset`` view for one-off work (a view's indexing)."""
+        return self.source.connection(self.duckdb_config, setup).cursor()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_reader"] = None
+        state["_monitor"] = None
+        state["_sql_session"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def refresh(self) -> None:
+        """Reopen the dataset as it is on disk now (re-reading footers, emptying the cache).
+
+        Raises:
+            SourceError: If the source can no longer be resolved or read.
+        """
+        self.close()
+        self._open(self._spec)
+
+    def close(self) -> None:
+        """Close this process's DuckDB connection and empty the cache (reopened on next use)."""
+        if self._sql_session is not None:
+            self._sql_session.close()
+        if self._reader is not None:
+            self._reader.stop_read_ahead()
+            self._reader.connection.close()
+            self._reader.cache.clear()
+        self._reader = None
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def columns(self) -> list[str]:
+        """Names of the columns each row holds (a view's: those its query returns)."""
+        return list(self.schema.names)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Arrow schema of a row (the first shard's projected onto ``columns``, or the view's)."""
+        return self.source.schema if self.view is None else self.view.schema
+
+    @property
+    def fingerprint(self) -> str:
+        """A short stable hash of the query, the columns and every shard's identity.
+
+        Equal fingerprints mean the same rows in the same order; a loader's saved state
+        carries it, so resuming against other data is refused.
+        """
+        payload = {
+            "query": None if self.view is None else self.view.query.sql,
+            "sides": [] if self.view is None else [s.fingerprint for s in self.view.sides],
+            "columns": self.columns,
+            "shards": [
+                [s.path, s.rows, s.size, s.mtime_ns, list(s.inode), getattr(s, "version", None)]
+                for s in self.source.shards
+            ],
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def shards(self) -> list[str]:
+        """Paths of the shards, in dataset order."""
+        return self.source.paths
+
+    @property
+    def cache_stats(self) -> CacheStats:
+        """Hit, miss and eviction counts and bytes held by this process's cache."""
+        return self.reader.cache.stats()
+
+    @property
+    def disk_stats(self) -> DiskStats | None:
+        """This process's disk tier counters (windows served, written, removed), or None."""
+        cache = self.reader.cache
+        return cache.tier.stats if isinstance(cache, TieredCache) else None
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """Return the shard and local row number of a global index.
+
+        Args:
+            index: A global row index (negative counts from the end).
+
+        Returns:
+            ``(shard path, local row)``.
+
+        Raises:
+            IndexError: If the index is out of range.
+            TypeError: If the index is not an integer.
+        """
+        i = win.normalize_index(index, len(self))
+        w = self.windows[win.locate(self._starts, i)]
+        shard = self.source.shards[w.shard]
+        if self.view is None:
+            return shard.path, w.start + (i - w.offset)
+        known = self.view.kept_rows(w)
+        if known is not None:
+            return shard.path, int(known[i - w.offset])
+        params = {"path": duckdb_path(shard.path), "start": w.start, "stop": w.stop}
+        rows = self.reader.connection.cursor().execute(self.view.locate_sql, params).fetchall()
+        if len(rows) != w.rows:
+            raise ShardChangedError(
+                f"the view keeps {len(rows)} rows of local rows {w.start}..{w.stop - 1} of "
+                f"shard {shard.path} where its index says {w.rows}; call refresh()",
+                shard.path,
+            )
+        return shard.path, int(rows[i - w.offset][0])
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __repr__(self) -> str:
+        # what a user needs to recognise the dataset: where, what it serves, within what
+        view = "" if self.view is None else f", query={self.view.query.text!r}"
+        shown = ", ".join(self.columns[:8]) + (", ..." if len(self.columns) > 8 else "")
+        return (
+            f"{type(self).__name__}({self.source.spec!r}, memory={self.memory}{view}, "
+            f"format={self.format!r}, rows={len(self)}, shards={len(self.source.shards)}, "
+            f"columns=[{shown}], windows={len(self.windows)})"
+        )

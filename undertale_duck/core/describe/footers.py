@@ -1,0 +1,445 @@
+"""Describe a dataset from its footers: shards, totals, column types, statistics, schema drift.
+
+This is the data only; ``undertale-duck describe`` renders it (cli/render_describe.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ...common.jsonvalue import jsonable
+from ...common.progress import Progress
+from ...common.text import first_line
+from ...errors import SourceError
+from ..bounds import VectorBound
+from ..parquet import footers
+from ..runtime import (
+    connect,
+    default_duckdb_config,
+    duckdb_path,
+    interruptible,
+    sqlfiles,
+    threads_of,
+)
+from ..source import Shard, ShardDrift, SourceFiles, reference_columns, schema_drift
+
+
+@dataclass
+class ShardInfo:
+    """One shard as describe reports it.
+
+    Attributes:
+        path: Absolute path.
+        rows: Rows from the footer (0 when unreadable).
+        row_groups: Number of row groups.
+        bytes: File size in bytes.
+        created_by: The writer recorded in the footer.
+        columns: ``(name, DuckDB type)`` pairs in file order.
+        error: Why the shard cannot be read, or None.
+    """
+
+    path: str
+    rows: int = 0
+    row_groups: int = 0
+    bytes: int = 0
+    created_by: str = ""
+    columns: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class ColumnInfo:
+    """One column as describe reports it.
+
+    Attributes:
+        name: Column name.
+        type: DuckDB type in the reference layout (the most common one; see core/drift.py),
+            or in the first readable shard that has the column when the reference lacks it.
+        shards: Number of readable shards that have the column.
+        null_count: NULLs over those shards, or None when some footer has no statistics.
+        min: Smallest value, or None when unknown (or every value is NULL).
+        max: Largest value, or None when unknown.
+        min_length: For list columns after ``--scan``: the shortest list.
+        max_length: For list columns after ``--scan``: the longest list.
+    """
+
+    name: str
+    type: str
+    shards: int = 0
+    null_count: int | None = 0
+    min: Any = None
+    max: Any = None
+    min_length: int | None = None
+    max_length: int | None = None
+    _known: bool = True
+
+    @property
+    def min_max_known(self) -> bool:
+        """Whether ``min`` and ``max`` describe every readable shard (False: unknown)."""
+        return self._known
+
+    def _merge_min_max(self, lo: Any, hi: Any) -> None:
+        try:
+            if lo is not None:
+                self.min = lo if self.min is None else min(self.min, lo)
+            if hi is not None:
+                self.max = hi if self.max is None else max(self.max, hi)
+        except TypeError:  # drifting types cannot be compared
+            self.min = self.max = None
+            self._known = False
+
+
+@dataclass
+class Description:
+    """Everything ``undertale-duck describe`` reports.
+
+    Attributes:
+        source: The source as given.
+        shards: Every resolved shard, readable or not, in dataset order.
+        columns: The reference layout's columns, then columns only other shards have.
+        drift: Shards whose columns or types differ from the reference layout (the most
+            common one among readable shards; see core/drift.py).
+        scanned: Whether statistics come from a full scan (exact) or from footers.
+    """
+
+    source: str
+    shards: list[ShardInfo]
+    columns: list[ColumnInfo]
+    drift: list[ShardDrift]
+    scanned: bool
+
+    @property
+    def errors(self) -> list[ShardInfo]:
+        """Shards that cannot be read."""
+        return [s for s in self.shards if s.error is not None]
+
+    @property
+    def rows(self) -> int:
+        """Total rows over the readable shards."""
+        return sum(s.rows for s in self.shards)
+
+    @property
+    def bytes(self) -> int:
+        """Total file bytes over every shard."""
+        return sum(s.bytes for s in self.shards)
+
+    @property
+    def row_groups(self) -> int:
+        """Total row groups over the readable shards."""
+        return sum(s.row_groups for s in self.shards)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the description as JSON-ready data (values converted like ``sql --format json``).
+
+        Returns:
+            A mapping with ``source``, ``totals``, ``shards``, ``columns``, ``drift``,
+            ``errors`` and ``statistics`` (``"footer"`` or ``"scan"``).
+        """
+        return {
+            "source": self.source,
+            "statistics": "scan" if self.scanned else "footer",
+            "totals": {
+                "shards": len(self.shards),
+                "rows": self.rows,
+                "row_groups": self.row_groups,
+                "bytes": self.bytes,
+            },
+            "shards": [
+                {
+                    "path": s.path,
+                    "rows": s.rows,
+                    "row_groups": s.row_groups,
+                    "bytes": s.bytes,
+                    "created_by": s.created_by,
+                    "error": s.error,
+                }
+                for s in self.shards
+            ],
+            "columns": [
+                {
+                    "name": c.name,
+                    "type": c.type,
+                    "shards": c.shards,
+                    "null_count": c.null_count,
+                    "min": jsonable(c.min),
+                    "max": jsonable(c.max),
+                    **(
+                        {"min_length": c.min_length, "max_length": c.max_length}
+                        if c.min_length is not None
+                        else {}
+                    ),
+                }
+                for c in self.columns
+            ],
+            "drift": [
+                {
+                    "path": d.path,
+                    "missing": d.missing,
+                    "extra": d.extra,
+                    "changed": [
+                        {"column": n, "type": mine, "expected": reference}
+                        for n, reference, mine in d.changed
+                    ],
+                }
+                for d in self.drift
+            ],
+            "errors": [{"path": s.path, "error": s.error} for s in self.errors],
+        }
+
+
+def is_nested(duck_type: str) -> bool:
+    """Whether a DuckDB type is a list, array, struct, map or union."""
+    return duck_type.endswith("]") or duck_type.startswith(("STRUCT", "MAP", "UNION"))
+
+
+def _is_list(duck_type: str) -> bool:
+    return duck_type.endswith("[]")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_shard(
+    con: duckdb.DuckDBPyConnection, path: str, files: SourceFiles
+) -> tuple[ShardInfo, Shard | None]:
+    try:
+        size = files.size(path)
+    except OSError as exc:
+        return ShardInfo(path, error=f"cannot open: {exc.strerror}"), None
+    try:
+        shard = files.footer(path)
+    except SourceError as exc:
+        return ShardInfo(path, bytes=size, error=_reason(str(exc), path)), None
+    info = ShardInfo(
+        path=path,
+        rows=shard.rows,
+        row_groups=len(shard.row_groups),
+        bytes=shard.size,
+        created_by=shard.created_by,
+    )
+    try:
+        params = {"path": duckdb_path(path)}
+        text = sqlfiles.sql_text("describe_columns")
+        table = interruptible(con, lambda: con.sql(text, params=params).to_arrow_table())
+    except SourceError as exc:
+        info.error = str(exc)
+        return info, None
+    except duckdb.Error as exc:
+        info.error = "DuckDB cannot read its schema: " + first_line(exc, limit=4000)
+        return info, None
+    info.columns = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
+    return info, shard
+
+
+def _reason(message: str, path: str) -> str:
+    # our SourceError messages start with the path; the report already shows it
+    text = message.replace(f"Parquet shard {path} ", "").replace(f"{path} ", "")
+    return text
+
+
+def _footer_stats(path: str, files: SourceFiles) -> dict[str, tuple[int | None, Any, Any, bool]]:
+    """Per top-level primitive column: (null count, min, max, statistics complete)."""
+    meta = files.metadata(path)
+    footers.check_statistics(path, meta)  # pyarrow aborts on malformed statistics
+    stats: dict[str, tuple[int | None, Any, Any, bool]] = {}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        if group.num_rows == 0:
+            continue
+        for j in range(group.num_columns):
+            chunk = group.column(j)
+            name = chunk.path_in_schema
+            if "." in name and name not in meta.schema.names:
+                continue  # a leaf of a nested column: footer statistics do not describe rows
+            nulls, lo, hi, known = stats.get(name, (0, None, None, True))
+            st = chunk.statistics
+            if st is None or not st.has_null_count:
+                nulls = None
+            elif nulls is not None:
+                nulls += int(st.null_count)
+            if st is not None and st.has_min_max:
+                try:
+                    lo = st.min if lo is None else min(lo, st.min)
+                    hi = st.max if hi is None else max(hi, st.max)
+                except TypeError:
+                    known = False
+            elif st is None or st.null_count != chunk.num_values:
+                known = known and group.num_rows == 0
+            stats[name] = (nulls, lo, hi, known)
+    return stats
+
+
+def scan_aggregates(columns: list[tuple[str, str]]) -> str:
+    """The aggregates of a full scan: for column k its nulls, and min/max (of lengths for lists).
+
+    Args:
+        columns: ``(name, DuckDB type)`` pairs; names are quoted by :mod:`sqlfiles`.
+
+    Returns:
+        SQL select items ``n_k``, ``lo_k``, ``hi_k`` for ``describe_scan`` and
+        ``describe_view_scan``; read back with :func:`scan_values`.
+    """
+    parts = []
+    for k, (name, duck_type) in enumerate(columns):
+        q = sqlfiles.quote_identifier(name)
+        parts.append(f"count(*) - count({q}) AS n_{k}")
+        if _is_list(duck_type):
+            parts += [f"min(len({q})) AS lo_{k}", f"max(len({q})) AS hi_{k}"]
+        elif is_nested(duck_type):
+            parts += [f"NULL AS lo_{k}", f"NULL AS hi_{k}"]
+        else:
+            parts += [f"min({q}) AS lo_{k}", f"max({q}) AS hi_{k}"]
+    return ", ".join(parts)
+
+
+def scan_values(
+    row: Mapping[str, Any], columns: list[tuple[str, str]]
+) -> dict[str, tuple[int, Any, Any, bool]]:
+    """``{name: (nulls, min, max, is a list)}`` from a row of :func:`scan_aggregates`."""
+    return {
+        name: (int(row[f"n_{k}"]), row[f"lo_{k}"], row[f"hi_{k}"], _is_list(duck_type))
+        for k, (name, duck_type) in enumerate(columns)
+    }
+
+
+def _scan_stats(
+    con: duckdb.DuckDBPyConnection, path: str, columns: list[tuple[str, str]]
+) -> dict[str, tuple[int, Any, Any, bool]]:
+    text = sqlfiles.render("describe_scan", aggregates=scan_aggregates(columns))
+    params = {"path": duckdb_path(path)}
+    # Ctrl-C stops the scan at once (core/interrupt.py), not after it
+    table = interruptible(con, lambda: con.sql(text, params=params).to_arrow_table())
+    return scan_values(table.to_pylist()[0], columns)
+
+
+def _check_vectors(files: SourceFiles, path: str, limit: int, threads: int) -> None:
+    """Refuse to scan a shard whose scan would hold more string bytes than ``limit``."""
+    if limit <= 0:
+        return
+    shard = files.footer(path)  # an object in object storage: weighed by range reads
+    bound = VectorBound(shard.schema)
+    bound.check([shard], bound.columns(None, True), limit, threads,
+                what="describe --scan would read",
+                hint="Raise the budget (--memory) if the shard is trusted; the footer's "
+                "statistics (describe without --scan) need no scan")
+
+
+def describe(
+    source: str | os.PathLike[str],
+    *,
+    scan: bool = False,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    memory: float = 4096,
+) -> Description:
+    """Describe a dataset from its shards' footers (and, with ``scan``, one full scan).
+
+    Unreadable shards (not Parquet, corrupt footer) are reported in the result instead of
+    stopping the description; shards whose columns or types differ are reported as drift.
+
+    Args:
+        source: A Parquet file, a directory of shards, or a glob (as ``ParquetDataset`` takes).
+        scan: Read every value for exact null counts, min/max (and list lengths).
+        progress: Called with each shard's file name before it is scanned.
+        storage_options: Options of a remote source's store (footers are read by range
+            reads; see docs/storage.md).
+        memory: The scan's memory budget in MiB (0: none): a shard whose string and
+            binary values the scan would hold at once pass it (a dictionary bomb) is
+            reported with the reason instead of scanned (:mod:`vectors`).
+
+    Returns:
+        The description.
+
+    Raises:
+        SourceError: If the source resolves to no file at all.
+    """
+    files = SourceFiles(source, storage_options)  # local paths or URLs
+    paths = files.paths
+    config = {k: v for k, v in default_duckdb_config().items()}
+    con = connect(config)
+    files.attach(con)
+    budget, threads = int(memory * (1 << 20)), threads_of(config.get("threads"))
+    try:
+        infos: list[ShardInfo] = []
+        for path in paths:
+            info, _ = _read_shard(con, path, files)
+            infos.append(info)
+        readable = [s for s in infos if s.error is None]
+        layouts = [dict(s.columns) for s in readable]
+        columns: dict[str, ColumnInfo] = {
+            name: ColumnInfo(name, duck_type)
+            for name, duck_type in reference_columns(layouts).items()
+        }
+        for s in readable:
+            for name, duck_type in s.columns:
+                columns.setdefault(name, ColumnInfo(name, duck_type)).shards += 1
+        drift = schema_drift([(s.path, dict(s.columns)) for s in readable])
+        for s in infos:
+            if scan and progress is not None:
+                progress(os.path.basename(s.path))
+            if s.error is not None:
+                continue
+            try:
+                if scan:
+                    _check_vectors(files, s.path, budget, threads)
+                    stats: dict[str, tuple[int | None, Any, Any, bool]] = dict(
+                        _scan_stats(con, s.path, s.columns)
+                    )
+                else:
+                    stats = _footer_stats(s.path, files)
+            except SourceError as exc:
+                s.error = _reason(str(exc), s.path)
+                continue
+            except (duckdb.Error, OSError, pa.ArrowException) as exc:
+                s.error = "cannot be read: " + first_line(exc, limit=4000)
+                continue
+            for name, duck_type in s.columns:
+                c = columns[name]
+                if duck_type != c.type:
+                    c.null_count = None
+                    c._known = False
+                    continue
+                got = stats.get(name)
+                if got is None:
+                    if is_nested(duck_type):  # footer statistics do not describe whole values
+                        c.null_count = None
+                        c._known = False
+                    continue  # else: a shard without row groups adds nothing
+                nulls, lo, hi, flag = got
+                if nulls is None or c.null_count is None:
+                    c.null_count = None
+                else:
+                    c.null_count += nulls
+                if scan and flag:  # list lengths
+                    if lo is not None:
+                        c.min_length = lo if c.min_length is None else min(c.min_length, lo)
+                    if hi is not None:
+                        c.max_length = hi if c.max_length is None else max(c.max_length, hi)
+                    c._known = False
+                    continue
+                if not scan and not flag:
+                    c._known = False
+                if c._known:
+                    c._merge_min_max(lo, hi)
+        for c in columns.values():
+            if not c._known:
+                c.min = c.max = None
+        # shards that failed during the statistics pass no longer count as readable
+        for s in infos:
+            if s.error is not None:
+                s.columns = []
+        return Description(
+            source=os.fspath(source),
+            shards=infos,
+            columns=list(columns.values()),
+            drift=[d for d in drift if not any(x.path == d.path and x.error for x in infos)],
+            scanned=scan,
+        )
+    finally:
+        con.close()

@@ -1,0 +1,16 @@
+"""Parquet files read without DuckDB: footers, page headers, decoded-size estimates.
+
+Footers are checked before they are trusted; the Thrift reader is bounded.
+"""
+
+from __future__ import annotations
+
+from . import footers, pages
+from .group_sizes import decoded_sizes
+from .pages import ShardPages
+from .text_pages import Page, child_types, chunk_pages, column_leaves
+
+__all__ = [
+    "Page", "ShardPages", "child_types", "chunk_pages", "column_leaves", "decoded_sizes",
+    "footers", "pages"
+]

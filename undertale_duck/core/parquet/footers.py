@@ -1,0 +1,347 @@
+"""Check a Parquet footer against its file before trusting it: encryption, row counts, sizes."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import struct
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...common.text import first_line
+from ...errors import CorruptShardError, EncryptedShardError, UnsupportedShardError
+from .thrift import Thrift, field_of, list_of
+
+#: The magic bytes of a Parquet file whose footer is encrypted.
+ENCRYPTED_MAGIC = b"PARE"
+
+#: Fewest bytes one data page takes in a file (its Thrift header alone is longer): with at
+#: most 2**31 - 1 values per page (an i32 in the page header), a file of ``n`` bytes holds
+#: at most ``n // MIN_PAGE_BYTES * (2**31 - 1)`` rows however its pages are encoded.
+MIN_PAGE_BYTES = 8
+MAX_PAGE_VALUES = (1 << 31) - 1
+
+
+# A ColumnChunk's crypto_metadata (field 8, a struct) holding ENCRYPTION_WITH_COLUMN_KEY
+# (union field 2, a struct, whose own first field header is 0x19, 0x28, or STOP). pyarrow's
+# column metadata accessor aborts the process on such a chunk when the file has no
+# decryption keys, so a footer that may hold one is parsed here first.
+_COLUMN_KEY = re.compile(
+    rb"(?:[\x1c\x2c\x3c\x4c\x5c\x6c\x7c\x8c]|\x0c\x10)\x2c[\x00\x08\x09\x19\x28]"
+)
+
+
+def file_magic(path: str) -> tuple[bytes, bytes]:
+    """Return a file's first and last four bytes (empty if the file is shorter).
+
+    Raises:
+        OSError: If the file cannot be read.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() < 8:
+            return head, b""
+        fh.seek(-4, os.SEEK_END)
+        return head, fh.read(4)
+
+
+def check_encryption(path: str, meta: pq.FileMetaData | None, size: int) -> None:
+    """Refuse a shard whose footer or columns are encrypted, before any column is touched.
+
+    An encrypted footer starts and ends with ``PARE``. A plaintext footer with encrypted
+    columns is followed by a 28-byte signature (so the footer is longer than the metadata
+    pyarrow parsed) and its column chunks carry crypto metadata; such a footer is parsed here
+    (pyarrow would abort the whole process on those chunks, not raise).
+
+    Args:
+        path: The shard.
+        meta: Its metadata as pyarrow parsed it (None if it could not be).
+        size: The file's size in bytes.
+
+    Raises:
+        EncryptedShardError: If the footer or any column is encrypted.
+    """
+    try:
+        head, tail = file_magic(path)
+    except OSError:
+        return
+    if ENCRYPTED_MAGIC in (head, tail):
+        raise EncryptedShardError(
+            f"Parquet shard {path} is encrypted (Parquet modular encryption with an encrypted "
+            "footer); undertale_duck cannot read encrypted files: decrypt it, or remove it "
+            "from the dataset",
+            path,
+        )
+    if meta is None:
+        return
+    check_encrypted_columns(path, meta, _footer_bytes(path, size))
+
+
+def checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
+    """A local shard's footer, checked for encryption, once per file version (cached).
+
+    pyarrow aborts the process on encrypted columns, so their metadata is touched only
+    after :func:`check_encryption`; that check parses the footer in Python, so its result
+    is kept for the readers that need the footer again (``direct.py``, ``nested.py``).
+
+    Args:
+        path: The local shard file.
+        size: Its size in bytes when it was opened.
+        mtime_ns: Its modification time when it was opened.
+
+    Returns:
+        The footer.
+
+    Raises:
+        OSError: If the file cannot be read, or is no longer that size and time.
+        ValueError: If a column chunk has a type, codec or encoding pyarrow's chunk
+            accessors do not know (they abort the process on those).
+        EncryptedShardError: If the footer or any column is encrypted.
+        pyarrow.ArrowException: If pyarrow cannot parse the footer.
+    """
+    return _checked_metadata(path, size, mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
+    def same() -> bool:
+        st = os.stat(path)
+        return (st.st_size, st.st_mtime_ns) == (size, mtime_ns)
+
+    if not same():
+        raise OSError(f"{path} changed since it was opened")
+    meta = pq.read_metadata(path)
+    if not same():
+        raise OSError(f"{path} changed since it was opened")
+    check_encryption(path, meta, size)
+    if not chunks_known(path, size):  # pyarrow's chunk accessors would abort the process
+        raise ValueError(f"{path} has column chunks with a type, codec or encoding unknown here")
+    return meta
+
+
+def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | None) -> None:
+    """Refuse a plaintext footer whose columns are encrypted (see :func:`check_encryption`).
+
+    Args:
+        path: The shard (for the message; a URL for a remote shard).
+        meta: Its metadata as pyarrow parsed it.
+        footer: The footer's bytes (without the 8-byte length and magic), or None.
+
+    Raises:
+        EncryptedShardError: If any column is encrypted.
+    """
+    if footer is None:
+        return
+    if len(footer) == meta.serialized_size and not _COLUMN_KEY.search(footer):
+        return
+    try:
+        parsed = Thrift(footer).struct(0)
+    except (IndexError, ValueError, struct.error):
+        return  # not parseable here: pyarrow parsed it; DuckDB reports what it finds
+    if field_of(parsed, 8) is not None or any(
+        field_of(chunk, 8) is not None
+        for group in list_of(field_of(parsed, 4))
+        for chunk in list_of(field_of(group, 1))
+    ):
+        raise EncryptedShardError(
+            f"Parquet shard {path} has encrypted columns (Parquet modular encryption); "
+            "undertale_duck cannot read encrypted files: decrypt it, or remove it from "
+            "the dataset",
+            path,
+        )
+
+
+#: Enum values pyarrow's column chunk accessors know: physical Type, CompressionCodec,
+#: Encoding (parquet.thrift). On any other value those accessors abort the process.
+_KNOWN_TYPES = range(8)
+_KNOWN_CODECS = range(8)
+_KNOWN_ENCODINGS = range(10)
+
+
+def chunks_known(path: str, size: int) -> bool:
+    """Whether every column chunk of a local shard's footer has a known type, codec, encodings.
+
+    pyarrow aborts the process (an uncaught C++ exception) when its column chunk metadata
+    accessors meet a codec or type value it does not know, such as a codec id of 99; a
+    footer is parsed here before those accessors are used.
+
+    Args:
+        path: The local shard.
+        size: Its size in bytes.
+
+    Returns:
+        False if the footer cannot be parsed here or holds an unknown value.
+    """
+    return footer_chunks_known(_footer_bytes(path, size))
+
+
+def footer_chunks_known(footer: bytes | None) -> bool:
+    """Whether a footer's column chunks all have a known type, codec and encodings.
+
+    Args:
+        footer: The footer's Thrift bytes (without the length and magic), or None.
+
+    Returns:
+        False if it cannot be parsed here or holds an unknown value (see
+        :func:`chunks_known`).
+    """
+    if footer is None:
+        return False
+    try:
+        parsed = Thrift(footer).struct(0)
+    except (IndexError, ValueError, struct.error):
+        return False
+    for group in list_of(field_of(parsed, 4)):
+        for chunk in list_of(field_of(group, 1)):
+            meta = field_of(chunk, 3)
+            encodings = field_of(meta, 2)
+            if (
+                field_of(meta, 1) not in _KNOWN_TYPES
+                or field_of(meta, 4) not in _KNOWN_CODECS
+                or not isinstance(encodings, list)
+                or any(e not in _KNOWN_ENCODINGS for e in encodings)
+            ):
+                return False
+    return True
+
+
+#: Bytes of a min/max statistic per fixed-width physical type (Type enum -> width).
+_STAT_WIDTHS = {0: 1, 1: 4, 2: 8, 3: 12, 4: 4, 5: 8}
+
+
+def check_statistics(path: str, meta: pq.FileMetaData) -> None:
+    """Refuse footer statistics whose min or max has the wrong width for the column's type.
+
+    pyarrow aborts the process (an uncaught C++ exception) when it decodes such a statistic;
+    the footer is serialized and parsed here before its statistics are touched.
+
+    Args:
+        path: The shard (a local path or a URL), for the message.
+        meta: Its metadata.
+
+    Raises:
+        CorruptShardError: If a statistic has the wrong width (or the footer cannot be
+            parsed here).
+    """
+    sink = pa.BufferOutputStream()
+    meta.write_metadata_file(sink)
+    data = sink.getvalue().to_pybytes()[4:-8]  # without the magic and the length
+    try:
+        parsed = Thrift(data).struct(0)
+    except (IndexError, ValueError, struct.error):
+        raise CorruptShardError(
+            f"Parquet shard {path} is corrupt: its footer cannot be parsed", path
+        ) from None
+    for g, group in enumerate(list_of(field_of(parsed, 4))):
+        for chunk in list_of(field_of(group, 1)):
+            cmeta = field_of(chunk, 3)
+            kind = field_of(cmeta, 1)
+            width = _STAT_WIDTHS.get(kind) if isinstance(kind, int) else None
+            stats = field_of(cmeta, 12)
+            if width is None or not isinstance(stats, dict):
+                continue
+            for fid in (1, 2, 5, 6):  # max, min, max_value, min_value
+                value = stats.get(fid)
+                if isinstance(value, bytes) and len(value) != width:
+                    parts = list_of(field_of(cmeta, 3))
+                    column = ".".join(
+                        p.decode("utf-8", "replace") for p in parts if isinstance(p, bytes)
+                    )
+                    raise CorruptShardError(
+                        f"Parquet shard {path} is corrupt: the footer statistics of column "
+                        f"{column!r} in row group {g} hold a {len(value)}-byte min or max "
+                        f"for a {width}-byte type",
+                        path,
+                    )
+
+
+def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
+    """The Arrow schema a footer describes, or our error naming the shard.
+
+    Args:
+        path: The shard (a local path or a URL), for messages.
+        meta: Its decoded footer.
+
+    Returns:
+        The schema.
+
+    Raises:
+        UnsupportedShardError: If a column's type has no Arrow counterpart.
+        CorruptShardError: If the schema cannot be decoded.
+    """
+    try:
+        return meta.schema.to_arrow_schema()
+    except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
+        raise UnsupportedShardError(
+            f"Parquet shard {path} uses a column type Arrow cannot represent: {first_line(exc)}",
+            path,
+        ) from None
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise CorruptShardError(
+            f"Parquet shard {path} is corrupt: its schema cannot be read ({first_line(exc)})",
+            path,
+        ) from None
+
+
+def checked_row_groups(path: str, meta: pq.FileMetaData, size: int) -> tuple[tuple[int, int], ...]:
+    """Return ``(rows, uncompressed bytes)`` of each row group, checked against the file.
+
+    The dataset's row count is the sum of its row groups' rows, which is what DuckDB and
+    pyarrow read: a footer whose file-level row count disagrees with that sum (for example
+    ``repeated_no_annotation.parquet`` of the Apache parquet-testing suite, whose footer
+    says 0 rows while its row group holds 6) is read by its row groups.
+
+    Args:
+        path: The shard.
+        meta: Its metadata.
+        size: The file's size in bytes.
+
+    Returns:
+        One ``(rows, bytes)`` pair per row group, in file order.
+
+    Raises:
+        CorruptShardError: If a row group has a negative row count or size, or the row
+            groups claim more rows than a file of this size can hold (at most
+            ``2**31 - 1`` values per page, and a page takes at least
+            :data:`MIN_PAGE_BYTES` bytes).
+    """
+    groups = []
+    total = 0
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        rows, nbytes = int(rg.num_rows), int(rg.total_byte_size)
+        if rows < 0 or nbytes < 0:
+            raise CorruptShardError(
+                f"Parquet shard {path} is corrupt: its footer gives row group {i} "
+                f"{rows} rows and {nbytes} bytes",
+                path,
+            )
+        total += rows
+        groups.append((rows, nbytes))
+    most = max(1, size // MIN_PAGE_BYTES) * MAX_PAGE_VALUES
+    if total > most:
+        raise CorruptShardError(
+            f"Parquet shard {path} is corrupt: its footer claims {total} rows, more than a "
+            f"file of {size} bytes can hold (at most {most}: a page holds at most "
+            f"{MAX_PAGE_VALUES} values and takes at least {MIN_PAGE_BYTES} bytes)",
+            path,
+        )
+    return tuple(groups)
+
+
+def _footer_bytes(path: str, size: int) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-8, os.SEEK_END)
+            length = struct.unpack("<I", fh.read(4))[0]
+            if not 0 < length <= size - 12:
+                return None
+            fh.seek(-8 - length, os.SEEK_END)
+            return fh.read(length)
+    except (OSError, struct.error):
+        return None
+
+

@@ -1,0 +1,429 @@
+"""A bounded disk tier of decoded windows: memory-mapped Arrow IPC files shared by processes."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import mmap
+import os
+import secrets
+import threading
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from ..runtime import (
+    CACHE_ENV,
+    CacheUnwritableError,
+    kind_directory,
+    open_cached,
+    private_directory,
+)
+from ..source import Source, Window, is_remote
+from .cache import WindowCache, table_bytes
+
+SUFFIX = ".arrow"
+#: A temporary file older than this was left by a killed writer and may be removed.
+STALE_TEMP_SECONDS = 3600
+#: Mapped windows kept open per process (no file descriptor each; only address space).
+OPEN_WINDOWS = 4096
+_HEX = frozenset("0123456789abcdef")
+_WRITE_OPTIONS = ipc.IpcWriteOptions(allow_64bit=True)
+
+#: Bumped whenever what a window file holds changes, so older files are never read.
+FILE_VERSION = 1
+
+
+def default_directory() -> Path:
+    """Return where window files go by default: the ``windows`` folder of the cache root.
+
+    ``$UNDERTALE_DUCK_CACHE/windows`` if that variable is set, else
+    ``$XDG_CACHE_HOME/undertale_duck/windows``, else ``~/.cache/undertale_duck/windows``
+    (see :func:`cachedir.cache_root`).
+
+    Returns:
+        The directory (not created).
+    """
+    return kind_directory("windows")
+
+
+def prepare_directory(
+    directory: str | os.PathLike[str] | None, shards: Sequence[str]
+) -> str | None:
+    """Check and create a disk-tier directory; return its real path.
+
+    Window files must never become part of a dataset (a directory source would list them)
+    nor sit among the user's files, and no one else may plant files at their (predictable)
+    names: the directory passes :func:`cachedir.private_directory` (not a shard's directory,
+    inside one or containing one; owned by us and writable by no one else).
+
+    Args:
+        directory: The disk tier's directory; None for :func:`default_directory`, which,
+            when it cannot be created or written, turns the disk tier off with a warning.
+        shards: The dataset's shard paths.
+
+    Returns:
+        The directory's absolute real path, or None (the disk tier is off).
+
+    Raises:
+        ArgumentError: If the directory overlaps a shard's directory, is not private or
+            (when given) cannot be created.
+    """
+    homes = sorted({os.path.dirname(os.path.realpath(s)) for s in shards if not is_remote(s)})
+    hint = f"choose a directory of your own outside the dataset (or set ${CACHE_ENV})"
+    try:
+        real = private_directory(directory or default_directory(), homes, what="disk_dir",
+                                 hint=hint)
+    except CacheUnwritableError as exc:
+        if directory is not None:
+            raise
+        warnings.warn(f"{exc}; the disk tier is off", RuntimeWarning, stacklevel=3)
+        return None
+    return str(real)
+
+
+def window_keys(
+    source: Source, windows: Sequence[Window], schema: pa.Schema, view: object = None
+) -> list[str]:
+    """Return the file key of each window: a hash of what its rows depend on.
+
+    The shard's path, size, modification time and inode (so a changed or replaced shard
+    gets new keys and its old files are never read), the window's rows, the columns and
+    their Arrow types, and for a view its query and side tables.
+
+    Args:
+        source: The dataset's shards.
+        windows: The window plan.
+        schema: The schema of a row.
+        view: What else defines the rows (a view's query and side-table fingerprints),
+            as JSON-serialisable data.
+
+    Returns:
+        One 64-hex-digit key per window.
+    """
+    columns = [[f.name, str(f.type)] for f in schema]
+    keys = []
+    for w in windows:
+        shard = source.shards[w.shard]
+        text = json.dumps([FILE_VERSION, shard.path, shard.size, shard.mtime_ns,
+                           list(shard.inode), w.start, w.stop, w.rows, columns, view])
+        keys.append(hashlib.sha256(text.encode()).hexdigest())
+    return keys
+
+
+@dataclass(frozen=True)
+class DiskStats:
+    """Counters of a :class:`DiskTier` in this process.
+
+    Attributes:
+        hits: Windows served from a file (opened now or kept mapped).
+        writes: Windows written.
+        removed: Files this process removed to stay within the bound.
+        skipped: Windows not written (larger than the bound, or the write failed).
+    """
+
+    hits: int
+    writes: int
+    removed: int
+    skipped: int
+
+
+class DiskTier:
+    """Decoded windows as Arrow IPC files in a directory, read back memory-mapped.
+
+    A file is written once under a temporary name opened with ``O_EXCL`` and renamed into
+    place, so no process ever opens a half-written file; processes that write the same
+    window race harmlessly (the files are equal; a mapped file that is replaced or removed
+    stays valid for whoever mapped it). The directory's window files stay within ``limit``
+    bytes: before a write, the least recently used files (by modification time, which a
+    read refreshes) are removed; processes writing at the same moment may each add one
+    window beyond it until the next write.
+
+    Args:
+        directory: Where the files go (see :func:`prepare_directory`).
+        limit: Bytes the directory's window files may hold.
+        keys: The file key of each window position (:func:`window_keys`).
+        source: The dataset's shards, checked unchanged before a file is opened.
+        windows: The window plan (the rows a file must hold).
+        columns: The columns a file must hold.
+    """
+
+    def __init__(
+        self, directory: str, limit: int, keys: Sequence[str], source: Source,
+        windows: Sequence[Window], columns: Sequence[str],
+    ) -> None:
+        self.directory = directory
+        self.limit = int(limit)
+        self._keys = list(keys)
+        self._source = source
+        self._windows = windows
+        self._columns = list(columns)
+        self._mapped: OrderedDict[int, pa.Table] = OrderedDict()
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._held = -1  # bytes in the directory at the last scan plus what we wrote since
+        self._since = 0  # bytes we wrote since the last scan
+        # Other processes write too: rescan after writing a 64th of the bound, so that
+        # together they exceed it by at most that much each between scans.
+        self._slack = self.limit // 64
+        self._hits = self._writes = self._removed = self._skipped = 0
+        with contextlib.suppress(OSError):  # checked by prepare_directory; a write that
+            os.makedirs(directory, mode=0o700, exist_ok=True)  # fails keeps it in memory
+
+    def path(self, position: int) -> str:
+        """Return the file of window ``position``."""
+        return os.path.join(self.directory, self._keys[position] + SUFFIX)
+
+    @property
+    def stats(self) -> DiskStats:
+        """This process's counters."""
+        return DiskStats(self._hits, self._writes, self._removed, self._skipped)
+
+    def __contains__(self, position: object) -> bool:
+        if not isinstance(position, int):
+            return False
+        with self._lock:
+            if position in self._mapped:
+                return True
+        return os.path.exists(self.path(position))
+
+    def get(self, position: int) -> pa.Table | None:
+        """Return window ``position`` mapped from its file, or None if it has none.
+
+        Raises:
+            ShardChangedError: If the window's shard changed on disk since it was opened.
+        """
+        with self._lock:
+            table: pa.Table | None = self._mapped.get(position)
+            if table is not None:
+                self._mapped.move_to_end(position)
+                self._hits += 1
+                return table
+        table = self._open(position)
+        if table is not None:
+            with self._lock:
+                self._mapped[position] = table
+                if len(self._mapped) > OPEN_WINDOWS:
+                    self._mapped.popitem(last=False)
+                self._hits += 1
+        return table
+
+    def _open(self, position: int) -> pa.Table | None:
+        path = self.path(position)
+        window = self._windows[position]
+        if not os.path.lexists(path):
+            return None
+        # only a regular file of ours, never through a link, never blocking on a FIFO
+        fd = open_cached(path)
+        if fd is None:
+            self._discard(path)
+            return None
+        try:
+            try:
+                mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)  # lives as long as the table
+            finally:
+                os.close(fd)
+            table = ipc.open_file(pa.BufferReader(pa.py_buffer(mapped))).read_all()
+        except (OSError, ValueError, pa.ArrowException):
+            self._discard(path)  # not a whole window file (a crash mid-rename): write it anew
+            return None
+        if table.num_rows != window.rows or table.column_names != self._columns:
+            self._discard(path)
+            return None
+        # A file is only as good as the shard it was decoded from: refuse, as a read would.
+        self._source.shards[window.shard].check_unchanged()
+        with contextlib.suppress(OSError):
+            os.utime(path)  # most recently used
+        return table
+
+    def _discard(self, path: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+    def put(self, position: int, table: pa.Table) -> bool:
+        """Write window ``position`` to its file (unless one is there) within the bound.
+
+        Returns:
+            True if the window now has a file; False if it is larger than the bound or
+            cannot be written (the caller then keeps it in memory).
+        """
+        path = self.path(position)
+        if table_bytes(table) > self.limit:
+            self._skipped += 1
+            return False
+        if os.path.exists(path):
+            return True
+        tmp = os.path.join(
+            self.directory, f".{self._keys[position]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        )
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(fd)
+            with pa.OSFile(tmp, "wb") as sink, ipc.new_file(
+                sink, table.schema, options=_WRITE_OPTIONS
+            ) as writer:
+                writer.write_table(table)
+            size = os.path.getsize(tmp)
+            if size > self.limit:
+                self._discard(tmp)
+                self._skipped += 1
+                return False
+            with self._write_lock:  # one writer of this process at a time keeps the count
+                self._make_room(size)
+                os.rename(tmp, path)
+                self._writes += 1
+                self._held += size
+                self._since += size
+        except (OSError, pa.ArrowException):
+            self._discard(tmp)
+            self._skipped += 1
+            return False
+        return True
+
+    def _make_room(self, incoming: int) -> None:
+        """Remove least recently used window files until ``incoming`` more bytes fit.
+
+        Called with ``_write_lock`` held.
+        """
+        if (
+            self._held >= 0 and self._held + incoming <= self.limit
+            and self._since + incoming <= self._slack
+        ):
+            return
+        held, files = self.scan()
+        for _, nbytes, path in files:
+            if held + incoming <= self.limit:
+                break
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass  # another process removed it first
+            except OSError:
+                continue
+            held -= nbytes
+            self._removed += 1
+        self._held = held
+        self._since = 0
+
+    def scan(self) -> tuple[int, list[tuple[int, int, str]]]:
+        """List the directory's window files, least recently used first.
+
+        Removes temporary files that a killed writer left (older than an hour).
+
+        Returns:
+            ``(total bytes, [(mtime_ns, bytes, path), ...])``.
+        """
+        files: list[tuple[int, int, str]] = []
+        total = 0
+        now = time.time()
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return 0, []
+        for entry in entries:
+            name = entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if _is_window_file(name):
+                files.append((st.st_mtime_ns, st.st_size, entry.path))
+                total += st.st_size
+            elif _is_temp_file(name) and now - st.st_mtime > STALE_TEMP_SECONDS:
+                self._discard(entry.path)
+        files.sort()
+        return total, files
+
+    def forget(self) -> None:
+        """Unmap every window this process holds open (their files stay)."""
+        with self._lock:
+            self._mapped.clear()
+
+
+def _is_window_file(name: str) -> bool:
+    stem = name[: -len(SUFFIX)]
+    return name.endswith(SUFFIX) and len(stem) == 64 and set(stem) <= _HEX
+
+
+def _is_temp_file(name: str) -> bool:
+    parts = name.split(".")
+    return (
+        len(parts) == 5 and parts[0] == "" and parts[4] == "tmp" and len(parts[1]) == 64
+        and set(parts[1]) <= _HEX
+    )
+
+
+class TieredCache(WindowCache):
+    """A :class:`WindowCache` whose windows go to a :class:`DiskTier` and are read mapped.
+
+    A decoded window is written to the disk tier and not kept in memory: later accesses map
+    its file (its pages live in the operating system's page cache, shared by every process
+    and reclaimable), so the memory budget only pays for the read in flight. A window the
+    disk tier cannot take is kept in memory as usual. Misses count the windows decoded.
+
+    Args:
+        limit: The memory budget in bytes (as :class:`WindowCache`).
+        tier: Where decoded windows go.
+    """
+
+    def __init__(self, limit: int, tier: DiskTier) -> None:
+        super().__init__(limit)
+        self.tier = tier
+
+    def get(self, key: Hashable) -> pa.Table | None:
+        """Return the window from memory or its file (marking it recently used), or None."""
+        if len(self._tables):  # windows the disk tier could not take
+            with self._lock:
+                entry = self._tables.get(key)
+                if entry is not None:
+                    self._tables.move_to_end(key)
+                    self._hits += 1
+                    return entry[0]
+        table = self.tier.get(key) if isinstance(key, int) else None
+        with self._lock:
+            if table is None:
+                self._misses += 1
+            else:
+                self._hits += 1
+        return table
+
+    def put(self, key: Hashable, table: pa.Table) -> bool:
+        """Write the window to the disk tier; keep it in memory only if that fails."""
+        if isinstance(key, int) and self.tier.put(key, table):
+            return True
+        return super().put(key, table)
+
+    maps_windows = True
+
+    def handed(self, key: Hashable, table: pa.Table) -> pa.Table:
+        """The window's mapped file once it was written, else ``table``.
+
+        The decoded copy's memory is then freed at once, not when the batch that read it is
+        done.
+        """
+        if isinstance(key, int) and not super().__contains__(key):
+            mapped = self.tier.get(key)
+            if mapped is not None:
+                return mapped
+        return table
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or key in self.tier
+
+    def clear(self) -> None:
+        """Drop the windows held in memory and unmap the mapped ones (files stay)."""
+        super().clear()
+        self.tier.forget()
+
+
+__all__ = [
+    "FILE_VERSION", "DiskStats", "DiskTier", "TieredCache", "default_directory",
+    "prepare_directory", "window_keys"
+]

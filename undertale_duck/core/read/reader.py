@@ -1,0 +1,361 @@
+"""Serve windows as Arrow tables through the window cache, with read-ahead and the reserve."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import warnings
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from ...common.sizes import MIB
+from ...errors import MemoryBudgetWarning
+from ..runtime import Connection
+from ..source import Source, Window, max_touched_bytes, read_reserve
+from .cache import WindowCache, table_bytes
+from .direct import DirectReader
+from .readahead import ReadAhead
+from .window_read import ViewWindows, WindowDecoder
+
+#: Fixed transient bytes of one window read besides its row groups and result (DuckDB's
+#: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
+#: 0.06 to 62 MiB (DESIGN.md, "Notes from the memory budget").
+READ_OVERHEAD_BYTES = 12 << 20
+
+
+class WindowReader:
+    """Serve windows as Arrow tables: from the cache, or by one DuckDB query each.
+
+    Read-ahead: while one window is consumed, the next one is read by a background thread
+    (DuckDB decodes without the GIL, so this overlaps decoding with the consumer's work).
+    "Next" is the successor in the order given to :meth:`set_order`, else ``p + 1`` when
+    windows are being read sequentially (and after the first window read). A window is read
+    ahead only if it fits in the cache beside the one being consumed; room is made by
+    evicting least recently used windows *before* reading, so cached plus in-flight windows
+    stay within the cache limit. The thread (:class:`readahead.ReadAhead`) is stopped and
+    joined before any ``fork()`` and at exit.
+
+    Args:
+        source: The dataset's shards and schema.
+        windows: The window plan.
+        cache: Where window tables are kept.
+        connection: The process's DuckDB connection holder.
+        read_ahead: Whether to read the next window in the background.
+        read_depth: Most windows read ahead at once (None: two where the process may use
+            two cores or more and the budget holds them, else one; one in DataLoader workers).
+        retained: Bytes DuckDB's allocator may keep between reads (see
+            :func:`duck.allocator_config`), added to the read reserve.
+        read_limit: Most bytes one window read may decompress (row groups, from the
+            footer) or decode (its Arrow result, counted as it arrives); beyond it the read
+            stops with :class:`MemoryBudgetError`. 0: no limit.
+        direct: Whether windows on the allow-list of :mod:`pages` are decoded by pyarrow
+            (:mod:`direct`); views and remote shards always go through DuckDB.
+        threads: Whether pyarrow may decode a window's columns in parallel.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        windows: Sequence[Window],
+        cache: WindowCache,
+        connection: Connection,
+        *,
+        read_ahead: bool = True,
+        read_depth: int | None = None,
+        retained: int = 0,
+        view: ViewWindows | None = None,
+        schema: pa.Schema | None = None,
+        read_limit: int = 0,
+        direct: bool = True,
+        threads: bool = False,
+    ) -> None:
+        self.source = source
+        self.schema = source.schema if schema is None else schema
+        self.retained = retained
+        self.read_limit = read_limit
+        self.windows = windows
+        self.cache = cache
+        self.connection = connection
+        self.read_ahead = read_ahead
+        #: Decodes one window (pyarrow or DuckDB); :meth:`read` adds the row-size bookkeeping.
+        self.decoder = WindowDecoder(
+            source, windows, connection, schema=schema, view=view,
+            read_limit=read_limit, direct=direct, threads=threads,
+        )
+        self._next: dict[int, int] = {}
+        self._row_bytes = 0.0
+        groups = [shard.row_groups for shard in source.shards]
+        self._max_rows = max((w.rows for w in windows), default=0)
+        self._max_touched = max_touched_bytes(windows, groups)
+        #: The dataset's bytes as windows are planned: the footers' sizes, or the decoded
+        #: estimate where they understate it (bytes per row before any read).
+        self.planned_bytes = sum(max(b, 0) for s in source.shards for _, b in s.planned_groups)
+        self._row_bytes_guess = self.planned_bytes / max(1, source.rows)
+        self._warned = False
+        self._row_lock = threading.Lock()
+        self.ahead = ReadAhead(self._fetch_ahead, running=read_ahead, depth=read_depth)
+        #: Windows read ahead at once: the read-ahead's depth where the budget holds that
+        #: many reads and windows, else 1 (set with the reserve).
+        self._depth = 1
+        self._reserved_for = 0
+        self._update_reserve()
+
+    @property
+    def direct(self) -> DirectReader | None:
+        """The reader of plain windows of local shards by pyarrow (None: DuckDB reads all)."""
+        return self.decoder.direct
+
+    @direct.setter
+    def direct(self, value: DirectReader | None) -> None:
+        self.decoder.direct = value
+
+    @property
+    def read_depth(self) -> int:
+        """Windows read ahead at once now (see ``read_depth``; 1 when the budget is tight)."""
+        return self._depth
+
+    @property
+    def row_bytes(self) -> float:
+        """The largest Arrow bytes per row measured in a window read so far (0 before any)."""
+        return self._row_bytes
+
+    @property
+    def largest_window(self) -> int:
+        """Estimated bytes of the plan's largest window (rows times bytes per row so far)."""
+        return self._bytes(self._max_rows)
+
+    def _bytes(self, rows: int) -> int:
+        """Estimated Arrow bytes of ``rows`` rows: as measured so far, else as planned."""
+        return int(rows * (self._row_bytes or self._row_bytes_guess)) + 1
+
+    @property
+    def read_ahead_stats(self) -> dict[str, int]:
+        """Read-ahead counters: hints scheduled, windows read, hints skipped, reads waited for.
+
+        A hint is skipped when its window would not fit in the cache beside the current one.
+        """
+        return self.ahead.stats
+
+    def _update_reserve(self) -> None:
+        """Set aside, in the cache, the transient memory of one window read.
+
+        Warns once (:class:`MemoryBudgetWarning`) if the budget cannot hold the reserve and
+        one window: the cache then keeps one window anyway and RSS exceeds the budget.
+        """
+        cache = self.cache
+        depth = self._reserved_for = self.ahead.depth if self.read_ahead else 1
+        if cache.budget == 0:
+            self._depth = depth
+            return
+        row_bytes = self._row_bytes or self._row_bytes_guess
+        window = self.largest_window
+        one = read_reserve(self._max_rows, row_bytes, self._max_touched, 0)
+        reserve = one + READ_OVERHEAD_BYTES + self.retained
+        if self.direct is not None:
+            # pyarrow's allocator keeps a read's freed buffers (pages, builders) for the next
+            # read instead of returning them (handing them back after each read costs more
+            # CPU than the decode saves): counted as one more read's transient memory
+            reserve += one
+        # Reading ahead more than one window at once: each concurrent read has its own
+        # transient memory, and the cache must hold the windows read beside the current one
+        # and the one consumed next; else one window at a time
+        extra = (depth - 1) * (one + READ_OVERHEAD_BYTES)
+        self._depth = depth if cache.budget >= reserve + extra + (depth + 2) * window else 1
+        if self._depth > 1:
+            reserve += extra
+        cache.set_reserve(reserve, floor=window)
+        if cache.budget < reserve + window and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"memory={cache.budget / MIB:.3g} MB is below what reading this dataset "
+                f"needs: its largest window holds about {window / MIB:.3g} MiB and a read "
+                f"needs about {reserve / MIB:.3g} MiB more (DuckDB decodes whole row groups, "
+                f"here up to {self._max_touched / MIB:.3g} MiB encoded); the process will use "
+                f"about {(reserve + window) / MIB:.3g} MiB for data. Raise memory, or pass a "
+                "smaller window_bytes (a row group is the smallest read).",
+                MemoryBudgetWarning,
+                stacklevel=2,
+            )
+
+    # ------------------------------------------------------------------ read-ahead
+    def set_order(self, order: Sequence[int] | None) -> None:
+        """Declare the order in which windows will be consumed (a read-ahead hint).
+
+        While window ``order[k]`` is consumed, ``order[k + 1]`` is read in the background,
+        and ``order[0]`` is read ahead now. Without an order (or for windows not in it),
+        sequential access is detected: after window ``p``, ``p + 1`` is read ahead.
+
+        Args:
+            order: Window positions in consumption order, or None to clear the hint.
+
+        Raises:
+            IndexError: If a position is outside the window plan.
+        """
+        nxt: dict[int, int] = {}
+        if order:
+            items = [int(p) for p in order]
+            bad = [p for p in items if not 0 <= p < len(self.windows)]
+            if bad:
+                raise IndexError(
+                    f"window position {bad[0]} out of range for {len(self.windows)} windows"
+                )
+            nxt = dict(itertools.pairwise(items))
+        self._next = nxt
+        if order:
+            self._schedule([int(order[0])], None)
+
+    def _advance(self, position: int, table: pa.Table | None, first: int) -> None:
+        """Note that ``position`` is being consumed; read its successors in the background.
+
+        ``table`` is None when ``position`` is about to be read by the consumer: its
+        successors are then read beside it, one fewer than the depth, so that no more than
+        the depth's reads run at once.
+        """
+        if not self.read_ahead or self.ahead.last == position:
+            return
+        if self._reserved_for != self.ahead.depth:  # a forked worker reads one at a time
+            self._update_reserve()
+        depth = self._depth if table is not None else self._depth - 1
+        if depth < 1:
+            return
+        previous, self.ahead.last = self.ahead.last, position
+        sequential = previous is None or first - 1 <= previous < position
+        hints: list[int] = []
+        at = position
+        for _ in range(depth):
+            nxt = self._next.get(at)
+            if nxt is None and sequential:
+                nxt = at + 1 if at + 1 < len(self.windows) else None
+            if nxt is None or nxt == position or nxt in hints:
+                break
+            hints.append(nxt)
+            at = nxt
+        if hints:
+            if table is None:  # the window being read now covers its own group's windows
+                self._schedule(hints, position, self._bytes(self.windows[position].rows),
+                               self.decoder.neighbours(position))
+            else:
+                self._schedule(hints, position, table_bytes(table))
+
+    def _schedule(
+        self, positions: list[int], current: int | None, current_bytes: int = 0,
+        covered: Sequence[int] = (),
+    ) -> None:
+        if not self.read_ahead:
+            return
+        hints: list[int] = []
+        skip = set(covered)  # windows an earlier read decodes anyway
+        room = self.cache.limit - current_bytes
+        for position in positions:
+            if position in self.cache or position in skip:
+                continue
+            need = self._bytes(self.windows[position].rows) if self._row_bytes else 0
+            if need > room:
+                self.ahead.skipped()
+                break  # later windows are needed later: never read past one that does not fit
+            room -= need
+            hints.append(position)
+            skip.update(self.decoder.neighbours(position))
+        if hints:
+            self.ahead.schedule(hints, current)
+
+    def _fetch_ahead(self, position: int, keep: int | None) -> bool:
+        """Read one window into the cache on the read-ahead thread (False: it was cached)."""
+        if position in self.cache:
+            return False
+        self._load(position, keep)
+        return True
+
+    def _load(self, position: int, keep: int | None) -> pa.Table:
+        """Read one window into the cache, with the neighbours its read decodes anyway.
+
+        A window cut from a large row group is read by decoding the whole group: the other
+        windows cut from it are kept too, as far as the cache has room beside ``keep`` (the
+        window being consumed), so the group is decoded once, not once per window.
+        """
+        own = need = self._bytes(self.windows[position].rows)
+        chosen: list[int] = []
+        limit = self.cache.limit
+        for p in self.decoder.neighbours(position) if limit else ():
+            if p in self.cache or self.ahead.reading(p):
+                continue
+            more = self._bytes(self.windows[p].rows)
+            if need + more > limit:
+                break
+            need += more
+            chosen.append(p)
+        room = 0
+        if self._row_bytes or chosen:
+            self.cache.make_room(need, keep)
+            room = self.cache.limit - self.cache.held - own
+        table, more_tables = self._read_with(position, chosen, room)
+        self.cache.put(position, table)
+        for p, got in more_tables.items():
+            if p not in self.cache and not self.ahead.reading(p):
+                self.cache.put(p, got)
+        return self.cache.handed(position, table)
+
+    def stop_read_ahead(self) -> None:
+        """Wait for the read in flight and end the read-ahead thread (a hint starts a new one)."""
+        running = self.ahead.running
+        self.ahead.stop()
+        if running:
+            self.ahead.start()
+
+    def window(self, position: int, *, advance: bool = True, first: int | None = None) -> pa.Table:
+        """Return the rows of one window, reading it unless it is cached.
+
+        Args:
+            position: The window's position in the plan.
+            advance: Whether this access moves the consumer to ``position`` (and so may
+                start reading the next window in the background).
+            first: The lowest window the same batch touched (default ``position``): access
+                is sequential if the previous window consumed lies just before it.
+
+        Returns:
+            An Arrow table of the window's rows in order.
+
+        Raises:
+            ShardChangedError: If the shard changed on disk since it was opened.
+            CorruptShardError: If the shard's data cannot be decoded.
+            SourceError: If the shard lacks a column of the dataset.
+        """
+        table = None if self.ahead.reading(position) else self.cache.get(position)
+        if table is None:
+            if self.ahead.wait(position):
+                table = self.cache.get(position)
+            if table is None:
+                keep = self.ahead.last
+                if advance:  # what comes next is read beside this read, not after it
+                    self._advance(position, None, position if first is None else first)
+                table = self._load(position, keep)
+        if advance:
+            self._advance(position, table, position if first is None else first)
+        return table
+
+    def read(self, position: int) -> pa.Table:
+        """Read one window from disk, bypassing the cache (see :meth:`WindowDecoder.decode`).
+
+        Args:
+            position: The window's position in the plan.
+
+        Returns:
+            The window's rows as an Arrow table.
+        """
+        return self._read_with(position, (), 0)[0]
+
+    def _read_with(
+        self, position: int, neighbours: Sequence[int], room: int
+    ) -> tuple[pa.Table, dict[int, pa.Table]]:
+        table, more = self.decoder.decode_with(position, neighbours, room)
+        if table.num_rows:
+            row_bytes = table_bytes(table) / table.num_rows
+            with self._row_lock:  # the consumer and the read-ahead thread both read
+                if row_bytes > self._row_bytes:
+                    self._row_bytes = row_bytes
+                    self._update_reserve()
+        return table, more
+
+
+__all__ = ["WindowReader"]

@@ -1,0 +1,391 @@
+"""Decode one window into an Arrow table: by pyarrow when allowed, else by DuckDB; one guard."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+import duckdb
+import pyarrow as pa
+
+from ...common.sizes import MIB
+from ...common.text import first_line
+from ...errors import CorruptShardError, MemoryBudgetError, ShardChangedError, SourceError
+from ..bounds import NestedBound, ValueBound, read_bounded
+from ..runtime import Connection, duckdb_path, failures, interruptible, sqlfiles
+from ..source import Shard, Source, Window, conform, touched_bytes
+from .direct import DirectReader, Spare
+
+#: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
+#: are cheaper for DuckDB to build than its 131072-row default, whose list buffers grow by
+#: reallocation and keep spare capacity (measured on 512-token rows, paired A/B in one
+#: process: workers=0 epoch to tensors 1.23x, 8 of 8 repeats). The batches are then copied
+#: into one chunk per column.
+ARROW_BATCH_ROWS = 2048
+
+
+class ViewWindows(Protocol):
+    """How a view's windows are read (implemented by ``view_index.IndexedView``)."""
+
+    def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
+        """The SQL reading ``window``, and its parameters (they may override the window's)."""
+        ...
+
+    def guarded(self, schema: pa.Schema, columns: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        """The view's window queries with a value bound in their scan, and the bound."""
+        ...
+
+    def reads(self, column: str) -> bool:
+        """Whether the view's query reads a column of the dataset."""
+        ...
+
+
+class WindowDecoder:
+    """Decode windows of a dataset: pyarrow for windows :mod:`pages` allows, DuckDB otherwise.
+
+    Args:
+        source: The dataset's shards and schema.
+        windows: The window plan.
+        connection: The process's DuckDB connection holder.
+        schema: The rows' Arrow schema (a view's; default the source's).
+        view: How a view's windows are read, or None for the plain dataset.
+        read_limit: Most bytes one window read may decompress or decode (0: no limit).
+        direct: Whether windows on the allow-list of :mod:`pages` are decoded by pyarrow
+            (:mod:`direct`); views and remote shards always go through DuckDB.
+        threads: Whether pyarrow may decode a window's columns in parallel.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        windows: Sequence[Window],
+        connection: Connection,
+        *,
+        schema: pa.Schema | None = None,
+        view: ViewWindows | None = None,
+        read_limit: int = 0,
+        direct: bool = True,
+        threads: bool = False,
+    ) -> None:
+        self.source = source
+        self.windows = windows
+        self.connection = connection
+        self.schema = source.schema if schema is None else schema
+        self.read_limit = read_limit
+        self._view = view
+        #: pyarrow's reader for plain windows of local shards (None: DuckDB reads every one).
+        self.direct: DirectReader | None = None
+        if direct and view is None and source.store is None:
+            self.direct = DirectReader(source.columns, self.schema, read_limit, threads=threads)
+        columns = sqlfiles.column_list(source.columns)
+        self._sql = sqlfiles.render("read_window", columns=columns, guard="")
+        self._sql_file = sqlfiles.render("read_file", columns=columns, guard="")
+        # string and binary values are bounded before DuckDB materialises them (decoded.py)
+        self._bound = ValueBound(source.schema, list(source.columns))
+        self._guarded: dict[str, tuple[str, ValueBound]] = {}
+        # and strings nested in lists, structs and maps, from page headers (nested.py)
+        # (a view: only the columns its query reads, as for the filter)
+        nested = [c for c in source.columns if view is None or view.reads(c)]
+        self._nested = NestedBound(source.schema, nested)
+        if self._bound:
+            guard = self._bound.guard()
+            for sql, name in ((self._sql, "read_window"), (self._sql_file, "read_file")):
+                guarded = sqlfiles.render(name, columns=columns, guard=guard)
+                self._guarded[sql] = (guarded, self._bound)
+        if view is not None:  # a view's scan bounds the columns the view reads
+            self._guarded.update(view.guarded(source.schema, list(source.columns)))
+
+    def decode(self, position: int) -> pa.Table:
+        """Read one window from disk: pyarrow when allowed, else DuckDB.
+
+        Args:
+            position: The window's position in the plan.
+
+        Returns:
+            The window's rows as an Arrow table.
+
+        Raises:
+            ShardChangedError: If the shard changed on disk since it was opened.
+            MemoryBudgetError: If the window's row groups, or its rows once decoded, exceed
+                the read limit (:attr:`read_limit`).
+            UnsupportedShardError: If the shard uses a feature DuckDB or Arrow cannot read
+                (``EncryptedShardError`` if it is encrypted).
+            OutOfRangeError: If DuckDB cannot represent a value of the window.
+            CorruptShardError: If the shard's data cannot be decoded.
+            SourceError: If the shard lacks a column of the dataset.
+        """
+        return self.decode_with(position)[0]
+
+    def neighbours(self, position: int) -> list[int]:
+        """Other windows whose rows a pyarrow read of ``position`` decodes anyway.
+
+        Windows cut from one large row group: the nearest after it first, then before it.
+        Empty when DuckDB reads the window (a view, a remote shard, a file off the
+        allow-list) or the window spans whole row groups.
+        """
+        if self.direct is None:
+            return []
+        win = self.windows[position]
+        shard = self.source.shards[win.shard]
+        span = self.direct.spans(shard, win)
+        if span is None:
+            return []
+        lo, hi = span
+
+        def within(p: int) -> bool:
+            other = self.windows[p]
+            return other.shard == win.shard and lo <= other.start and other.stop <= hi
+
+        after = itertools.takewhile(within, range(position + 1, len(self.windows)))
+        before = itertools.takewhile(within, range(position - 1, -1, -1))
+        return [*after, *before]
+
+    def decode_with(
+        self, position: int, neighbours: Sequence[int] = (), room: int = 0
+    ) -> tuple[pa.Table, dict[int, pa.Table]]:
+        """Read one window, and the ``neighbours`` its read decodes anyway (see :meth:`decode`).
+
+        Args:
+            position: The window's position in the plan.
+            neighbours: Positions from :meth:`neighbours` to keep as well.
+            room: Most bytes the neighbours may hold while the window is read; past it
+                they are dropped.
+
+        Returns:
+            The window's table, and the neighbours decoded whole (possibly none: only a
+            read by pyarrow that succeeds gives any).
+        """
+        win = self.windows[position]
+        shard = self.source.shards[win.shard]
+        what = f"rows {win.offset}..{win.end - 1} (local rows {win.start}..{win.stop - 1})"
+        touched = touched_bytes(win, shard.row_groups)
+        limit = self.read_limit
+        if limit and touched > limit:
+            raise MemoryBudgetError(
+                f"reading {what} of shard {shard.path} means decompressing row groups of "
+                f"{touched / MIB:.4g} MiB (as its footer records), more than the memory budget "
+                f"allows for one read ({limit / MIB:.4g} MiB); raise memory if the shard is "
+                "trusted (a row group is the smallest unit DuckDB decodes)",
+                shard.path,
+                (win.offset, win.end),
+            )
+        spare = None
+        if neighbours and room > 0:
+            spare = Spare(
+                {p: (self.windows[p].start, self.windows[p].stop) for p in neighbours}, room
+            )
+        # DuckDB reads the shard itself, or its copy in the shard cache (held while read)
+        with shard.local() as local:
+            table = self._read(position, local, what, touched, spare)
+            more: dict[int, pa.Table] = {}
+            if spare is not None:
+                for p, got in spare.tables().items():
+                    try:
+                        more[p] = self._finish(p, got.select(list(self.source.columns)), True)
+                    except (ValueError, KeyError, pa.ArrowException, SourceError):
+                        continue  # read again when needed, by the usual path and its errors
+            local.check_unchanged()
+        return table, more
+
+    def _read(
+        self, position: int, local: Shard, what: str, touched: int, spare: Spare | None = None
+    ) -> pa.Table:
+        win = self.windows[position]
+        local.check_unchanged()
+        table = self._read_direct(local, win, what, spare)
+        direct = table is not None
+        if table is None:
+            table = self._read_duckdb(local, win, what, touched)
+        local.check_unchanged()
+        if self._view is not None:  # drop the row-number columns the view carried
+            table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
+        return self._finish(position, table, direct)
+
+    def _finish(self, position: int, table: pa.Table, direct: bool) -> pa.Table:
+        """Check a window's rows, conform them to the schema and own their buffers."""
+        win = self.windows[position]
+        shard = self.source.shards[win.shard]
+        # pyarrow's batches are one chunk per column and sized to their rows, unless the
+        # window is part of them: then they are copied out like DuckDB's
+        exact = (
+            direct
+            and all(c.num_chunks == 1 for c in table.columns)
+            and table.get_total_buffer_size() <= table.nbytes + (table.nbytes >> 3) + 4096
+        )
+        if table.num_rows != win.rows:
+            if win.kept is not None:
+                raise ShardChangedError(
+                    f"the view kept {table.num_rows} rows of local rows {win.start}.."
+                    f"{win.stop - 1} of shard {shard.path} where its index promises {win.rows}; "
+                    "a side table changed since the view was indexed: call refresh()",
+                    shard.path,
+                )
+            raise CorruptShardError(
+                f"shard {shard.path} returned {table.num_rows} rows for local rows "
+                f"{win.start}..{win.stop - 1} where its footer promises {win.rows}",
+                shard.path,
+                (win.offset, win.end),
+            )
+        table = conform(table, self.schema, shard if self._view is None else None)
+        if not exact:
+            # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
+            # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row
+            # batches cost the consumer 3-4x more CPU than this copy saves the reader, see
+            # DESIGN.md), and the cache counts what is really held (not the whole row groups
+            # a slice of pyarrow's batch points into). One copy per window read; the
+            # reader's own buffers are freed right away.
+            table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks()
+        return table
+
+    def _read_direct(
+        self, local: Shard, win: Window, what: str, spare: Spare | None = None
+    ) -> pa.Table | None:
+        """The window decoded by pyarrow, or None: DuckDB reads it (and gives any error).
+
+        Only windows the footer and page headers put on the allow-list of :mod:`pages` are
+        tried; any failure (a pyarrow error, the read limit, rows or columns not as the
+        footer says) falls back to DuckDB, so errors and their classes are DuckDB's.
+        """
+        if self.direct is None or type(local) is not Shard:
+            return None
+        batches = self.direct.batches(local, win, spare)
+        if batches is None:
+            return None
+        shard = self.source.shards[win.shard]
+        try:
+            table = collect(batches, self.read_limit, shard.path, what, win)
+            if table.num_rows != win.rows or sorted(table.column_names) != sorted(
+                self.source.columns
+            ):
+                raise ValueError("pyarrow read other rows or columns than the footer records")
+            table = table.select(list(self.source.columns))
+        except Exception:  # any doubt: DuckDB reads the window (and reports what it finds)
+            self.direct.stats["fallback"] += 1
+            if spare is not None:
+                spare.parts.clear()  # nothing of a failed read is kept
+            return None
+        self.direct.stats["direct"] += 1
+        return table
+
+    def _read_duckdb(self, local: Shard, win: Window, what: str, touched: int) -> pa.Table:
+        shard = self.source.shards[win.shard]
+        limit = self.read_limit
+        params: dict[str, object] = {"path": duckdb_path(local.path)}
+        sql = self._sql_file
+        if self._view is not None:
+            sql, extra = self._view.window_query(win)
+            params.update(start=win.start, stop=win.stop)
+            params.update(extra)
+        elif win.start != 0 or win.stop != shard.rows:
+            sql = self._sql
+            params.update(start=win.start, stop=win.stop)
+        try:
+            cursor = self.connection.cursor()
+        except duckdb.Error as exc:
+            raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
+        if limit and self._nested:
+            self._nested.check(local, win, limit, what)
+
+        def fetch(relation: duckdb.DuckDBPyRelation) -> pa.Table:
+            stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
+            return collect(stream, limit, shard.path, what, win, schema=stream.schema)
+
+        def read() -> pa.Table:
+            if limit and sql in self._guarded:
+                guarded, bound = self._guarded[sql]
+                return read_bounded(
+                    cursor,
+                    bound,
+                    (guarded, sql),
+                    params,
+                    fetch,
+                    limit=limit,
+                    rows=win.rows,
+                    error=(shard.path, what, (win.offset, win.end)),
+                )
+            return fetch(cursor.sql(sql, params=params))
+
+        try:
+            # Ctrl-C interrupts the read at once (ds[i] and the CLI's head/row/batch run it
+            # in the main thread), as KeyboardInterrupt rather than DuckDB's RuntimeError
+            return interruptible(cursor, read)
+        except duckdb.BinderException as exc:
+            local.check_unchanged()
+            why = "schema drift between shards" if len(self.source.shards) > 1 else (
+                "a column type DuckDB reads differently from pyarrow"
+            )
+            raise SourceError(
+                f"shard {shard.path} does not match the dataset's columns "
+                f"{list(self.source.columns)} ({why}): {first_line(exc)}",
+                shard.path,
+            ) from None
+        except (duckdb.Error, pa.ArrowException, OSError) as exc:  # OSError: from a batch
+            if failures.is_interrupt(exc):
+                raise KeyboardInterrupt from None
+            if failures.is_fatal(exc):
+                self.connection.close()  # DuckDB invalidated the database: reopen on next use
+            local.check_unchanged()
+            raise failures.shard_error(
+                exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
+            ) from None
+
+
+def collect(
+    batches: Iterable[pa.RecordBatch],
+    limit: int,
+    path: str,
+    what: str,
+    win: Window,
+    *,
+    schema: pa.Schema | None = None,
+) -> pa.Table:
+    """Gather a window's record batches, stopping once they outgrow ``limit``: THE guard.
+
+    Both readers (DuckDB's Arrow stream and pyarrow's batches) go through this one check. A
+    file can decode to far more than its footer records (a small dictionary page repeated
+    by every row, or pages that understate their sizes), so the result is counted as it
+    arrives rather than trusted to fit. The batches' source is closed on return.
+
+    Args:
+        batches: The window's batches as they are decoded.
+        limit: The read limit in bytes (0: none).
+        path: The shard, for the message.
+        what: What is read, for the message.
+        win: The window.
+        schema: The batches' schema (needed when there may be none).
+
+    Returns:
+        The batches as one table.
+
+    Raises:
+        MemoryBudgetError: If the batches outgrow ``limit``.
+    """
+    kept: list[pa.RecordBatch] = []
+    total = 0
+    try:
+        for batch in batches:
+            total += batch.nbytes
+            if limit and total > limit:
+                raise MemoryBudgetError(
+                    f"reading {what} of shard {path} decodes to more than the memory budget "
+                    f"allows for one read ({limit / MIB:.4g} MiB) after {_rows(kept)} rows, "
+                    "far more than its footer records (a decompression bomb, or rows "
+                    "far larger than the budget): raise memory if the shard is trusted, or "
+                    "pass a smaller window_bytes",
+                    path,
+                    (win.offset, win.end),
+                )
+            kept.append(batch)
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
+    return pa.Table.from_batches(kept, schema=schema)
+
+
+def _rows(batches: list[pa.RecordBatch]) -> int:
+    return sum(batch.num_rows for batch in batches)
+
+
+__all__ = ["ARROW_BATCH_ROWS", "ViewWindows", "WindowDecoder", "collect"]

@@ -1,0 +1,17 @@
+"""Arrow windows to rows: row dicts, column-wise batches, gathers and index access."""
+
+from __future__ import annotations
+
+from .row_access import RowAccess
+from .row_batch import Row, RowBatch
+from .rows import ROW_FORMATS, Format, TensorRangeError, to_tensor
+
+__all__ = [
+    "ROW_FORMATS",
+    "Format",
+    "Row",
+    "RowAccess",
+    "RowBatch",
+    "TensorRangeError",
+    "to_tensor"
+]

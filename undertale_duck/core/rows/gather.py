@@ -1,0 +1,265 @@
+"""Gather a batch's rows column-wise from window tables, through numpy views kept per window."""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import MutableSequence, Sequence
+from typing import Any, NamedTuple, cast
+
+import numpy as np
+import pyarrow as pa
+from torch import from_numpy as torch_from_numpy
+
+from .row_batch import Row, RowBatch
+from .rows import Format, Selection, _convert, merge, select, to_tensor
+
+View = np.ndarray[Any, Any]
+
+
+class Views(NamedTuple):
+    """The numpy views of a window's columns, and what a batch needs to join them."""
+
+    #: One view per column, None where the column has none.
+    arrays: tuple[View | None, ...]
+    #: Per column ``(dtype, row shape)`` of its view, or None: windows whose signatures
+    #: are equal have their columns joined directly.
+    signature: tuple[tuple[np.dtype[Any], tuple[int, ...]] | None, ...]
+    #: Whether every column has a view.
+    complete: bool
+    #: The window's column names.
+    names: list[str]
+
+#: Views of the windows in use, by ``id(table)``: each entry is dropped when its table is
+#: garbage collected, so a view never keeps an evicted window's buffers alive.
+_VIEWS: dict[int, tuple[weakref.ref[pa.Table], Views]] = {}
+
+
+def _forget(key: int, ref: weakref.ref[pa.Table]) -> None:
+    entry = _VIEWS.get(key)
+    if entry is not None and entry[0] is ref:
+        del _VIEWS[key]
+
+
+def _numeric(dtype: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(dtype) or pa.types.is_floating(dtype))
+
+
+def _view(array: pa.Array) -> View | None:
+    """A zero-copy numpy view of a whole column: 1-d numbers, or 2-d equal-length lists.
+
+    None for anything else (nulls, booleans, strings, nested or ragged lists), which the
+    batch then converts the general way (:func:`rows.select`).
+    """
+    n = len(array)
+    dtype = array.type
+    if n == 0 or array.null_count:
+        return None
+    view: View
+    if _numeric(dtype):
+        view = array.to_numpy(zero_copy_only=True)
+        return view
+    if pa.types.is_fixed_size_list(dtype) and _numeric(dtype.value_type):
+        flat = array.flatten()
+        if flat.null_count or dtype.list_size == 0:
+            return None
+        view = flat.to_numpy(zero_copy_only=True).reshape(n, dtype.list_size)
+        return view
+    if not (pa.types.is_list(dtype) or pa.types.is_large_list(dtype)):
+        return None
+    if not _numeric(dtype.value_type):
+        return None
+    offsets = array.offsets.to_numpy()
+    base = int(offsets[0])
+    width = int(offsets[1]) - base
+    if width == 0 or int(offsets[-1]) - base != n * width:
+        return None
+    if not (np.diff(offsets) == width).all():
+        return None
+    values = array.values.slice(base, n * width)
+    if values.null_count:
+        return None
+    view = values.to_numpy(zero_copy_only=True).reshape(n, width)
+    return view
+
+
+def views(table: pa.Table) -> Views:
+    """Return the numpy views of a window's columns (built once per table, then reused).
+
+    Args:
+        table: A window, one chunk per column.
+
+    Returns:
+        The views and their signature.
+    """
+    key = id(table)
+    entry = _VIEWS.get(key)
+    if entry is not None and entry[0]() is table:
+        return entry[1]
+    arrays = tuple(
+        _view(column.chunk(0)) if column.num_chunks == 1 else None for column in table.columns
+    )
+    built = Views(
+        arrays,
+        tuple(None if v is None else (v.dtype, v.shape[1:]) for v in arrays),
+        all(v is not None for v in arrays),
+        table.column_names,
+    )
+    ref = weakref.ref(table, functools.partial(_forget, key))
+    _VIEWS[key] = (ref, built)
+    return built
+
+
+def _pick(view: View, sel: Selection) -> View:
+    if isinstance(sel, slice):
+        return np.array(view[sel], copy=True)
+    return view.take(sel, axis=0)
+
+
+def gather(
+    tables: Sequence[pa.Table],
+    selections: Sequence[Selection],
+    places: Sequence[np.ndarray[Any, np.dtype[np.int64]]] | None,
+    length: int,
+    fmt: Format,
+) -> MutableSequence[Row]:
+    """Build one batch from rows of several windows, column by column.
+
+    Columns every window has a view of, with one dtype and row shape, are copied straight
+    into one array (a slice or a ``take`` per window); the others are taken per window,
+    joined and converted once. Values equal what :func:`rows.select` gives.
+
+    Args:
+        tables: The windows, each touched by the batch.
+        selections: The local rows taken from each window (a slice or an index array).
+        places: For each window, the batch positions its rows go to; None when there is
+            one window (its rows are the batch, in order).
+        length: Rows in the batch.
+        fmt: ``"numpy"`` or ``"torch"``.
+
+    Returns:
+        A :class:`RowBatch` of the rows in batch order.
+    """
+    whole: dict[str, Any] = {}
+    values: dict[str, list[Any]] = {}
+    torch = fmt == "torch"
+    found = views(tables[0])
+    names = list(found.names)
+    if places is None:  # one window: the common sequential batch, kept short
+        sel = selections[0]
+        if found.complete:
+            for name, view in zip(names, found.arrays, strict=True):
+                out = _pick(view, sel)  # type: ignore[arg-type]
+                whole[name] = _tensor(out) if torch else out
+            return RowBatch(names, length, whole, values)
+        fast = [c for c, v in enumerate(found.arrays) if v is not None]
+        for c in fast:
+            out = _pick(found.arrays[c], sel)  # type: ignore[arg-type]
+            whole[names[c]] = _tensor(out) if torch else out
+    else:
+        per_table = [views(t) for t in tables]
+        signature = per_table[0].signature
+        if all(v.signature == signature for v in per_table):
+            fast = [c for c, sig in enumerate(signature) if sig is not None]
+        else:
+            fast = [
+                c for c, sig in enumerate(signature)
+                if sig is not None and all(v.signature[c] == sig for v in per_table)
+            ]
+        if fast:
+            # Rows in window order, then put back in batch order with one scatter.
+            order = np.concatenate(places)
+            for c in fast:
+                joined = np.concatenate([
+                    cast(View, v.arrays[c])[sel]
+                    for v, sel in zip(per_table, selections, strict=True)
+                ])
+                out = np.empty_like(joined)
+                out[order] = joined
+                whole[names[c]] = _tensor(out) if torch else out
+    done = set(fast)
+    slow = [c for c in range(len(names)) if c not in done]
+    if slow:
+        _convert_slow(tables, selections, places, length, fmt, slow, whole, values)
+    return RowBatch(names, length, whole, values)
+
+
+def _convert_slow(
+    tables: Sequence[pa.Table],
+    selections: Sequence[Selection],
+    places: Sequence[np.ndarray[Any, np.dtype[np.int64]]] | None,
+    length: int,
+    fmt: Format,
+    slow: list[int],
+    whole: dict[str, Any],
+    values: dict[str, list[Any]],
+) -> None:
+    """Convert the columns without views exactly as :func:`rows.select` converts them.
+
+    The batch's rows of the column are joined in batch order (one-row slices when the
+    batch touches many windows, as uniform random access does; else one take or slice per
+    window and one reorder), then converted once, into ``whole`` or ``values``.
+    """
+    names = tables[0].column_names
+    order = np.arange(length, dtype=np.int64)
+    rows: list[tuple[int, int]] | None = None
+    if places is not None:
+        order[np.concatenate(places)] = np.arange(length, dtype=np.int64)
+        if length <= 8 * len(tables):
+            source = np.empty(length, dtype=np.int64)
+            local = np.empty(length, dtype=np.int64)
+            for k, (sel, place) in enumerate(zip(selections, places, strict=True)):
+                source[place] = k
+                local[place] = np.arange(sel.start, sel.stop) if isinstance(sel, slice) else sel
+            rows = list(zip(source.tolist(), local.tolist(), strict=True))
+    for c in slow:
+        name = names[c]
+        columns = [t.column(c) for t in tables]
+        kind = columns[0].type
+        if any(col.type != kind for col in columns):  # windows decoded to different types
+            pieces = [_rows(col, sel) for col, sel in zip(columns, selections, strict=True)]
+            merged = merge([select(pa.table({name: p}), slice(0, len(p)), fmt) for p in pieces],
+                           order)
+            assert isinstance(merged, RowBatch)
+            batched = merged.batched(name)
+            if batched is not None:
+                whole[name] = batched
+            else:
+                values[name] = merged.column(name)
+            continue
+        if places is None:
+            column = _rows(columns[0], selections[0])
+        elif rows is not None:
+            arrays = [col.chunk(0) if col.num_chunks == 1 else col for col in columns]
+            column = pa.chunked_array(
+                [_chunk(arrays[k], i) for k, i in rows], type=kind
+            )
+        else:
+            pieces = [_rows(col, sel) for col, sel in zip(columns, selections, strict=True)]
+            column = pa.chunked_array([ch for p in pieces for ch in p.chunks], type=kind)
+            column = column.take(pa.array(order))
+        converted = _convert(name, column, fmt)
+        if isinstance(converted, list):
+            values[name] = converted
+        else:
+            whole[name] = converted
+
+
+def _chunk(array: pa.Array | pa.ChunkedArray, row: int) -> pa.Array:
+    """Row ``row`` of an array as a one-row array."""
+    if isinstance(array, pa.Array):
+        return array.slice(row, 1)
+    return array.slice(row, 1).combine_chunks()
+
+
+def _rows(column: pa.ChunkedArray, sel: Selection) -> pa.ChunkedArray:
+    if isinstance(sel, slice):
+        return column.slice(sel.start, sel.stop - sel.start)
+    return column.take(pa.array(sel, type=pa.int64()))
+
+
+def _tensor(array: View) -> Any:
+    """:func:`rows.to_tensor`, without its checks for the common signed and float dtypes."""
+    if array.dtype.kind in "if":
+        return torch_from_numpy(array)
+    return to_tensor(array)

@@ -1,0 +1,258 @@
+"""Row access for the core dataset: indices to windows to rows, in one of three formats."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import MutableSequence, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from ...errors import OutOfRangeError
+from ..read import AccessMonitor, WindowReader
+from ..source import windows as win
+from .gather import gather
+from .row_batch import Row
+from .rows import ConversionFailure, Format, Selection, TensorRangeError, merge, select
+
+if TYPE_CHECKING:
+    from ..source import Source
+
+
+class RowAccess:
+    """``__getitem__`` and ``__getitems__`` of :class:`~.dataset.ShardDataset`.
+
+    Kept apart from the dataset's set-up: this is the hot path from indices to rows (one
+    slice or one gather per window, column-wise for ``numpy``/``torch``). The attributes
+    below are set by the dataset.
+    """
+
+    format: Format
+    source: Source
+    windows: list[win.Window]
+    _length: int
+    _starts: list[int]
+    _starts_array: np.ndarray[Any, np.dtype[np.int64]]
+    _reader: WindowReader | None
+    _monitor: AccessMonitor | None
+
+    if TYPE_CHECKING:
+
+        @property
+        def reader(self) -> WindowReader:
+            """The process's window reader."""
+
+        def __len__(self) -> int:
+            """Rows in the dataset."""
+
+    def __getitem__(self, index: int) -> Row:
+        """Return one row as ``{column: value}`` with the values pyarrow's ``as_py()`` gives.
+
+        Args:
+            index: Global row index; negative indices count from the end.
+
+        Returns:
+            The row.
+
+        Raises:
+            IndexError: If the index is out of range.
+            TypeError: If the index is not an integer.
+            SourceError: If the shard changed on disk or cannot be decoded.
+        """
+        i = win.normalize_index(index, len(self))
+        position = win.locate(self._starts, i)
+        table = self.reader.window(position)
+        local = i - self.windows[position].offset
+        row = self._select(position, table, slice(local, local + 1))[0]
+        self._watch(1)
+        return row
+
+    def __getitems__(self, indices: Sequence[int]) -> MutableSequence[Row]:
+        """Return many rows, reading each window they touch once (torch's batched fetch).
+
+        Args:
+            indices: Global row indices, in any order, repeats allowed.
+
+        Returns:
+            The rows in the order of ``indices``: a list in the ``python`` format; in the
+            ``numpy``/``torch`` formats a :class:`RowBatch` (a list-like sequence that keeps
+            the batch column-wise for :func:`undertale_duck.collate`).
+
+        Raises:
+            IndexError: If an index is out of range.
+            TypeError: If an index is not an integer.
+            SourceError: If a shard changed on disk or cannot be decoded.
+        """
+        rows = self._rows_of(indices)
+        self._watch(len(rows))
+        return rows
+
+    def _watch(self, rows: int) -> None:
+        monitor = self._monitor
+        if monitor is not None and monitor.active and self._reader is not None:
+            monitor.served(rows, self._reader.cache)
+
+    def _rows_of(self, indices: Sequence[int]) -> MutableSequence[Row]:
+        run = self._run_of(indices)
+        if run is not None:
+            return run
+        index = self._normalize(indices)
+        if len(index) == 0:
+            return []
+        positions = np.searchsorted(self._starts_array, index, side="right") - 1
+        if positions[0] == positions[-1] and (positions == positions[0]).all():
+            return self._window_part(int(positions[0]), index)
+        order = np.argsort(positions, kind="stable")
+        cuts = np.flatnonzero(np.diff(positions[order])) + 1
+        if self.format != "python":
+            return self._gather(index, positions[order], order, cuts)
+        groups = np.split(order, cuts)
+        last = len(groups) - 1
+        first = int(positions[order[0]])
+        parts = [
+            self._window_part(int(positions[m[0]]), index[m], advance=k == last, first=first)
+            for k, m in enumerate(groups)
+        ]
+        return merge(parts, np.argsort(order, kind="stable"))
+
+    def _gather(
+        self,
+        index: np.ndarray[Any, np.dtype[np.int64]],
+        sorted_positions: np.ndarray[Any, np.dtype[np.int64]],
+        order: np.ndarray[Any, np.dtype[np.int64]],
+        cuts: np.ndarray[Any, np.dtype[np.int64]],
+    ) -> MutableSequence[Row]:
+        """The rows of a batch touching several windows (numpy and torch formats)."""
+        local = index[order] - self._starts_array[sorted_positions]
+        bounds = [0, *cuts.tolist(), len(order)]
+        heads = sorted_positions[bounds[:-1]].tolist()
+        last = len(heads) - 1
+        tables = []
+        selections: list[Selection] = []
+        places = []
+        reader = self.reader
+        cache = reader.cache
+        # A batch holds every window it touches until it is built: past what the cache can
+        # hold (uniform random access over more data than the budget), each window is cut
+        # down to the batch's rows as soon as it is read, so the batch never holds more
+        # than its own rows beside the cache (mapped windows of the disk tier cost nothing)
+        mapped = cache.maps_windows
+        cut: list[Selection] = []
+        for k, position in enumerate(heads):
+            a, b = bounds[k], bounds[k + 1]
+            table = reader.window(position, advance=k == last, first=heads[0])
+            many = not mapped and len(heads) * reader.largest_window > cache.limit
+            if b - a == 1:
+                start = int(local[a])
+                sel: Selection = slice(start, start + 1)
+            else:
+                sel = _local(local[a:b])
+            selections.append(sel)
+            if many or (not mapped and position not in cache):
+                rows = np.arange(sel.start, sel.stop) if isinstance(sel, slice) else sel
+                table = table.take(pa.array(rows, type=pa.int64()))
+                sel = slice(0, b - a)
+            cut.append(sel)
+            tables.append(table)
+            places.append(order[a:b])
+        try:
+            return gather(tables, cut, places, len(index), self.format)
+        except (ConversionFailure, TensorRangeError):  # per window: names the shard and row
+            parts = [
+                self._select(p, reader.window(p, advance=False), sel)
+                for p, sel in zip(heads, selections, strict=True)
+            ]
+            back = np.empty(len(index), dtype=np.int64)
+            back[np.concatenate(places)] = np.arange(len(index), dtype=np.int64)
+            return merge(parts, back)
+
+    def _run_of(self, indices: Sequence[int]) -> MutableSequence[Row] | None:
+        """The rows of a list of consecutive ascending indices inside one window, else None.
+
+        The common batch (a sequential or ``ChunkedSampler`` order hands torch's batch
+        sampler's lists of ints): recognised with one list comparison, served by one slice.
+        """
+        if type(indices) is not list or not indices:
+            return None
+        start = indices[0]
+        n = len(indices)
+        if type(start) is not int or start < 0 or indices != list(range(start, start + n)):
+            return None
+        starts = self._starts
+        position = bisect.bisect_right(starts, start) - 1
+        if position < 0 or start + n > (
+            starts[position + 1] if position + 1 < len(starts) else self._length
+        ):
+            return None
+        table = self.reader.window(position)
+        offset = starts[position]
+        local = slice(start - offset, start - offset + n)
+        if self.format == "python":
+            return self._select(position, table, local)
+        try:
+            return gather([table], [local], None, n, self.format)
+        except (ConversionFailure, TensorRangeError):
+            return self._select(position, table, local)  # names the shard and row
+
+    def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """Check and normalize many indices at once (negative ones count from the end)."""
+        n = len(self)
+        if isinstance(indices, torch.Tensor):
+            indices = indices.tolist()
+        array = np.asarray(indices)
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            return np.fromiter(
+                (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
+            )
+        index = array.astype(np.int64, copy=False)
+        if index.size and (index.min() < -n or index.max() >= n):
+            bad = next(int(i) for i in index if not -n <= i < n)
+            raise IndexError(f"dataset index {bad} out of range for {n} rows")
+        return np.where(index < 0, index + n, index)
+
+    def _window_part(
+        self,
+        position: int,
+        index: np.ndarray[Any, np.dtype[np.int64]],
+        *,
+        advance: bool = True,
+        first: int | None = None,
+    ) -> MutableSequence[Row]:
+        """The rows at global ``index`` (all in window ``position``): one slice or one take."""
+        table = self.reader.window(position, advance=advance, first=first)
+        sel = _local(index - self.windows[position].offset)
+        if self.format == "python":
+            return self._select(position, table, sel)
+        try:
+            return gather([table], [sel], None, len(index), self.format)
+        except (ConversionFailure, TensorRangeError):
+            return self._select(position, table, sel)  # names the shard and row
+
+    def _select(self, position: int, table: pa.Table, sel: Selection) -> MutableSequence[Row]:
+        """:func:`rows.select`, with a value that cannot be converted named by shard and row."""
+        try:
+            return select(table, sel, self.format)
+        except ConversionFailure as exc:
+            window = self.windows[position]
+            local = sel.start + exc.row if isinstance(sel, slice) else int(sel[exc.row])
+            shard = self.source.shards[window.shard].path
+            row = window.offset + local
+            raise OutOfRangeError(
+                f"shard {shard}, row {row} (local row {window.start + local}): column "
+                f"{exc.column!r} {exc.reason}",
+                shard,
+                (row, row + 1),
+                exc.column,
+            ) from None
+
+
+def _local(local: np.ndarray[Any, np.dtype[np.int64]]) -> Selection:
+    """Local rows as a slice when they are consecutive and ascending, else as the array."""
+    start = int(local[0])
+    if int(local[-1]) - start == len(local) - 1 and (
+        len(local) < 2 or bool((np.diff(local) == 1).all())
+    ):
+        return slice(start, start + len(local))
+    return local

@@ -1,0 +1,71 @@
+"""The DuckDB runtime: settings, connect(), lifecycle, interrupts, failures, SQL.
+
+Also the private cache directories and the parsed SQL tree walker. Imports only
+``errors`` and ``common``.
+"""
+
+from __future__ import annotations
+
+from . import cachedir, duck, failures, lifecycle, sqlfiles
+from .cachedir import (
+    CACHE_ENV,
+    CACHE_KINDS,
+    CacheUnwritableError,
+    atomic_file,
+    cache_dir,
+    cache_root,
+    kind_directory,
+    open_cached,
+    private_directory,
+    process_cache_dir,
+    read_cached,
+    write_atomic,
+)
+from .connection import Connection
+from .duck import (
+    GLOB_CHARS,
+    allocator_config,
+    connect,
+    default_duckdb_config,
+    duckdb_path,
+    threads_of,
+    worker_duckdb_config,
+)
+from .interrupt import interruptible
+from .locks import acquire, release, try_acquire
+from .sqlfiles import SQL_DIRS
+from .sqltree import syntax_nodes
+
+__all__ = [
+    "CACHE_ENV",
+    "CACHE_KINDS",
+    "GLOB_CHARS",
+    "SQL_DIRS",
+    "CacheUnwritableError",
+    "Connection",
+    "acquire",
+    "allocator_config",
+    "atomic_file",
+    "cache_dir",
+    "cache_root",
+    "cachedir",
+    "connect",
+    "default_duckdb_config",
+    "duck",
+    "duckdb_path",
+    "failures",
+    "interruptible",
+    "kind_directory",
+    "lifecycle",
+    "open_cached",
+    "private_directory",
+    "process_cache_dir",
+    "read_cached",
+    "release",
+    "sqlfiles",
+    "syntax_nodes",
+    "threads_of",
+    "try_acquire",
+    "worker_duckdb_config",
+    "write_atomic"
+]

@@ -1,0 +1,31 @@
+"""A dataset's shards: resolving a source, Shard and Source, types, windows, drift.
+
+``remote/`` reaches object storage (fsspec client, store, listing, shard cache).
+"""
+
+from __future__ import annotations
+
+from . import windows
+from .drift import ShardDrift, reference_columns, schema_drift
+from .local import SourceLike, local_paths
+from .readable import conform
+from .remote.fsclient import parse_storage_options
+from .remote.listing import SourceFiles, remote_metadata
+from .remote.store import is_remote
+from .shard import Shard
+from .source import Source
+from .windows import (
+    Window,
+    max_touched_bytes,
+    read_reserve,
+    touched_bytes,
+    view_plan,
+    window_row_groups,
+)
+
+__all__ = [
+    "Shard", "ShardDrift", "Source", "SourceFiles", "SourceLike", "Window", "conform",
+    "is_remote", "local_paths", "max_touched_bytes", "parse_storage_options", "read_reserve",
+    "reference_columns", "remote_metadata", "schema_drift", "touched_bytes", "view_plan",
+    "window_row_groups", "windows"
+]

@@ -1,0 +1,440 @@
+"""The node's shard cache: remote shards downloaded once, shared by processes, LRU under a limit."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import re
+import secrets
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ....common.sizes import parse_size
+from ....common.text import first_line
+from ....errors import ArgumentError, ShardChangedError, SourceError
+from ...runtime import (
+    CacheUnwritableError,
+    acquire,
+    kind_directory,
+    private_directory,
+    process_cache_dir,
+    read_cached,
+    release,
+    try_acquire,
+)
+from ..shard import Shard
+
+__all__ = ["CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of"]
+
+#: Environment variables giving the default cache directory and byte limit.
+ENV_DIR = "UNDERTALE_DUCK_CACHE"
+ENV_LIMIT = "UNDERTALE_DUCK_CACHE_LIMIT"
+#: The default limit's ceiling; the default is also at most 80% of the disk the cache can use.
+DEFAULT_LIMIT = 64 << 30
+DATA_SUFFIX = ".parquet"
+LOCK_SUFFIX = ".lock"
+FOOTER_SUFFIX = ".footer"
+PART_MARK = ".part-"
+EVICT_LOCK = ".evict.lock"
+
+#: The names of our files (a key of :func:`key_of` and a suffix): eviction, clear() and the
+#: sweep of part files never touch anything else in the directory (cache_dir= may name a
+#: directory that holds the user's own files).
+OUR_FILES = re.compile(
+    r"[0-9a-f]{40}(?:" + re.escape(FOOTER_SUFFIX) + "|" + re.escape(DATA_SUFFIX) + ")"
+    + "(?:" + re.escape(PART_MARK) + r"[0-9a-f-]+)?"
+)
+
+
+def default_directory() -> Path:
+    """The shard cache's default directory: the ``shards`` folder of the cache root.
+
+    ``$UNDERTALE_DUCK_CACHE/shards``, else the user's cache directory's (by default
+    ``~/.cache/undertale_duck/shards``): one per user and node, never inside a dataset
+    (:func:`undertale_duck.core.runtime.kind_directory`).
+    """
+    return kind_directory("shards")
+
+
+def key_of(path: str, version: str | None, size: int) -> str:
+    """The cache name of one version of an object: a hash of its URL, version and size."""
+    text = f"{path}\0{version or ''}\0{size}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
+
+Fetch = Callable[[Shard, str], None]
+_HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
+
+
+@dataclass
+class CacheCounters:
+    """What this process's shard cache did (other processes on the node keep their own).
+
+    Attributes:
+        hits: Shards found already downloaded (by any process).
+        downloads: Shards this process downloaded.
+        downloaded_bytes: Bytes this process downloaded.
+        waits: Shards another process was downloading; this one waited and used its copy.
+        evictions: Cached shards this process deleted to stay under the limit.
+    """
+
+    hits: int = 0
+    downloads: int = 0
+    downloaded_bytes: int = 0
+    waits: int = 0
+    evictions: int = 0
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether ``fd`` is still the file at ``path`` (an evictor may have removed it)."""
+    st = _stat(path)
+    return st is not None and os.fstat(fd).st_ino == st.st_ino
+
+
+class ShardCache:
+    """Remote shards as local files in one directory, shared by every process of the node.
+
+    Each object version (URL, version, size) is one file ``<key>.parquet`` with a lock file
+    ``<key>.lock``, and its footer bytes ``<key>.footer`` (reopening reads nothing remote). A
+    process downloads under an exclusive ``flock`` on the lock file into
+    ``<key>.parquet.part-*`` and renames only after the store's version and the size check
+    out; others wait on the lock and use that copy, so each shard is downloaded once per
+    node. A shard in use is held under a shared lock, which eviction (least recently used
+    first, by the lock file's modification time) never breaks. A killed process leaves at
+    most a ``.part-`` file, never trusted and deleted by the next eviction pass.
+
+    Args:
+        directory: Where shards are kept (default :func:`default_directory`).
+        limit: Byte limit (an int or a size such as ``"20GiB"``); default
+            ``$UNDERTALE_DUCK_CACHE_LIMIT``, else the smaller of 64 GiB and 80% of what the
+            cache's disk can hold (free space plus shards already cached). Shards in use
+            are kept even beyond it.
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str] | None = None, limit: int | str | None = None
+    ) -> None:
+        if directory is not None and not isinstance(directory, str | os.PathLike):
+            raise ArgumentError(f"cache_dir must be a directory path, got {directory!r}")
+        self._given = directory is not None
+        self.directory = (
+            Path(os.fspath(directory)).expanduser().absolute()
+            if directory is not None
+            else default_directory()
+        )
+        if limit is None and os.environ.get(ENV_LIMIT):
+            limit = parse_size(os.environ[ENV_LIMIT], ENV_LIMIT, "bytes")
+        self._limit = None if limit is None else parse_size(limit, "cache_limit", "bytes")
+        self.stats = CacheCounters()
+        self._ready = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(stats=CacheCounters(), _ready=False)
+        return state
+
+    @property
+    def limit(self) -> int:
+        """The byte limit (the default is computed on first use)."""
+        if self._limit is None:
+            self._ensure_directory()
+            usage = shutil.disk_usage(self.directory)
+            cached = sum(size for _, size, _ in self._entries())
+            self._limit = min(DEFAULT_LIMIT, int(0.8 * (usage.free + cached)))
+        return self._limit
+
+    def _ensure_directory(self) -> None:
+        if self._ready:
+            return
+        # private: anyone else able to write there could plant a shard copy (found by its
+        # predictable name and the listed size) that would be served as the shard's rows
+        try:
+            try:
+                private_directory(self.directory, what="the directory", hint=_HINT)
+            except CacheUnwritableError:
+                if self._given:
+                    raise
+                # the default cannot be written: this process downloads into its own
+                # directory (removed at exit), as process_cache_dir does for other caches
+                self.directory = process_cache_dir("shards")
+            if not os.access(self.directory, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, "permission denied")
+        except ArgumentError as exc:
+            raise SourceError(
+                f"cannot use the shard cache directory {self.directory}: {exc}",
+                str(self.directory),
+            ) from None
+        except OSError as exc:
+            raise self._unusable(exc) from None
+        self._ready = True
+
+    # ------------------------------------------------------------------ paths
+    def key(self, shard: Shard) -> str:
+        """The cache file name of one version of an object (its URL, version and size)."""
+        return key_of(shard.path, getattr(shard, "version", None), shard.size)
+
+    def path(self, shard: Shard) -> str:
+        """Where the shard's cached copy lives (whether or not it is there yet)."""
+        return str(self.directory / (self.key(shard) + DATA_SUFFIX))
+
+    def _lock_path(self, key: str) -> str:
+        return str(self.directory / (key + LOCK_SUFFIX))
+
+    def _entries(self) -> list[tuple[str, int, float]]:
+        """``(name, bytes, last use)`` of each cached shard (its key) and footer (its name)."""
+        out = []
+        with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
+            for entry in it:
+                name = entry.name
+                footer = name.endswith(FOOTER_SUFFIX)
+                if OUR_FILES.fullmatch(name) is None or PART_MARK in name:  # the user's, or a part
+                    continue
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue
+                if footer:
+                    out.append((name, st.st_size, st.st_mtime))
+                    continue
+                key = name[: -len(DATA_SUFFIX)]
+                lock = _stat(self._lock_path(key))
+                out.append((key, st.st_size, lock.st_mtime if lock else 0.0))
+        return out
+
+    # ------------------------------------------------------------------ footers
+    def load_footer(self, key: str) -> bytes | None:
+        """The footer bytes kept for an object version, or None (never an error)."""
+        path = self.directory / (key + FOOTER_SUFFIX)
+        data = read_cached(path)
+        if data is not None:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # last use, for LRU eviction
+        return data
+
+    def save_footer(self, key: str, data: bytes) -> None:
+        """Keep an object version's footer bytes (best effort: a failure only costs a read)."""
+        path = self.directory / (key + FOOTER_SUFFIX)
+        part = f"{path}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+        try:
+            self._ensure_directory()
+            with open(part, "wb") as fh:
+                fh.write(data)
+            os.replace(part, path)
+        except (OSError, SourceError):
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+
+    # ------------------------------------------------------------------ use
+    @contextlib.contextmanager
+    def pin(self, shard: Shard, fetch: Fetch) -> Iterator[Shard]:
+        """Hold a shard's cached copy for reading, downloading it first if no process has.
+
+        Args:
+            shard: The remote shard (its ``path`` is the URL, ``size`` and ``version`` the
+                object as listed).
+            fetch: Downloads the shard to a given local path and checks its version.
+
+        Yields:
+            The cached copy as a local :class:`Shard` (same footer, local path).
+
+        Raises:
+            ShardChangedError: If the object changed since it was listed.
+            StorageError: If the store fails after retries.
+            SourceError: If the cache directory cannot be used.
+        """
+        self._ensure_directory()
+        key = self.key(shard)
+        data = str(self.directory / (key + DATA_SUFFIX))
+        lock = self._lock_path(key)
+        while True:
+            fd = self._open(lock)
+            try:
+                acquire(fd, "shared")
+                if not _same_file(fd, lock):
+                    continue  # evicted between open and lock: take the new lock file
+                st = _stat(data)
+                if st is None or st.st_size != shard.size:
+                    release(fd)  # no upgrade in place: two would deadlock
+                    acquire(fd, "exclusive")
+                    if not _same_file(fd, lock):
+                        continue
+                    st = _stat(data)
+                    if st is None or st.st_size != shard.size:
+                        self._download(shard, key, data, fetch)
+                    else:
+                        self.stats.waits += 1
+                    acquire(fd, "shared")
+                    st = _stat(data)
+                    if not _same_file(fd, lock) or st is None or st.st_size != shard.size:
+                        continue  # evicted while the lock was converted: fetch again
+                else:
+                    self.stats.hits += 1
+                os.utime(lock)  # last use, for LRU eviction
+                yield _local_shard(shard, data, st)
+                return
+            finally:
+                os.close(fd)
+
+    def _unusable(self, exc: OSError) -> SourceError:
+        """The error for a cache directory that cannot be created or written."""
+        return SourceError(
+            f"cannot use the shard cache directory {self.directory}: "
+            f"{exc.strerror or first_line(exc)}; pass cache_dir= or set ${ENV_DIR}",
+            str(self.directory),
+        )
+
+    def _open(self, lock: str) -> int:
+        try:
+            # read-write: opening a FIFO planted at the name never blocks; never via a link
+            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise self._unusable(exc) from None
+
+    def _download(self, shard: Shard, key: str, data: str, fetch: Fetch) -> None:
+        """Download under the exclusive lock: to a part file, renamed once checked."""
+        # under the exclusive lock no other download of this key runs: its parts are leftovers
+        for leftover in self.directory.glob(key + DATA_SUFFIX + PART_MARK + "*"):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        self.make_room(shard.size, keep=key)
+        part = f"{data}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+        _log.info("downloading %s (%d bytes) into %s", shard.path, shard.size, self.directory)
+        try:
+            fetch(shard, part)
+            got = os.path.getsize(part)
+            if got != shard.size:
+                raise ShardChangedError(
+                    f"shard {shard.path} downloaded as {got} bytes where the store listed "
+                    f"{shard.size}; call refresh() to reopen the dataset as it is now",
+                    shard.path,
+                )
+            os.replace(part, data)
+        except OSError as exc:
+            raise SourceError(
+                f"cannot write shard {shard.path} into the shard cache {self.directory}: "
+                f"{exc.strerror or first_line(exc)}; free space, lower cache_limit or pass "
+                "another cache_dir",
+                shard.path,
+            ) from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(part)
+        self.stats.downloads += 1
+        self.stats.downloaded_bytes += shard.size
+        self.make_room(0, keep=key)
+
+    # ------------------------------------------------------------------ eviction
+    def make_room(self, incoming: int = 0, keep: str | None = None) -> int:
+        """Evict least recently used shards not in use until ``incoming`` more bytes fit.
+
+        Also deletes part files that no process is writing (left by a killed download).
+
+        Args:
+            incoming: Bytes about to be added.
+            keep: A key never evicted (the shard being fetched).
+
+        Returns:
+            Bytes held after eviction (cached shards and downloads in flight).
+        """
+        self._ensure_directory()
+        guard = self._open(str(self.directory / EVICT_LOCK))
+        with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
+            acquire(guard, "exclusive")
+            total = self._sweep_parts(keep)
+            entries = self._entries()
+            total += sum(size for _, size, _ in entries)
+            for key, size, _ in sorted(entries, key=lambda e: e[2]):
+                if total + incoming <= self.limit:
+                    break
+                if key.endswith(FOOTER_SUFFIX):  # immutable and read whole: no lock needed
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.directory / key)
+                    total -= size
+                elif key != keep and self._evict(key):
+                    total -= size
+            return total
+
+    def _evict(self, key: str) -> bool:
+        lock = self._lock_path(key)
+        fd = self._open(lock)
+        try:
+            if not try_acquire(fd, "exclusive"):
+                return False  # in use, or being downloaded
+            if not _same_file(fd, lock):
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.directory / (key + DATA_SUFFIX))
+            os.unlink(lock)
+            self.stats.evictions += 1
+            _log.info("evicted cached shard %s from %s", key, self.directory)
+            return True
+        finally:
+            os.close(fd)
+
+    def _sweep_parts(self, keep: str | None) -> int:
+        """Delete part files whose download is over (its lock free); return bytes in flight."""
+        flight = 0
+        with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
+            parts = [e for e in it if OUR_FILES.fullmatch(e.name) and PART_MARK in e.name]
+        for entry in parts:
+            key = entry.name.split(DATA_SUFFIX + PART_MARK, 1)[0]
+            try:
+                size = entry.stat().st_size
+            except FileNotFoundError:
+                continue
+            if key == keep or not self._idle(key):
+                flight += size
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+        return flight
+
+    def _idle(self, key: str) -> bool:
+        """Whether no process holds the key's lock (so its part files are leftovers)."""
+        lock = self._lock_path(key)
+        if _stat(lock) is None:
+            return True
+        fd = self._open(lock)
+        try:
+            return try_acquire(fd, "exclusive")
+        finally:
+            os.close(fd)
+
+    def usage(self) -> int:
+        """Bytes of cached shards and footers in the directory (all processes)."""
+        return sum(size for _, size, _ in self._entries())
+
+    def clear(self) -> int:
+        """Delete every cached shard not in use, and every footer; return the shards deleted."""
+        self._ensure_directory()
+        deleted = 0
+        for key, _, _ in self._entries():
+            if key.endswith(FOOTER_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.directory / key)
+            elif self._evict(key):
+                deleted += 1
+        return deleted
+
+
+def _local_shard(shard: Shard, path: str, st: os.stat_result) -> Shard:
+    """The shard's footer for its local copy (a plain :class:`Shard` DuckDB can read)."""
+    base = {f.name: getattr(shard, f.name) for f in fields(Shard)}
+    base.update(path=path, size=st.st_size, mtime_ns=st.st_mtime_ns, inode=(st.st_dev, st.st_ino))
+    return Shard(**base)

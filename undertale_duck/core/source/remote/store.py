@@ -1,0 +1,384 @@
+"""One object store: its fsspec client per process, retries, version checks, downloads."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ....common.text import first_line
+from ....errors import ArgumentError, ShardChangedError, SourceError, StorageError
+from ..shard import Shard
+from .fsclient import duckdb_filesystem, make_filesystem
+from .shard_cache import ShardCache
+
+__all__ = [
+    "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "RETRIES", "RemoteShard",
+    "Store", "identity", "is_remote", "open_store", "protocol_of"
+]
+
+T = TypeVar("T")
+
+#: Objects checked at once by :meth:`Store.check_all`.
+CHECK_THREADS = 32
+#: Default retries after a transient failure (so ``1 + RETRIES`` attempts), and the backoff.
+RETRIES = 3
+BACKOFF_S = 0.5
+BACKOFF_MAX_S = 8.0
+#: Keys of an fsspec ``info()`` that identify one version of an object, most precise first.
+IDENTITY_KEYS = (
+    "VersionId",
+    "version_id",
+    "generation",
+    "ETag",
+    "etag",
+    "blob_id",
+    "md5Hash",
+    "Content-MD5",
+    "content_md5",
+    "Digest",
+    "LastModified",
+    "last_modified",
+    "Last-Modified",
+    "mtime",
+    "created",
+)
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+
+
+def protocol_of(item: object) -> str | None:
+    """Return the protocol of an fsspec URL (``"s3"`` for ``s3://b/k``), or None for a path.
+
+    ``file://`` URLs count as local paths.
+    """
+    if not isinstance(item, str):
+        return None
+    match = _URL.match(item)
+    if match is None or match.group(1).lower() == "file":
+        return None
+    return match.group(1).lower()
+
+
+def is_remote(source: object) -> bool:
+    """Whether a dataset source is a URL or a list of URLs (not local paths)."""
+    if isinstance(source, str):
+        return protocol_of(source) is not None
+    if isinstance(source, Sequence) and not isinstance(source, bytes):
+        return any(protocol_of(s) is not None for s in source)
+    return False
+
+
+def identity(info: Mapping[str, Any]) -> str | None:
+    """The version of an object an fsspec ``info()`` describes (ETag, version, generation ...).
+
+    Args:
+        info: A listing or ``info()`` entry.
+
+    Returns:
+        ``"key=value"`` for the most precise identifier the store gives, or None when it
+        gives none (only the size is then compared).
+    """
+    for key in IDENTITY_KEYS:
+        value = info.get(key)
+        if value is None or value == "" or value == "null":
+            continue
+        if isinstance(value, datetime.datetime):  # listings and info() differ in type
+            value = value.timestamp()
+        text = repr(value) if isinstance(value, float) else str(value).strip()
+        if text.startswith("W/"):
+            text = text[2:]
+        return f"{key.lower().replace('-', '_')}={text.strip(chr(34))}"
+    return None
+
+
+def _transient(exc: BaseException) -> bool:
+    """Whether a failure may pass if tried again (network, timeouts, 5xx, throttling)."""
+    if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
+        return False
+    if isinstance(exc, NotADirectoryError | ArgumentError | SourceError):
+        return False
+    if isinstance(exc, ValueError | TypeError | NotImplementedError | KeyError):
+        return False
+    return isinstance(exc, Exception)
+
+
+@dataclass(frozen=True)
+class RemoteShard(Shard):
+    """A shard in object storage: its footer, the object's version, and where it is cached.
+
+    ``path`` is the object's URL (what errors name); DuckDB reads the local copy that
+    :meth:`local` fetches into the shard cache.
+
+    Attributes:
+        version: The object's version when the dataset was listed (see :func:`identity`).
+        store: The store the object lives in (its filesystem, retries and shard cache).
+    """
+
+    version: str | None = None
+    store: Store | None = field(default=None, compare=False, repr=False)
+
+    def check_unchanged(self) -> None:
+        """Check that the object is still the version listed when the dataset was opened.
+
+        Raises:
+            ShardChangedError: If the object was deleted, replaced, truncated or extended.
+            StorageError: If the store cannot be reached after retries.
+        """
+        assert self.store is not None
+        self.store.check(self)
+
+    def local(self) -> contextlib.AbstractContextManager[Shard]:
+        """Fetch the object into the shard cache (once per node) and hold it while in use.
+
+        Returns:
+            A context manager yielding the cached copy as a local :class:`Shard`.
+        """
+        assert self.store is not None
+        return self.store.cache.pin(self, self.store.download)
+
+
+class Store:
+    """One fsspec filesystem with retries, the listing rules, footers and downloads.
+
+    Picklable: the filesystem is created again in each process (fsspec clients do not
+    survive ``fork``).
+
+    Args:
+        protocol: The URL protocol (``"s3"``, ``"gs"``, ``"https"``, ``"memory"`` ...).
+        storage_options: Keyword arguments of the fsspec filesystem (credentials, endpoint).
+        cache: The local shard cache downloads go to.
+        retries: Retries after a transient failure, with exponential backoff.
+    """
+
+    def __init__(
+        self,
+        protocol: str,
+        storage_options: Mapping[str, Any] | None = None,
+        cache: ShardCache | None = None,
+        retries: int = RETRIES,
+    ) -> None:
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ArgumentError(f"retries must be a whole number >= 0, got {retries!r}")
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise ArgumentError(
+                f"storage_options must be a mapping of fsspec options, got {storage_options!r}"
+            )
+        self.protocol = protocol
+        self.storage_options = dict(storage_options or {})
+        self.cache = cache or ShardCache()
+        self.retries = retries
+        self._fs: Any = None
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(_fs=None, _pid=-1, _lock=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @property
+    def fs(self) -> Any:
+        """This process's fsspec filesystem for the protocol."""
+        pid = os.getpid()
+        if self._fs is None or self._pid != pid:
+            with self._lock:
+                if self._fs is None or self._pid != pid:
+                    self._fs = make_filesystem(self.protocol, self.storage_options)
+                    self._pid = pid
+        return self._fs
+
+    def filesystem(self) -> Any:
+        """This process's filesystem as DuckDB's ``register_filesystem`` takes it."""
+        return duckdb_filesystem(self.fs)
+
+    # ------------------------------------------------------------------ retries
+    def call(self, what: str, url: str, fn: Callable[[], T]) -> T:
+        """Run one store operation, retrying transient failures with exponential backoff.
+
+        Args:
+            what: What is done, for the message (``"list"``, ``"download"`` ...).
+            url: The object or prefix concerned.
+            fn: The operation.
+
+        Returns:
+            What ``fn`` returns.
+
+        Raises:
+            FileNotFoundError: If the object does not exist (the caller names the problem).
+            StorageError: If access is denied, or the failure persists after the retries.
+        """
+        start = time.monotonic()
+        delay = BACKOFF_S
+        for attempt in range(self.retries + 1):
+            try:
+                return fn()
+            except FileNotFoundError:
+                raise
+            except PermissionError as exc:
+                raise StorageError(
+                    f"cannot {what} {url}: access denied ({first_line(exc)}); check the "
+                    "credentials in storage_options or the store's usual configuration "
+                    "(environment variables, config files)",
+                    url,
+                ) from None
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                if attempt == self.retries:
+                    raise StorageError(
+                        f"cannot {what} {url}: {first_line(exc)} (tried {attempt + 1} times "
+                        f"over {time.monotonic() - start:.1f} s; the store may be down, "
+                        "unreachable or throttling: check it and the storage_options, then "
+                        "try again)",
+                        url,
+                    ) from None
+                time.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(BACKOFF_MAX_S, delay * 2)
+        raise AssertionError("unreachable")
+
+    def info(self, url: str) -> dict[str, Any]:
+        """The store's current ``info()`` of an object, bypassing fsspec's listing cache.
+
+        Raises:
+            FileNotFoundError: If it does not exist.
+            StorageError: If the store cannot be reached after retries.
+        """
+
+        def head() -> dict[str, Any]:
+            fs = self.fs
+            fs.invalidate_cache(url)
+            return dict(fs.info(url))
+
+        return self.call("read the metadata of", url, head)
+
+    def read_range(self, url: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of an object, by one range request (retried)."""
+        data = self.call(
+            "read", url, lambda: bytes(self.fs.cat_file(url, start=start, end=end))
+        )
+        if len(data) != end - start:
+            raise ShardChangedError(
+                f"shard {url} is shorter than when it was listed (asked for bytes "
+                f"{start}..{end}, got {len(data)}); reopen the dataset as it is now",
+                url,
+            )
+        return data
+
+    # ------------------------------------------------------------------ listing helpers
+    def url(self, path: str) -> str:
+        """The full URL of a path an fsspec listing returned."""
+        return str(self.fs.unstrip_protocol(path))
+
+    def fs_protocols(self) -> tuple[str, ...]:
+        """The protocols this store's filesystem answers to (``("s3", "s3a")`` ...)."""
+        proto = self.fs.protocol
+        return tuple(proto) if isinstance(proto, tuple | list) else (str(proto),)
+
+    # ------------------------------------------------------------------ changes, downloads
+    def changed(self, shard: RemoteShard, info: Mapping[str, Any]) -> str | None:
+        """How the object ``info`` describes differs from the shard as listed, or None."""
+        size = int(info.get("size") or 0)
+        now = identity(info)
+        if size != shard.size:
+            return f"size {shard.size} -> {size} bytes"
+        if shard.version is not None and now is not None and now != shard.version:
+            return f"version {shard.version} -> {now}"
+        return None
+
+    def check(self, shard: RemoteShard) -> None:
+        """Raise :class:`ShardChangedError` if the object is not the version listed."""
+        try:
+            info = self.info(shard.path)
+        except FileNotFoundError:
+            raise ShardChangedError(
+                f"shard {shard.path} was deleted from the store after the dataset was opened; "
+                "call refresh() to reopen the dataset as it is now",
+                shard.path,
+            ) from None
+        diff = self.changed(shard, info)
+        if diff is not None:
+            raise ShardChangedError(
+                f"shard {shard.path} was replaced in the store after the dataset was opened "
+                f"({diff}); call refresh() to reopen the dataset as it is now",
+                shard.path,
+            )
+
+    def check_all(self, shards: Sequence[RemoteShard]) -> None:
+        """:meth:`check` every shard, many at once."""
+        if len(shards) <= 1:
+            for shard in shards:
+                self.check(shard)
+            return
+        with ThreadPoolExecutor(min(CHECK_THREADS, len(shards))) as pool:
+            list(pool.map(self.check, shards))
+
+    def download(self, shard: Shard, target: str) -> None:
+        """Download a shard's object to ``target`` and check it is the version listed.
+
+        The object's version is asked of the store after the transfer: an object replaced
+        while it was read (a mix of two versions) is refused.
+
+        Raises:
+            ShardChangedError: If the object was deleted or replaced since it was listed.
+            StorageError: If the store fails after retries.
+        """
+        assert isinstance(shard, RemoteShard)
+        url = shard.path
+
+        def get() -> None:
+            self.fs.get_file(url, target)
+            got = os.path.getsize(target)
+            if got != shard.size:
+                self.check(shard)  # replaced: ShardChangedError; else a cut transfer
+                raise OSError(f"transfer ended after {got} of {shard.size} bytes")
+
+        try:
+            self.call("download", url, get)
+        except FileNotFoundError:
+            raise ShardChangedError(
+                f"shard {url} was deleted from the store after the dataset was opened; "
+                "call refresh() to reopen the dataset as it is now",
+                url,
+            ) from None
+        self.check(shard)
+
+
+def open_store(
+    source: str | Sequence[str],
+    storage_options: Mapping[str, Any] | None = None,
+    cache: ShardCache | None = None,
+    retries: int = RETRIES,
+) -> Store:
+    """Create the :class:`Store` for a URL or list of URLs.
+
+    Raises:
+        SourceError: If the source mixes stores or local paths.
+        ArgumentError, StorageError: As :func:`make_filesystem`.
+    """
+    urls = [source] if isinstance(source, str) else list(source)
+    protocols = {protocol_of(u) for u in urls}
+    if None in protocols:
+        raise SourceError("the dataset source mixes URLs and local paths; give one kind")
+    if "::" in "".join(urls):
+        raise ArgumentError(
+            "chained fsspec URLs (a::b://) are not supported: undertale_duck caches shards "
+            "itself (cache_dir=, cache_limit=)"
+        )
+    first = protocol_of(urls[0]) if urls else None
+    if first is None:
+        raise SourceError("the dataset source is an empty list of URLs")
+    store = Store(first, storage_options, cache, retries)
+    return store

@@ -1,0 +1,404 @@
+"""The indexing pass of a view: how many rows of each window the query keeps, kept on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ...common.progress import Progress, progress_bar
+from ...common.text import first_line
+from ...errors import QueryError, SourceError
+from ..runtime import (
+    atomic_file,
+    duckdb_path,
+    interruptible,
+    process_cache_dir,
+    read_cached,
+    sqlfiles,
+    write_atomic,
+)
+from ..source import Shard, Window
+from .check import ViewQuery
+from .kept import BitmapWriter, KeptRows
+from .sides import Side
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
+
+#: Bumped whenever the index format or the meaning of a count changes.
+INDEX_VERSION = 2
+#: Source rows fetched per batch while counting (bounds the pass's memory).
+INDEX_BATCH_ROWS = 1 << 16
+
+def index_key(
+    view: ViewQuery,
+    columns: Sequence[str],
+    shards: Sequence[Shard],
+    windows: Sequence[Window],
+    sides: Sequence[Side],
+) -> str:
+    """A stable hash of everything a view's row counts depend on.
+
+    Args:
+        view: The checked query.
+        columns: The dataset's columns.
+        shards: The shards, with their identities (path, size, mtime, inode).
+        windows: The dataset's window plan.
+        sides: The side tables.
+
+    Returns:
+        A hex digest; equal keys mean equal counts.
+    """
+    payload = {
+        "version": INDEX_VERSION,
+        "query": view.index_sql,
+        "columns": list(columns),
+        "shards": [[s.path, s.rows, s.size, s.mtime_ns, list(s.inode)] for s in shards],
+        "windows": [[w.shard, w.start, w.stop] for w in windows],
+        "sides": [[s.name, s.fingerprint] for s in sides],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def load_counts(key: str, protected: list[str]) -> tuple[list[int], KeptRows | None] | None:
+    """The counts (and kept-rows bitmap) stored for ``key``, or None when there are none.
+
+    Unreadable or malformed records count as none (the view is then indexed again).
+    """
+    directory = process_cache_dir("views", protected)
+    raw = read_cached(directory / f"{key}.json")
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):  # absent, untrusted, or a JSON value of another shape
+        return None
+    counts = data.get("counts")
+    if data.get("key") != key or not isinstance(counts, list):
+        return None
+    if not all(isinstance(c, int) and c >= 0 for c in counts):
+        return None
+    return counts, KeptRows.from_json(directory, data.get("kept"))
+
+
+def save_counts(
+    key: str, counts: Sequence[int], protected: list[str], kept: KeptRows | None = None
+) -> Path:
+    """Store the counts (and the kept-rows bitmap's record) for ``key``, atomically."""
+    record: dict[str, Any] = {"key": key, "counts": list(counts)}
+    if kept is not None:
+        record["kept"] = kept.to_json()
+    directory = process_cache_dir("views", protected)
+    return write_atomic(directory, f"{key}.json", json.dumps(record).encode())
+
+
+def count_rows(
+    cursor: duckdb.DuckDBPyConnection,
+    view: ViewQuery,
+    columns: Sequence[str],
+    shards: Sequence[Shard],
+    windows: Sequence[Window],
+    progress: Progress | None = None,
+    bitmaps: BitmapWriter | None = None,
+) -> list[int]:
+    """Run the indexing pass: for each window, how many of its source rows the view keeps.
+
+    One query per shard reads only the columns the view's filter and joins need; source row
+    numbers stream back in batches and are counted per window with numpy.
+
+    Args:
+        cursor: A connection with the side tables registered.
+        view: The checked query.
+        columns: The dataset's columns.
+        shards: The shards.
+        windows: The dataset's window plan.
+        progress: Called once per shard indexed (see :mod:`common.progress`).
+        bitmaps: Receives each shard's kept rows (one bool per source row), in shard order.
+
+    Returns:
+        One count per window, in plan order.
+
+    Raises:
+        QueryError: If the query fails or a join gives a source row more than once.
+        SourceError: If a shard cannot be read.
+    """
+    sql = sqlfiles.render(
+        "view_index", columns=sqlfiles.column_list(columns), view=view.index_sql
+    )
+    by_shard: dict[int, list[int]] = {}
+    for k, w in enumerate(windows):
+        by_shard.setdefault(w.shard, []).append(k)
+    counts = [0] * len(windows)
+    for s, shard in enumerate(shards):
+        if s not in by_shard:  # an empty shard has no window
+            if bitmaps is not None:
+                bitmaps.add(np.zeros(shard.rows, dtype=bool))
+            continue
+        if progress is not None:
+            progress(os.path.basename(shard.path))
+        positions = by_shard[s]
+        bounds = np.asarray([windows[k].start for k in positions], dtype=np.int64)
+        seen = np.zeros(shard.rows, dtype=bool)
+        shard.check_unchanged()
+        try:
+            params = {"path": duckdb_path(shard.path), "start": 0, "stop": shard.rows}
+            # Ctrl-C stops the indexing query at once (core/interrupt.py)
+            reader = _start(cursor, sql, params)
+            per_window = np.zeros(len(positions), dtype=np.int64)
+            while (batch := _next_batch(cursor, reader)) is not None:
+                rows = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+                if rows.size == 0:
+                    continue
+                if rows.min() < 0 or rows.max() >= shard.rows:
+                    raise SourceError(
+                        f"shard {shard.path} holds rows its footer does not count "
+                        f"({shard.rows} rows); the file is inconsistent",
+                        shard.path,
+                    )
+                if seen[rows].any() or np.unique(rows).size != rows.size:
+                    raise QueryError(
+                        f"view query returns a row of shard {shard.path} more than once: a "
+                        "joined side table has several rows for one key; make the join key "
+                        "unique in the side table"
+                    )
+                seen[rows] = True
+                which = np.searchsorted(bounds, rows, side="right") - 1
+                per_window += np.bincount(which, minlength=len(positions))
+        except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error from a batch
+            shard.check_unchanged()
+            text = first_line(exc, limit=4000)
+            raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
+        shard.check_unchanged()
+        if bitmaps is not None:
+            bitmaps.add(seen)
+        for k, n in zip(positions, per_window.tolist(), strict=True):
+            counts[k] = int(n)
+    return counts
+
+
+@dataclass(frozen=True)
+class IndexedView:
+    """A view ready to serve: the checked query, its side tables, windows and schema.
+
+    Attributes:
+        query: The checked query.
+        sides: The side tables.
+        windows: The view's windows (each keeps at least one row).
+        schema: The Arrow schema of a view row.
+        window_sql: ``sql/view_window.sql`` rendered for this view.
+        locate_sql: ``sql/view_index.sql`` rendered for this view.
+        reused: Whether the counts came from the on-disk index.
+        serve_sql: ``sql/view_window_kept[_scan].sql`` rendered for this view (empty when
+            the query has no filter).
+        kept: The rows the view keeps, when the index has them.
+    """
+
+    query: ViewQuery
+    sides: tuple[Side, ...]
+    windows: list[Window]
+    schema: pa.Schema
+    window_sql: str
+    locate_sql: str
+    reused: bool
+    serve_sql: str = ""
+    kept: KeptRows | None = None
+
+    def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
+        """How to read one window: the SQL, and parameters besides the path (and overrides).
+
+        A window that drops rows is read through the query without its filter, restricted
+        to the source rows the index found kept (``$keep``, one bit per source row), so the
+        columns only the filter needs are not read. Otherwise (no filter, every row kept,
+        or the bitmap unusable) the whole query is run over the window.
+        """
+        rows = self.kept_rows(window) if self.serve_sql and window.rows < window.span else None
+        if rows is not None:
+            # from the first to the last kept row: row groups outside are not read
+            first, last = int(rows[0]), int(rows[-1])
+            flags = np.full(last - first + 1, ord("0"), dtype=np.uint8)
+            flags[rows - first] = ord("1")
+            keep = flags.tobytes().decode("ascii")
+            return self.serve_sql, {"start": first, "stop": last + 1, "keep": keep}
+        return self.window_sql, {}
+
+    def guarded(self, schema: pa.Schema, columns: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        """This view's window queries with a bound on the values of the columns it reads.
+
+        Args:
+            schema: The shards' Arrow schema.
+            columns: The dataset's columns.
+
+        Returns:
+            ``{query: (the same query with the bound in its scan, its decoded.ValueBound)}``;
+            empty when the view reads no string or binary column.
+        """
+        from ..bounds import ValueBound
+
+        bound = ValueBound(schema, [c for c in columns if self.query.reads(c)])
+        if not bound:
+            return {}
+        window_sql, serve_sql = _window_queries(self.query, columns, bound.guard())
+        out = {self.window_sql: (window_sql, bound)}
+        if self.serve_sql:
+            out[self.serve_sql] = (serve_sql, bound)
+        return out
+
+    def reads(self, column: str) -> bool:
+        """Whether the view's query reads a column of the dataset."""
+        return bool(self.query.reads(column))
+
+    def kept_rows(self, window: Window) -> np.ndarray | None:
+        """The local row numbers a window keeps, from the index (None when not available)."""
+        if self.kept is None:
+            return None
+        rows = self.kept.rows(window.shard, window.start, window.stop)
+        return rows if rows is not None and rows.size == window.rows else None
+
+    def setup(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Register the side tables and ``dataset_view`` on a newly opened database."""
+        for side in self.sides:
+            side.register(con)
+        con.execute(sqlfiles.render("view_define", view=self.query.sql))
+
+
+def index_view(
+    query: str,
+    sides: tuple[Side, ...],
+    shards: Sequence[Shard],
+    columns: Sequence[str],
+    windows: Sequence[Window],
+    connect: Callable[[Callable[[duckdb.DuckDBPyConnection], None]], duckdb.DuckDBPyConnection],
+) -> IndexedView:
+    """Check a view's query and count the rows it keeps in each window (or reuse the counts).
+
+    Args:
+        query: The view's SQL over ``dataset``.
+        sides: Its side tables.
+        shards: The dataset's shards.
+        columns: The dataset's columns.
+        windows: The dataset's window plan.
+        connect: Opens a database with the ``dataset`` view, calling the given setup on it.
+
+    Returns:
+        The :class:`IndexedView`.
+
+    Raises:
+        QueryError: If the query is not row by row, fails to bind or run, or a join repeats
+            rows.
+    """
+    from .check import check
+
+    def setup(con: duckdb.DuckDBPyConnection) -> None:
+        for side in sides:
+            side.register(con)
+
+    # one database for checking, probing and indexing (opening one costs about 20 ms)
+    con = connect(setup)
+    try:
+        view = check(query, {side.name: None for side in sides}, con=con)
+        return _index(view, sides, shards, columns, windows, con)
+    finally:
+        con.close()
+
+
+def _index(
+    view: ViewQuery,
+    sides: tuple[Side, ...],
+    shards: Sequence[Shard],
+    columns: Sequence[str],
+    windows: Sequence[Window],
+    con: duckdb.DuckDBPyConnection,
+) -> IndexedView:
+    """:func:`index_view` once the query is checked, on its open database."""
+    from ..source import view_plan
+
+    window_sql, serve_sql = _window_queries(view, columns, guard="")
+    locate_sql = sqlfiles.render(
+        "view_index", columns=sqlfiles.column_list(columns), view=view.index_sql
+    )
+
+    protected = sorted({os.path.dirname(s.path) for s in shards})
+    key = index_key(view, columns, shards, windows, sides)
+    first = shards[0] if shards else None
+    params = {"path": duckdb_path(first.path) if first else "", "start": 0, "stop": 0}
+    try:
+        result: Any = con.sql(window_sql, params=params).to_arrow_table()
+        schema = result.schema
+    except duckdb.Error as exc:
+        text = first_line(exc, limit=4000)
+        raise QueryError(f"view query cannot run over the dataset: {text}") from None
+    schema = pa.schema([f for f in schema if not f.name.startswith("__ud_")])
+    stored = load_counts(key, protected)
+    reused = stored is not None and len(stored[0]) == len(windows)
+    if stored is not None and reused:
+        counts, kept = stored
+        _log.debug("view index %s reused for %s", key, view.text)
+    else:
+        _log.info("indexing view %r over %d shards", view.text, len(shards))
+        directory = process_cache_dir("views", protected)
+        with (
+            atomic_file(directory, f"{key}.rows") as out,
+            progress_bar("indexing view", unit=" shards") as progress,
+        ):
+            bitmaps = BitmapWriter(out, directory / f"{key}.rows")
+            counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
+            kept = bitmaps.finish()
+        save_counts(key, counts, protected, kept)
+    return IndexedView(
+        view,
+        sides,
+        view_plan(windows, counts),
+        schema,
+        window_sql,
+        locate_sql,
+        reused,
+        serve_sql,
+        kept,
+    )
+
+
+def _window_queries(view: ViewQuery, columns: Sequence[str], guard: str) -> tuple[str, str]:
+    """A view's window query and its kept-rows query (empty without a filter), with ``guard``.
+
+    Joins need a sort to restore source order; a scan keeps it (``*_scan.sql``).
+    """
+    listed = sqlfiles.column_list(columns)
+    scan = "" if view.side_tables else "_scan"
+    window_sql = sqlfiles.render(
+        f"view_window{scan}", columns=listed, view=view.window_sql, guard=guard
+    )
+    serve_sql = ""
+    if view.serve_sql:
+        serve_sql = sqlfiles.render(
+            f"view_window_kept{scan}", columns=listed, view=view.serve_sql, guard=guard
+        )
+    return window_sql, serve_sql
+
+
+def _start(cursor: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> Any:
+    """Start an indexing query; Ctrl-C interrupts it at once."""
+    return interruptible(
+        cursor, lambda: cursor.sql(sql, params=params).to_arrow_reader(INDEX_BATCH_ROWS)
+    )
+
+
+def _next_batch(cursor: duckdb.DuckDBPyConnection, reader: Any) -> pa.RecordBatch | None:
+    """The next batch of an indexing query, or None at its end; Ctrl-C interrupts it at once."""
+
+    def read() -> pa.RecordBatch | None:
+        try:
+            return reader.read_next_batch()
+        except StopIteration:
+            return None
+
+    return interruptible(cursor, read)

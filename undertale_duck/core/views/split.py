@@ -1,0 +1,132 @@
+"""Train/validation splits as views: a row's part is a seeded md5 hash of its key column."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+
+from ...errors import ArgumentError
+from ..runtime import sqlfiles
+
+#: The parts of a split.
+PARTS = ("train", "validation")
+#: Hex digits of the md5 digest a row's part is decided by.
+HASH_DIGITS = 16
+
+
+@dataclass(frozen=True)
+class Split:
+    """One part of a split of a dataset into train and validation rows, by a key column.
+
+    A row is in the validation part when the first 16 hex digits of
+    ``md5(f"{seed}:{key}")`` (the key as text: an integer's decimal digits, a string
+    itself, UTF-8), read as a 64-bit number, are below ``round(fraction * 2**64)``; else
+    in the train part. A row's part depends on its key and the seed alone, so adding shards
+    never moves a row to the other part; both parts of one ``(key, fraction, seed)`` are
+    disjoint and together hold every row. A row whose key is null is in the train part.
+
+    Attributes:
+        key: The key column (integers or strings).
+        fraction: The share of keys in the validation part, strictly between 0 and 1.
+        part: ``"train"`` or ``"validation"``.
+        seed: The hash seed (an integer >= 0).
+    """
+
+    key: str
+    fraction: float
+    part: Literal["train", "validation"] = "train"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key:
+            raise ArgumentError(f"split.key must be a column name, got {self.key!r}")
+        fraction = self.fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not (
+            0 < fraction < 1
+        ):
+            raise ArgumentError(
+                f"split.fraction must be a number strictly between 0 and 1, got {fraction!r}"
+            )
+        if self.part not in PARTS:
+            raise ArgumentError(f"split.part must be 'train' or 'validation', got {self.part!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ArgumentError(f"split.seed must be an integer >= 0, got {self.seed!r}")
+
+    @property
+    def threshold(self) -> int:
+        """The 64-bit hash value at and above which a key is in the train part."""
+        return min(max(round(self.fraction * 2**64), 1), 2**64 - 1)
+
+    def other(self) -> Split:
+        """The other part of the same split."""
+        if self.part == "validation":
+            return Split(self.key, self.fraction, "train", self.seed)
+        return Split(self.key, self.fraction, "validation", self.seed)
+
+    def condition(self) -> str:
+        """The SQL condition keeping this part's rows (a ``where=`` filter)."""
+        return sqlfiles.render(
+            f"split_{self.part}",
+            prefix=sqlfiles.quote_literal(f"{self.seed}:"),
+            key=sqlfiles.quote_identifier(self.key),
+            threshold=sqlfiles.quote_literal(f"{self.threshold:0{HASH_DIGITS}x}"),
+        )
+
+    def where(self, where: str | None) -> str:
+        """``where=`` for this part: the condition, and-ed with the user's own filter.
+
+        Args:
+            where: The user's filter, or None.
+
+        Returns:
+            The filter with comment lines removed.
+        """
+        lines = [ln for ln in self.condition().splitlines() if not ln.lstrip().startswith("--")]
+        mine = " ".join(ln.strip() for ln in lines if ln.strip())
+        return mine if where is None else f"({where}) AND ({mine})"
+
+    def part_of(self, key: int | str | None) -> str:
+        """The part a key belongs to, computed in Python (the rule the SQL implements)."""
+        if key is None:
+            return "train"
+        digest = hashlib.md5(f"{self.seed}:{key}".encode(), usedforsecurity=False)
+        value = int(digest.hexdigest()[:HASH_DIGITS], 16)
+        return "validation" if value < self.threshold else "train"
+
+    def check_key(self, schema: pa.Schema) -> None:
+        """Refuse a key column that is missing or whose text form is not stable.
+
+        Raises:
+            ArgumentError: Naming ``split.key``.
+        """
+        if self.key not in schema.names:
+            raise ArgumentError(
+                f"split.key: the dataset has no column {self.key!r}; its columns are "
+                f"{schema.names}"
+            )
+        kind = schema.field(self.key).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        if not (pa.types.is_integer(kind) or pa.types.is_string(kind)
+                or pa.types.is_large_string(kind)):
+            raise ArgumentError(
+                f"split.key: column {self.key!r} is {kind}; a split key must be integers or "
+                "strings (their text form, which the hash reads, is the same in every DuckDB "
+                "version)"
+            )
+
+
+def check_split(value: object) -> Split | None:
+    """``split=`` as a :class:`Split` (None stays None).
+
+    Raises:
+        ArgumentError: If it is something else.
+    """
+    if value is None or isinstance(value, Split):
+        return value
+    raise ArgumentError(
+        f"split must be a Split(key=..., fraction=..., part=..., seed=...), got {value!r}"
+    )
