@@ -62,6 +62,14 @@ def demo() -> None:
     )
     run(cli, "sql", "build/demo/train", query, "--format", "table")
     run(cli, "describe", "build/demo/train")
+    where = os.path.relpath(VENV)
+    activate = os.path.join(where, "Scripts" if os.name == "nt" else "bin", "activate")
+    print(
+        f"\nThe package is installed in {where}. Use its Python as {os.path.relpath(PY)}, or "
+        f"activate it (source {activate}) to get python and undertale-duck on your PATH; the "
+        "sample dataset is build/demo/train (see README.md).",
+        flush=True,
+    )
 
 
 def test(marker: str | None = None) -> None:
