@@ -532,3 +532,18 @@ def test_numpy_integers_in_the_spec_and_empty_batches(shards: Path) -> None:
     with pytest.raises(TypeError):
         ds["0"]  # type: ignore[index]
     assert ds[-1]["tokens"].tolist() == ds[len(ds) - 1]["tokens"].tolist()
+
+
+def test_window_of_and_prefetch_speak_runs_of_blocks(shards: Path) -> None:
+    ds = ParquetDataset(shards, pack=Pack(column="tokens", length=8), window_bytes=300)
+    for k in (0, 5, len(ds) - 1, -1):
+        run = ds.windows[ds.window_of(k)]
+        assert run.offset <= k % len(ds) < run.offset + run.rows
+    assert ds.window_of(np.int64(3)) == ds.window_of(3)
+    ds.prefetch([len(ds.windows) - 1, 0])
+    assert ds[0] == ParquetDataset(shards, pack=Pack(column="tokens", length=8))[0]
+    with pytest.raises(IndexError):
+        ds.prefetch([len(ds.windows)])
+    with pytest.raises(IndexError):
+        ds.window_of(len(ds))
+    ds.prefetch(None)
