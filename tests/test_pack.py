@@ -547,3 +547,17 @@ def test_window_of_and_prefetch_speak_runs_of_blocks(shards: Path) -> None:
     with pytest.raises(IndexError):
         ds.window_of(len(ds))
     ds.prefetch(None)
+
+
+def test_blocks_over_a_query_view_with_a_computed_column(shards: Path) -> None:
+    spec = Pack(column="head", length=5, eod=-1)
+    ds = ParquetDataset(
+        shards, pack=spec, window_bytes=300,
+        query="SELECT tokens[1:3] AS head, id FROM dataset WHERE label IN (1, 4)",
+    )
+    heads = [doc(g)["tokens"][:3] for g in range(398) if g % 5 in (1, 4)]
+    stream = [t for h in heads for t in [*h, -1]]
+    assert len(ds) == len(stream) // 5
+    assert [ds[k]["head"] for k in range(len(ds))] == [
+        stream[k * 5 : (k + 1) * 5] for k in range(len(ds))
+    ]
