@@ -26,6 +26,7 @@ from undertale_duck import (
     collate,
     load,
 )
+from undertale_duck.core.pack import blocks as blocks_module
 from undertale_duck.core.read import WindowCache
 
 SCHEMA = pa.schema(
@@ -143,7 +144,11 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
         Pack(column="tokens", length=8, position_ids=False, segment_ids=False),
     ],
 )
-def test_every_block_is_the_reference_slice(shards: Path, spec: Pack) -> None:
+@pytest.mark.parametrize("slices", [1, 10**9], ids=["slices", "tokens"])
+def test_every_block_is_the_reference_slice(
+    shards: Path, spec: Pack, slices: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(blocks_module, "SLICE_TOKENS", slices)  # either way of copying
     ds = ParquetDataset(shards, pack=spec, window_bytes=300)
     assert isinstance(ds, PackedDataset)
     assert len(ds.documents.windows) > 20  # blocks cross windows and shards
@@ -215,9 +220,11 @@ def test_empty_dataset_and_all_empty_documents(tmp_path: Path) -> None:
     eod=st.booleans(),
     pad=st.booleans(),
     window=st.sampled_from([64, 200, 10_000]),
+    slices=st.sampled_from([1, 10**9]),
 )
 def test_blocks_are_slices_of_the_stream(
     tmp_path_factory: pytest.TempPathFactory,
+    slices: int,
     lengths: list[int],
     shard_cut: int,
     length: int,
@@ -226,20 +233,39 @@ def test_blocks_are_slices_of_the_stream(
     window: int,
 ) -> None:
     root = tmp_path_factory.mktemp("hyp")
-    docs = [[(g * 101 + k) % 1000 for k in range(n)] for g, n in enumerate(lengths)]
-    cut = min(shard_cut, len(docs))
-    for k, part in enumerate([docs[:cut], docs[cut:]]):
-        table = pa.table({"tokens": pa.array(part, pa.list_(pa.int64()))})
-        pq.write_table(table, root / f"p{k}.parquet", row_group_size=3)
-    spec = Pack(column="tokens", length=length, eod=-1 if eod else None,
-                last="pad" if pad else "drop", pad=-2)
-    stream = [t for d in docs for t in d + ([-1] if eod else [])]
-    blocks = len(stream) // length + (1 if pad and len(stream) % length else 0)
-    ds = ParquetDataset(root, pack=spec, window_bytes=window)
-    assert len(ds) == blocks
-    for k in range(blocks):
-        part = stream[k * length : (k + 1) * length]
-        assert ds[k]["tokens"] == part + [-2] * (length - len(part))
+    saved, blocks_module.SLICE_TOKENS = blocks_module.SLICE_TOKENS, slices  # either way
+    try:
+        docs = [[(g * 101 + k) % 1000 for k in range(n)] for g, n in enumerate(lengths)]
+        cut = min(shard_cut, len(docs))
+        for k, part in enumerate([docs[:cut], docs[cut:]]):
+            table = pa.table({"tokens": pa.array(part, pa.list_(pa.int64())),
+                              "mask": pa.array([[t % 3 for t in d] for d in part],
+                                               pa.list_(pa.int8()))})
+            pq.write_table(table, root / f"p{k}.parquet", row_group_size=3)
+        spec = Pack(column="tokens", length=length, eod=-1 if eod else None,
+                    last="pad" if pad else "drop", pad=-2, alongside=("mask",), fill=7)
+        extra = [-1] if eod else []
+        stream = [t for d in docs for t in d + extra]
+        masks = [t % 3 for d in docs for t in d] if not eod else [
+            m for d in docs for m in [t % 3 for t in d] + [7]]
+        where = [p for d in docs for p in range(len(d) + len(extra))]
+        owner = [g for g, d in enumerate(docs) for _ in range(len(d) + len(extra))]
+        blocks = len(stream) // length + (1 if pad and len(stream) % length else 0)
+        ds = ParquetDataset(root, pack=spec, window_bytes=window)
+        assert len(ds) == blocks
+        got = ds.__getitems__(list(range(blocks))[::-1])[::-1]
+        for k in range(blocks):
+            part = slice(k * length, (k + 1) * length)
+            short = length - len(stream[part])
+            expected = {
+                "tokens": stream[part] + [-2] * short,
+                "position_ids": where[part] + [0] * short,
+                "segment_ids": _segments(owner[part]) + [0] * short,
+                "mask": masks[part] + [7] * short,
+            }
+            assert ds[k] == expected == got[k]
+    finally:
+        blocks_module.SLICE_TOKENS = saved
 
 
 # ---------------------------------------------------------------------------- the index
@@ -506,3 +532,32 @@ def test_numpy_integers_in_the_spec_and_empty_batches(shards: Path) -> None:
     with pytest.raises(TypeError):
         ds["0"]  # type: ignore[index]
     assert ds[-1]["tokens"].tolist() == ds[len(ds) - 1]["tokens"].tolist()
+
+
+def test_window_of_and_prefetch_speak_runs_of_blocks(shards: Path) -> None:
+    ds = ParquetDataset(shards, pack=Pack(column="tokens", length=8), window_bytes=300)
+    for k in (0, 5, len(ds) - 1, -1):
+        run = ds.windows[ds.window_of(k)]
+        assert run.offset <= k % len(ds) < run.offset + run.rows
+    assert ds.window_of(np.int64(3)) == ds.window_of(3)
+    ds.prefetch([len(ds.windows) - 1, 0])
+    assert ds[0] == ParquetDataset(shards, pack=Pack(column="tokens", length=8))[0]
+    with pytest.raises(IndexError):
+        ds.prefetch([len(ds.windows)])
+    with pytest.raises(IndexError):
+        ds.window_of(len(ds))
+    ds.prefetch(None)
+
+
+def test_blocks_over_a_query_view_with_a_computed_column(shards: Path) -> None:
+    spec = Pack(column="head", length=5, eod=-1)
+    ds = ParquetDataset(
+        shards, pack=spec, window_bytes=300,
+        query="SELECT tokens[1:3] AS head, id FROM dataset WHERE label IN (1, 4)",
+    )
+    heads = [doc(g)["tokens"][:3] for g in range(398) if g % 5 in (1, 4)]
+    stream = [t for h in heads for t in [*h, -1]]
+    assert len(ds) == len(stream) // 5
+    assert [ds[k]["head"] for k in range(len(ds))] == [
+        stream[k * 5 : (k + 1) * 5] for k in range(len(ds))
+    ]

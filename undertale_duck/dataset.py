@@ -22,6 +22,7 @@ from .core.read import CacheStats, DiskStats, WindowReader
 from .core.rows import Format, Row
 from .core.runtime import threads_of
 from .core.source import SourceLike
+from .core.source import windows as win
 from .core.views import SideTable, Split, check_split
 from .errors import ArgumentError, SchemaError
 from .validation import runner, verdicts
@@ -253,11 +254,7 @@ class PackedDataset(ParquetDataset):
 
     def window_of(self, index: int) -> int:
         """The position in :attr:`windows` (runs of blocks) of the run holding a block."""
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"block index must be an integer, got {type(index).__name__}")
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"block index {index} out of range for {len(self)} blocks")
-        return bisect.bisect_right(self._run_starts, index % len(self)) - 1
+        return bisect.bisect_right(self._run_starts, win.normalize_index(index, len(self))) - 1
 
     def prefetch(self, windows: Sequence[int] | None) -> None:
         """Read-ahead hint in runs of blocks: the documents' windows they span, in order."""

@@ -108,36 +108,128 @@ def gather(
     positions = np.zeros((n, size), dtype=np.int64)
     documents = np.full((n, size), -1, dtype=np.int64)
     found = pieces(plan, blocks)
-    eod = 0 if spec.eod is None else 1
     for j, group in zip(found.windows, found.groups, strict=True):
         table, starts = window(j)
-        lengths = found.stops[group] - found.starts[group]
-        shift = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        within = np.arange(int(lengths.sum()), dtype=np.int64) - shift
-        where = np.repeat(found.starts[group], lengths) + within
-        flat = np.repeat(found.rows[group] * size + found.places[group], lengths) + within
-        document = np.searchsorted(starts, where, side="right") - 1
-        position = where - starts[document]
-        end = position >= (starts[document + 1] - starts[document] - eod) if eod else None
-        for k, name in enumerate(spec.inputs):
-            array = _list_array(table.column(name))
-            values = array.values.to_numpy(zero_copy_only=False)
-            at = np.asarray(array.offsets)[document] + position  # int32 or int64 offsets
-            if end is not None:
-                at[end] = 0
-                taken = values[at] if len(values) else np.zeros(len(at), dtype=dtypes[k])
-                taken[end] = spec.eod if k == 0 else spec.fill
-            else:
-                taken = values[at]
-            columns[k].reshape(-1)[flat] = taken
-        positions.reshape(-1)[flat] = position
-        documents.reshape(-1)[flat] = document + offsets[j]
+        sources = [_list_array(table.column(name)) for name in spec.inputs]
+        cut = _segments_of(starts, found.starts[group], found.stops[group])
+        lengths = cut.stops - cut.starts
+        # where each piece's stream positions land in the flattened [n, length] arrays
+        base = (found.rows[group] * size + found.places[group] - found.starts[group])[
+            cut.pieces
+        ]
+        few = len(lengths) * SLICE_TOKENS <= int(lengths.sum())
+        (_copy_slices if few else _copy_tokens)(spec, cut, starts, sources, base, offsets[j],
+             [c.reshape(-1) for c in columns], positions.reshape(-1), documents.reshape(-1))
     out = [columns[0]]
     if spec.position_ids:
         out.append(positions)
     if spec.segment_ids:
         out.append(segments(documents))
     return out + columns[1:]
+
+
+#: Average tokens per document segment at and above which a window's part of a batch is
+#: copied slice by slice (a Python loop over segments) rather than token by token (numpy
+#: gathers over every token: faster when documents are short against the block).
+SLICE_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Pieces of one window's stream cut at its documents' bounds.
+
+    Attributes:
+        pieces: The piece (an index into the group's pieces) of each segment.
+        documents: The window's document of each segment.
+        starts: Each segment's first stream position in the window.
+        stops: Each segment's end stream position (exclusive).
+    """
+
+    pieces: Int64Array
+    documents: Int64Array
+    starts: Int64Array
+    stops: Int64Array
+
+
+def _segments_of(starts: Int64Array, first: Int64Array, stop: Int64Array) -> Segments:
+    """The documents each piece ``[first, stop)`` of a window's stream covers, and where."""
+    low = np.searchsorted(starts, first, side="right") - 1
+    high = np.searchsorted(starts, stop - 1, side="right") - 1
+    count = high - low + 1
+    piece = np.repeat(np.arange(len(first), dtype=np.int64), count)
+    document = np.repeat(low, count) + (
+        np.arange(len(piece), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    )
+    a = np.maximum(starts[document], first[piece])
+    b = np.minimum(starts[document + 1], stop[piece])
+    keep = b > a  # documents with no token (empty, without eod) inside a piece
+    return Segments(piece[keep], document[keep], a[keep], b[keep])
+
+
+def _copy_slices(
+    spec: Pack,
+    cut: Segments,
+    starts: Int64Array,
+    sources: Sequence[pa.ListArray | pa.LargeListArray],
+    base: Int64Array,
+    first_row: int,
+    columns: Sequence[Array],
+    positions: Int64Array,
+    documents: Int64Array,
+) -> None:
+    """Copy each segment as slices: one memory copy per column per document segment."""
+    begin = cut.starts - starts[cut.documents]  # the segment's first position in its document
+    lengths = cut.stops - cut.starts
+    ends = (cut.stops == starts[cut.documents + 1]) & (spec.eod is not None)
+    real = (lengths - ends).tolist()
+    values = [a.values.to_numpy(zero_copy_only=False) for a in sources]
+    source = [(np.asarray(a.offsets)[cut.documents] + begin).tolist() for a in sources]
+    marks = [spec.eod if k == 0 else spec.fill for k in range(len(sources))]
+    rows = zip((base + cut.starts).tolist(), lengths.tolist(), real, begin.tolist(),
+               (cut.documents + first_row).tolist(), *source, strict=True)
+    for dest, n, m, at, document, *src in rows:
+        for column, value, s, mark in zip(columns, values, src, marks, strict=True):
+            column[dest : dest + m] = value[s : s + m]
+            if m < n:
+                column[dest + m] = mark
+        positions[dest : dest + n] = np.arange(at, at + n)
+        documents[dest : dest + n] = document
+
+
+def _copy_tokens(
+    spec: Pack,
+    cut: Segments,
+    starts: Int64Array,
+    sources: Sequence[pa.ListArray | pa.LargeListArray],
+    base: Int64Array,
+    first_row: int,
+    columns: Sequence[Array],
+    positions: Int64Array,
+    documents: Int64Array,
+) -> None:
+    """Copy every token with numpy gathers (many short documents)."""
+    lengths = cut.stops - cut.starts
+    total = int(lengths.sum())
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    flat = np.repeat(base + cut.starts, lengths) + within
+    position = np.repeat(cut.starts - starts[cut.documents], lengths) + within
+    end = None
+    if spec.eod is not None:  # the last token of a segment reaching its document's end
+        end = np.zeros(total, dtype=bool)
+        end[(np.cumsum(lengths) - 1)[cut.stops == starts[cut.documents + 1]]] = True
+    for k, array in enumerate(sources):
+        values = array.values.to_numpy(zero_copy_only=False)
+        first = np.asarray(array.offsets)[cut.documents] - starts[cut.documents]
+        at = np.repeat(first + cut.starts, lengths) + within
+        if end is not None:
+            at[end] = 0
+            taken = values[at] if len(values) else np.zeros(total, dtype=columns[k].dtype)
+            taken[end] = spec.eod if k == 0 else spec.fill
+        else:
+            taken = values[at]
+        columns[k][flat] = taken
+    positions[flat] = position
+    documents[flat] = np.repeat(cut.documents + first_row, lengths)
 
 
 def segments(documents: Int64Array) -> Int64Array:
