@@ -32,7 +32,7 @@ from .kept import BitmapWriter, KeptRows
 from .sides import Side
 
 #: Bumped whenever the index format or the meaning of a count changes.
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 #: Source rows fetched per batch while counting (bounds the pass's memory).
 INDEX_BATCH_ROWS = 1 << 16
 
@@ -48,7 +48,7 @@ def index_key(
     Args:
         view: The checked query.
         columns: The dataset's columns.
-        shards: The shards, with their identities (path, size, mtime, inode).
+        shards: The shards, with their identities (path, size, mtime, inode, ctime).
         windows: The dataset's window plan.
         sides: The side tables.
 
@@ -59,7 +59,7 @@ def index_key(
         "version": INDEX_VERSION,
         "query": view.index_sql,
         "columns": list(columns),
-        "shards": [[s.path, s.rows, s.size, s.mtime_ns, list(s.inode)] for s in shards],
+        "shards": [[s.rows, *s.identity] for s in shards],
         "windows": [[w.shard, w.start, w.stop] for w in windows],
         "sides": [[s.name, s.fingerprint] for s in sides],
     }
@@ -252,6 +252,15 @@ class IndexedView:
     def reads(self, column: str) -> bool:
         """Whether the view's query reads a column of the dataset."""
         return bool(self.query.reads(column))
+
+    def check_unchanged(self) -> None:
+        """Check that every side table is still the file that was indexed.
+
+        Raises:
+            ShardChangedError: If one changed (its kept rows could fail the view's filter).
+        """
+        for side in self.sides:
+            side.check_unchanged()
 
     def kept_rows(self, window: Window) -> np.ndarray | None:
         """The local row numbers a window keeps, from the index (None when not available)."""
