@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from ...common.progress import Progress, progress_bar
 from ...common.text import first_line
 from ...errors import QueryError, SourceError
 from ..runtime import (
+    CacheUnwritableError,
     atomic_file,
     duckdb_path,
     interruptible,
@@ -71,7 +73,10 @@ def load_counts(key: str, protected: list[str]) -> tuple[list[int], KeptRows | N
 
     Unreadable or malformed records count as none (the view is then indexed again).
     """
-    directory = process_cache_dir("views", protected)
+    try:
+        directory = process_cache_dir("views", protected)
+    except CacheUnwritableError:  # warned about when the index is kept
+        return None
     raw = read_cached(directory / f"{key}.json")
     try:
         data = json.loads(raw) if raw is not None else None
@@ -348,15 +353,7 @@ def _index(
     if stored is not None and reused:
         counts, kept = stored
     else:
-        directory = process_cache_dir("views", protected)
-        with (
-            atomic_file(directory, f"{key}.rows") as out,
-            progress_bar("indexing view", unit=" shards") as progress,
-        ):
-            bitmaps = BitmapWriter(out, directory / f"{key}.rows")
-            counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
-            kept = bitmaps.finish()
-        save_counts(key, counts, protected, kept)
+        counts, kept = _count_and_keep(con, view, columns, shards, windows, key, protected)
     return IndexedView(
         view,
         sides,
@@ -368,6 +365,61 @@ def _index(
         serve_sql,
         kept,
     )
+
+
+class _Unsaved(Exception):
+    """The kept-rows file could not be written whole: it is not published."""
+
+
+def _count_and_keep(
+    con: duckdb.DuckDBPyConnection,
+    view: ViewQuery,
+    columns: Sequence[str],
+    shards: Sequence[Shard],
+    windows: Sequence[Window],
+    key: str,
+    protected: list[str],
+) -> tuple[list[int], KeptRows | None]:
+    """Run the indexing pass, keeping its counts and bitmap in the views cache if it can.
+
+    A cache that cannot be written (a full disk) costs only its reuse, as the docs say: one
+    ``RuntimeWarning``, and the view is served without a kept-rows bitmap.
+    """
+    counts: list[int] | None = None
+    kept: KeptRows | None = None
+    failure: Exception | None = None
+    directory: Path | str = "the views cache"
+    try:
+        directory = process_cache_dir("views", protected)
+        with (
+            atomic_file(directory, f"{key}.rows") as out,
+            progress_bar("indexing view", unit=" shards") as progress,
+        ):
+            bitmaps = BitmapWriter(out, directory / f"{key}.rows")
+            counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
+            kept = bitmaps.finish()
+            if kept is None:
+                failure = bitmaps.failed
+                raise _Unsaved
+    except (OSError, _Unsaved, CacheUnwritableError) as exc:
+        failure = failure or (None if isinstance(exc, _Unsaved) else exc)
+        kept = None
+    if counts is None:  # the bitmap file could not even be created: count without it
+        counts = count_rows(con, view, columns, shards, windows)
+    try:
+        if failure is None:
+            save_counts(key, counts, protected, kept)
+    except OSError as exc:
+        failure = exc
+    if failure is not None:
+        why = failure.strerror if isinstance(failure, OSError) else None
+        warnings.warn(
+            f"the view index cannot be kept in {directory} ({why or failure}); "
+            "this process serves the view without it and the next one indexes it again",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return counts, kept
 
 
 def _window_queries(view: ViewQuery, columns: Sequence[str], guard: str) -> tuple[str, str]:
