@@ -236,7 +236,13 @@ def serve_directory(server: HTTPServer, local: Path, prefix: str) -> list[str]:
 
 
 def cached_files(directory: Path) -> Iterator[Path]:
-    """The trusted shard copies in a cache directory (not lock or part files)."""
+    """The trusted shard copies in a cache directory (not lock or part files).
+
+    A directory given as ``cache_dir=`` that held other files keeps the copies in our own
+    folder inside it (core/runtime/cachedir.py): that folder is listed then.
+    """
+    if (directory / "undertale_duck-cache").is_dir():
+        directory = directory / "undertale_duck-cache"
     if not directory.exists():
         return iter(())
     return (p for p in sorted(directory.iterdir()) if p.name.endswith(".parquet"))

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import warnings
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import pytest
 from pydantic import Field
 
 from undertale_duck import ArgumentError, ParquetDataset, SchemaError, schema
+from undertale_duck.core.read.disk_tier import TRAILER_MAGIC
 from undertale_duck.core.runtime import cachedir
 from undertale_duck.core.source.remote.shard_cache import key_of
 from undertale_duck.errors import SourceError
@@ -116,12 +118,19 @@ def test_windows_planted_in_a_shared_directory_are_never_served(
 
 
 def _forge(path: Path) -> None:
-    """Rewrite a window file as valid Arrow IPC with the same rows and columns, other values."""
-    table = ipc.open_file(pa.memory_map(str(path))).read_all()
+    """Rewrite a window file as valid Arrow IPC with the same rows and columns, other values.
+
+    With a valid checksum trailer too: only the other defences (a file of ours, in a private
+    directory, not a link) can refuse it.
+    """
+    body = path.read_bytes()[: -len(TRAILER_MAGIC) - 4]
+    table = ipc.open_file(pa.BufferReader(body)).read_all()
     forged = table.set_column(0, "id", pa.array(["PLANTED"] * table.num_rows, pa.string()))
     forged_path = path.with_name("forged.ipc")
     with pa.OSFile(str(forged_path), "wb") as sink, ipc.new_file(sink, forged.schema) as out:
         out.write_table(forged)
+    written = forged_path.read_bytes()
+    forged_path.write_bytes(written + TRAILER_MAGIC + zlib.crc32(written).to_bytes(4, "big"))
     os.chmod(forged_path, 0o644)
     path.unlink()
     forged_path.rename(path)
@@ -262,7 +271,7 @@ def test_a_shard_copy_planted_in_a_shared_shard_cache_is_never_served(
             directory / f"{key_of(listed.path, getattr(listed, 'version', None), listed.size)}"
             ".parquet",
         )
-        with pytest.raises(SourceError, match="not private"):
+        with pytest.raises(SourceError, match=r"not private|holding Parquet files"):
             ds[0]
     finally:
         fs.rm(root, recursive=True)
@@ -344,10 +353,14 @@ def test_the_shard_cache_never_evicts_or_clears_the_users_own_files(
         fs.pipe(f"{root}/{shard.name}", shard.read_bytes())
     try:
         ds = ParquetDataset(root + "/", memory=64, cache_dir=directory, cache_limit="1KB")
-        assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+        # a directory holding the user's Parquet files is never a cache (issue 27)
+        with pytest.raises(SourceError, match="holding Parquet files"):
+            ds[0]
         cache = ds.source.store.cache
-        cache.make_room(1 << 30)  # over the limit: evict all that is ours and not in use
-        assert cache.clear() >= 0
+        with pytest.raises(SourceError, match="holding Parquet files"):
+            cache.make_room(1 << 30)
+        with pytest.raises(SourceError, match="holding Parquet files"):
+            cache.clear()
         assert {name: (directory / name).read_bytes() for name in mine} == mine
         assert not list(directory.glob("*.footer.part-*"))
     finally:

@@ -235,8 +235,10 @@ def test_two_processes_racing_download_each_shard_once(tmp_path: Path) -> None:
 
 def test_leftover_parts_of_other_downloads_are_swept(memory_dataset: tuple[str, list[int]],
                                                      tmp_path: Path) -> None:
-    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=tmp_path)
-    stale = tmp_path / ("0" * 40 + ".parquet.part-1-2-3")
+    directory = tmp_path / "c"
+    directory.mkdir(mode=0o700)  # empty: ours
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=directory)
+    stale = directory / ("0" * 40 + ".parquet.part-1-2-3")
     stale.write_bytes(b"half a shard")
     assert ds[0] == datagen.row(0)
     assert not stale.exists()

@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel, Field, create_model
 
 from undertale_duck import ParquetDataset, SchemaError, load, schema
+from undertale_duck.core.runtime import CACHE_ENV
 from undertale_duck.validation import verdicts
 
 
@@ -39,7 +40,7 @@ def _same_name(unique: bool, low: int) -> type[BaseModel]:
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh cache directory and no verdict remembered in this process."""
     root = tmp_path / "cache"
-    monkeypatch.setenv(verdicts.CACHE_ENV, str(root))
+    monkeypatch.setenv(CACHE_ENV, str(root))
     verdicts.forget()
     yield root / "verdicts"
     verdicts.forget()
@@ -174,7 +175,7 @@ def test_a_failing_dataset_is_checked_every_time(cache: Path, data: Path, scans:
 def test_a_cache_inside_the_dataset_is_never_written(tmp_path: Path, data: Path,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     scans: Scans) -> None:
-    monkeypatch.setenv(verdicts.CACHE_ENV, str(data / ".cache"))
+    monkeypatch.setenv(CACHE_ENV, str(data / ".cache"))
     verdicts.forget()
     files = _snapshot(data)
     load(data, Rows, _ids, 8)
@@ -189,7 +190,7 @@ def test_an_unusable_cache_costs_only_a_scan(tmp_path: Path, data: Path,
                                             scans: Scans) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the cache directory would go")
-    monkeypatch.setenv(verdicts.CACHE_ENV, str(blocker))
+    monkeypatch.setenv(CACHE_ENV, str(blocker))
     verdicts.forget()
     load(data, Rows, _ids, 8)
     verdicts.forget()
@@ -243,6 +244,7 @@ import torch.distributed as dist
 from pydantic import Field
 
 from undertale_duck import SchemaError, load, schema
+from undertale_duck.core.runtime import CACHE_ENV
 from undertale_duck.validation import verdicts
 
 rank = int(os.environ["RANK"])
@@ -288,7 +290,7 @@ def test_rank_zero_validates_for_every_rank(cache: Path, data: Path, tmp_path: P
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "WORLD_SIZE": "2", verdicts.CACHE_ENV: str(cache.parent)}
+           "WORLD_SIZE": "2", CACHE_ENV: str(cache.parent)}
     procs = [subprocess.Popen([sys.executable, str(tmp_path / "dist.py"), str(data),
                                str(own[0]), str(own[1]), str(tmp_path)],
                               env={**env, "RANK": str(rank)}, stderr=subprocess.PIPE, text=True)

@@ -108,6 +108,9 @@ def test_where_shorthand_and_locate(data: Path) -> None:
 
 def test_side_tables_arrow_parquet_csv(data: Path, tmp_path: Path) -> None:
     arrow = pa.table({"label": list(range(7)), "name": [f"L{i}" for i in range(7)]})
+    # in a folder of their own: a Parquet file beside the cache root makes it refused
+    tmp_path = tmp_path / "sides"
+    tmp_path.mkdir()
     pq.write_table(pa.table({"label": [0, 2, 4], "w": [0.5, 1.5, 2.5]}), tmp_path / "w.parquet")
     with open(tmp_path / "c.csv", "w", newline="") as f:
         out = csv.writer(f)

@@ -1,9 +1,9 @@
 """Keep the exact weights of shards' string columns across runs, in the user's private cache.
 
 Weighing a column exactly (:mod:`vectors`) reads its dictionary indices; a weight depends
-only on the shard's identity (path, size, modification time, inode, object version) and the
-column, so it is kept as a small JSON record under the cache root's ``vectors`` directory
-(private to the user, outside any dataset; :mod:`cachedir`).
+only on the shard's identity (path, size, modification and status-change times, inode,
+object version) and the column, so it is kept as a small JSON record under the cache
+root's ``vectors`` directory (private to the user, outside any dataset; :mod:`cachedir`).
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ from ..runtime import process_cache_dir, read_cached, write_atomic
 from ..source import Shard
 
 #: The format of a kept weight (a new version ignores older records).
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 #: Exact weights computed (``weighed``) and taken from the cache (``loaded``) in this process.
 STATS = {"weighed": 0, "loaded": 0}
 
 
 def record_key(shard: Shard, column: str) -> str:
     """What an exact weight depends on: the shard's identity and the column (a hex digest)."""
-    identity = [RECORD_VERSION, shard.path, shard.size, shard.mtime_ns, list(shard.inode),
-                getattr(shard, "version", None), column]
+    identity = [RECORD_VERSION, shard.identity, column]
     return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
 
 

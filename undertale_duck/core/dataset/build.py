@@ -102,6 +102,7 @@ def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None
             ds.source,
             ds.windows,
             ds.columns,
+            check=None if ds.view is None else ds.view.check_unchanged,
         )
         cache = TieredCache(ds.memory_bytes, tier)
     reader = WindowReader(

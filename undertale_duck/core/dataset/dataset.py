@@ -224,9 +224,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
     @property
     def reader(self) -> WindowReader:
         """The process's window reader (connection and cache), created on first use."""
-        if self._reader is None:
-            self._reader, self._monitor = build_reader(self.reader_settings())
-        return self._reader
+        reader = self._reader  # one read: close() from another thread may reset it meanwhile
+        if reader is None:
+            reader, self._monitor = build_reader(self.reader_settings())
+            self._reader = reader
+        return reader
 
     def reader_settings(self) -> ReaderSettings:
         """A frozen copy of what this process's window reader is built from."""
@@ -315,14 +317,20 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self._open(self._spec)
 
     def close(self) -> None:
-        """Close this process's DuckDB connection and empty the cache (reopened on next use)."""
-        if self._sql_session is not None:
-            self._sql_session.close()
-        if self._reader is not None:
-            self._reader.stop_read_ahead()
-            self._reader.connection.close()
-            self._reader.cache.clear()
-        self._reader = None
+        """Close this process's DuckDB connection and empty the cache (reopened on next use).
+
+        Safe from another thread: a running ``sql_batches`` stream then raises
+        :class:`QueryError` when read on (never ends early), and a running read finishes or
+        raises one of this package's errors.
+        """
+        session, reader = self._sql_session, self._reader
+        self._reader = None  # the next use builds a new reader
+        if session is not None:
+            session.close()
+        if reader is not None:
+            reader.stop_read_ahead()
+            reader.connection.close()
+            reader.cache.clear()
 
     # ------------------------------------------------------------------ metadata
     @property

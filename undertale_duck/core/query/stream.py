@@ -59,6 +59,9 @@ class Stream:
         self._cursor: duckdb.DuckDBPyConnection | None = cursor
         self._reader: pa.RecordBatchReader | None = None
         self._lock = threading.Lock()
+        # held while a batch is read: close() from another thread waits for it to end
+        self._busy = threading.Lock()
+        self._closed = False  # closed before its end (the dataset closed or refreshed)
 
         def start() -> pa.RecordBatchReader:
             relation = cursor.sql(query, params=params)
@@ -96,12 +99,21 @@ class Stream:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         try:
-            while self._reader is not None:
-                reader = self._reader
-                try:
-                    batch = self._call(reader.read_next_batch)
-                except StopIteration:
-                    break
+            while True:
+                with self._busy:
+                    reader = self._reader
+                    if reader is None or self._closed:
+                        if self._closed:  # never a short stream: an error says it ended early
+                            raise _closed_error()
+                        break
+                    try:
+                        batch = self._call(reader.read_next_batch)
+                    except StopIteration:
+                        break
+                    except BaseException:
+                        if self._closed:  # interrupted by close(): not the user's Ctrl-C
+                            raise _closed_error() from None
+                        raise
                 yield batch
         except BaseException:
             self._finish(failed=True)
@@ -116,8 +128,17 @@ class Stream:
                 cursor.interrupt()
 
     def close(self) -> None:
-        """Stop the query and release its cursor."""
-        self._finish(failed=True)
+        """Stop the query and release its cursor (from any thread).
+
+        A batch being read meanwhile is interrupted and waited for; reading on then raises
+        :class:`QueryError` rather than ending the stream early.
+        """
+        if self._cursor is None:
+            return  # already at its end
+        self._closed = True
+        self.interrupt()
+        with self._busy:
+            self._finish(failed=True)
 
     def _finish(self, failed: bool) -> None:
         with self._lock:
@@ -133,6 +154,13 @@ class Stream:
         finally:
             with contextlib.suppress(duckdb.Error):
                 cursor.close()
+
+
+def _closed_error() -> QueryError:
+    return QueryError(
+        "the query's result was closed before it was read to the end (the dataset was "
+        "closed or refreshed meanwhile); run the query again"
+    )
 
 
 #: DuckDB's error kinds by the words its messages start with (pyarrow hands an error while

@@ -11,8 +11,9 @@ import secrets
 import threading
 import time
 import warnings
+import zlib
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +38,13 @@ OPEN_WINDOWS = 4096
 _HEX = frozenset("0123456789abcdef")
 _WRITE_OPTIONS = ipc.IpcWriteOptions(allow_64bit=True)
 
+#: A window file ends with this trailer: the magic, then the CRC-32 of the bytes before it
+#: (4 bytes, big end), checked when a process first maps the file.
+TRAILER_MAGIC = b"UDWIN2\0\0"
+_TRAILER = len(TRAILER_MAGIC) + 4
+
 #: Bumped whenever what a window file holds changes, so older files are never read.
-FILE_VERSION = 1
+FILE_VERSION = 2
 
 
 def default_directory() -> Path:
@@ -94,7 +100,8 @@ def window_keys(
 ) -> list[str]:
     """Return the file key of each window: a hash of what its rows depend on.
 
-    The shard's path, size, modification time and inode (so a changed or replaced shard
+    The shard's identity (path, size, modification and status-change times, inode; so a
+    changed or replaced shard
     gets new keys and its old files are never read), the window's rows, the columns and
     their Arrow types, and for a view its query and side tables.
 
@@ -112,8 +119,8 @@ def window_keys(
     keys = []
     for w in windows:
         shard = source.shards[w.shard]
-        text = json.dumps([FILE_VERSION, shard.path, shard.size, shard.mtime_ns,
-                           list(shard.inode), w.start, w.stop, w.rows, columns, view])
+        text = json.dumps([FILE_VERSION, shard.identity, w.start, w.stop, w.rows, columns,
+                           view])
         keys.append(hashlib.sha256(text.encode()).hexdigest())
     return keys
 
@@ -153,12 +160,16 @@ class DiskTier:
         source: The dataset's shards, checked unchanged before a file is opened.
         windows: The window plan (the rows a file must hold).
         columns: The columns a file must hold.
+        check: Checks the other inputs of the rows (a view's side tables) unchanged before
+            a file is opened; raises ShardChangedError if not.
     """
 
     def __init__(
         self, directory: str, limit: int, keys: Sequence[str], source: Source,
         windows: Sequence[Window], columns: Sequence[str],
+        check: Callable[[], None] | None = None,
     ) -> None:
+        self._check = check
         self.directory = directory
         self.limit = int(limit)
         self._keys = list(keys)
@@ -230,7 +241,11 @@ class DiskTier:
                 mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)  # lives as long as the table
             finally:
                 os.close(fd)
-            table = ipc.open_file(pa.BufferReader(pa.py_buffer(mapped))).read_all()
+            body = _checked(mapped)
+            if body is None:  # damaged (a flipped byte, a torn write): write it anew
+                self._discard(path)
+                return None
+            table = ipc.open_file(pa.BufferReader(body)).read_all()
         except (OSError, ValueError, pa.ArrowException):
             self._discard(path)  # not a whole window file (a crash mid-rename): write it anew
             return None
@@ -239,6 +254,8 @@ class DiskTier:
             return None
         # A file is only as good as the shard it was decoded from: refuse, as a read would.
         self._source.shards[window.shard].check_unchanged()
+        if self._check is not None:
+            self._check()
         with contextlib.suppress(OSError):
             os.utime(path)  # most recently used
         return table
@@ -270,6 +287,7 @@ class DiskTier:
                 sink, table.schema, options=_WRITE_OPTIONS
             ) as writer:
                 writer.write_table(table)
+            _seal(tmp)
             size = os.path.getsize(tmp)
             if size > self.limit:
                 self._discard(tmp)
@@ -345,6 +363,30 @@ class DiskTier:
         """Unmap every window this process holds open (their files stay)."""
         with self._lock:
             self._mapped.clear()
+
+
+def _seal(path: str) -> None:
+    """Append the checksum trailer to a written window file and flush it to disk."""
+    with open(path, "r+b") as fh:
+        crc = 0
+        while chunk := fh.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+        fh.write(TRAILER_MAGIC + crc.to_bytes(4, "big"))
+        fh.flush()
+        os.fsync(fh.fileno())  # on disk before the rename publishes it
+
+
+def _checked(mapped: mmap.mmap) -> pa.Buffer | None:
+    """The Arrow IPC bytes of a mapped window file if its trailer checks out, else None."""
+    size = len(mapped)
+    if size < _TRAILER or mapped[size - _TRAILER : size - 4] != TRAILER_MAGIC:
+        return None
+    body = memoryview(mapped)[: size - _TRAILER]
+    try:
+        ok = zlib.crc32(body) == int.from_bytes(mapped[size - 4 :], "big")
+    finally:
+        body.release()
+    return pa.py_buffer(mapped).slice(0, size - _TRAILER) if ok else None
 
 
 def _is_window_file(name: str) -> bool:

@@ -40,6 +40,10 @@ class ViewWindows(Protocol):
         """Whether the view's query reads a column of the dataset."""
         ...
 
+    def check_unchanged(self) -> None:
+        """Raise ShardChangedError if a side table changed since the view was indexed."""
+        ...
+
 
 class WindowDecoder:
     """Decode windows of a dataset: pyarrow for windows :mod:`pages` allows, DuckDB otherwise.
@@ -193,11 +197,15 @@ class WindowDecoder:
     ) -> pa.Table:
         win = self.windows[position]
         local.check_unchanged()
+        if self._view is not None:  # side tables are inputs like shards
+            self._view.check_unchanged()
         table = self._read_direct(local, win, what, spare)
         direct = table is not None
         if table is None:
             table = self._read_duckdb(local, win, what, touched)
         local.check_unchanged()
+        if self._view is not None:
+            self._view.check_unchanged()
         if self._view is not None:  # drop the row-number columns the view carried
             table = table.select([n for n in table.column_names if not n.startswith("__ud_")])
         return self._finish(position, table, direct)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import stat
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, Literal, get_args
+from typing import Any, BinaryIO, Literal, get_args
 
 import platformdirs
 
@@ -28,6 +31,28 @@ CACHE_KINDS: tuple[CacheKind, ...] = get_args(CacheKind)
 MAX_RECORD_BYTES = 64 << 20
 #: Opening a cache file: never through a link at its name, never blocking (a FIFO).
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+#: The standard cache directory tag (https://bford.info/cachedir/) marking our directories.
+TAG_NAME = "CACHEDIR.TAG"
+TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
+TAG = (
+    TAG_SIGNATURE
+    + b"\n# This file is a cache directory tag created by undertale_duck.\n"
+    + b"# For information about cache directory tags, see https://bford.info/cachedir/\n"
+)
+#: Our folder inside a directory given to us that is not ours (it holds other files).
+OWN_FOLDER = "undertale_duck-cache"
+#: A cache entry's record (``<entry>.record``): what we wrote there, so only it is deleted.
+RECORD_SUFFIX = ".record"
+#: The format of records (a record of another format is not ours).
+RECORD_FORMAT = "undertale_duck-entry-1"
+#: File names that a dataset source lists as shards (as core/source/local.py).
+PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+#: A shard copy of the cache layout before records (``<40 hex>.parquet`` beside its ``.lock``).
+_OLD_ENTRY = re.compile(r"([0-9a-f]{40})\.parquet")
+#: Directories already resolved and checked by this process, held open by descriptor.
+_resolved: dict[tuple[object, ...], tuple[Path, int]] = {}
+_resolved_lock = threading.RLock()
 
 
 class CacheUnwritableError(ArgumentError):
@@ -136,16 +161,27 @@ def private_directory(
     what: str,
     hint: str = f"set {CACHE_ENV} to a directory only you can write, outside the dataset",
 ) -> Path:
-    """Create (mode 0700) and check a directory whose files we trust; return its real path.
+    """Create (mode 0700), check and claim a directory whose files we trust; return it.
 
-    The one check for every directory undertale_duck caches into (the cache root's
-    subdirectories, the disk tier, the node's shard cache): it may not overlap a dataset
-    (lie inside a directory holding shards, or contain one), however it is reached, and it
-    must be private: a directory, owned by us, writable by no one else, below no directory
-    that anyone may write without the sticky bit (whose entries anyone could swap), since
-    anyone who can write there could plant files at the names we would use (window files,
-    indexes, shard copies) and have them served as rows. The checks run again on what is
-    there after creating it, so a link planted meanwhile is judged by where it leads.
+    The one rule for every directory undertale_duck caches into (the cache root's
+    subdirectories, the disk tier, the node's shard cache):
+
+    - it may not overlap a dataset: lie inside a directory holding shards this process
+      opened (or ``protected``), contain one, or be or lie inside a directory whose
+      immediate entries include Parquet files other than our own recorded entries
+      (whoever opened that dataset);
+    - it must be private: a directory owned by us and writable by no one else, below
+      directories owned by us or root, none writable by anyone without the sticky bit
+      (anyone who could write there could plant files at the names we use, or swap the
+      directory, and have them served as rows);
+    - it must be ours: marked by the standard ``CACHEDIR.TAG``. A new or empty directory,
+      or one holding our records, is tagged; any other directory (the user's own files, a
+      cache of undertale_duck's older layout, which is left alone) gets our own folder
+      ``undertale_duck-cache`` inside it, which then follows the same rule.
+
+    The directory is resolved once (its real path, no links) and held open by a directory
+    descriptor: later calls return the same real path as long as it is still that
+    directory, so a link swapped afterwards cannot redirect the cache.
 
     Args:
         directory: The directory (``~`` expanded; relative to the working directory).
@@ -154,17 +190,64 @@ def private_directory(
         hint: What errors tell the user to do.
 
     Returns:
-        The directory's absolute real path.
+        The absolute real path of the directory the files go to.
 
     Raises:
-        ArgumentError: If it overlaps a protected directory, is not private, or cannot be
-            created.
+        ArgumentError: If it overlaps a dataset, is not private, or cannot be created
+            (:class:`CacheUnwritableError`).
     """
     path = Path(os.path.abspath(os.path.expanduser(os.fspath(directory))))
     # nor inside any dataset this process opened (copies there would become its shards)
-    opened = lifecycle.protected_directories()
+    opened = tuple(lifecycle.protected_directories())
+    memo = (str(path), tuple(protected or ()), opened)
+    with _resolved_lock:  # one thread resolves (and claims) at a time
+        held = _resolved.get(memo)
+        if held is not None:
+            real, fd = held
+            if _same_directory(real, fd):
+                return real
+            del _resolved[memo]
+            os.close(fd)
+        return _resolve(path, protected, opened, memo, what, hint)
+
+
+def _resolve(
+    path: Path, protected: Sequence[str] | None, opened: Sequence[str], memo: tuple[object, ...],
+    what: str, hint: str,
+) -> Path:
+    """:func:`private_directory` once not memoised (called with ``_resolved_lock`` held)."""
+    real = _check_private(path, protected, opened, what, hint)
+    owned = _claim(real, what, hint)
+    if owned != real:  # not ours: our own folder inside it, under the same rule
+        owned = _claim(_check_private(owned, protected, opened, what, hint), what, hint,
+                       folder=False)
+    try:
+        fd = os.open(owned, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CacheUnwritableError(
+            f"{what} {owned} cannot be opened: {exc.strerror or exc}; {hint}"
+        ) from None
+    _resolved[memo] = (owned, fd)
+    return owned
+
+
+def _same_directory(real: Path, fd: int) -> bool:
+    """Whether ``real`` still names the directory held open as ``fd`` (not a swapped link)."""
+    try:
+        now = os.stat(real, follow_symlinks=False)
+        held = os.fstat(fd)
+    except OSError:
+        return False
+    return stat.S_ISDIR(now.st_mode) and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _check_private(
+    path: Path, protected: Sequence[str] | None, opened: Sequence[str], what: str, hint: str
+) -> Path:
+    """Create ``path`` and check it as :func:`private_directory` says; return its real path."""
     _refuse_overlap(path.resolve(), protected, what, hint)
     _refuse_overlap(path.resolve(), opened, what, hint, contains=False)
+    _refuse_datasets(path.resolve(), what, hint)
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         real = path.resolve(strict=True)
@@ -175,6 +258,7 @@ def private_directory(
         ) from None
     _refuse_overlap(real, protected, what, hint)
     _refuse_overlap(real, opened, what, hint, contains=False)
+    _refuse_datasets(real, what, hint)
     if not stat.S_ISDIR(st.st_mode):
         raise ArgumentError(f"{what} {real} is not a directory; {hint}")
     if not _private(st):
@@ -193,9 +277,140 @@ def private_directory(
                     f"{what} {real} is not private: {parent} is writable by anyone and not "
                     f"sticky, so others could swap {real} for a directory of their own; {hint}"
                 )
+            if st.st_uid not in (0, os.getuid()):
+                raise ArgumentError(
+                    f"{what} {real} is not private: {parent} belongs to another user, who "
+                    f"could swap {real} for a directory of their own; {hint}"
+                )
     if not os.access(real, os.W_OK | os.X_OK):
         raise CacheUnwritableError(f"{what} {real} cannot be written: permission denied; {hint}")
     return real
+
+
+def _refuse_datasets(path: Path, what: str, hint: str) -> None:
+    """Refuse a cache that is, or lies inside, a directory holding someone's Parquet files.
+
+    The walk up stops below general places (the home directory, a sticky shared directory
+    such as ``/tmp``, the filesystem root): a stray Parquet file there is no dataset.
+    """
+    for directory in (path, *path.parents):
+        if directory != path and _general(directory):
+            break
+        found = foreign_parquet(directory)
+        if found is not None:
+            raise ArgumentError(
+                f"{what} {path} "
+                + ("is" if directory == path else "lies inside")
+                + f" a directory holding Parquet files ({directory / found}); cache files "
+                f"are never written in or next to a dataset: {hint}"
+            )
+
+
+def _general(directory: Path) -> bool:
+    """Whether a directory is a general place (home, root, or sticky and shared like /tmp)."""
+    if directory == Path(directory.anchor) or directory == Path.home().resolve():
+        return True
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return False
+    return bool(st.st_mode & stat.S_ISVTX and st.st_mode & stat.S_IWOTH)
+
+
+def foreign_parquet(directory: Path) -> str | None:
+    """The first Parquet file among ``directory``'s immediate entries that is not ours.
+
+    Ours are the entries our records name (:func:`read_record`) and the shard copies of
+    the cache layout before records (``<40 hex>.parquet`` beside its ``.lock``, left alone).
+
+    Returns:
+        The file's name, or None (none, or the directory cannot be listed).
+    """
+    try:
+        names = set(os.listdir(directory))
+    except OSError:
+        return None
+    for name in sorted(names):
+        if not name.lower().endswith(PARQUET_SUFFIXES):
+            continue
+        old = _OLD_ENTRY.fullmatch(name)
+        if old is not None and f"{old.group(1)}.lock" in names:
+            continue
+        if name + RECORD_SUFFIX in names and read_record(directory, name) is not None:
+            continue
+        return name
+    return None
+
+
+def _tagged(directory: Path) -> bool:
+    """Whether ``directory`` carries our ``CACHEDIR.TAG``."""
+    data = read_cached(directory / TAG_NAME, limit=4096)
+    return data is not None and data.startswith(TAG_SIGNATURE) and b"undertale_duck" in data
+
+
+def _claim(real: Path, what: str, hint: str, *, folder: bool = True) -> Path:
+    """Where our files go in the private directory ``real``: itself if ours, else our folder.
+
+    Ours: tagged by us, or empty, or holding our records (an existing cache of ours, which
+    is adopted); those are tagged now. Any other directory holds someone else's files: with
+    ``folder``, our folder inside it is returned, else it is refused.
+    """
+    if _tagged(real):
+        return real
+    try:
+        names = os.listdir(real)
+    except OSError as exc:
+        raise CacheUnwritableError(
+            f"{what} {real} cannot be listed: {exc.strerror or exc}; {hint}"
+        ) from None
+    # our own tag being written by another process (.CACHEDIR.TAG.*.tmp) is no one's file
+    names = [n for n in names if not (n.startswith(f".{TAG_NAME}.") and n.endswith(".tmp"))]
+    ours = not names or any(
+        n.endswith(RECORD_SUFFIX) and read_record(real, n[: -len(RECORD_SUFFIX)]) is not None
+        for n in names
+    )
+    if ours:
+        try:
+            write_atomic(real, TAG_NAME, TAG)
+        except OSError as exc:
+            raise CacheUnwritableError(
+                f"{what} {real} cannot be written: {exc.strerror or exc}; {hint}"
+            ) from None
+        return real
+    if folder:
+        return real / OWN_FOLDER
+    raise ArgumentError(
+        f"{what} {real} holds files that are not undertale_duck's (and no {TAG_NAME} of "
+        f"ours); {hint}"
+    )
+
+
+def write_record(directory: Path, entry: str, fields: dict[str, Any]) -> None:
+    """Record that we wrote ``directory/entry`` (atomically, as ``<entry>.record``).
+
+    Args:
+        directory: A directory from :func:`private_directory`.
+        entry: The entry's file name.
+        fields: What else the record keeps (JSON values), e.g. its size and checksum.
+    """
+    record = {"format": RECORD_FORMAT, "entry": entry, **fields}
+    write_atomic(directory, entry + RECORD_SUFFIX, json.dumps(record).encode())
+
+
+def read_record(directory: Path, entry: str) -> dict[str, Any] | None:
+    """Our record of ``directory/entry`` (:func:`write_record`), or None if there is none.
+
+    Returns:
+        The record's fields, or None when absent, untrusted or not a record of ours.
+    """
+    raw = read_cached(directory / (entry + RECORD_SUFFIX), limit=1 << 16)
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
+        return None
+    return data if data.get("entry") == entry else None
 
 
 def _private(st: os.stat_result) -> bool:

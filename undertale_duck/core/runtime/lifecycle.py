@@ -156,9 +156,17 @@ def spill_root() -> str:
     """Return the directory under which spill directories are created.
 
     Returns:
-        ``$UNDERTALE_DUCK_TMPDIR`` if set and not empty, else :func:`tempfile.gettempdir`.
+        ``$UNDERTALE_DUCK_TMPDIR`` if set and not empty, else :func:`tempfile.gettempdir`
+        (or, when no temporary directory can be written, as on a full disk, the first it
+        would try: creating a spill directory there then fails, and is warned about).
     """
-    return os.environ.get(SPILL_ROOT_ENV) or tempfile.gettempdir()
+    configured = os.environ.get(SPILL_ROOT_ENV)
+    if configured:
+        return configured
+    try:
+        return tempfile.gettempdir()
+    except OSError:  # it probes each candidate by writing a file
+        return os.environ.get("TMPDIR") or "/tmp"
 
 
 def protect(directories: Iterable[str]) -> None:

@@ -42,6 +42,11 @@ class Shard:
             by a rename with the same size and modification time is still detected.
         decoded: Each row group's estimated size once decoded to Arrow
             (:func:`group_sizes.decoded_sizes`; empty if unknown), for planning windows.
+        ctime_ns: The file's status-change time when the footer was read: part of the
+            identity every cached artefact (view index, kept weight, window file) is keyed
+            by, so a file rewritten in place with its size and mtime restored is weighed
+            and indexed anew (reads check only size, mtime and inode: a ``chmod`` is no
+            change of rows).
     """
 
     path: str
@@ -53,6 +58,13 @@ class Shard:
     created_by: str
     inode: tuple[int, int] = (0, 0)
     decoded: tuple[int, ...] = field(default=(), compare=False, repr=False)
+    ctime_ns: int = field(default=0, compare=False, repr=False)
+
+    @property
+    def identity(self) -> list[object]:
+        """What a cached artefact derived from this file is keyed by (JSON values)."""
+        return [self.path, self.size, self.mtime_ns, list(self.inode), self.ctime_ns,
+                getattr(self, "version", None)]
 
     @property
     def planned_groups(self) -> list[tuple[int, int]]:
@@ -148,6 +160,7 @@ def read_footer(path: str) -> Shard:
         created_by=str(meta.created_by or ""),
         inode=(st.st_dev, st.st_ino),
         decoded=decoded_sizes(meta),
+        ctime_ns=st.st_ctime_ns,
     )
 
 

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from ...common.progress import Progress, progress_bar
 from ...common.text import first_line
 from ...errors import QueryError, SourceError
 from ..runtime import (
+    CacheUnwritableError,
     atomic_file,
     duckdb_path,
     interruptible,
@@ -36,7 +38,7 @@ from .sides import Side
 _log = logging.getLogger(__name__)
 
 #: Bumped whenever the index format or the meaning of a count changes.
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 #: Source rows fetched per batch while counting (bounds the pass's memory).
 INDEX_BATCH_ROWS = 1 << 16
 
@@ -52,7 +54,7 @@ def index_key(
     Args:
         view: The checked query.
         columns: The dataset's columns.
-        shards: The shards, with their identities (path, size, mtime, inode).
+        shards: The shards, with their identities (path, size, mtime, inode, ctime).
         windows: The dataset's window plan.
         sides: The side tables.
 
@@ -63,7 +65,7 @@ def index_key(
         "version": INDEX_VERSION,
         "query": view.index_sql,
         "columns": list(columns),
-        "shards": [[s.path, s.rows, s.size, s.mtime_ns, list(s.inode)] for s in shards],
+        "shards": [[s.rows, *s.identity] for s in shards],
         "windows": [[w.shard, w.start, w.stop] for w in windows],
         "sides": [[s.name, s.fingerprint] for s in sides],
     }
@@ -75,7 +77,10 @@ def load_counts(key: str, protected: list[str]) -> tuple[list[int], KeptRows | N
 
     Unreadable or malformed records count as none (the view is then indexed again).
     """
-    directory = process_cache_dir("views", protected)
+    try:
+        directory = process_cache_dir("views", protected)
+    except CacheUnwritableError:  # warned about when the index is kept
+        return None
     raw = read_cached(directory / f"{key}.json")
     try:
         data = json.loads(raw) if raw is not None else None
@@ -257,6 +262,15 @@ class IndexedView:
         """Whether the view's query reads a column of the dataset."""
         return bool(self.query.reads(column))
 
+    def check_unchanged(self) -> None:
+        """Check that every side table is still the file that was indexed.
+
+        Raises:
+            ShardChangedError: If one changed (its kept rows could fail the view's filter).
+        """
+        for side in self.sides:
+            side.check_unchanged()
+
     def kept_rows(self, window: Window) -> np.ndarray | None:
         """The local row numbers a window keeps, from the index (None when not available)."""
         if self.kept is None:
@@ -345,15 +359,7 @@ def _index(
         _log.debug("view index %s reused for %s", key, view.text)
     else:
         _log.info("indexing view %r over %d shards", view.text, len(shards))
-        directory = process_cache_dir("views", protected)
-        with (
-            atomic_file(directory, f"{key}.rows") as out,
-            progress_bar("indexing view", unit=" shards") as progress,
-        ):
-            bitmaps = BitmapWriter(out, directory / f"{key}.rows")
-            counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
-            kept = bitmaps.finish()
-        save_counts(key, counts, protected, kept)
+        counts, kept = _count_and_keep(con, view, columns, shards, windows, key, protected)
     return IndexedView(
         view,
         sides,
@@ -365,6 +371,61 @@ def _index(
         serve_sql,
         kept,
     )
+
+
+class _Unsaved(Exception):
+    """The kept-rows file could not be written whole: it is not published."""
+
+
+def _count_and_keep(
+    con: duckdb.DuckDBPyConnection,
+    view: ViewQuery,
+    columns: Sequence[str],
+    shards: Sequence[Shard],
+    windows: Sequence[Window],
+    key: str,
+    protected: list[str],
+) -> tuple[list[int], KeptRows | None]:
+    """Run the indexing pass, keeping its counts and bitmap in the views cache if it can.
+
+    A cache that cannot be written (a full disk) costs only its reuse, as the docs say: one
+    ``RuntimeWarning``, and the view is served without a kept-rows bitmap.
+    """
+    counts: list[int] | None = None
+    kept: KeptRows | None = None
+    failure: Exception | None = None
+    directory: Path | str = "the views cache"
+    try:
+        directory = process_cache_dir("views", protected)
+        with (
+            atomic_file(directory, f"{key}.rows") as out,
+            progress_bar("indexing view", unit=" shards") as progress,
+        ):
+            bitmaps = BitmapWriter(out, directory / f"{key}.rows")
+            counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
+            kept = bitmaps.finish()
+            if kept is None:
+                failure = bitmaps.failed
+                raise _Unsaved
+    except (OSError, _Unsaved, CacheUnwritableError) as exc:
+        failure = failure or (None if isinstance(exc, _Unsaved) else exc)
+        kept = None
+    if counts is None:  # the bitmap file could not even be created: count without it
+        counts = count_rows(con, view, columns, shards, windows)
+    try:
+        if failure is None:
+            save_counts(key, counts, protected, kept)
+    except OSError as exc:
+        failure = exc
+    if failure is not None:
+        why = failure.strerror if isinstance(failure, OSError) else None
+        warnings.warn(
+            f"the view index cannot be kept in {directory} ({why or failure}); "
+            "this process serves the view without it and the next one indexes it again",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return counts, kept
 
 
 def _window_queries(view: ViewQuery, columns: Sequence[str], guard: str) -> tuple[str, str]:

@@ -87,17 +87,29 @@ class BitmapWriter:
         self._hash = hashlib.sha256()
         self._offsets: list[int] = []
         self._size = 0
+        #: Why the file could not be written (a full disk), or None.
+        self.failed: OSError | None = None
 
     def add(self, kept: np.ndarray) -> None:
-        """Append one shard's bitmap (``kept``: one bool per source row, in row order)."""
+        """Append one shard's bitmap (``kept``: one bool per source row, in row order).
+
+        A write that fails (a full disk) is remembered in :attr:`failed`, not raised: the
+        indexing pass goes on, and the view is then served without the bitmap.
+        """
         data = np.packbits(kept.astype(bool, copy=False)).tobytes()
         self._offsets.append(self._size)
-        self._out.write(data)
+        if self.failed is None:
+            try:
+                self._out.write(data)
+            except OSError as exc:
+                self.failed = exc
         self._hash.update(data)
         self._size += len(data)
 
-    def finish(self) -> KeptRows:
-        """The :class:`KeptRows` for what was written (the file is published by the caller)."""
+    def finish(self) -> KeptRows | None:
+        """The :class:`KeptRows` for what was written (published by the caller), or None."""
+        if self.failed is not None:
+            return None
         return KeptRows(str(self._path), tuple(self._offsets), self._size, self._hash.hexdigest())
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -11,10 +12,24 @@ from typing import TypeAlias
 import duckdb
 import pyarrow as pa
 
-from ...errors import ArgumentError
+from ...common.text import first_line
+from ...errors import ArgumentError, ShardChangedError
 from ..runtime import duckdb_path, sqlfiles
 
 SideTable: TypeAlias = str | os.PathLike[str] | pa.Table
+
+#: Names a side table may not take: the dataset and the view itself (any case: DuckDB's
+#: identifiers are case-insensitive).
+RESERVED = frozenset({"dataset", "dataset_view"})
+#: The Parquet magic bytes, at both ends of a Parquet file.
+_MAGIC = b"PAR1"
+#: File suffixes read as CSV (anything else must be Parquet).
+CSV_SUFFIXES = (".csv", ".tsv")
+
+
+def _identity(path: str, st: os.stat_result) -> str:
+    """A file's identity: path, size, mtime, inode and ctime (a rename or rewrite changes it)."""
+    return f"file:{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}"
 
 
 @dataclass(frozen=True)
@@ -33,8 +48,42 @@ class Side:
     table: pa.Table | None
     fingerprint: str
 
+    def check_unchanged(self) -> None:
+        """Check that a file side table is still the file that was fingerprinted.
+
+        Raises:
+            ShardChangedError: If it was changed, replaced or removed (its rows could make
+                the view's index, and rows served by it, wrong).
+        """
+        if self.path is None:
+            return
+        try:
+            now = _identity(self.path, os.stat(self.path))
+        except OSError as exc:
+            now = f"gone ({exc.strerror})"
+        if now != self.fingerprint:
+            raise ShardChangedError(
+                f"side table {self.name!r} ({self.path}) changed on disk after the view was "
+                "indexed; call refresh() to index the view again",
+                self.path,
+            )
+
     def register(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Make the table visible to queries on ``con`` under :attr:`name`."""
+        """Make the table visible to queries on ``con`` under :attr:`name`.
+
+        Raises:
+            ArgumentError: If the file cannot be read as its kind (Parquet or CSV).
+        """
+        try:
+            self._register(con)
+        except duckdb.Error as exc:
+            kind = "CSV" if self.path and self.path.lower().endswith(CSV_SUFFIXES) else "Parquet"
+            raise ArgumentError(
+                f"tables[{self.name!r}]: {self.path or 'the Arrow table'} cannot be read as a "
+                f"{kind} side table: {first_line(exc)}"
+            ) from None
+
+    def _register(self, con: duckdb.DuckDBPyConnection) -> None:
         if self.table is not None:
             con.register("__ud_side_arrow", self.table)
             try:
@@ -45,7 +94,7 @@ class Side:
                 con.unregister("__ud_side_arrow")
             return
         assert self.path is not None
-        template = "side_csv" if self.path.lower().endswith((".csv", ".tsv")) else "side_parquet"
+        template = "side_csv" if self.path.lower().endswith(CSV_SUFFIXES) else "side_parquet"
         con.execute(
             sqlfiles.render(
                 template,
@@ -69,8 +118,11 @@ def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
     """
     out = []
     for name, value in sorted((tables or {}).items()):
-        if not isinstance(name, str) or not name or name.lower() == "dataset":
-            raise ArgumentError(f"tables= names must be non-empty and not 'dataset', got {name!r}")
+        if not isinstance(name, str) or not name or name.lower() in RESERVED:
+            raise ArgumentError(
+                "tables= names must be non-empty and not 'dataset' or 'dataset_view' (in any "
+                f"case), got {name!r}"
+            )
         if isinstance(value, pa.Table):
             digest = hashlib.sha256()
             sink = pa.BufferOutputStream()
@@ -85,9 +137,46 @@ def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
                 f"got {type(value).__name__}"
             )
         path = os.path.abspath(os.fspath(value))
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise ArgumentError(f"tables[{name!r}]: cannot read {path}: {exc.strerror}") from None
-        out.append(Side(name, path, None, f"file:{path}:{st.st_size}:{st.st_mtime_ns}"))
+        out.append(Side(name, path, None, _identity(path, _checked_file(name, path))))
     return tuple(out)
+
+
+def _checked_file(name: str, path: str) -> os.stat_result:
+    """Check that a side table's file is a regular, readable Parquet (or CSV) file.
+
+    Special files (a FIFO, a device, a directory) are refused from their status alone,
+    without opening them (a FIFO would block); the file is opened without blocking.
+
+    Returns:
+        The file's status.
+
+    Raises:
+        ArgumentError: If it is missing, not a regular file, unreadable, or (not named
+            ``.csv``/``.tsv``) not a Parquet file.
+    """
+    where = f"tables[{name!r}]: {path}"
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ArgumentError(f"{where} cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise ArgumentError(f"{where} is {kind}; pass a Parquet or CSV file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            now = os.fstat(fd)
+            if not stat.S_ISREG(now.st_mode):  # swapped since the stat
+                raise ArgumentError(f"{where} is not a regular file; pass a Parquet or CSV file")
+            head = os.pread(fd, 4, 0)
+            tail = os.pread(fd, 4, max(now.st_size - 4, 0))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ArgumentError(f"{where} cannot be read: {exc.strerror}") from None
+    if not path.lower().endswith(CSV_SUFFIXES) and (head != _MAGIC or tail != _MAGIC):
+        raise ArgumentError(
+            f"{where} is not a Parquet file (it lacks the Parquet magic bytes); pass a "
+            "Parquet file, or a CSV file named .csv or .tsv"
+        )
+    return now

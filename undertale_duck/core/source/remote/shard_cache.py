@@ -11,6 +11,7 @@ import re
 import secrets
 import shutil
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,14 +21,18 @@ from ....common.sizes import parse_size
 from ....common.text import first_line
 from ....errors import ArgumentError, ShardChangedError, SourceError
 from ...runtime import (
+    RECORD_SUFFIX,
     CacheUnwritableError,
     acquire,
     kind_directory,
+    open_cached,
     private_directory,
     process_cache_dir,
     read_cached,
+    read_record,
     release,
     try_acquire,
+    write_record,
 )
 from ..shard import Shard
 
@@ -44,9 +49,14 @@ FOOTER_SUFFIX = ".footer"
 PART_MARK = ".part-"
 EVICT_LOCK = ".evict.lock"
 
-#: The names of our files (a key of :func:`key_of` and a suffix): eviction, clear() and the
-#: sweep of part files never touch anything else in the directory (cache_dir= may name a
-#: directory that holds the user's own files).
+#: A kept footer starts with this, then the CRC-32 of the footer bytes (4 bytes, big end).
+FOOTER_MAGIC = b"UDFOOT1\n"
+#: Bytes read per step when checksumming a shard copy.
+_CHUNK = 1 << 20
+
+#: The names of our files (a key of :func:`key_of` and a suffix). Eviction and clear() also
+#: require our record of a copy (``<key>.parquet.record``) or our header on a footer, so
+#: they never touch a file we did not write, whatever its name.
 OUR_FILES = re.compile(
     r"[0-9a-f]{40}(?:" + re.escape(FOOTER_SUFFIX) + "|" + re.escape(DATA_SUFFIX) + ")"
     + "(?:" + re.escape(PART_MARK) + r"[0-9a-f-]+)?"
@@ -72,6 +82,23 @@ def key_of(path: str, version: str | None, size: int) -> str:
 _log = logging.getLogger(__name__)
 
 Fetch = Callable[[Shard, str], None]
+#: Shard copies whose checksum this process checked: (path, device, inode, mtime_ns, size).
+_verified: set[tuple[str, int, int, int, int]] = set()
+_verified_lock = threading.Lock()
+
+
+def file_crc32(path: str | os.PathLike[str]) -> int:
+    """The CRC-32 of a file's bytes (read in 1 MiB steps).
+
+    CRC-32 (zlib) is the fastest checksum the standard library has (benchmarks/
+    bench_checksum.py); it guards against damaged copies, not against forgery: only we
+    can write our private cache directories.
+    """
+    crc = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
 _HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
 
 
@@ -143,6 +170,7 @@ class ShardCache:
         self._limit = None if limit is None else parse_size(limit, "cache_limit", "bytes")
         self.stats = CacheCounters()
         self._ready = False
+        self._given_as: Path | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -160,13 +188,15 @@ class ShardCache:
         return self._limit
 
     def _ensure_directory(self) -> None:
-        if self._ready:
-            return
-        # private: anyone else able to write there could plant a shard copy (found by its
-        # predictable name and the listed size) that would be served as the shard's rows
+        # private and ours: anyone else able to write there could plant a shard copy that
+        # would be served as the shard's rows. Resolved once and held open (private_directory
+        # memoises it): each use gets the same real directory, never a swapped link's target.
+        if self._given_as is None:
+            self._given_as = self.directory
         try:
             try:
-                private_directory(self.directory, what="the directory", hint=_HINT)
+                self.directory = private_directory(self._given_as, what="the directory",
+                                                   hint=_HINT)
             except CacheUnwritableError:
                 if self._given:
                     raise
@@ -206,13 +236,16 @@ class ShardCache:
                 if OUR_FILES.fullmatch(name) is None or PART_MARK in name:  # the user's, or a part
                     continue
                 try:
-                    st = entry.stat()
+                    st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
                 if footer:
-                    out.append((name, st.st_size, st.st_mtime))
+                    if self._our_footer(name):
+                        out.append((name, st.st_size, st.st_mtime))
                     continue
                 key = name[: -len(DATA_SUFFIX)]
+                if not self._recorded(key, st):  # not written by us: never touched
+                    continue
                 lock = _stat(self._lock_path(key))
                 out.append((key, st.st_size, lock.st_mtime if lock else 0.0))
         return out
@@ -220,23 +253,45 @@ class ShardCache:
     # ------------------------------------------------------------------ footers
     def load_footer(self, key: str) -> bytes | None:
         """The footer bytes kept for an object version, or None (never an error)."""
+        try:
+            self._ensure_directory()
+        except SourceError:
+            return None
         path = self.directory / (key + FOOTER_SUFFIX)
         data = read_cached(path)
-        if data is not None:
-            with contextlib.suppress(OSError):
-                os.utime(path)  # last use, for LRU eviction
-        return data
+        head = len(FOOTER_MAGIC) + 4
+        if data is None or not data.startswith(FOOTER_MAGIC) or len(data) < head:
+            return None
+        body = data[head:]
+        if zlib.crc32(body) != int.from_bytes(data[len(FOOTER_MAGIC):head], "big"):
+            return None  # damaged: read from the store again (and kept anew)
+        with contextlib.suppress(OSError):
+            os.utime(path)  # last use, for LRU eviction
+        return body
+
+    def _our_footer(self, name: str) -> bool:
+        """Whether a footer file starts with our header (so we wrote it)."""
+        fd = open_cached(self.directory / name)
+        if fd is None:
+            return False
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(len(FOOTER_MAGIC)) == FOOTER_MAGIC
 
     def save_footer(self, key: str, data: bytes) -> None:
         """Keep an object version's footer bytes (best effort: a failure only costs a read)."""
+        try:
+            self._ensure_directory()
+        except SourceError:
+            return
         path = self.directory / (key + FOOTER_SUFFIX)
         part = f"{path}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
         try:
-            self._ensure_directory()
             with open(part, "wb") as fh:
-                fh.write(data)
+                fh.write(FOOTER_MAGIC + zlib.crc32(data).to_bytes(4, "big") + data)
+                fh.flush()
+                os.fsync(fh.fileno())
             os.replace(part, path)
-        except (OSError, SourceError):
+        except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(part)
 
@@ -268,20 +323,20 @@ class ShardCache:
                 acquire(fd, "shared")
                 if not _same_file(fd, lock):
                     continue  # evicted between open and lock: take the new lock file
-                st = _stat(data)
-                if st is None or st.st_size != shard.size:
+                st = self._valid(key, data, shard)
+                if st is None:
                     release(fd)  # no upgrade in place: two would deadlock
                     acquire(fd, "exclusive")
                     if not _same_file(fd, lock):
                         continue
-                    st = _stat(data)
-                    if st is None or st.st_size != shard.size:
+                    st = self._valid(key, data, shard)
+                    if st is None:
                         self._download(shard, key, data, fetch)
                     else:
                         self.stats.waits += 1
                     acquire(fd, "shared")
-                    st = _stat(data)
-                    if not _same_file(fd, lock) or st is None or st.st_size != shard.size:
+                    st = self._valid(key, data, shard)
+                    if not _same_file(fd, lock) or st is None:
                         continue  # evicted while the lock was converted: fetch again
                 else:
                     self.stats.hits += 1
@@ -290,6 +345,39 @@ class ShardCache:
                 return
             finally:
                 os.close(fd)
+
+    def _recorded(self, key: str, st: os.stat_result) -> dict[str, Any] | None:
+        """Our record of the copy ``key`` if it records this very file (size and inode)."""
+        record = read_record(self.directory, key + DATA_SUFFIX)
+        if record is None or record.get("size") != st.st_size:
+            return None
+        return record if record.get("inode") == [st.st_dev, st.st_ino] else None
+
+    def _valid(self, key: str, data: str, shard: Shard) -> os.stat_result | None:
+        """The copy's stat if it is a whole, undamaged copy we wrote of this shard, else None.
+
+        Its record must name this file, with the listed size; its checksum is checked the
+        first time this process uses the file.
+        """
+        st = _stat(data)
+        if st is None or st.st_size != shard.size:
+            return None
+        record = self._recorded(key, st)
+        if record is None:
+            return None
+        seen = (data, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        with _verified_lock:
+            if seen in _verified:
+                return st
+        try:
+            crc = file_crc32(data)
+        except OSError:
+            return None
+        if crc != record.get("crc32"):
+            return None  # damaged: downloaded again under the exclusive lock
+        with _verified_lock:
+            _verified.add(seen)
+        return st
 
     def _unusable(self, exc: OSError) -> SourceError:
         """The error for a cache directory that cannot be created or written."""
@@ -324,7 +412,19 @@ class ShardCache:
                     f"{shard.size}; call refresh() to reopen the dataset as it is now",
                     shard.path,
                 )
+            crc = file_crc32(part)
+            with open(part, "rb") as fh:  # on disk before it is published
+                os.fsync(fh.fileno())
+            st = os.stat(part)
+            # the record names the part's inode, which the rename keeps (a file at the key's
+            # name without our record, in our own tagged directory, is a leftover: replaced)
+            write_record(self.directory, key + DATA_SUFFIX, {
+                "size": got, "inode": [st.st_dev, st.st_ino], "crc32": crc,
+                "url": shard.path,
+            })
             os.replace(part, data)
+            with _verified_lock:
+                _verified.add((data, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size))
         except OSError as exc:
             raise SourceError(
                 f"cannot write shard {shard.path} into the shard cache {self.directory}: "
@@ -378,8 +478,14 @@ class ShardCache:
                 return False  # in use, or being downloaded
             if not _same_file(fd, lock):
                 return False
+            data = self.directory / (key + DATA_SUFFIX)
+            st = _stat(str(data))
+            if st is not None and self._recorded(key, st) is None:
+                return False  # not a copy we wrote: never deleted
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.directory / (key + DATA_SUFFIX))
+                os.unlink(data)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.directory / (key + DATA_SUFFIX + RECORD_SUFFIX))
             os.unlink(lock)
             self.stats.evictions += 1
             _log.info("evicted cached shard %s from %s", key, self.directory)
@@ -436,5 +542,6 @@ class ShardCache:
 def _local_shard(shard: Shard, path: str, st: os.stat_result) -> Shard:
     """The shard's footer for its local copy (a plain :class:`Shard` DuckDB can read)."""
     base = {f.name: getattr(shard, f.name) for f in fields(Shard)}
-    base.update(path=path, size=st.st_size, mtime_ns=st.st_mtime_ns, inode=(st.st_dev, st.st_ino))
+    base.update(path=path, size=st.st_size, mtime_ns=st.st_mtime_ns, inode=(st.st_dev, st.st_ino),
+                ctime_ns=st.st_ctime_ns)
     return Shard(**base)
