@@ -65,13 +65,14 @@ def _fill(cache: Path, url: str, s3: S3Server) -> list[Path]:
     assert [ds[i] for i in range(len(ds))] == datagen.expected(len(ds))
     for kind in ("views", "windows"):
         (cache / kind).mkdir(mode=0o700, exist_ok=True)
-    shards = list(cached_files(cache))
+    shards = list(cached_files(cache / "shards"))  # the one rule: a folder per kind
     assert shards, "the remote shards were not cached"
     return shards
 
 
 def test_cache_directories_follow_the_environment(cache: Path) -> None:
-    assert set(cache_directories()) == {str(cache), str(cache / "windows"), str(cache / "views")}
+    kinds = ("shards", "views", "vectors", "windows", "verdicts")  # one folder per kind
+    assert set(cache_directories()) == {str(cache), *(str(cache / kind) for kind in kinds)}
 
 
 def test_url_source_output_never_lands_in_the_caches(
@@ -82,7 +83,8 @@ def test_url_source_output_never_lands_in_the_caches(
     before = hf.sha256s(cache)
     flags = _flags(s3)
     targets = [
-        cache / "result.csv",  # the cache root (here also the node's shard cache)
+        cache / "result.csv",  # the cache root
+        cache / "shards" / "result.csv",  # the node's shard cache
         cache / "views" / "result.csv",  # the view indexes
         cache / "windows" / "result.csv",  # the disk tier
         shards[0],  # a cached shard itself, replaced only with --force
@@ -130,8 +132,10 @@ def test_http_source_and_local_source_outputs_stay_out_of_the_caches(
         assert status == 2 and "cache directory" in err, err
         after = hf.sha256s(cache) | hf.sha256s(local)
         assert {k: after.get(k) for k in before} == before  # nothing replaced
-        # only the library's own footer cache entries were added, never an output
-        assert all(k.endswith(".footer") for k in set(after) - set(before)), after
+        # only the library's own footer cache entries (and its cache tag) were added, never
+        # an output
+        added = set(after) - set(before)
+        assert all(k.endswith((".footer", "/CACHEDIR.TAG")) for k in added), after
         assert sorted(os.listdir(cache / "views")) == []
         report = tmp_path / "report.json"
         status, _, err = _cli("validate", urls[0], "-s", "Dataset", "-o", str(report))
