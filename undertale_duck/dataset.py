@@ -8,7 +8,7 @@ import inspect
 import json
 import os
 from collections.abc import Mapping, MutableSequence, Sequence
-from typing import Any, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 import pyarrow as pa
 from pydantic import BaseModel
@@ -28,6 +28,11 @@ from .errors import ArgumentError, SchemaError
 from .validation import runner, verdicts
 from .validation.model import ValidationReport
 from .validation.relation import view_rows
+
+
+def _without_self(signature: inspect.Signature) -> inspect.Signature:
+    """A method's signature as its class is called: without ``self``."""
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
 class ParquetDataset(ShardDataset):
@@ -134,6 +139,10 @@ class ParquetDataset(ShardDataset):
             except BaseException:
                 self.close()
                 raise
+
+    # __new__ takes (*args, **kwargs), which inspect.signature (help(), IDEs) would show for
+    # the class: show __init__'s parameters instead
+    __signature__: ClassVar[inspect.Signature] = _without_self(inspect.signature(__init__))
 
     def report(self, schema: type[BaseModel]) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
