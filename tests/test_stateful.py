@@ -53,7 +53,7 @@ def test_stateful_dataloader_resumes_exactly(data: Path, workers: int, shuffle: 
                                              every: int) -> None:
     whole = _epochs(_loader(data, workers, shuffle, every), range(2))
     steps = -(-len(whole[0]) // BATCH)
-    for epoch, stop in ((0, 11), (1, 4), (0, steps - 1), (1, 0)):
+    for epoch, stop in ((0, 11), (1, 4), (0, steps - 1), (1, 0), (0, steps)):
         first = _loader(data, workers, shuffle, every)
         before = _epochs(first, range(epoch))
         first.sampler.set_epoch(epoch)
