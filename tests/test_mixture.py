@@ -303,3 +303,7 @@ def test_a_mixture_where_a_path_is_expected_is_one_clear_line(two: tuple[Path, P
     assert "Mixture" in text and "\n" not in text and "row-" not in text and len(text) < 250
     with pytest.raises(ArgumentError, match="not an open ParquetDataset"):
         ParquetDataset(ParquetDataset(a))  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="a Stream belongs in a Mixture"):
+        load(Stream(a), None, None, 8)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="not int"):
+        ParquetDataset(3)  # type: ignore[arg-type]

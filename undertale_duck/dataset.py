@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -92,14 +93,20 @@ class ParquetDataset(ShardDataset):
 
 
 def _check_source(source: Any) -> None:
-    """Refuse, in one line, an open dataset (a ``Mixture``, a ``ParquetDataset``) as a source."""
-    if isinstance(source, str | bytes | os.PathLike | list | tuple):
+    """Refuse, in one line, a source that is no path or list of paths (an open dataset...)."""
+    if isinstance(source, str | bytes | os.PathLike | Sequence):
         return
     if hasattr(source, "__getitem__") and hasattr(source, "__len__"):
         raise ArgumentError(
             f"ParquetDataset's source must be a path, URL, glob or list of them, not an open "
             f"{type(source).__name__}: pass that dataset to load(), DataModule or "
             "ChunkedSampler directly"
+        )
+    if not isinstance(source, Iterable):
+        hint = " (a Stream belongs in a Mixture)" if type(source).__name__ == "Stream" else ""
+        raise ArgumentError(
+            f"ParquetDataset's source must be a path, URL, glob or list of them, not "
+            f"{type(source).__name__}{hint}"
         )
 
 
