@@ -177,3 +177,11 @@ def test_a_state_with_another_sequence_is_still_refused() -> None:
         _resumed(99, (1, 0, 4), 0, state, shuffle=True)
     with pytest.raises(ArgumentError, match="before"):
         _resumed(100, (1, 0, 4), 0, {**state, "before": "x"}, shuffle=True)
+
+
+def test_a_state_saved_before_elastic_resume_existed_still_loads() -> None:
+    (s,) = _samplers(100, (1, 2, 4), 0, shuffle=True)
+    old = {k: v for k, v in s.state_dict(consumed=16).items()
+           if k not in ("before", "tail", "drop_last")}
+    (t,) = _resumed(100, (1, 2, 4), 0, old, shuffle=True)
+    assert list(t) == s.order().tolist()[16:]

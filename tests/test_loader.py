@@ -234,3 +234,19 @@ def test_evaluation_loaders_over_ranks_cover_every_row_once(uneven: tuple[Path, 
     trained = [i for rank in range(3)
                for batch in load(root, None, ids, 7, ranks=3, rank=rank) for i in batch]
     assert len(trained) == len(set(trained)) == total - total % 3  # the tail rule for training
+
+
+def test_a_loader_state_resumes_with_other_workers_and_batch(uneven: tuple[Path, int]) -> None:
+    root, total = uneven
+    first = load(root, None, ids, 8, workers=2, shuffle=True, seed=6)
+    it = iter(first)
+    seen = [i for _ in range(5) for i in next(it)]
+    state = first.state_dict()
+    del it
+    second = load(root, None, ids, 5, workers=0, shuffle=True, seed=6)
+    second.load_state_dict(state)
+    rest = [i for batch in second for i in batch]
+    assert sorted(seen + rest) == list(range(total))  # one rank, no workers: nothing left out
+    assert len(second) == 5 + len(rest) // 5 + (len(rest) % 5 > 0)  # batches before + the rest
+    second.sampler.set_epoch(1)
+    assert [i for batch in second for i in batch] == second.sampler.order(1).tolist()

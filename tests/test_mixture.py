@@ -305,3 +305,7 @@ def test_a_mixture_where_a_path_is_expected_is_one_clear_line(two: tuple[Path, P
     assert "load(), DataModule" in text
     with pytest.raises(SourceError, match="is a ParquetDataset, not a path"):
         ParquetDataset(ParquetDataset(a))  # type: ignore[arg-type]
+    with pytest.raises(SourceError, match="a Stream belongs in a Mixture"):
+        load(Stream(a), None, None, 8)  # type: ignore[arg-type]
+    with pytest.raises(SourceError, match="not int"):
+        ParquetDataset(3)  # type: ignore[arg-type]

@@ -30,10 +30,12 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _loader(data: Path, workers: int, shuffle: bool, every: int) -> Any:
+def _loader(data: Path, workers: int, shuffle: bool, every: int, persistent: bool = False) -> Any:
     dataset = ParquetDataset(data, memory=1)
     sampler = ChunkedSampler(dataset, BATCH, workers, 1, 0, shuffle=shuffle, seed=3)
     kwargs: dict[str, Any] = {"multiprocessing_context": "fork"} if workers else {}
+    if persistent:
+        kwargs["persistent_workers"] = True
     return StatefulDataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=workers,
                               collate_fn=ids, snapshot_every_n_steps=every, **kwargs)
 
@@ -53,7 +55,7 @@ def test_stateful_dataloader_resumes_exactly(data: Path, workers: int, shuffle: 
                                              every: int) -> None:
     whole = _epochs(_loader(data, workers, shuffle, every), range(2))
     steps = -(-len(whole[0]) // BATCH)
-    for epoch, stop in ((0, 11), (1, 4), (0, steps - 1), (1, 0)):
+    for epoch, stop in ((0, 11), (1, 4), (0, steps - 1), (1, 0), (0, steps)):
         first = _loader(data, workers, shuffle, every)
         before = _epochs(first, range(epoch))
         first.sampler.set_epoch(epoch)
@@ -81,6 +83,21 @@ def test_stateful_dataloader_state_at_the_end_of_an_epoch(data: Path, workers: i
     second.load_state_dict(state)
     second.sampler.set_epoch(1)
     assert [i for b in second for i in b] == whole[1]
+
+
+def test_stateful_dataloader_with_persistent_workers(data: Path) -> None:
+    whole = _epochs(_loader(data, 2, True, 2, persistent=True), range(3))
+    first = _loader(data, 2, True, 2, persistent=True)
+    _epochs(first, range(1))
+    first.sampler.set_epoch(1)
+    it = iter(first)
+    seen = [i for _ in range(7) for i in next(it)]
+    state = first.state_dict()
+    second = _loader(data, 2, True, 2, persistent=True)
+    second.load_state_dict(state)
+    second.sampler.set_epoch(1)
+    assert seen + [i for b in second for i in b] == whole[1]
+    assert _epochs(second, range(2, 3)) == whole[2:]
 
 
 def test_a_sampler_iterated_by_hand_never_reports_zero() -> None:

@@ -344,9 +344,3 @@ class PackedDataset(ParquetDataset):
             f"PackedDataset({self.source.spec!r}, memory={self.memory}, blocks={len(self)}, "
             f"length={self.pack.length}, documents={len(self.documents)})"
         )
-
-
-# help() and inspect.signature() show __init__'s arguments, not __new__'s (*args, **kwargs)
-ParquetDataset.__signature__ = inspect.signature(ParquetDataset.__init__).replace(  # type: ignore[attr-defined]
-    parameters=list(inspect.signature(ParquetDataset.__init__).parameters.values())[1:]
-)

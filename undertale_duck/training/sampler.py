@@ -566,3 +566,8 @@ class _Pass(Iterator[int]):
         sampler.consumed = start
         sampler._live = self
         self._begin(start)
+        if isinstance(state, dict) and sampler.epoch != state.get("epoch"):
+            # the saved iteration had handed out its whole epoch: it stays exhausted, and the
+            # sampler waits at the start of the next epoch
+            self._order = self._order[:0]
+            self.position = self._buffer_end = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob as globlib
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ...errors import SourceError
@@ -154,6 +154,12 @@ def _resolve(source: SourceLike) -> list[str]:
             f"the dataset source is a {kind}, not a path: a {kind} is already a dataset, pass it "
             "where a dataset goes (load(), DataModule, ChunkedSampler, DataLoader); "
             "ParquetDataset opens a path, a glob or a list of paths"
+        )
+    if not isinstance(source, Iterable):  # a number, a Stream: nothing to resolve
+        kind = type(source).__name__
+        hint = "; a Stream belongs in a Mixture" if kind == "Stream" else ""
+        raise SourceError(
+            f"the dataset source must be a path, a glob or a list of paths, not {kind}{hint}"
         )
     items = list(source)
     if not items:
