@@ -6,11 +6,12 @@ import dataclasses
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import lightning
 
 from ..core.source import SourceLike
+from ..core.views import check_split
 from ..errors import ArgumentError
 from .loader import ChunkedLoader, load
 
@@ -121,9 +122,14 @@ class DataModule(lightning.LightningDataModule):
         self.__dict__.update(state)
         self._hide_missing_splits()
 
-    def _load(self, path: SourceLike, shuffle: bool, part: str | None = None) -> ChunkedLoader:
+    def _load(
+        self,
+        path: SourceLike,
+        shuffle: bool,
+        part: Literal["train", "validation"] | None = None,
+    ) -> ChunkedLoader:
         options = dict(self.options)
-        split = options.pop("split", None)
+        split = check_split(options.pop("split", None))
         if split is not None and part is not None:  # test and predict are not split
             options["split"] = dataclasses.replace(split, part=part)
         return load(

@@ -242,6 +242,11 @@ def load(
         ArgumentError: If an argument is out of range.
     """
     if isinstance(path, ParquetDataset):
+        if pack is not None or split is not None:
+            raise ArgumentError(
+                "pack= and split= apply when load() opens the dataset; give them to the "
+                "ParquetDataset passed as path instead"
+            )
         dataset = path
     else:
         dataset = ParquetDataset(
