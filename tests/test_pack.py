@@ -550,3 +550,16 @@ def test_blocks_over_a_query_view_with_a_computed_column(shards: Path) -> None:
     assert [ds[k]["head"] for k in range(len(ds))] == [
         stream[k * 5 : (k + 1) * 5] for k in range(len(ds))
     ]
+
+
+def test_disk_tier_and_refresh(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write(data, [40, 40], row_group=5)
+    spec = Pack(column="tokens", length=6, eod=9)
+    ds = ParquetDataset(data, pack=spec, window_bytes=200, disk=16,
+                        disk_dir=tmp_path / "windows")
+    assert [ds[k] for k in range(len(ds))] == as_rows(reference(data, spec))
+    assert ds.disk_stats is not None
+    write(data, [40, 70], row_group=5)
+    ds.refresh()
+    assert [ds[k] for k in range(len(ds))] == as_rows(reference(data, spec))
