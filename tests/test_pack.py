@@ -26,7 +26,6 @@ from undertale_duck import (
     collate,
     load,
 )
-from undertale_duck.core.pack import blocks as blocks_module
 from undertale_duck.core.read import WindowCache
 
 SCHEMA = pa.schema(
@@ -144,11 +143,7 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
         Pack(column="tokens", length=8, position_ids=False, segment_ids=False),
     ],
 )
-@pytest.mark.parametrize("slices", [1, 10**9], ids=["slices", "tokens"])
-def test_every_block_is_the_reference_slice(
-    shards: Path, spec: Pack, slices: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(blocks_module, "SLICE_TOKENS", slices)  # either way of copying
+def test_every_block_is_the_reference_slice(shards: Path, spec: Pack) -> None:
     ds = ParquetDataset(shards, pack=spec, window_bytes=300)
     assert isinstance(ds, PackedDataset)
     assert len(ds.documents.windows) > 20  # blocks cross windows and shards
@@ -220,11 +215,9 @@ def test_empty_dataset_and_all_empty_documents(tmp_path: Path) -> None:
     eod=st.booleans(),
     pad=st.booleans(),
     window=st.sampled_from([64, 200, 10_000]),
-    slices=st.sampled_from([1, 10**9]),
 )
 def test_blocks_are_slices_of_the_stream(
     tmp_path_factory: pytest.TempPathFactory,
-    slices: int,
     lengths: list[int],
     shard_cut: int,
     length: int,
@@ -233,39 +226,35 @@ def test_blocks_are_slices_of_the_stream(
     window: int,
 ) -> None:
     root = tmp_path_factory.mktemp("hyp")
-    saved, blocks_module.SLICE_TOKENS = blocks_module.SLICE_TOKENS, slices  # either way
-    try:
-        docs = [[(g * 101 + k) % 1000 for k in range(n)] for g, n in enumerate(lengths)]
-        cut = min(shard_cut, len(docs))
-        for k, part in enumerate([docs[:cut], docs[cut:]]):
-            table = pa.table({"tokens": pa.array(part, pa.list_(pa.int64())),
-                              "mask": pa.array([[t % 3 for t in d] for d in part],
-                                               pa.list_(pa.int8()))})
-            pq.write_table(table, root / f"p{k}.parquet", row_group_size=3)
-        spec = Pack(column="tokens", length=length, eod=-1 if eod else None,
-                    last="pad" if pad else "drop", pad=-2, alongside=("mask",), fill=7)
-        extra = [-1] if eod else []
-        stream = [t for d in docs for t in d + extra]
-        masks = [t % 3 for d in docs for t in d] if not eod else [
-            m for d in docs for m in [t % 3 for t in d] + [7]]
-        where = [p for d in docs for p in range(len(d) + len(extra))]
-        owner = [g for g, d in enumerate(docs) for _ in range(len(d) + len(extra))]
-        blocks = len(stream) // length + (1 if pad and len(stream) % length else 0)
-        ds = ParquetDataset(root, pack=spec, window_bytes=window)
-        assert len(ds) == blocks
-        got = ds.__getitems__(list(range(blocks))[::-1])[::-1]
-        for k in range(blocks):
-            part = slice(k * length, (k + 1) * length)
-            short = length - len(stream[part])
-            expected = {
-                "tokens": stream[part] + [-2] * short,
-                "position_ids": where[part] + [0] * short,
-                "segment_ids": _segments(owner[part]) + [0] * short,
-                "mask": masks[part] + [7] * short,
-            }
-            assert ds[k] == expected == got[k]
-    finally:
-        blocks_module.SLICE_TOKENS = saved
+    docs = [[(g * 101 + k) % 1000 for k in range(n)] for g, n in enumerate(lengths)]
+    cut = min(shard_cut, len(docs))
+    for k, part in enumerate([docs[:cut], docs[cut:]]):
+        table = pa.table({"tokens": pa.array(part, pa.list_(pa.int64())),
+                          "mask": pa.array([[t % 3 for t in d] for d in part],
+                                           pa.list_(pa.int8()))})
+        pq.write_table(table, root / f"p{k}.parquet", row_group_size=3)
+    spec = Pack(column="tokens", length=length, eod=-1 if eod else None,
+                last="pad" if pad else "drop", pad=-2, alongside=("mask",), fill=7)
+    extra = [-1] if eod else []
+    stream = [t for d in docs for t in d + extra]
+    masks = [t % 3 for d in docs for t in d] if not eod else [
+        m for d in docs for m in [t % 3 for t in d] + [7]]
+    where = [p for d in docs for p in range(len(d) + len(extra))]
+    owner = [g for g, d in enumerate(docs) for _ in range(len(d) + len(extra))]
+    blocks = len(stream) // length + (1 if pad and len(stream) % length else 0)
+    ds = ParquetDataset(root, pack=spec, window_bytes=window)
+    assert len(ds) == blocks
+    got = ds.__getitems__(list(range(blocks))[::-1])[::-1]
+    for k in range(blocks):
+        part = slice(k * length, (k + 1) * length)
+        short = length - len(stream[part])
+        expected = {
+            "tokens": stream[part] + [-2] * short,
+            "position_ids": where[part] + [0] * short,
+            "segment_ids": _segments(owner[part]) + [0] * short,
+            "mask": masks[part] + [7] * short,
+        }
+        assert ds[k] == expected == got[k]
 
 
 # ---------------------------------------------------------------------------- the index
@@ -561,3 +550,16 @@ def test_blocks_over_a_query_view_with_a_computed_column(shards: Path) -> None:
     assert [ds[k]["head"] for k in range(len(ds))] == [
         stream[k * 5 : (k + 1) * 5] for k in range(len(ds))
     ]
+
+
+def test_disk_tier_and_refresh(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write(data, [40, 40], row_group=5)
+    spec = Pack(column="tokens", length=6, eod=9)
+    ds = ParquetDataset(data, pack=spec, window_bytes=200, disk=16,
+                        disk_dir=tmp_path / "windows")
+    assert [ds[k] for k in range(len(ds))] == as_rows(reference(data, spec))
+    assert ds.disk_stats is not None
+    write(data, [40, 70], row_group=5)
+    ds.refresh()
+    assert [ds[k] for k in range(len(ds))] == as_rows(reference(data, spec))

@@ -150,3 +150,13 @@ def test_datamodule_serves_both_parts_of_one_source(data: Path) -> None:
     assert not set(train) & set(validation)
     assert len(set(train) | set(validation)) >= 2000 - 2 * 64
     assert all(split.part_of(g) == "validation" for g in validation)
+
+
+def test_datamodule_and_load_refuse_misplaced_splits(data: Path) -> None:
+    from undertale_duck import load
+
+    module = DataModule(data, data, None, None, 8, split=0.5)
+    with pytest.raises(ArgumentError, match="split must be a Split"):
+        module.train_dataloader()
+    with pytest.raises(ArgumentError, match="split= apply when load"):
+        load(ParquetDataset(data), None, None, 8, split=Split(key="id", fraction=0.5))

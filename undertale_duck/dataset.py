@@ -40,8 +40,9 @@ class ParquetDataset(ShardDataset):
 
     Everything about reading (arguments, formats, windows, ``sql``) is documented on
     :class:`undertale_duck.core.dataset.ShardDataset`; this class adds :meth:`report` and
-    :meth:`validate`, as in undertale's original dataset module, and two keyword options
-    (see docs/packing.md):
+    :meth:`validate`, as in undertale's original dataset module (kept apart so that the
+    loading core does not depend on validation), and two keyword options (see
+    docs/packing.md):
 
     Args:
         pack: Serve fixed-length blocks of tokens cut from the concatenation of the rows'
@@ -50,7 +51,9 @@ class ParquetDataset(ShardDataset):
         split: Keep one part of a train/validation split by a seeded hash of a key column:
             a :class:`~undertale_duck.Split`. The part is a view (and-ed with ``where=``).
 
-    The split keeps the loading core free of any dependency on validation.
+    Raises:
+        ArgumentError: If ``pack`` or ``split`` is malformed (naming the field), or
+            ``split`` comes with ``query=``.
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:

@@ -6,12 +6,13 @@ import dataclasses
 import inspect
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import lightning
 
 from ..common.keywords import refuse_unknown
 from ..core.source import SourceLike
+from ..core.views import check_split
 from .loader import ChunkedLoader, load
 from .mixture import Mixture
 
@@ -128,10 +129,15 @@ class DataModule(lightning.LightningDataModule):
         self._hide_missing_splits()
 
     def _load(
-        self, path: SplitSource, shuffle: bool, part: str | None = None, *, evaluation: bool = False
+        self,
+        path: SplitSource,
+        shuffle: bool,
+        part: Literal["train", "validation"] | None = None,
+        *,
+        evaluation: bool = False,
     ) -> ChunkedLoader:
         options = dict(self.options)
-        split = options.pop("split", None)
+        split = check_split(options.pop("split", None))
         if split is not None and part is not None:  # test and predict are not split
             options["split"] = dataclasses.replace(split, part=part)
         if evaluation:  # every row once over the ranks: no tail dropped

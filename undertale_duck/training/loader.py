@@ -254,6 +254,11 @@ def load(
     """
     dataset: ParquetDataset | Mixture
     if isinstance(path, ParquetDataset | Mixture):
+        if pack is not None or split is not None:
+            raise ArgumentError(
+                "pack= and split= apply when load() opens the dataset; give them to the "
+                f"{type(path).__name__} passed as path instead"
+            )
         dataset = path
     else:
         dataset = ParquetDataset(

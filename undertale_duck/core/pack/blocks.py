@@ -70,8 +70,9 @@ def pieces(plan: BlockPlan, blocks: Int64Array) -> Pieces:
     order = np.argsort(window, kind="stable")
     sorted_windows = window[order]
     cuts = np.flatnonzero(np.diff(sorted_windows)) + 1
+    heads = np.concatenate([[0], cuts]).astype(np.int64) if len(order) else cuts
     return Pieces(
-        np.unique(sorted_windows).tolist(),
+        sorted_windows[heads].tolist(),
         np.split(order, cuts) if len(order) else [],
         rows,
         start - lo,
@@ -112,26 +113,19 @@ def gather(
         table, starts = window(j)
         sources = [_list_array(table.column(name)) for name in spec.inputs]
         cut = _segments_of(starts, found.starts[group], found.stops[group])
-        lengths = cut.stops - cut.starts
         # where each piece's stream positions land in the flattened [n, length] arrays
         base = (found.rows[group] * size + found.places[group] - found.starts[group])[
             cut.pieces
         ]
-        few = len(lengths) * SLICE_TOKENS <= int(lengths.sum())
-        (_copy_slices if few else _copy_tokens)(spec, cut, starts, sources, base, offsets[j],
-             [c.reshape(-1) for c in columns], positions.reshape(-1), documents.reshape(-1))
+        flat = [c.reshape(-1) for c in columns]
+        _copy_tokens(spec, cut, starts, sources, base, offsets[j], flat,
+                     positions.reshape(-1), documents.reshape(-1))
     out = [columns[0]]
     if spec.position_ids:
         out.append(positions)
     if spec.segment_ids:
         out.append(segments(documents))
     return out + columns[1:]
-
-
-#: Average tokens per document segment at and above which a window's part of a batch is
-#: copied slice by slice (a Python loop over segments) rather than token by token (numpy
-#: gathers over every token: faster when documents are short against the block).
-SLICE_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -166,36 +160,6 @@ def _segments_of(starts: Int64Array, first: Int64Array, stop: Int64Array) -> Seg
     return Segments(piece[keep], document[keep], a[keep], b[keep])
 
 
-def _copy_slices(
-    spec: Pack,
-    cut: Segments,
-    starts: Int64Array,
-    sources: Sequence[pa.ListArray | pa.LargeListArray],
-    base: Int64Array,
-    first_row: int,
-    columns: Sequence[Array],
-    positions: Int64Array,
-    documents: Int64Array,
-) -> None:
-    """Copy each segment as slices: one memory copy per column per document segment."""
-    begin = cut.starts - starts[cut.documents]  # the segment's first position in its document
-    lengths = cut.stops - cut.starts
-    ends = (cut.stops == starts[cut.documents + 1]) & (spec.eod is not None)
-    real = (lengths - ends).tolist()
-    values = [a.values.to_numpy(zero_copy_only=False) for a in sources]
-    source = [(np.asarray(a.offsets)[cut.documents] + begin).tolist() for a in sources]
-    marks = [spec.eod if k == 0 else spec.fill for k in range(len(sources))]
-    rows = zip((base + cut.starts).tolist(), lengths.tolist(), real, begin.tolist(),
-               (cut.documents + first_row).tolist(), *source, strict=True)
-    for dest, n, m, at, document, *src in rows:
-        for column, value, s, mark in zip(columns, values, src, marks, strict=True):
-            column[dest : dest + m] = value[s : s + m]
-            if m < n:
-                column[dest + m] = mark
-        positions[dest : dest + n] = np.arange(at, at + n)
-        documents[dest : dest + n] = document
-
-
 def _copy_tokens(
     spec: Pack,
     cut: Segments,
@@ -207,7 +171,11 @@ def _copy_tokens(
     positions: Int64Array,
     documents: Int64Array,
 ) -> None:
-    """Copy every token with numpy gathers (many short documents)."""
+    """Copy the segments' tokens with numpy gathers over every token at once.
+
+    Faster here than a memory copy per segment (a Python loop) even for documents of
+    hundreds of tokens: 4,700 against 2,900 blocks/s of 2,048 tokens in batches of 16.
+    """
     lengths = cut.stops - cut.starts
     total = int(lengths.sum())
     within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)

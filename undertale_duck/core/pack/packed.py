@@ -124,10 +124,7 @@ class PackedBlocks:
         """
         if isinstance(indices, torch.Tensor):
             indices = indices.tolist()
-        n = len(self)
-        index = np.fromiter(
-            (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
-        )
+        index = self._normalize(indices)
         out = self._gather(index)
         names = self.spec.outputs
         if fmt == "python":
@@ -137,6 +134,20 @@ class PackedBlocks:
         if fmt == "torch":
             whole = {name: self._tensor(name, value) for name, value in whole.items()}
         return RowBatch(list(names), len(index), whole, {})
+
+    def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """Check and normalize many block indices at once (negative ones from the end)."""
+        n = len(self)
+        array = np.asarray(indices)
+        if array.ndim != 1 or array.dtype.kind not in "iu" or not len(array):
+            return np.fromiter(
+                (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
+            )
+        index = array.astype(np.int64, copy=False)
+        if index.min() < -n or index.max() >= n:
+            bad = next(int(i) for i in index if not -n <= i < n)
+            raise IndexError(f"block index {bad} out of range for {n} blocks")
+        return np.where(index < 0, index + n, index)
 
     def out_dtypes(self) -> list[np.dtype[Any]]:
         """The value type of each output column, in ``spec.outputs`` order."""
