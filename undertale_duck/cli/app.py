@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import duckdb
 
 from ..common.text import first_line
-from ..errors import QueryError, UndertaleDuckError
+from ..errors import MemoryBudgetError, QueryError, UndertaleDuckError
 from . import cmd_batch, cmd_describe, cmd_inspect, cmd_shell, cmd_sql, cmd_validate
 from .command import (
     EXIT_FAILED,
@@ -116,7 +116,7 @@ def _report(exc: Exception) -> int:
     if _interrupted(exc):  # DuckDB reported Ctrl-C as its own error
         _say("interrupted")
         return EXIT_INTERRUPTED
-    if isinstance(exc, QueryError):
+    if isinstance(exc, QueryError | MemoryBudgetError):  # failed or refused (docs/cli.md)
         _say(f"error: {first_line(exc, ERROR_LENGTH)}")
         return EXIT_FAILED
     if isinstance(exc, UndertaleDuckError):

@@ -12,6 +12,7 @@ import lightning
 from ..core.source import SourceLike
 from ..errors import ArgumentError
 from .loader import ChunkedLoader, load
+from .resume_state import check_module_state
 
 #: ``load()`` keywords the DataModule sets itself; every other keyword option passes through.
 _OWN = frozenset({"shuffle", "ranks", "rank"})
@@ -190,7 +191,7 @@ class DataModule(lightning.LightningDataModule):
         Raises:
             ArgumentError: If the state does not fit this DataModule's training loader.
         """
-        state = state_dict.get("train", {})
+        state = check_module_state(state_dict).get("train", {})
         if not state:
             return
         if self._train_loader is not None:

@@ -19,6 +19,7 @@ from .order import (
     shuffled_sequence,
     units_of,
 )
+from .resume_state import STATE_VERSION, check_sampler_state
 
 #: Indices converted to Python integers at a time while iterating.
 _YIELD_STEP = 1 << 16
@@ -242,7 +243,8 @@ class ChunkedSampler(DistributedSampler[int]):
             ``{"epoch", "consumed", ...}`` plus the settings the order depends on.
         """
         done = self.consumed if consumed is None else _check_int("consumed", consumed, 0)
-        return {"epoch": self.epoch, "consumed": min(done, len(self)), **self._fingerprint()}
+        return {"version": STATE_VERSION, "epoch": self.epoch,
+                "consumed": min(done, len(self)), **self._fingerprint()}
 
     def load_state_dict(self, state: dict[str, Any], *, check_data: bool = True) -> None:
         """Resume: the next iteration yields exactly the samples of the saved epoch not yet used.
@@ -260,8 +262,7 @@ class ChunkedSampler(DistributedSampler[int]):
                 settings (length, batch, workers, ranks, shuffle, seed, mix, chunk), whose
                 order would differ, or over other data (unless ``check_data`` is False).
         """
-        if not isinstance(state, dict) or "epoch" not in state or "consumed" not in state:
-            raise ArgumentError("a ChunkedSampler state must be a dict from state_dict()")
+        state = check_sampler_state(state)  # one schema, one clear error (resume_state.py)
         mine = self._fingerprint()
         saved_data = state.get("data")
         if check_data and saved_data is not None and saved_data != mine["data"]:
