@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import duckdb
 
-from ..common.text import first_line
+from ..common.text import first_line, terminal_safe
 from ..errors import MemoryBudgetError, QueryError, UndertaleDuckError
 from . import cmd_batch, cmd_describe, cmd_inspect, cmd_shell, cmd_sql, cmd_validate
 from .command import (
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _say(message: str) -> None:
     with contextlib.suppress(OSError, ValueError):  # stderr itself may be gone
-        print(f"undertale-duck: {message}", file=sys.stderr, flush=True)
+        print(f"undertale-duck: {terminal_safe(message)}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
