@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import duckdb
 
-from ..common.text import first_line
-from ..errors import QueryError, UndertaleDuckError
+from ..common.text import first_line, terminal_safe
+from ..errors import MemoryBudgetError, QueryError, UndertaleDuckError
 from . import (
     cmd_batch,
     cmd_describe,
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _say(message: str) -> None:
     with contextlib.suppress(OSError, ValueError):  # stderr itself may be gone
-        print(f"undertale-duck: {message}", file=sys.stderr, flush=True)
+        print(f"undertale-duck: {terminal_safe(message)}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,7 +127,7 @@ def _report(exc: Exception) -> int:
     if _interrupted(exc):  # DuckDB reported Ctrl-C as its own error
         _say("interrupted")
         return EXIT_INTERRUPTED
-    if isinstance(exc, QueryError):
+    if isinstance(exc, QueryError | MemoryBudgetError):  # failed or refused (docs/cli.md)
         _say(f"error: {first_line(exc, ERROR_LENGTH)}")
         return EXIT_FAILED
     if isinstance(exc, UndertaleDuckError):

@@ -15,11 +15,17 @@ from .command import (
     Command,
     add_view_options,
     count,
+    count_up_to,
     open_dataset,
     print_rows,
     storage_options,
     view_arguments,
 )
+
+#: Ranges of the run's settings, checked before anything is allocated for them.
+MAX_BATCH = (1 << 31) - 1
+MAX_WORKERS = 4096
+MAX_RANKS = 1 << 20
 
 
 def run_batch(args: argparse.Namespace) -> int:
@@ -58,11 +64,15 @@ def run_batch(args: argparse.Namespace) -> int:
 
 def _batch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", type=count, required=True, help="batch number within the epoch")
-    p.add_argument("--batch", type=count, required=True, help="batch size of the training run")
+    p.add_argument("--batch", type=count_up_to(MAX_BATCH), required=True,
+                   help="batch size of the training run")
     p.add_argument("--epoch", type=count, default=0, help="the epoch (default 0)")
-    p.add_argument("--workers", type=count, default=0, help="DataLoader workers (default 0)")
-    p.add_argument("--ranks", type=count, default=1, help="distributed ranks (default 1)")
-    p.add_argument("--rank", type=count, default=0, help="the rank to look at (default 0)")
+    p.add_argument("--workers", type=count_up_to(MAX_WORKERS), default=0,
+                   help="DataLoader workers (default 0)")
+    p.add_argument("--ranks", type=count_up_to(MAX_RANKS), default=1,
+                   help="distributed ranks (default 1)")
+    p.add_argument("--rank", type=count_up_to(MAX_RANKS), default=0,
+                   help="the rank to look at (default 0)")
     p.add_argument("--shuffle", action="store_true", help="the run shuffled (ChunkedSampler)")
     p.add_argument("--seed", type=count, default=0, help="the run's shuffle seed (default 0)")
     p.add_argument("--mix", type=count, default=1, help="the run's mix (default 1)")

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..common.text import terminal_safe
 from .command import (
     EXIT_OK,
     EXIT_USAGE,
@@ -59,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         print(
-            f"undertale-duck: error: shard {bad[0].path} cannot be read: {bad[0].error}{more}",
+            terminal_safe(
+                f"undertale-duck: error: shard {bad[0].path} cannot be read: {bad[0].error}{more}"
+            ),
             file=sys.stderr,
         )
         return EXIT_USAGE

@@ -9,6 +9,7 @@ import sys
 import pyarrow as pa
 
 from ..common.jsonvalue import jsonable
+from ..common.text import terminal_safe
 from ..errors import ArgumentError
 from . import writers
 from .command import (
@@ -71,10 +72,11 @@ def run_row(args: argparse.Namespace) -> int:
         record = {"index": index, "shard": shard, "shard_row": local, "row": jsonable(values)}
         print(json.dumps(record, ensure_ascii=False, allow_nan=False, indent=2))
         return EXIT_OK
-    print(f"row {index} of {total}: row {local} of shard {shard}")
-    width = max((len(k) for k in values), default=0)
+    print(f"row {index} of {total}: row {local} of shard {terminal_safe(shard)}")
+    names = {key: terminal_safe(key) for key in values}  # values print as repr: escaped
+    width = max((len(n) for n in names.values()), default=0)
     for key, value in values.items():
-        print(f"  {key.ljust(width)}  {value!r}")
+        print(f"  {names[key].ljust(width)}  {value!r}")
     return EXIT_OK
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..common.text import terminal_safe
 from ..validation.render import REPORT_FORMATS
 from ..validation.runner import DEFAULT_EXAMPLES
 from .command import (
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         with target.open() as stream:
             stream.write(text.encode("utf-8"))
-        print(f"undertale-duck: {result.summary()}", file=sys.stderr)
+        print(f"undertale-duck: {terminal_safe(result.summary())}", file=sys.stderr)
     return EXIT_OK if result.passed else EXIT_FAILED
 
 

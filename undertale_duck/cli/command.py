@@ -81,8 +81,12 @@ class Command:
         parser.set_defaults(command_name=self.name)
 
 
+#: The largest whole number an option takes unless it says less (a signed 64-bit integer).
+MAX_COUNT = (1 << 63) - 1
+
+
 def count(text: str) -> int:
-    """An argparse type for a whole number >= 0.
+    """An argparse type for a whole number from 0 to :data:`MAX_COUNT`.
 
     Args:
         text: The argument as typed.
@@ -91,15 +95,34 @@ def count(text: str) -> int:
         The number.
 
     Raises:
-        argparse.ArgumentTypeError: If it is not a whole number >= 0.
+        argparse.ArgumentTypeError: If it is not a whole number in that range.
     """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+    return count_up_to(MAX_COUNT)(text)
+
+
+def count_up_to(maximum: int) -> Callable[[str], int]:
+    """An argparse type for a whole number from 0 to ``maximum``, checked before any use.
+
+    Args:
+        maximum: The largest number accepted.
+
+    Returns:
+        The type function (its errors are one clean line, exit status 2).
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not 0 <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from 0 to {maximum}, got {value}"
+            )
+        return value
+
+    parse.__name__ = "count"  # argparse names the type in its messages
+    return parse
 
 
 def add_sql_files(parser: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..common.text import terminal_safe
 from ..errors import ArgumentError
 from .guard import OutputFile, Protected
 
@@ -177,4 +178,5 @@ def line_editing(enabled: bool, shards: list[str], source: str) -> Iterator[None
 def _warn(message: str | None) -> None:
     if message is not None:
         with contextlib.suppress(OSError, ValueError):
-            print(f"undertale-duck: warning: {message}", file=sys.stderr, flush=True)
+            print(f"undertale-duck: warning: {terminal_safe(message)}", file=sys.stderr,
+                  flush=True)

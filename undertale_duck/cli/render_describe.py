@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ..common.sizes import format_size
-from ..common.text import aligned
+from ..common.text import aligned, terminal_safe
 from ..core.describe import ColumnInfo, Description, ViewDescription
 from .writers import cell
 
@@ -39,7 +39,7 @@ def to_text(description: Description) -> str:
         ]
         for s in d.shards
     ]
-    out.append(aligned(["path", "rows", "row groups", "size", "writer"], rows).rstrip("\n"))
+    out += aligned(["path", "rows", "row groups", "size", "writer"], rows).splitlines()
     kind = "full scan" if d.scanned else "footer statistics; exact values: --scan"
     out += ["", f"columns ({kind})"]
     readable = len(d.shards) - len(d.errors)
@@ -53,7 +53,7 @@ def to_text(description: Description) -> str:
         if c.shards != readable:
             row[1] += f" (in {c.shards} of {readable} shards)"
         crows.append(row)
-    out.append(aligned(["name", "type", "nulls", "min", "max"], crows).rstrip("\n"))
+    out += aligned(["name", "type", "nulls", "min", "max"], crows).splitlines()
     if not d.scanned and any("?" in row[2:] for row in crows):
         out.append("  (? = not in the footers: a nested column, or no statistics written)")
     out.append("")
@@ -76,7 +76,7 @@ def to_text(description: Description) -> str:
     if d.errors:
         out += ["", f"unreadable shards: {len(d.errors)}"]
         out += [f"  {s.path}: {s.error}" for s in d.errors]
-    return "\n".join(out) + "\n"
+    return "\n".join(terminal_safe(line) for line in out) + "\n"
 
 
 def view_to_text(view: ViewDescription) -> str:
@@ -94,16 +94,16 @@ def view_to_text(view: ViewDescription) -> str:
     out += ["", f"view columns ({kind})"]
     if not view.scanned:
         rows = [[c.name, c.type] for c in view.columns]
-        out.append(aligned(["name", "type"], rows).rstrip("\n"))
-        return "\n".join(out) + "\n"
+        out += aligned(["name", "type"], rows).splitlines()
+        return "\n".join(terminal_safe(line) for line in out) + "\n"
     crows = []
     for c in view.columns:
         row = [c.name, c.type, f"{c.null_count:,}", _stat(c.min, c), _stat(c.max, c)]
         if c.min_length is not None:
             row[3], row[4] = f"len {c.min_length}", f"len {c.max_length}"
         crows.append(row)
-    out.append(aligned(["name", "type", "nulls", "min", "max"], crows).rstrip("\n"))
-    return "\n".join(out) + "\n"
+    out += aligned(["name", "type", "nulls", "min", "max"], crows).splitlines()
+    return "\n".join(terminal_safe(line) for line in out) + "\n"
 
 
 def _s(n: int) -> str:

@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..common.text import aligned, first_line
+from ..common.text import aligned, first_line, terminal_safe
 from ..core.query import QuerySession, SqlFiles
 from ..core.query import statements as split_statements
 from ..errors import UndertaleDuckError
@@ -228,7 +228,7 @@ class Shell:
     def _error(self, message: str, line: int) -> None:
         self.failures += 1
         where = "" if self.interactive or line <= 0 else f" (line {line})"
-        self.err.write(f"error{where}: {message}\n")
+        self.err.write(f"error{where}: {terminal_safe(message)}\n")
         self.err.flush()
 
     def _command(self, line: str, number: int) -> bool:

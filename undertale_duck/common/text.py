@@ -1,4 +1,8 @@
-"""Plain-text helpers shared by every layer: one line from an exception, aligned columns."""
+"""Plain-text helpers shared by every layer: one line from an exception, aligned columns.
+
+Also :func:`terminal_safe`, the one escape of control characters in text meant for a
+terminal (paths, names, echoed queries and error lines); machine formats stay raw.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,28 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def terminal_safe(text: str) -> str:
+    r"""``text`` with every non-printable character escaped, for a terminal.
+
+    Control characters (an escape sequence's ``ESC``, ``\r``, ``\n``, ``\b``, ``DEL``, the
+    C1 controls) and Unicode format characters (bidirectional overrides such as U+202E)
+    become Python escapes (``\x1b``, ``\n``, ``\u202e``), so a shard name, column name or
+    query cannot move the cursor, rewrite the screen or hide text. Printable text, letters
+    of any script included, is unchanged (and an escaped text escapes to itself).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text, safe to print on one line.
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
 def aligned(
     headers: Sequence[str],
     rows: Sequence[Sequence[str]],
@@ -30,7 +56,8 @@ def aligned(
 
     Args:
         headers: Column titles.
-        rows: Cell texts, already rendered (e.g. with ``cli.writers.cell``).
+        rows: Cell texts, already rendered (e.g. with ``cli.writers.cell``); control
+            characters are escaped (:func:`terminal_safe`).
         indent: Text put before every line.
         right: Numbers of the columns to right-align (numbers, counts); others are left-aligned.
 
@@ -38,6 +65,8 @@ def aligned(
         The lines (header, a dashed rule, the rows), trailing spaces removed, each ending with a
         newline.
     """
+    headers = [terminal_safe(h) for h in headers]
+    rows = [[terminal_safe(c) for c in r] for r in rows]
     widths = [len(h) for h in headers]
     for r in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]

@@ -15,6 +15,7 @@ from ..core.source import SourceLike
 from ..core.views import check_split
 from .loader import ChunkedLoader, load
 from .mixture import Mixture
+from .resume_state import check_module_state
 
 #: What a split may be: a source (path, URL, glob, list) or a Mixture of sources.
 SplitSource = SourceLike | Mixture
@@ -246,7 +247,7 @@ class DataModule(lightning.LightningDataModule):
         Raises:
             ArgumentError: If the state does not fit this DataModule's training loader.
         """
-        state = state_dict.get("train", {})
+        state = check_module_state(state_dict).get("train", {})
         if not state:
             return
         if self._train_loader is not None:

@@ -22,6 +22,7 @@ from .order import (
     shuffled_sequence,
     units_of,
 )
+from .resume_state import STATE_VERSION, check_sampler_state
 
 _log = logging.getLogger(__name__)
 
@@ -386,6 +387,7 @@ class ChunkedSampler(DistributedSampler[int]):
     def _state(self, epoch: int, done: int) -> dict[str, Any]:
         before = self._before if epoch == self.epoch else []
         return {
+            "version": STATE_VERSION,
             "epoch": epoch,
             "consumed": min(done, self._rows_now() if before else self.num_samples),
             **self._settings(),
@@ -420,8 +422,7 @@ class ChunkedSampler(DistributedSampler[int]):
                 sequence differs (length, shuffle, seed, mix, chunk), or over other data
                 (unless ``check_data`` is False).
         """
-        if not isinstance(state, dict) or "epoch" not in state or "consumed" not in state:
-            raise ArgumentError("a ChunkedSampler state must be a dict from state_dict()")
+        state = check_sampler_state(state)  # one schema, one clear error (resume_state.py)
         mine = self._settings()
         saved_data = state.get("data")
         if check_data and saved_data is not None and saved_data != mine["data"]:

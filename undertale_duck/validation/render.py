@@ -6,7 +6,7 @@ import html
 import json
 from collections.abc import Callable
 
-from ..common.text import aligned
+from ..common.text import aligned, terminal_safe
 from ..errors import ArgumentError
 from .model import CheckResult, Example, ValidationReport
 
@@ -92,7 +92,7 @@ def to_text(report: ValidationReport) -> str:
     ]
     rows = [[_status(c), c.check, c.column or "-", _count(c), c.description] for c in report.checks]
     headers = ["status", "check", "column", "violations", "requirement"]
-    out.append(aligned(headers, rows, indent="", right={3}).removesuffix("\n"))
+    out += aligned(headers, rows, indent="", right={3}).splitlines()
     for check in report.failed:
         out += ["", f"{check.check} {check.column or ''}".rstrip() + f": {check.description}"]
         if check.error:
@@ -107,8 +107,9 @@ def to_text(report: ValidationReport) -> str:
             for s in bad
         ]
         headers = ["shard", "rows", "violations", "error"]
-        out.append(aligned(headers, shard_rows, indent="", right={1, 2}).removesuffix("\n"))
-    return "\n".join(out) + "\n"
+        out += aligned(headers, shard_rows, indent="", right={1, 2}).splitlines()
+    # paths, names and values come from the data: no control character reaches a terminal
+    return "\n".join(terminal_safe(line) for line in out) + "\n"
 
 
 # ------------------------------------------------------------------------------------ json

@@ -128,7 +128,9 @@ class VectorBound:
             exact = {}
             for c, size in sizes.items():
                 unknown = size >= UNKNOWN
-                weigh = unknown or (size > REFINE_FROM and rows == VECTOR_ROWS)
+                # the exact weight of the largest aligned 2048-row block also bounds a
+                # shorter vector (a LIMIT's: a slice of one scan vector)
+                weigh = unknown or size > REFINE_FROM
                 refined = self._refine(shard, c, limit) if weigh else None
                 exact[c] = refined is not None
                 if refined is not None:

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ....common.text import first_line
-from ....errors import ArgumentError, ShardChangedError, SourceError, StorageError
+from ....errors import (
+    ArgumentError,
+    ShardChangedError,
+    SourceError,
+    StorageError,
+    UndertaleDuckError,
+)
 from ..shard import Shard
 from .fsclient import duckdb_filesystem, make_filesystem
 from .shard_cache import ShardCache
@@ -100,13 +106,17 @@ def identity(info: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: What a client raises for options it does not accept (unknown names, wrong types).
+_REFUSALS = (ValueError, TypeError, NotImplementedError, KeyError, AttributeError)
+
+
 def _transient(exc: BaseException) -> bool:
     """Whether a failure may pass if tried again (network, timeouts, 5xx, throttling)."""
     if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
         return False
     if isinstance(exc, NotADirectoryError | ArgumentError | SourceError):
         return False
-    if isinstance(exc, ValueError | TypeError | NotImplementedError | KeyError):
+    if isinstance(exc, _REFUSALS):  # the client refused its options: no retry helps
         return False
     return isinstance(exc, Exception)
 
@@ -235,6 +245,13 @@ class Store:
                     url,
                 ) from None
             except Exception as exc:
+                if isinstance(exc, _REFUSALS) and not isinstance(exc, UndertaleDuckError):
+                    raise ArgumentError(
+                        f"cannot {what} {url}: the store's client refused "
+                        f"({type(exc).__name__}: {first_line(exc)}); check the names and "
+                        "types of storage_options (unknown or malformed options are "
+                        "refused, not retried)"
+                    ) from None
                 if not _transient(exc):
                     raise
                 if attempt == self.retries:

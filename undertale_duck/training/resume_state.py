@@ -1,0 +1,115 @@
+"""The one schema of a saved training position (a ChunkedSampler's and a DataModule's state).
+
+A state is checked before anything in it is used: a state from a checkpoint may come from
+another version, another run or a careless edit, and a malformed one must be refused with
+one clear error, never resumed over other data nor failing with a foreign exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ArgumentError
+
+#: The format written by :meth:`ChunkedSampler.state_dict` (the ``version`` key).
+STATE_VERSION = 1
+
+
+class SamplerState(BaseModel):
+    """A ChunkedSampler's saved position and the settings its order depends on.
+
+    Every key of the current version is required, in strict types (no numpy values, no
+    tensors, no strings of numbers). Keys this version does not know are kept and ignored
+    (a later version's state still resumes where it can). A state without ``version`` was
+    saved before versions existed; it is accepted by one explicit rule: it must hold every
+    key those versions wrote (``drop_last``, ``before`` and ``tail``, which they lacked, take
+    the values their sampler used), so a state stripped to its position (``{"epoch",
+    "consumed"}``) is refused rather than resumed over other data.
+    """
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+    version: int = Field(ge=1)
+    epoch: int = Field(ge=0)
+    consumed: int = Field(ge=0)
+    length: int = Field(ge=0)
+    batch: int = Field(ge=1)
+    workers: int = Field(ge=1)
+    ranks: int = Field(ge=1)
+    shuffle: bool
+    seed: int
+    mix: int = Field(ge=1)
+    chunk: int = Field(ge=1)
+    data: str | None
+    drop_last: bool
+    #: Positions consumed under earlier topologies of this epoch (elastic resume).
+    before: list[dict[str, Any]]
+    #: Rows of the epoch this topology leaves out (its tail).
+    tail: int = Field(ge=0)
+
+
+#: What a state saved before versions existed lacks, and what its sampler then did: it
+#: dropped the tail, and knew no earlier topology.
+_BEFORE_VERSIONS = {"drop_last": True, "before": [], "tail": 0}
+
+
+def check_sampler_state(state: object, what: str = "a ChunkedSampler state") -> dict[str, Any]:
+    """Validate a saved sampler state (:class:`SamplerState`); return it as a plain dict.
+
+    Args:
+        state: The state as loaded from a checkpoint.
+        what: How the error names it.
+
+    Returns:
+        The state, with ``version`` filled in for a state saved before versions existed.
+
+    Raises:
+        ArgumentError: If it is not a dict or does not match the schema, naming the keys.
+    """
+    if not isinstance(state, dict):
+        raise ArgumentError(
+            f"{what} must be a dict from state_dict(), got {type(state).__name__}"
+        )
+    if "version" not in state:  # saved before versions existed: its keys, then version 1's
+        state = {**_BEFORE_VERSIONS, **state, "version": 1}
+    try:
+        checked = SamplerState.model_validate(state)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'state'}: {e['msg']}"
+            for e in exc.errors()[:6]
+        )
+        raise ArgumentError(
+            f"cannot resume: {what} does not match the saved-state schema (version "
+            f"{STATE_VERSION}): {problems}; pass a state saved by state_dict()"
+        ) from None
+    if checked.version > STATE_VERSION:
+        raise ArgumentError(
+            f"cannot resume: {what} has version {checked.version}, newer than this "
+            f"undertale_duck reads ({STATE_VERSION}); upgrade undertale_duck"
+        )
+    return checked.model_dump()
+
+
+def check_module_state(state: object) -> dict[str, Any]:
+    """Validate a DataModule's saved state (``{}`` or ``{"train": <sampler state>}``).
+
+    Returns:
+        The state with its sampler state checked.
+
+    Raises:
+        ArgumentError: If it is not a dict or its ``train`` entry is not a sampler state.
+    """
+    if not isinstance(state, dict):
+        raise ArgumentError(
+            f"a DataModule state must be a dict from state_dict(), got {type(state).__name__}"
+        )
+    train = state.get("train")
+    if train is None or (isinstance(train, dict) and not train):
+        return {}
+    return {**state, "train": check_sampler_state(train, "the DataModule's 'train' state")}
+
+
+__all__ = ["STATE_VERSION", "SamplerState", "check_module_state", "check_sampler_state"]
