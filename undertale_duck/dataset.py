@@ -8,6 +8,7 @@ from .core.dataset import ShardDataset
 from .core.runtime import threads_of
 from .errors import SchemaError
 from .validation import runner
+from .validation.executors import Executor
 from .validation.model import ValidationReport
 from .validation.relation import view_rows
 
@@ -21,7 +22,9 @@ class ParquetDataset(ShardDataset):
     core free of any dependency on validation.
     """
 
-    def report(self, schema: type[BaseModel]) -> ValidationReport:
+    def report(
+        self, schema: type[BaseModel], *, executor: Executor | None = None
+    ) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
 
         For a view (``query=``/``where=``) the schema describes the view's rows, computed
@@ -29,6 +32,10 @@ class ParquetDataset(ShardDataset):
 
         Args:
             schema: A pydantic model class, e.g. ``undertale_duck.schema.TokenizedDataset``.
+            executor: Where the checks run: in this process (default),
+                ``TorchDistributedExecutor()`` over the ranks of a ``torch.distributed``
+                job, or ``RayExecutor(address)`` on a Ray cluster (docs/validation.md). The
+                report is the same.
 
         Returns:
             A ``ValidationReport``: one ``CheckResult`` per check, with counts and examples.
@@ -44,6 +51,9 @@ class ParquetDataset(ShardDataset):
             relation=None if self.view is None else view_rows(self.view, self.source.columns),
             memory_bytes=self.memory_bytes,
             threads=threads_of(self.duckdb_config.get("threads")),
+            executor=executor,
+            config=self.duckdb_config,
+            storage_options=self._remote.get("storage_options"),
         )
 
     def validate(self, schema: type[BaseModel]) -> None:
