@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -158,64 +161,95 @@ def test_a_local_ray_gives_the_in_process_report(drifted: Path) -> None:
     assert planted.dump(report) == _in_process(drifted)
 
 
+JOIN_SCRIPT = """
+import json
+import sys
+
+sys.path.insert(0, sys.argv[4])
+import planted
+from undertale_duck import ParquetDataset
+from undertale_duck.validation import runner
+from undertale_duck.validation.ray_executor import RayExecutor
+
+address, drifted, plain = sys.argv[1:4]
+report = runner.report_for(drifted, planted.Planted, executor=RayExecutor(address))
+ds = ParquetDataset(plain)
+there = ds.report(planted.Planted, executor=RayExecutor(address))
+ds.close()
+print(json.dumps({"drifted": planted.dump(report), "plain": planted.dump(there)}))
+"""
+
+
 @pytest.mark.heavy
 def test_a_ray_cluster_joined_by_address_validates_like_one_process(
     drifted: Path, plain: Path, tmp_path: Path
 ) -> None:
     pytest.importorskip("ray")
-    from undertale_duck.validation.ray_executor import RayExecutor
-
     ray_bin = Path(sys.executable).with_name("ray")
     port = _free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # `ray start` turns token authentication on; a client joining by address uses it only
+    # when its environment says so (Ray's rule): the clients run in processes of their own
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    short = tempfile.mkdtemp(prefix="udray-")  # Ray's socket paths must stay short
+    log = (tmp_path / "head.log").open("wb")
     # --block keeps `ray start` alive as the parent of the cluster's processes, in a session
-    # of their own: stopping it (and only it) by its id stops this cluster, no other
+    # of their own: stopping that process group (and only it) stops this cluster
     head = subprocess.Popen(
         [str(ray_bin), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
          f"--object-store-memory={200 << 20}", "--include-dashboard=false",
-         f"--temp-dir={tmp_path / 'ray'}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+         f"--temp-dir={short}"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
     )
     try:
-        _wait_for_port(port)
+        _wait_for_port(port, tmp_path / "head.log")
         address = f"127.0.0.1:{port}"
-        report = runner.report_for(drifted, planted.Planted, executor=RayExecutor(address))
-        assert planted.dump(report) == _in_process(drifted)
-        ds = ParquetDataset(plain)
-        here = ds.report(planted.Planted)
-        there = ds.report(planted.Planted, executor=RayExecutor(address))
-        ds.close()
-        assert planted.dump(there) == planted.dump(here)
-        cli = Path(sys.executable).with_name("undertale-duck")
-        schema_file = Path(planted.__file__).resolve()
-        done = subprocess.run(
-            [str(cli), "validate", str(drifted), "--schema", f"{schema_file}:Planted",
-             "--format", "json", "--ray", address],
+        tests = str(Path(planted.__file__).resolve().parent)
+        joined = subprocess.run(
+            [sys.executable, "-c", JOIN_SCRIPT, address, str(drifted), str(plain), tests],
             capture_output=True, text=True, env=env,
         )
+        assert joined.returncode == 0, joined.stderr[-3000:]
+        found = json.loads(joined.stdout.strip().splitlines()[-1])
+        assert found["drifted"] == json.loads(json.dumps(_in_process(drifted)))
+        ds = ParquetDataset(plain)
+        here = planted.dump(ds.report(planted.Planted))
+        ds.close()
+        assert found["plain"] == json.loads(json.dumps(here))
+        cli = Path(sys.executable).with_name("undertale-duck")
+        command = [str(cli), "validate", str(drifted), "--schema",
+                   f"{Path(planted.__file__).resolve()}:Planted", "--format", "json"]
+        done = subprocess.run([*command, "--ray", address], capture_output=True, text=True,
+                              env=env)
         assert done.returncode == 1, done.stderr[-3000:]
-        got = json.loads(done.stdout)
+        local = subprocess.run(command, capture_output=True, text=True)
+        got, want = json.loads(done.stdout), json.loads(local.stdout)
         got.pop("seconds")
-        local = subprocess.run(
-            [str(cli), "validate", str(drifted), "--schema", f"{schema_file}:Planted",
-             "--format", "json"], capture_output=True, text=True, env=env,
-        )
-        want = json.loads(local.stdout)
         want.pop("seconds")
         assert got == want
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
+        _stop(head)
+        log.close()
+        shutil.rmtree(short, ignore_errors=True)
 
 
-def _wait_for_port(port: int) -> None:
-    for _ in range(600):
+def _wait_for_port(port: int, log: Path) -> None:
+    for _ in range(1800):  # a loaded machine may take minutes to start Ray
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.1)
-    raise AssertionError(f"the Ray head did not listen on port {port}")
+    raise AssertionError(f"the Ray head did not listen on port {port}: {log.read_text()[-3000:]}")
+
+
+def _stop(head: subprocess.Popen[bytes]) -> None:
+    """Stop the cluster this test started: its own process group, by id."""
+    try:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(head.pid, signal.SIGKILL)  # what SIGTERM left (raylet, gcs_server)
+    head.wait()

@@ -66,8 +66,8 @@ class RayExecutor(TaskExecutor):
         init_options: More keyword arguments for ``ray.init``.
 
     Raises:
-        ArgumentError: If Ray is not installed (``pip install 'undertale_duck[ray]'``), or an
-            argument is not usable.
+        ArgumentError: If Ray is not installed (``pip install 'undertale_duck[ray]'``), an
+            argument is not usable, or (when the checks run) the cluster cannot be joined.
     """
 
     def __init__(
@@ -96,7 +96,15 @@ class RayExecutor(TaskExecutor):
             options = dict(self.init_options)
             if self.address is None:
                 options = {**LOCAL_DEFAULTS, **options}
-            ray.init(address=self.address, **options)
+            try:
+                ray.init(address=self.address, **options)
+            except ConnectionError as exc:
+                raise ArgumentError(
+                    f"cannot join the Ray cluster at address {self.address!r}: {exc}. Check the "
+                    "address (the head's 'host:port', or 'auto' on one of its nodes); a cluster "
+                    "started by 'ray start' uses token authentication, which Ray enables for an "
+                    "explicit address only with RAY_AUTH_MODE=token in the environment"
+                ) from None
         try:
             return self._run(ray, plan, progress)
         finally:
