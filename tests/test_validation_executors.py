@@ -97,6 +97,32 @@ def test_any_split_gives_the_same_report(
     assert planted.dump(split) == planted.dump(here)
 
 
+class _Forking(SerialExecutor):
+    """Forks while the tasks run, as starting Ray does (the dataset's connection then closes)."""
+
+    def execute(self, plan: Any, progress: Any) -> Any:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        return super().execute(plan, progress)
+
+
+def test_a_fork_while_tasks_run_changes_nothing(plain: Path) -> None:
+    ds = ParquetDataset(plain)
+    here = ds.report(planted.Planted)
+    forked = ds.report(planted.Planted, executor=_Forking())
+    ds.close()
+    assert planted.dump(forked) == planted.dump(here)
+
+
+def test_progress_advances_as_tasks_finish(plain: Path) -> None:
+    labels: list[str] = []
+    runner.report_for(plain, planted.Planted, progress=labels.append,
+                      executor=SerialExecutor(shards_per_task=2))
+    assert labels.count("shard task") == 3  # 5 shards, 2 per task
+
+
 def test_a_task_executor_refuses_a_view(plain: Path) -> None:
     ds = ParquetDataset(plain, where="label > 1")
     with pytest.raises(ArgumentError, match="view"):

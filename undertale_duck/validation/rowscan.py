@@ -203,26 +203,35 @@ def _bound_vectors(state: RunState, group: ShardGroup, columns: set[str]) -> Non
 
 def _columns_without_null_leaves(state: RunState, files: Sequence[str]) -> set[str]:
     """Top-level columns whose leaves record zero nulls in every chunk's statistics."""
-    state.step("statistics")
-    try:
-        rows = state.query(sqlfiles.sql_text("checks/leaf_nulls"), {"files": list(files)})
-    except duckdb.Error:
-        return set()
-    clean: dict[str, bool] = {}
-    for path, chunks, without_nulls in rows:
-        column = str(path).split(", ")[0]
-        clean[column] = clean.get(column, True) and chunks == without_nulls
-    return {column for column, ok in clean.items() if ok}
+
+    def read() -> set[str]:
+        state.step("statistics")
+        try:
+            rows = state.query(sqlfiles.sql_text("checks/leaf_nulls"), {"files": list(files)})
+        except duckdb.Error:
+            return set()
+        clean: dict[str, bool] = {}
+        for path, chunks, without_nulls in rows:
+            column = str(path).split(", ")[0]
+            clean[column] = clean.get(column, True) and chunks == without_nulls
+        return {column for column, ok in clean.items() if ok}
+
+    return set(state.once(("leaf_nulls", *files), read))
 
 
 def _pattern_ok(state: RunState, check: RowCheck, tally: Tally) -> bool:
     """Whether DuckDB accepts a pattern; when not, the check gets an error saying why."""
-    try:
-        state.query(sqlfiles.sql_text("checks/pattern_valid"), {"pattern": check.bound})
-    except duckdb.Error as exc:
-        tally.error = f"pattern {check.bound!r} is not a valid regular expression: " + (
-            first_line(exc)
-        )
+
+    def compile_pattern() -> str | None:
+        try:
+            state.query(sqlfiles.sql_text("checks/pattern_valid"), {"pattern": check.bound})
+        except duckdb.Error as exc:
+            return first_line(exc)
+        return None
+
+    failure = state.once(("pattern", str(check.bound)), compile_pattern)
+    if failure is not None:
+        tally.error = f"pattern {check.bound!r} is not a valid regular expression: {failure}"
         return False
     return True
 

@@ -6,8 +6,8 @@ import bisect
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 import duckdb
 import pyarrow as pa
@@ -33,6 +33,8 @@ MAX_VALUE_CHARS = 120
 
 #: A check's identity: (kind, column or "", description).
 CheckKey = tuple[str, str, str]
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -182,6 +184,26 @@ class RunState:
         self.targets = targets(model)
         self.tallies: dict[CheckKey, Tally] = {}
         self.order: list[CheckKey] = []
+        self._once: dict[tuple[str, ...], Any] = {}
+
+    def once(self, key: tuple[str, ...], compute: Callable[[], T]) -> T:
+        """What planning learns from footers, computed once per run.
+
+        A plan made for tasks is planned again when their results merge
+        (:func:`..taskplan.merge`); by then the cursor may be closed (this package closes
+        its connections before a ``fork()``, which starting Ray does), and the answers must
+        be the same anyway.
+
+        Args:
+            key: What is computed (a kind, then its inputs).
+            compute: Computes it.
+
+        Returns:
+            The answer.
+        """
+        if key not in self._once:
+            self._once[key] = compute()
+        return cast(T, self._once[key])
 
     def step(self, label: str) -> None:
         """Report progress before a query."""
