@@ -26,6 +26,7 @@ from .core.source import windows as win
 from .core.views import SideTable, Split, check_split
 from .errors import ArgumentError, SchemaError
 from .validation import runner, verdicts
+from .validation.executors import Executor
 from .validation.model import ValidationReport
 from .validation.relation import view_rows
 
@@ -147,7 +148,9 @@ class ParquetDataset(ShardDataset):
     # the class: show __init__'s parameters instead
     __signature__: ClassVar[inspect.Signature] = _without_self(inspect.signature(__init__))
 
-    def report(self, schema: type[BaseModel]) -> ValidationReport:
+    def report(
+        self, schema: type[BaseModel], *, executor: Executor | None = None
+    ) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
 
         For a view (``query=``/``where=``) the schema describes the view's rows, computed
@@ -158,6 +161,10 @@ class ParquetDataset(ShardDataset):
 
         Args:
             schema: A pydantic model class, e.g. ``undertale_duck.schema.TokenizedDataset``.
+            executor: Where the checks run: in this process (default),
+                ``TorchDistributedExecutor()`` over the ranks of a ``torch.distributed``
+                job, or ``RayExecutor(address)`` on a Ray cluster (docs/validation.md). The
+                report is the same.
 
         Returns:
             A ``ValidationReport``: one ``CheckResult`` per check, with counts and examples.
@@ -175,6 +182,9 @@ class ParquetDataset(ShardDataset):
                 relation=None if self.view is None else view_rows(self.view, self.source.columns),
                 memory_bytes=self.memory_bytes,
                 threads=threads_of(self.duckdb_config.get("threads")),
+                executor=executor,
+                config=self.duckdb_config,
+                storage_options=self._remote.get("storage_options"),
             )
 
     def validate(self, schema: type[BaseModel]) -> None:
@@ -329,9 +339,11 @@ class PackedDataset(ParquetDataset):
         """The documents' reader settings."""
         return self.documents.reader_settings()
 
-    def report(self, schema: type[BaseModel]) -> ValidationReport:
+    def report(
+        self, schema: type[BaseModel], *, executor: Executor | None = None
+    ) -> ValidationReport:
         """Check the documents against a schema (see :meth:`ParquetDataset.report`)."""
-        return self.documents.report(schema)
+        return self.documents.report(schema, executor=executor)
 
     def refresh(self) -> None:
         """Reopen the documents as they are on disk now, and index the blocks again if needed."""

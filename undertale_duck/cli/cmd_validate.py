@@ -51,11 +51,16 @@ def run(args: argparse.Namespace) -> int:
         protected = Protected.of(args.source, shards, files=input_files(args))
         target = OutputFile(output, protected=protected, force=args.force)
     view = view_arguments(args)
+    executor = None
+    if args.ray is not None:
+        from ..validation.ray_executor import RayExecutor
+
+        executor = RayExecutor(args.ray or None)  # --ray alone: a local Ray for this run
     if view["query"] is not None or view["where"] is not None:
         # a view: its rows are checked (computed and joined columns included)
         with open_dataset(args.source, None, storage_options(args), view,
                           memory=args.memory) as ds:
-            result = ds.report(model)
+            result = ds.report(model, executor=executor)
     else:
         with progress_bar("validating", unit=" queries") as progress:
             result = runner.report_for(
@@ -65,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress,
                 storage_options=storage_options(args),
                 memory=args.memory,
+                executor=executor,
             )
     text = render.render(result, fmt)
     if target is None:
@@ -113,6 +119,15 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"offending rows shown per failed check (default {DEFAULT_EXAMPLES})",
     )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the checks as tasks on a Ray cluster: ADDRESS is 'auto' or 'host:port' "
+        "(alone: a local Ray for this run); needs pip install 'undertale_duck[ray]'",
+    )
 
 
 COMMAND = Command(
@@ -122,13 +137,15 @@ COMMAND = Command(
     "  undertale-duck validate 'data/*.parquet' --schema myproject.schemas:Functions\n"
     "  undertale-duck validate data/train --schema schemas.py:Functions --format json\n"
     "  undertale-duck validate data/train --schema TokenizedDataset --output report.html\n"
+    "  undertale-duck validate s3://bucket/train --schema TokenizedDataset --ray 10.0.0.5:6379\n"
     "\n"
     "SCHEMA is a built-in schema name (TokenizedDataset, FunctionDataset, ...; see\n"
     "undertale_duck.schema), 'module:Class' for an importable module, or\n"
     "'path/to/file.py:Class'. Unreadable shards are reported as failed 'readable' checks.\n"
     "With --output the format follows the suffix (.json, .md, .html) unless --format is\n"
     "given; the file is never written inside the dataset, and an existing one is replaced\n"
-    "only with --force. Exit status: 0 every check passed, 1 a check failed, 2 bad usage or\n"
+    "only with --force. With --ray the same report is made by tasks on a Ray cluster.\n"
+    "Exit status: 0 every check passed, 1 a check failed, 2 bad usage or\n"
     "input, 130 interrupted.",
     arguments=_arguments,
     run=run,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -14,11 +15,47 @@ from ..core.runtime import sqlfiles
 from ..errors import SourceError
 from .layout import compatible_type
 from .plan import NULL_TEMPLATES, RowCheck, bound_value, condition, row_checks, value_sql
-from .state import RunState, ShardGroup, Tally
-from .targets import Target
+from .state import CheckKey, RunState, ShardGroup, Tally
 
 #: Checks that a failing row scan does not touch (they are decided from footers or elsewhere).
 _NOT_ROW_CHECKS = frozenset({"readable", "shard_schema", "present", "type", "unique"})
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedCheck:
+    """One row check of a group as SQL: its tally's key, violation condition and value.
+
+    Attributes:
+        key: The check's tally key.
+        condition: SQL true for an offending row.
+        value: SQL of the checked value (for examples).
+        bound: The check's bound as ``{placeholder: value}`` (empty when it has none).
+    """
+
+    key: CheckKey
+    condition: str
+    value: str
+    bound: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupScan:
+    """The row checks of one group of shards: one aggregate query and what it counts.
+
+    A pure description: any process holding some of the group's shards can run it on them
+    (:func:`scan_group`), and the counts and examples of the parts add up to the whole.
+
+    Attributes:
+        sql: The aggregate query over ``$files`` (``sql/checks/aggregate.sql``).
+        params: Its bound values (every parameter but ``$files``).
+        checks: The checks it counts, in its count columns' order.
+        valued: Top-level columns whose values (not only nulls) the checks read.
+    """
+
+    sql: str
+    params: dict[str, Any]
+    checks: tuple[PlannedCheck, ...]
+    valued: frozenset[str]
 
 
 def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
@@ -33,10 +70,30 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
         state: The run.
         group: Shards sharing one DuckDB schema.
     """
+    scan = plan_group(state, group)
+    if scan is not None:
+        scan_group(state, group, scan, lambda key: state.limit - len(state.tallies[key].examples))
+
+
+def plan_group(state: RunState, group: ShardGroup) -> GroupScan | None:
+    """Plan one group's row checks; record on the tallies what the plan alone decides.
+
+    Checks that do not apply to the group's column type get their error, invalid patterns
+    theirs, and null checks the footers' statistics prove get the statistics query; nothing
+    reads a row.
+
+    Args:
+        state: The run.
+        group: Shards sharing one DuckDB schema.
+
+    Returns:
+        The scan, or None when no check needs one.
+    """
     files = state.files(group.indices)
     counts: list[str] = []
-    params: dict[str, Any] = {"files": files}
-    planned: list[tuple[RowCheck, str, dict[str, Any]]] = []
+    params: dict[str, Any] = {}
+    planned: list[PlannedCheck] = []
+    valued: set[str] = set()
     no_null_leaves: set[str] | None = None
     for target in state.targets:
         dtype = compatible_type(state, target, group)
@@ -67,17 +124,36 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
             tally.condition = tally.condition or cond
             counts.append(f'count_if({cond}) AS "c{len(planned)}"')
             params.update(bound)
-            planned.append((check, cond, bound))
+            planned.append(PlannedCheck(check.key, cond, value_sql(target.path), bound))
+            if check.template not in NULL_TEMPLATES:
+                valued.add(target.path[0])
     if not planned:
-        return
-    valued = {c.target.path[0] for c, _, _ in planned if c.template not in NULL_TEMPLATES}
-    _bound_vectors(state, group, valued)
-    if not group.indices:
-        return
-    params["files"] = state.files(group.indices)
+        return None
     sql = sqlfiles.render(
         "checks/aggregate", counts=",\n    ".join(counts), rows=state.relation.rows
     )
+    return GroupScan(sql, params, tuple(planned), frozenset(valued))
+
+
+def scan_group(
+    state: RunState, group: ShardGroup, scan: GroupScan, wanted: Callable[[CheckKey], int]
+) -> None:
+    """Run a group's scan over ``group.indices``: counts, examples, unreadable shards.
+
+    Shards whose checked values would pass the memory budget are left out (unreadable); a
+    failing scan is rerun shard by shard. ``group.indices`` keeps the shards scanned.
+
+    Args:
+        state: The run (the tallies the counts and examples go to).
+        group: The shards to scan (all of a group, or some of them in a task).
+        scan: The group's :func:`plan_group`.
+        wanted: How many more examples a check's tally wants.
+    """
+    _bound_vectors(state, group, set(scan.valued))
+    if not group.indices:
+        return
+    params = {**scan.params, "files": state.files(group.indices)}
+    sql = scan.sql
     state.step("row checks")
     try:
         rows = state.query(sql, params)
@@ -86,13 +162,13 @@ def row_checks_for_group(state: RunState, group: ShardGroup) -> None:
         group.indices = [i for i in group.indices if i not in state.errors]
     for row in rows:
         shard = row[0]
-        for k, (check, _, _) in enumerate(planned):
+        for k, check in enumerate(scan.checks):
             state.tallies[check.key].add(shard, int(row[2 + k] or 0))
-    for check, cond, bound in planned:
+    for check in scan.checks:
         tally = state.tallies[check.key]
         tally.sql.append(sql)
         if tally.violations and len(tally.examples) < state.limit:
-            _examples(state, tally, group, check.target, cond, bound)
+            _examples(state, tally, group, check, wanted(check.key))
 
 
 def _bound_vectors(state: RunState, group: ShardGroup, columns: set[str]) -> None:
@@ -127,26 +203,35 @@ def _bound_vectors(state: RunState, group: ShardGroup, columns: set[str]) -> Non
 
 def _columns_without_null_leaves(state: RunState, files: Sequence[str]) -> set[str]:
     """Top-level columns whose leaves record zero nulls in every chunk's statistics."""
-    state.step("statistics")
-    try:
-        rows = state.query(sqlfiles.sql_text("checks/leaf_nulls"), {"files": list(files)})
-    except duckdb.Error:
-        return set()
-    clean: dict[str, bool] = {}
-    for path, chunks, without_nulls in rows:
-        column = str(path).split(", ")[0]
-        clean[column] = clean.get(column, True) and chunks == without_nulls
-    return {column for column, ok in clean.items() if ok}
+
+    def read() -> set[str]:
+        state.step("statistics")
+        try:
+            rows = state.query(sqlfiles.sql_text("checks/leaf_nulls"), {"files": list(files)})
+        except duckdb.Error:
+            return set()
+        clean: dict[str, bool] = {}
+        for path, chunks, without_nulls in rows:
+            column = str(path).split(", ")[0]
+            clean[column] = clean.get(column, True) and chunks == without_nulls
+        return {column for column, ok in clean.items() if ok}
+
+    return set(state.once(("leaf_nulls", *files), read))
 
 
 def _pattern_ok(state: RunState, check: RowCheck, tally: Tally) -> bool:
     """Whether DuckDB accepts a pattern; when not, the check gets an error saying why."""
-    try:
-        state.query(sqlfiles.sql_text("checks/pattern_valid"), {"pattern": check.bound})
-    except duckdb.Error as exc:
-        tally.error = f"pattern {check.bound!r} is not a valid regular expression: " + (
-            first_line(exc)
-        )
+
+    def compile_pattern() -> str | None:
+        try:
+            state.query(sqlfiles.sql_text("checks/pattern_valid"), {"pattern": check.bound})
+        except duckdb.Error as exc:
+            return first_line(exc)
+        return None
+
+    failure = state.once(("pattern", str(check.bound)), compile_pattern)
+    if failure is not None:
+        tally.error = f"pattern {check.bound!r} is not a valid regular expression: {failure}"
         return False
     return True
 
@@ -174,18 +259,15 @@ def _per_shard(
 
 
 def _examples(
-    state: RunState,
-    tally: Tally,
-    group: ShardGroup,
-    target: Target,
-    cond: str,
-    bound: Mapping[str, Any],
+    state: RunState, tally: Tally, group: ShardGroup, check: PlannedCheck, limit: int
 ) -> None:
-    """Add the first offending rows of one check in a group, in dataset order."""
+    """Add the first ``limit`` offending rows of one check in a group, in dataset order."""
+    if limit <= 0:
+        return
     sql = sqlfiles.render(
         "checks/examples",
-        value=value_sql(target.path),
-        violation=cond,
+        value=check.value,
+        violation=check.condition,
         rows=state.relation.rows,
         order="" if state.relation.ordered else 'ORDER BY "index"\n',
     )
@@ -196,8 +278,8 @@ def _examples(
             {
                 "files": state.files(group.indices),
                 "offsets": [state.offsets[i] for i in group.indices],
-                "limit": state.limit - len(tally.examples),
-                **bound,
+                "limit": limit,
+                **check.bound,
             },
         )
     except duckdb.Error:

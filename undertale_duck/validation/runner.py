@@ -17,13 +17,12 @@ from ..core.runtime import connect, threads_of
 from ..core.source import Shard, SourceFiles, SourceLike
 from ..errors import SourceError
 from . import schemas
+from .executors import Executor, InProcessExecutor
 from .layout import layout_checks, shard_groups
 from .model import Example, ShardSummary, ValidationReport
 from .relation import Relation
-from .rowscan import row_checks_for_group
 from .state import PRESENT, PRESENT_OPTIONAL, READABLE, SAME_LAYOUT, RunState
 from .targets import describe_type
-from .unique import unique_checks
 
 #: How many offending rows each failed check keeps as examples by default.
 DEFAULT_EXAMPLES = 5
@@ -45,8 +44,13 @@ def schema_name(model: type[BaseModel]) -> str:
     return f"{model.__module__}.{model.__qualname__}"
 
 
-def _validate(state: RunState) -> ValidationReport:
-    """Run every check in report order (dataset-wide first, then by column); build the report."""
+def _validate(state: RunState, executor: Executor | None = None) -> ValidationReport:
+    """Run every check in report order (dataset-wide first, then by column); build the report.
+
+    The layout checks run here (footers only); the row and uniqueness checks run where
+    ``executor`` says (default: in this process).
+    """
+    executor = executor or InProcessExecutor()
     start = time.perf_counter()
     readable = state.tally("readable", None, READABLE)
     state.tally("shard_schema", None, SAME_LAYOUT)
@@ -63,9 +67,7 @@ def _validate(state: RunState) -> ValidationReport:
                 state.errors[i] = str(exc)
     groups = shard_groups(state)
     layout_checks(state, groups)
-    for group in groups:
-        row_checks_for_group(state, group)
-    unique_checks(state, groups)
+    executor.checks(state, groups)
     for i, message in sorted(state.errors.items()):
         readable.add(state.paths[i], 1)
         readable.examples.append(Example(shard=state.paths[i], value=message))
@@ -82,7 +84,7 @@ def _validate(state: RunState) -> ValidationReport:
                 error=state.errors.get(i),
             )
         )
-    return ValidationReport(
+    report = ValidationReport(
         passed=all(r.passed for r in results),
         source="",
         schema_name=schema_name(state.model),
@@ -93,6 +95,8 @@ def _validate(state: RunState) -> ValidationReport:
         shard_summaries=summaries,
         seconds=round(time.perf_counter() - start, 4),
     )
+    executor.settle(report)
+    return report
 
 
 def run(
@@ -106,6 +110,9 @@ def run(
     relation: Relation | None = None,
     memory_bytes: int = 0,
     threads: int = 1,
+    executor: Executor | None = None,
+    config: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ValidationReport:
     """Check every shard of an opened dataset against a schema.
 
@@ -122,6 +129,10 @@ def run(
             whose checked string values DuckDB would hold at once pass it (a dictionary
             bomb) is reported unreadable with the reason instead of scanned.
         threads: DuckDB's threads on ``cursor``.
+        executor: Where the row and uniqueness checks run (default: here, on ``cursor``;
+            :mod:`undertale_duck.validation.executors`, ``RayExecutor``).
+        config: DuckDB settings of ``cursor`` (tasks elsewhere connect with them).
+        storage_options: Options of a remote source's store (tasks elsewhere reopen it).
 
     Returns:
         The report; problems in the data are failed checks, never exceptions.
@@ -132,8 +143,9 @@ def run(
     model = schemas.check_schema(schema)
     paths = [s.path for s in shards]
     state = RunState(model, shards, paths, {}, cursor, examples, progress, relation,
-                     memory_bytes=memory_bytes, threads=threads)
-    report = _validate(state)
+                     memory_bytes=memory_bytes, threads=threads, config=config,
+                     storage_options=storage_options)
+    report = _validate(state, executor)
     report.source = source
     return report
 
@@ -147,6 +159,7 @@ def report_for(
     duckdb_config: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     memory: float = 4096,
+    executor: Executor | None = None,
 ) -> ValidationReport:
     """Validate a dataset given as a path, also when some shards cannot be read at all.
 
@@ -161,6 +174,7 @@ def report_for(
         duckdb_config: DuckDB settings for the connection the checks run on.
         storage_options: Options of a remote source's store (docs/storage.md).
         memory: The memory budget in MiB (0: none), as :func:`run`'s ``memory_bytes``.
+        executor: Where the row and uniqueness checks run (default: in this process).
 
     Returns:
         The report.
@@ -195,8 +209,9 @@ def report_for(
     try:
         state = RunState(model, shards, paths, errors, connection, examples, progress,
                          memory_bytes=budget,
-                         threads=threads_of(config.get("threads")))
-        report = _validate(state)
+                         threads=threads_of(config.get("threads")),
+                         config=config, storage_options=storage_options)
+        report = _validate(state, executor)
     finally:
         connection.close()
     if isinstance(source, str | os.PathLike):

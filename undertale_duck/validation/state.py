@@ -6,10 +6,11 @@ import bisect
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 import duckdb
+import pyarrow as pa
 from pydantic import BaseModel
 
 from ..common.jsonvalue import jsonable
@@ -32,6 +33,8 @@ MAX_VALUE_CHARS = 120
 
 #: A check's identity: (kind, column or "", description).
 CheckKey = tuple[str, str, str]
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -135,6 +138,8 @@ class RunState:
             rows); the checks' SQL orders examples by it.
         memory_bytes: The memory budget the row checks' scans must fit (0: not checked).
         threads: DuckDB's threads on the cursor.
+        config: DuckDB settings of the cursor (a task in another process connects with them).
+        storage_options: Options of a remote source's store (a task reopens the shards).
         targets: The schema's columns and struct fields.
         tallies: One tally per check.
         order: Check keys in report order.
@@ -153,10 +158,15 @@ class RunState:
         *,
         memory_bytes: int = 0,
         threads: int = 1,
+        offsets: Sequence[int] | None = None,
+        config: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.memory_bytes = memory_bytes
         self.threads = threads
+        self.config = dict(config or {})
+        self.storage_options = None if storage_options is None else dict(storage_options)
         self.shards = list(shards)
         self.paths = list(paths)
         self.errors = dict(errors)
@@ -166,13 +176,34 @@ class RunState:
         self.relation = relation or shard_rows()
         view = self.relation.view
         self._view = None if view is None else ViewPositions(view, self.paths, self.query)
-        offsets = [0]
-        for shard in self.shards:
-            offsets.append(offsets[-1] + (shard.rows if shard is not None else 0))
-        self.offsets = offsets
+        if offsets is None:  # a task holding some shards is given the whole dataset's
+            offsets = [0]
+            for shard in self.shards:
+                offsets.append(offsets[-1] + (shard.rows if shard is not None else 0))
+        self.offsets = list(offsets)
         self.targets = targets(model)
         self.tallies: dict[CheckKey, Tally] = {}
         self.order: list[CheckKey] = []
+        self._once: dict[tuple[str, ...], Any] = {}
+
+    def once(self, key: tuple[str, ...], compute: Callable[[], T]) -> T:
+        """What planning learns from footers, computed once per run.
+
+        A plan made for tasks is planned again when their results merge
+        (:func:`..taskplan.merge`); by then the cursor may be closed (this package closes
+        its connections before a ``fork()``, which starting Ray does), and the answers must
+        be the same anyway.
+
+        Args:
+            key: What is computed (a kind, then its inputs).
+            compute: Computes it.
+
+        Returns:
+            The answer.
+        """
+        if key not in self._once:
+            self._once[key] = compute()
+        return cast(T, self._once[key])
 
     def step(self, label: str) -> None:
         """Report progress before a query."""
@@ -223,6 +254,16 @@ class RunState:
 
         def work() -> list[tuple[Any, ...]]:
             return cursor.execute(sql, bound).fetchall()
+
+        return interruptible(cursor, work)
+
+    def arrow(self, sql: str, params: Mapping[str, Any]) -> pa.Table:
+        """Run a query like :meth:`query`; return its rows as an Arrow table."""
+        bound = _bind_paths(sql, params)
+        cursor = self.cursor
+
+        def work() -> pa.Table:
+            return cursor.sql(sql, params=bound).to_arrow_table()
 
         return interruptible(cursor, work)
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..common.text import first_line
-from ..core.runtime import sqlfiles
+from ..core.runtime import connect, sqlfiles
 from . import schemas
 from .layout import compatible_type
 from .plan import value_sql
@@ -76,3 +81,200 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
         tally.sql.extend([per_shard_sql, examples_sql])
         for index, shard, row, val in rows:
             tally.examples.append(state.example(index, shard, row, val))
+
+
+# ---------------------------------------------------------------- the partitioned exchange
+@dataclasses.dataclass(frozen=True)
+class UniquePlan:
+    """One ``Unique`` field's check as tasks run it: hash partitions of its values.
+
+    Tasks send each non-NULL value (with its row's index and shard) to the partition its hash
+    names, so every row holding one value meets in one partition and no process holds every
+    value; each partition counts its duplicated rows and keeps its first offending rows.
+
+    Attributes:
+        label: The field's label.
+        value: SQL of the value.
+        members: Shard numbers whose type of the field is compatible (the shards checked).
+        sql: The single query of the in-process check (the report shows it).
+        per_shard_sql: Its per-shard query, shown when there are duplicates.
+        examples_sql: Its examples query, shown when there are duplicates.
+    """
+
+    label: str
+    value: str
+    members: frozenset[int]
+    sql: str
+    per_shard_sql: str
+    examples_sql: str
+
+
+@dataclasses.dataclass
+class UniquePartial:
+    """What one partition found for one field.
+
+    Attributes:
+        per_shard: Rows holding a duplicated value, by shard number.
+        candidates: Its first offending rows by value then index (columns ``v``, ``index``,
+            ``shard``), or None when it found none.
+    """
+
+    per_shard: dict[int, int]
+    candidates: pa.Table | None
+
+
+def plan_unique(state: RunState, groups: Sequence[ShardGroup]) -> list[UniquePlan]:
+    """Describe every ``Unique`` field's check for tasks (no query runs, no tally changes).
+
+    Args:
+        state: The run.
+        groups: The readable shards grouped by DuckDB schema.
+
+    Returns:
+        One plan per ``Unique`` field, in schema order.
+    """
+    plans = []
+    for target in state.targets:
+        if not any(schemas.is_unique_marker(m) for m in target.metadata):
+            continue
+        members = [g for g in groups if compatible_type(state, target, g) is not None]
+        value = value_sql(target.path)
+        rows_sql = state.relation.rows
+        plans.append(
+            UniquePlan(
+                label=target.label,
+                value=value,
+                members=frozenset(i for g in members for i in g.indices),
+                sql=sqlfiles.render("checks/unique", value=value, rows=rows_sql),
+                per_shard_sql=sqlfiles.render("checks/unique_shards", value=value, rows=rows_sql),
+                examples_sql=sqlfiles.render("checks/unique_examples", value=value, rows=rows_sql),
+            )
+        )
+    return plans
+
+
+def unique_keys(
+    state: RunState, plan: UniquePlan, indices: Sequence[int], parts: int
+) -> tuple[list[pa.Table], str | None]:
+    """Map side: one task's values of a field, split into ``parts`` hash partitions.
+
+    A query that fails because of an undecodable shard is rerun without it (the shard
+    becomes unreadable, as in the single query).
+
+    Args:
+        state: The task's run (its shards, cursor and errors).
+        plan: The field's plan.
+        indices: The task's shard numbers.
+        parts: How many partitions.
+
+    Returns:
+        One table per partition (columns ``v``, ``index``, ``shard``; empty when the task
+        holds none of the field's shards), and why the query failed when it did.
+    """
+    kept = [i for i in indices if i in plan.members and i not in state.errors]
+    if not kept:
+        return [], None
+    sql = sqlfiles.render("checks/unique_keys", value=plan.value, rows=state.relation.rows)
+
+    def keys(numbers: Sequence[int]) -> pa.Table:
+        state.step(f"unique {plan.label} keys")
+        return state.arrow(sql, {
+            "files": state.files(numbers),
+            "offsets": [state.offsets[i] for i in numbers],
+            "numbers": list(numbers),
+            "parts": parts,
+        })
+
+    try:
+        table = keys(kept)
+    except duckdb.Error as exc:
+        failure = first_line(exc)
+        readable = [i for i in kept if state.decodes(i)]
+        if len(readable) == len(kept):
+            return [], failure  # not a shard's fault
+        if not readable:
+            return [], None
+        try:
+            table = keys(readable)
+        except duckdb.Error:
+            return [], failure
+    part = table.column("part")
+    table = table.drop_columns(["part"])
+    return [table.filter(pc.equal(part, p)) for p in range(parts)], None
+
+
+def unique_partition(
+    tables: Sequence[pa.Table], limit: int, config: Mapping[str, Any]
+) -> UniquePartial:
+    """Reduce side: one partition's duplicated rows per shard and its first offending rows.
+
+    Args:
+        tables: The partition's tables from every task.
+        limit: Examples kept per check.
+        config: DuckDB settings (the memory budget) of the connection that counts.
+
+    Returns:
+        The partition's counts and candidates.
+    """
+    if not tables:
+        return UniquePartial({}, None)
+    con = connect(config)
+    try:
+        con.register("unique_keys", pa.concat_tables(tables, promote_options="permissive"))
+        per_shard = {
+            int(shard): int(n)
+            for shard, n in con.execute(sqlfiles.sql_text("checks/unique_partition")).fetchall()
+        }
+        candidates = None
+        if per_shard:
+            candidates = con.sql(
+                sqlfiles.sql_text("checks/unique_candidates"), params={"limit": limit}
+            ).to_arrow_table()
+    finally:
+        con.close()
+    return UniquePartial(per_shard, candidates)
+
+
+def merge_unique(
+    state: RunState,
+    plans: Sequence[UniquePlan],
+    partials: Sequence[Sequence[UniquePartial]],
+    failures: Sequence[str | None],
+) -> None:
+    """Put every partition's finding into the report's ``unique`` checks, as the single query.
+
+    Args:
+        state: The run (on the driver, or on every rank).
+        plans: The fields' plans.
+        partials: For each field, what each partition found.
+        failures: For each field, why a task's query failed (the first), or None.
+    """
+    for plan, found, failure in zip(plans, partials, failures, strict=True):
+        tally = state.tally("unique", plan.label, f"{plan.label} is unique")
+        if not plan.members:
+            continue
+        tally.sql.append(plan.sql)
+        tally.condition = f"{plan.value} occurs in more than one row"
+        if failure is not None:
+            tally.error = f"the uniqueness query failed: {failure}"
+            continue
+        per_shard: Counter[int] = Counter()
+        for partial in found:
+            per_shard.update(partial.per_shard)
+        if not per_shard:
+            continue
+        for shard in sorted(per_shard):
+            tally.add(state.paths[shard], per_shard[shard])
+        candidates = [p.candidates for p in found if p.candidates is not None]
+        con = connect({"preserve_insertion_order": True, **state.config})
+        try:
+            con.register("unique_keys", pa.concat_tables(candidates, promote_options="permissive"))
+            rows = con.execute(
+                sqlfiles.sql_text("checks/unique_examples_merge"), {"limit": state.limit}
+            ).fetchall()
+        finally:
+            con.close()
+        tally.sql.extend([plan.per_shard_sql, plan.examples_sql])
+        for value, index, shard in rows:
+            row = int(index) - state.offsets[int(shard)]
+            tally.examples.append(state.example(index, state.paths[int(shard)], row, value))

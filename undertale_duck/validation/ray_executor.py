@@ -1,0 +1,139 @@
+"""Run a validation plan on a Ray cluster: per-shard tasks, a hash-partitioned key exchange."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from ..common.progress import Progress
+from ..errors import ArgumentError
+from .executors import TaskExecutor, positive
+from .taskplan import ShardTask, TaskResult, ValidationPlan, reduce_partition, run_task
+from .unique import UniquePartial
+
+#: What ``ray.init`` gets when this executor starts a local Ray (``address=None``).
+LOCAL_DEFAULTS: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+
+
+def import_ray() -> Any:
+    """Import Ray, or say which extra installs it.
+
+    Returns:
+        The ``ray`` module.
+
+    Raises:
+        ArgumentError: If Ray is not installed.
+    """
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise ArgumentError(
+            "validating on Ray needs the ray package: pip install 'undertale_duck[ray]'"
+        ) from None
+
+
+def _task(plan: ValidationPlan, task: ShardTask, parts: int) -> tuple[Any, ...]:
+    """A Ray task: one task of the plan, its result then one object per hash partition."""
+    result, partitions = run_task(plan, task, parts)
+    return (result, *partitions)
+
+
+def _reduce(plan: ValidationPlan, *received: Mapping[int, pa.Table]) -> dict[int, UniquePartial]:
+    """A Ray task: reduce one hash partition (its tables from every task arrive here only)."""
+    return reduce_partition(plan, received)
+
+
+class RayExecutor(TaskExecutor):
+    """Validate on a Ray cluster: one task per shard (or a few), each within the memory budget.
+
+    Each task opens its shards where it runs (shards in object storage are read there, never
+    through this process) with a DuckDB connection capped at the dataset's ``memory`` budget,
+    and asks Ray for that much memory. Values of ``Unique`` fields go to hash partitions that
+    separate reduce tasks check, so no process holds every key. Progress advances as tasks
+    finish. The report equals the in-process one.
+
+    Args:
+        address: The cluster: None starts a local Ray for this run (``init_options`` such as
+            ``num_cpus`` and ``object_store_memory`` apply), ``"auto"`` joins the cluster
+            this machine belongs to, ``"host:port"`` joins that one. When Ray is already
+            initialized in this process, that connection is used and left open.
+        shards_per_task: Shards one task scans together.
+        partitions: Hash partitions of the uniqueness exchange (default: the cluster's CPUs,
+            at most one per task).
+        init_options: More keyword arguments for ``ray.init``.
+
+    Raises:
+        ArgumentError: If Ray is not installed (``pip install 'undertale_duck[ray]'``), an
+            argument is not usable, or (when the checks run) the cluster cannot be joined.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        shards_per_task: int = 1,
+        partitions: int | None = None,
+        init_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        import_ray()
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise ArgumentError(f"address must be None, 'auto' or 'host:port', not {address!r}")
+        self.address = address
+        self.shards_per_task = positive(shards_per_task, "shards_per_task")
+        self.partitions = None if partitions is None else positive(partitions, "partitions")
+        self.init_options = dict(init_options or {})
+
+    def execute(
+        self, plan: ValidationPlan, progress: Progress
+    ) -> tuple[list[TaskResult], list[dict[int, UniquePartial]]]:
+        """Run the tasks and reduces on the cluster (see :meth:`TaskExecutor.execute`)."""
+        ray = import_ray()
+        started = not ray.is_initialized()
+        if started:
+            options = dict(self.init_options)
+            if self.address is None:
+                options = {**LOCAL_DEFAULTS, **options}
+            try:
+                ray.init(address=self.address, **options)
+            except ConnectionError as exc:
+                raise ArgumentError(
+                    f"cannot join the Ray cluster at address {self.address!r}: {exc}. Check the "
+                    "address (the head's 'host:port', or 'auto' on one of its nodes); a cluster "
+                    "started by 'ray start' uses token authentication, which Ray enables for an "
+                    "explicit address only with RAY_AUTH_MODE=token in the environment"
+                ) from None
+        try:
+            return self._run(ray, plan, progress)
+        finally:
+            if started:
+                ray.shutdown()
+
+    def _run(
+        self, ray: Any, plan: ValidationPlan, progress: Progress
+    ) -> tuple[list[TaskResult], list[dict[int, UniquePartial]]]:
+        tasks = plan.tasks(self.shards_per_task)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        parts = self.partitions or max(1, min(len(tasks), cpus))
+        resources: dict[str, Any] = {"num_cpus": 1}
+        if plan.memory_bytes > 0:
+            resources["memory"] = plan.memory_bytes  # Ray places no more tasks than fit
+        plan_ref = ray.put(plan)
+        scan = ray.remote(_task).options(num_returns=1 + parts, **resources)
+        outputs = [scan.remote(plan_ref, task, parts) for task in tasks]
+        pending = [refs[0] for refs in outputs]
+        results: list[TaskResult] = []
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            results.extend(ray.get(done))
+            progress("shard task")
+        reduce = ray.remote(_reduce).options(**resources)
+        partials = ray.get(
+            [reduce.remote(plan_ref, *[refs[1 + p] for refs in outputs]) for p in range(parts)]
+        )
+        return results, list(partials)
+
+
+__all__ = ["LOCAL_DEFAULTS", "RayExecutor", "import_ray"]
