@@ -51,6 +51,11 @@ FIT = textwrap.dedent(
             x = batch["label"].unsqueeze(1)
             return ((self.layer(x) - x) ** 2).mean()
 
+        def validation_step(self, batch, batch_idx):
+            name = f"{self.out}/val-{self.global_rank}-{self.current_epoch}.txt"
+            with open(name, "a") as f:
+                f.write(" ".join(map(str, batch["index"].tolist())) + "\\n")
+
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
@@ -61,7 +66,8 @@ FIT = textwrap.dedent(
                          Stream(cfg["other"], proportion=1, query=SECOND)], epoch_size=200)
     else:
         train = cfg["train"]
-    dm = DataModule(train, None, None, collate, cfg["batch"], cfg["workers"], memory=1,
+    val = None if cfg["mixture"] else cfg["other"]
+    dm = DataModule(train, val, None, collate, cfg["batch"], cfg["workers"], memory=1,
                     seed=cfg["seed"])
     callbacks = []
     if cfg.get("every"):
@@ -94,8 +100,8 @@ def _fit(tmp_path: Path, cfg: dict[str, Any]) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
 
 
-def _rows(out: Path, epoch: int) -> list[int]:
-    return [int(i) for path in sorted(out.glob(f"train-*-{epoch}.txt"))
+def _rows(out: Path, epoch: int, split: str = "train") -> list[int]:
+    return [int(i) for path in sorted(out.glob(f"{split}-*-{epoch}.txt"))
             for line in path.read_text().splitlines() for i in line.split()]
 
 
@@ -147,6 +153,9 @@ def test_a_fit_resumes_on_another_topology(data: dict[str, Path], tmp_path: Path
              for r in range(new[0])]
     expected = sorted(int(dataset[int(i)]["id"][4:]) for s in plain for i in s.order(1))
     assert sorted(_rows(second, 1)) == expected
+    if not mixture:  # validation ran at the end of the resumed epoch and of the next, whole
+        for epoch in (0, 1):
+            assert sorted(_rows(second, epoch, "val")) == list(range(61))
     if mixture:  # proportions per epoch: 150 rows of the first source, 50 of the second
         for rows in (_rows(second, 1), before + after):
             firsts = sum(1 for i in rows if i < 100000000)
