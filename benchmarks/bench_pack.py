@@ -10,7 +10,9 @@ and position), for each block length of the sweep, measures in one run:
   reopen (the index read back), random-access blocks/s through ``__getitems__`` (the same
   batches), and a shuffled ``ChunkedSampler`` epoch to tensors, in tokens/s;
 - rows: the unpacked dataset's shuffled epoch to tensors (``collate`` pads), in real
-  tokens/s (padding not counted), the throughput packing is held to (target >= 0.8x).
+  tokens/s (padding not counted), the throughput packing is held to (target >= 0.8x);
+  and the same epoch fetched with ``__getitems__`` alone (one tensor per row, no
+  ``collate``) against the packed blocks fetched the same way, the stricter comparison.
 
     .venv/bin/python benchmarks/bench_pack.py                     # 4 x 4,000 documents
     .venv/bin/python benchmarks/bench_pack.py --lengths 512,2048,8192 --repeat 3
@@ -97,6 +99,17 @@ def epoch_tokens(ds: ParquetDataset, batch: int, real: str | None) -> float:
     return tokens / (time.perf_counter() - t0)
 
 
+def fetch_tokens(ds: ParquetDataset, batch: int, packed: int | None) -> float:
+    """Tokens/s of one shuffled epoch fetched with ``__getitems__`` alone (no collate)."""
+    order = list(ChunkedSampler(ds, batch, workers=0, shuffle=True, seed=0))
+    tokens = 0
+    t0 = time.perf_counter()
+    for start in range(0, len(order), batch):
+        rows = ds.__getitems__(order[start : start + batch])
+        tokens += len(rows) * packed if packed else sum(len(r["tokens"]) for r in rows)
+    return tokens / (time.perf_counter() - t0)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=4)
@@ -112,9 +125,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     data = write_documents(args.data, args.shards, args.rows, args.longest)
     rows_rate = []
+    rows_fetch = []
     for _ in range(args.repeat):  # the unpacked dataset: real tokens/s of a shuffled epoch
         plain = ParquetDataset(data, args.memory, columns=["tokens"], format="torch")
         rows_rate.append(epoch_tokens(plain, args.batch * 4, "tokens_mask"))
+        rows_fetch.append(fetch_tokens(plain, args.batch * 4, None))
     entries = []
     for length in [int(x) for x in args.lengths.split(",")]:
         runs = []
@@ -141,6 +156,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 packed_s = time.perf_counter() - t0
                 assert np.array_equal(collate(got)["tokens"].numpy(), reference[batches[-1]])
                 epoch = epoch_tokens(ds, args.batch, None)
+                fetch = fetch_tokens(ds, max(1, args.batch * 4 * args.longest // 2 // length),
+                                     length)
                 blocks = args.batch * args.batches
                 runs.append({
                     "length": length, "blocks": len(ds),
@@ -151,15 +168,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "packed_epoch_tokens_s": epoch,
                     "rows_epoch_tokens_s": statistics.median(rows_rate),
                     "epoch_ratio": epoch / statistics.median(rows_rate),
+                    "packed_fetch_tokens_s": fetch,
+                    "rows_fetch_tokens_s": statistics.median(rows_fetch),
+                    "fetch_ratio": fetch / statistics.median(rows_fetch),
                 })
         entries.append({k: statistics.median(run[k] for run in runs) for k in runs[0]})
     print(common.markdown_table(
         ["block", "blocks", "pyarrow prep s", "open s", "reopen s", "pyarrow blocks/s",
-         "packed blocks/s", "x pyarrow", "packed epoch tok/s", "rows epoch tok/s", "x rows"],
+         "packed blocks/s", "x pyarrow", "packed epoch tok/s", "rows epoch tok/s", "x rows",
+         "packed fetch tok/s", "rows fetch tok/s", "x rows (fetch)"],
         [[e["length"], e["blocks"], round(e["reference_prepare_s"], 3), round(e["open_s"], 3),
           round(e["reopen_s"], 3), e["reference_blocks_s"], e["packed_blocks_s"],
           round(e["random_ratio"], 3), e["packed_epoch_tokens_s"], e["rows_epoch_tokens_s"],
-          round(e["epoch_ratio"], 2)] for e in entries],
+          round(e["epoch_ratio"], 2), e["packed_fetch_tokens_s"], e["rows_fetch_tokens_s"],
+          round(e["fetch_ratio"], 2)] for e in entries],
     ))
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"entries": entries, "settings": vars(args) | {"data": str(data),

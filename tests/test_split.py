@@ -160,3 +160,21 @@ def test_datamodule_and_load_refuse_misplaced_splits(data: Path) -> None:
         module.train_dataloader()
     with pytest.raises(ArgumentError, match="split= apply when load"):
         load(ParquetDataset(data), None, None, 8, split=Split(key="id", fraction=0.5))
+
+
+def test_the_hash_rule_holds_for_any_text_and_large_integers(tmp_path: Path) -> None:
+    keys = ["é", "日本語", "", "a'b\"c", "x" * 300, "\t", "🦆"]
+    numbers = [0, -1, 2**63 - 1, -(2**63), 12345678901234]
+    (tmp_path / "s").mkdir()
+    (tmp_path / "n").mkdir()
+    pq.write_table(pa.table({"k": keys}), tmp_path / "s" / "s.parquet")
+    pq.write_table(pa.table({"n": pa.array(numbers, pa.int64())}), tmp_path / "n" / "n.parquet")
+    for fraction, seed in ((0.5, 0), (0.3, 99)):
+        split = Split(key="k", fraction=fraction, part="validation", seed=seed)
+        got = {r["k"] for r in ParquetDataset(tmp_path / "s", split=split).sql(
+            "SELECT k FROM dataset_view").to_pylist()}
+        assert got == {k for k in keys if split.part_of(k) == "validation"}
+        split_n = Split(key="n", fraction=fraction, part="validation", seed=seed)
+        ds = ParquetDataset(tmp_path / "n", split=split_n)
+        assert {ds[i]["n"] for i in range(len(ds))} == {
+            n for n in numbers if split_n.part_of(n) == "validation"}

@@ -102,30 +102,54 @@ def gather(
     """
     spec = plan.spec
     n, size = len(blocks), spec.length
-    columns = [
-        np.full((n, size), spec.pad if k == 0 else spec.fill, dtype=dtype)
-        for k, dtype in enumerate(dtypes)
-    ]
-    positions = np.zeros((n, size), dtype=np.int64)
-    documents = np.full((n, size), -1, dtype=np.int64)
-    found = pieces(plan, blocks)
+    out = Outputs(
+        [
+            np.full((n, size), spec.pad if k == 0 else spec.fill, dtype=dtype)
+            for k, dtype in enumerate(dtypes)
+        ],
+        np.zeros((n, size), dtype=np.int64) if spec.position_ids else None,
+        np.zeros((n, size), dtype=np.int64) if spec.segment_ids else None,
+        np.zeros(n, dtype=np.int64),
+    )
+    # built in ascending block order, where the pieces of each window fill one contiguous
+    # range of the flattened arrays; rows are put in the order asked for at the end
+    order = np.argsort(blocks, kind="stable")
+    found = pieces(plan, blocks[order])
     for j, group in zip(found.windows, found.groups, strict=True):
         table, starts = window(j)
         sources = [_list_array(table.column(name)) for name in spec.inputs]
         cut = _segments_of(starts, found.starts[group], found.stops[group])
-        # where each piece's stream positions land in the flattened [n, length] arrays
-        base = (found.rows[group] * size + found.places[group] - found.starts[group])[
-            cut.pieces
-        ]
-        flat = [c.reshape(-1) for c in columns]
-        _copy_tokens(spec, cut, starts, sources, base, offsets[j], flat,
-                     positions.reshape(-1), documents.reshape(-1))
-    out = [columns[0]]
-    if spec.position_ids:
-        out.append(positions)
-    if spec.segment_ids:
-        out.append(segments(documents))
-    return out + columns[1:]
+        first = int(found.rows[group[0]] * size + found.places[group[0]])
+        _copy_tokens(spec, cut, starts, sources, first, found.rows[group], out)
+    result = [out.columns[0]]
+    if out.positions is not None:
+        result.append(out.positions)
+    if out.segments is not None:
+        result.append(out.segments)
+    result += out.columns[1:]
+    if n > 1 and bool((order[1:] < order[:-1]).any()):
+        back = np.empty(n, dtype=np.int64)
+        back[order] = np.arange(n, dtype=np.int64)
+        result = [a[back] for a in result]
+    return result
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The arrays of a batch being built (``[n, length]`` each).
+
+    Attributes:
+        columns: The packed columns (tokens first).
+        positions: ``position_ids``, or None when not asked for.
+        segments: ``segment_ids``, or None when not asked for.
+        seen: For each block, the document segments already copied into it (from earlier
+            windows), so that segment ids continue across windows.
+    """
+
+    columns: list[Array]
+    positions: Int64Array | None
+    segments: Int64Array | None
+    seen: Int64Array
 
 
 @dataclass(frozen=True)
@@ -165,49 +189,55 @@ def _copy_tokens(
     cut: Segments,
     starts: Int64Array,
     sources: Sequence[pa.ListArray | pa.LargeListArray],
-    base: Int64Array,
-    first_row: int,
-    columns: Sequence[Array],
-    positions: Int64Array,
-    documents: Int64Array,
+    first: int,
+    rows: Int64Array,
+    out: Outputs,
 ) -> None:
-    """Copy the segments' tokens with numpy gathers over every token at once.
+    """Copy the segments of one window into the batch with numpy gathers over every token.
 
-    Faster here than a memory copy per segment (a Python loop) even for documents of
-    hundreds of tokens: 4,700 against 2,900 blocks/s of 2,048 tokens in batches of 16.
+    The segments (of blocks in ascending order) fill the flattened arrays from ``first``
+    on without a gap, so every write is one contiguous slice; an ``eod`` is written per
+    segment afterwards. Faster here than a memory copy per segment in a Python loop even
+    for documents of hundreds of tokens (NOTES.md).
+
+    Args:
+        spec: The packing spec.
+        cut: The window's segments.
+        starts: The window's stream starts.
+        sources: The window's packed list columns.
+        first: Where the window's first segment starts in the flattened batch.
+        rows: The batch row of each of the group's pieces.
+        out: The batch's arrays.
     """
     lengths = cut.stops - cut.starts
-    total = int(lengths.sum())
-    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    flat = np.repeat(base + cut.starts, lengths) + within
-    position = np.repeat(cut.starts - starts[cut.documents], lengths) + within
-    end = None
-    if spec.eod is not None:  # the last token of a segment reaching its document's end
-        end = np.zeros(total, dtype=bool)
-        end[(np.cumsum(lengths) - 1)[cut.stops == starts[cut.documents + 1]]] = True
+    ends = np.cumsum(lengths)
+    total = int(ends[-1]) if len(ends) else 0
+    span = slice(first, first + total)
+    ramp = np.arange(total, dtype=np.int64)
+    before = ends - lengths  # each segment's place among the window's tokens
+    begin = cut.starts - starts[cut.documents]  # its first position in its document
     for k, array in enumerate(sources):
         values = array.values.to_numpy(zero_copy_only=False)
-        first = np.asarray(array.offsets)[cut.documents] - starts[cut.documents]
-        at = np.repeat(first + cut.starts, lengths) + within
-        if end is not None:
-            at[end] = 0
-            taken = values[at] if len(values) else np.zeros(total, dtype=columns[k].dtype)
-            taken[end] = spec.eod if k == 0 else spec.fill
-        else:
-            taken = values[at]
-        columns[k][flat] = taken
-    positions[flat] = position
-    documents[flat] = np.repeat(cut.documents + first_row, lengths)
-
-
-def segments(documents: Int64Array) -> Int64Array:
-    """Each token's document number within its block, from 1; 0 where ``documents`` is -1."""
-    real = documents >= 0
-    change = np.ones(documents.shape, dtype=bool)
-    change[:, 1:] = documents[:, 1:] != documents[:, :-1]
-    out = np.cumsum(change & real, axis=1, dtype=np.int64)
-    out[~real] = 0
-    return out
+        column = out.columns[k].reshape(-1)
+        if len(values):
+            at = np.repeat(np.asarray(array.offsets)[cut.documents] + begin - before, lengths)
+            at += ramp
+            np.take(values, at, mode="clip", out=column[span])  # an eod's place: below
+        if spec.eod is not None:  # a segment reaching its document's end ends with eod
+            column[first + (ends - 1)[cut.stops == starts[cut.documents + 1]]] = (
+                spec.eod if k == 0 else spec.fill
+            )
+    if out.positions is not None:
+        positions = out.positions.reshape(-1)[span]
+        np.add(np.repeat(begin - before, lengths), ramp, out=positions)
+    if out.segments is not None:
+        count = np.bincount(cut.pieces, minlength=len(rows))
+        ordinal = np.arange(len(cut.pieces), dtype=np.int64) - (np.cumsum(count) - count)[
+            cut.pieces
+        ]
+        number = out.seen[rows][cut.pieces] + ordinal + 1
+        out.segments.reshape(-1)[span] = np.repeat(number, lengths)
+        out.seen[rows] += count
 
 
 def _list_array(column: pa.ChunkedArray) -> pa.ListArray | pa.LargeListArray:
