@@ -73,10 +73,10 @@ def test_a_dataset_where_a_path_goes_is_refused_without_reading_a_row(
 ) -> None:
     ds = ParquetDataset(data)
     source = Mixture([Stream(ds)]) if wrapped == "mixture" else ds
-    with pytest.raises(ArgumentError) as caught:
+    with pytest.raises(SourceError) as caught:
         ParquetDataset(source)  # type: ignore[arg-type]
     message = one_line(str(caught.value))
-    assert f"not an open {type(source).__name__}" in message and "load()" in message
+    assert f"is a {type(source).__name__}, not a path" in message and "load()" in message
     assert "row-" not in message  # no row of the data is dumped into the message
     with pytest.raises(SourceError) as listed:
         ParquetDataset([ds])  # type: ignore[list-item]
