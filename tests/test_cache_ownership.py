@@ -225,3 +225,23 @@ def test_an_old_layout_cache_is_left_alone(
     assert ds.source.store.cache.directory == old / cachedir.OWN_FOLDER
     assert {k: v for k, v in digest(old).items() if not k.startswith(cachedir.OWN_FOLDER)} \
         == before
+
+
+def test_the_disk_tier_bound_never_removes_a_file_it_did_not_write(
+    data: Path, tmp_path: Path
+) -> None:
+    before = digest(data)
+    directory = tmp_path / "windows"
+    first = ParquetDataset(data, disk=0.01, disk_dir=directory, window_bytes=2000,
+                           read_ahead=False)
+    assert first[0] == datagen.expected(1)[0]
+    real = Path(first.disk_dir or "")
+    assert (real / cachedir.TAG_NAME).exists()
+    planted = real / ("f" * 64 + ".arrow")  # named like a window file, not sealed by us
+    planted.write_bytes(b"\0" * 5000)
+    again = ParquetDataset(data, disk=0.01, disk_dir=directory, window_bytes=2000,
+                           read_ahead=False)
+    assert [again[i] for i in range(len(again))] == datagen.expected(sum(SIZES))
+    assert again.reader.cache.tier.stats.removed > 0  # type: ignore[attr-defined]
+    assert planted.read_bytes() == b"\0" * 5000
+    assert digest(data) == before

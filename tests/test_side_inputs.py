@@ -164,3 +164,30 @@ def test_a_kept_weight_does_not_outlive_a_shard_rewritten_in_place(data: Path) -
     new = read_footer(str(shard))
     assert (new.size, new.mtime_ns, new.inode) == (old.size, old.mtime_ns, old.inode)
     assert weights.record_key(new, "id") != weights.record_key(old, "id")
+
+
+def test_a_side_table_dictionary_bomb_is_inside_the_memory_bound(
+    data: Path, tmp_path: Path
+) -> None:
+    """One 4 MiB value per label: tiny on disk, 8 GiB per 2048-row vector once joined."""
+    import hostile_files as hf
+
+    from undertale_duck.errors import MemoryBudgetError
+
+    before = digest(data)
+    sides = tmp_path / "sides"
+    sides.mkdir()
+    hf.dictionary_bomb(sides / "raw.parquet", 7, 4 << 20, store_schema=False)
+    bomb = pq.read_table(sides / "raw.parquet").append_column("label", pa.array(range(7)))
+    pq.write_table(bomb, sides / "bomb.parquet", compression="zstd")
+    query = "SELECT d.id, b.s FROM dataset d JOIN b ON d.label = b.label"
+    ds = ParquetDataset(data, memory=64, query=query, tables={"b": str(sides / "bomb.parquet")})
+    with pytest.raises(MemoryBudgetError, match=r"side table's column 's'.*bomb\.parquet"):
+        ds.sql("SELECT * FROM dataset_view")
+    # an ordinary side table joins as before
+    write_keep(sides / "keep.parquet", [1, 1, 0, 0, 0, 0, 0])
+    fine = ParquetDataset(data, memory=64, query=QUERY,
+                          tables={"keep": str(sides / "keep.parquet")})
+    got = fine.sql("SELECT id, label FROM dataset_view ORDER BY id").to_pylist()
+    assert got == sorted(expected([1, 1, 0, 0, 0, 0, 0]), key=lambda r: str(r["id"]))
+    assert digest(data) == before

@@ -101,6 +101,7 @@ class VectorBound:
         *,
         what: str = "the query may return",
         hint: str = "",
+        repeated: bool = False,
     ) -> None:
         """Refuse a query whose result vectors of ``columns`` would pass ``limit``.
 
@@ -113,6 +114,9 @@ class VectorBound:
             what: How the message starts, before the column's name.
             hint: What to do, ending the message (by default: raise the budget, lower the
                 threads, or leave the column out of the query).
+            repeated: Any one value may fill every row of a vector (a side table's, which
+                a join repeats): its largest value (bounded by the largest vector) counts
+                ``rows`` times.
 
         Raises:
             MemoryBudgetError: Naming the shard and column whose vectors pass the budget.
@@ -121,8 +125,10 @@ class VectorBound:
             return
         limit = max(limit, MIN_BUDGET)
         copies = max(1, threads) + 1
+        scan = 1 if repeated else rows  # the bound of one value, then repeated
+        times = rows if repeated else 1
         for shard in shards:
-            sizes = {c: self._bound(shard, c, rows) for c in columns}
+            sizes = {c: times * self._bound(shard, c, scan) for c in columns}
             if copies * sum(sizes.values()) <= limit:
                 continue
             exact = {}
@@ -134,7 +140,7 @@ class VectorBound:
                 refined = self._refine(shard, c, limit) if weigh else None
                 exact[c] = refined is not None
                 if refined is not None:
-                    sizes[c] = refined
+                    sizes[c] = times * min(refined, size // times if repeated else refined)
                 elif unknown:
                     # neither the page headers nor pyarrow can read it: DuckDB reads the
                     # shard and reports what it finds

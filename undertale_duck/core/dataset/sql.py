@@ -49,6 +49,9 @@ class SqlAccess:
                 memory_bytes=self.memory_bytes,
                 setup=None if self.view is None else self.view.setup,
                 readable=[] if self.view is None else [s.path for s in self.view.sides if s.path],
+                sides=[] if self.view is None else [
+                    s.footer for s in self.view.sides if s.footer is not None
+                ],
             )
         return self._sql_session
 

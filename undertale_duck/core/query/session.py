@@ -23,7 +23,7 @@ from ..runtime import (
     sqlfiles,
     threads_of,
 )
-from ..source import Source
+from ..source import Shard, Source
 from . import blame
 from . import shape as query_shape
 from .readonly import check_statement, statements
@@ -134,7 +134,10 @@ class QuerySession:
         setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
         readable: Sequence[str] = (),
         memory_bytes: int = 0,
+        sides: Sequence[Shard] = (),
     ) -> None:
+        self._sides = list(sides)
+        self._side_vectors: dict[str, VectorBound] = {}
         if sql_files not in SQL_FILES:
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
         self.sql_files: SqlFiles = sql_files
@@ -261,8 +264,13 @@ class QuerySession:
         if self._vectors is None:
             self._vectors = VectorBound(self.source.schema)
         names, rows = shape
-        columns = self._vectors.columns(names, query_shape.text_result(types))
+        text = query_shape.text_result(types)
+        columns = self._vectors.columns(names, text)
         self._vectors.check(self.source.shards, columns, self.memory_bytes, self._threads, rows)
+        for side in self._sides:  # a view's Parquet side tables: inputs like shards
+            bound = self._side_vectors.setdefault(side.path, VectorBound(side.schema))
+            bound.check([side], bound.columns(names, text), self.memory_bytes, self._threads,
+                        rows, what="the query may return the side table's", repeated=True)
 
     def after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
         """After a query: the catalog must be as it was, and the shards too.

@@ -333,6 +333,9 @@ class DiskTier:
     def scan(self) -> tuple[int, list[tuple[int, int, str]]]:
         """List the directory's window files, least recently used first.
 
+        Only files we wrote count (named by a key, ending with our checksum trailer): the
+        bound never removes anything else.
+
         Removes temporary files that a killed writer left (older than an hour).
 
         Returns:
@@ -351,7 +354,7 @@ class DiskTier:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if _is_window_file(name):
+            if _is_window_file(name) and _sealed(entry.path, st.st_size):
                 files.append((st.st_mtime_ns, st.st_size, entry.path))
                 total += st.st_size
             elif _is_temp_file(name) and now - st.st_mtime > STALE_TEMP_SECONDS:
@@ -374,6 +377,21 @@ def _seal(path: str) -> None:
         fh.write(TRAILER_MAGIC + crc.to_bytes(4, "big"))
         fh.flush()
         os.fsync(fh.fileno())  # on disk before the rename publishes it
+
+
+def _sealed(path: str, size: int) -> bool:
+    """Whether a file ends with our trailer (so we wrote it: only those are ever removed)."""
+    fd = open_cached(path)
+    if fd is None:
+        return False
+    try:
+        return size >= _TRAILER and os.pread(fd, len(TRAILER_MAGIC), size - _TRAILER) == (
+            TRAILER_MAGIC
+        )
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _checked(mapped: mmap.mmap) -> pa.Buffer | None:

@@ -6,15 +6,16 @@ import hashlib
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 import duckdb
 import pyarrow as pa
 
 from ...common.text import first_line
-from ...errors import ArgumentError, ShardChangedError
+from ...errors import ArgumentError, ShardChangedError, SourceError
 from ..runtime import duckdb_path, sqlfiles
+from ..source import Shard, read_footer
 
 SideTable: TypeAlias = str | os.PathLike[str] | pa.Table
 
@@ -41,12 +42,15 @@ class Side:
         path: The file, when the table is read from one.
         table: The Arrow table, when one was passed.
         fingerprint: What identifies its content (file identity, or the table's hash).
+        footer: A Parquet file's footer, as a shard's (its string columns are bounded by the
+            memory budget like the shards').
     """
 
     name: str
     path: str | None
     table: pa.Table | None
     fingerprint: str
+    footer: Shard | None = field(default=None, compare=False, repr=False)
 
     def check_unchanged(self) -> None:
         """Check that a file side table is still the file that was fingerprinted.
@@ -137,7 +141,16 @@ def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
                 f"got {type(value).__name__}"
             )
         path = os.path.abspath(os.fspath(value))
-        out.append(Side(name, path, None, _identity(path, _checked_file(name, path))))
+        identity = _identity(path, _checked_file(name, path))
+        footer = None
+        if not path.lower().endswith(CSV_SUFFIXES):
+            try:
+                footer = read_footer(path)
+            except SourceError as exc:
+                raise ArgumentError(
+                    f"tables[{name!r}]: {path} cannot be read as a Parquet side table: {exc}"
+                ) from None
+        out.append(Side(name, path, None, identity, footer))
     return tuple(out)
 
 
