@@ -143,6 +143,28 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         RayExecutor()
 
 
+@pytest.mark.heavy
+def test_tasks_read_shards_in_object_storage_where_they_run(drifted: Path, plain: Path) -> None:
+    from storage_server import S3Server
+
+    server = S3Server()
+    try:
+        server.bucket("data")
+        options = server.options()
+        url = server.upload(drifted, "s3://data/drifted")
+        here = runner.report_for(url, planted.Planted, storage_options=options)
+        tasks = runner.report_for(url, planted.Planted, storage_options=options,
+                                  executor=SerialExecutor(partitions=2))
+        assert not here.passed and here.shards == len(SIZES) + 1
+        assert planted.dump(tasks) == planted.dump(here)
+        ds = ParquetDataset(server.upload(plain, "s3://data/plain"), storage_options=options)
+        assert planted.dump(ds.report(planted.Planted, executor=SerialExecutor())) == (
+            planted.dump(ds.report(planted.Planted)))
+        ds.close()
+    finally:
+        server.close()
+
+
 # ---------------------------------------------------------------------- torch.distributed
 def _rank(rank: int, port: int, source: str, out: str) -> None:
     import torch.distributed as dist
