@@ -204,9 +204,24 @@ def test_a_local_ray_gives_the_in_process_report(drifted: Path) -> None:
     pytest.importorskip("ray")
     from undertale_duck.validation.ray_executor import RayExecutor
 
-    executor = RayExecutor(init_options=RAY_LOCAL)
+    executor = RayExecutor(init_options=RAY_LOCAL)  # starts a local Ray, stops it after
     report = runner.report_for(drifted, planted.Planted, executor=executor)
     assert planted.dump(report) == _in_process(drifted)
+
+
+@pytest.mark.heavy
+def test_ray_refuses_a_budget_no_node_has(plain: Path) -> None:
+    ray = pytest.importorskip("ray")
+    from undertale_duck.validation.ray_executor import LOCAL_DEFAULTS, RayExecutor
+
+    ray.init(**RAY_LOCAL, **LOCAL_DEFAULTS)  # a Ray already started here is used as it is
+    try:
+        with pytest.raises(ArgumentError, match="lower memory"):
+            runner.report_for(plain, planted.Planted, memory=64 << 20,  # 64 TiB
+                              executor=RayExecutor())
+        assert ray.is_initialized()
+    finally:
+        ray.shutdown()
 
 
 JOIN_SCRIPT = """
