@@ -316,3 +316,14 @@ def _stop(head: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(head.pid, signal.SIGKILL)  # what SIGTERM left (raylet, gcs_server)
     head.wait()
+
+
+def test_cli_ray_without_ray_names_the_extra(
+    plain: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from undertale_duck.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as when ray is not installed
+    schema_arg = f"{Path(planted.__file__).resolve()}:Planted"
+    assert main(["validate", str(plain), "--schema", schema_arg, "--ray"]) == 2
+    assert "undertale_duck[ray]" in capsys.readouterr().err
