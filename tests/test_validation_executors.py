@@ -252,8 +252,12 @@ def test_a_ray_cluster_joined_by_address_validates_like_one_process(
     port = _free_port()
     # `ray start` turns token authentication on; a client joining by address uses it only
     # when its environment says so (Ray's rule): the clients run in processes of their own
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
     short = tempfile.mkdtemp(prefix="udray-")  # Ray's socket paths must stay short
+    # HOME too: `ray start` writes its token to ~/.ray, and the user's home is not the test's
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0",
+           "HOME": short}
+    subprocess.run([str(ray_bin), "get-auth-token", "--generate"], env=env, check=True,
+                   capture_output=True)  # into $HOME/.ray, where `ray start` finds it
     log = (tmp_path / "head.log").open("wb")
     # --block keeps `ray start` alive as the parent of the cluster's processes, in a session
     # of their own: stopping that process group (and only it) stops this cluster

@@ -100,9 +100,10 @@ class RayExecutor(TaskExecutor):
                 options = {**LOCAL_DEFAULTS, **options}
             try:
                 ray.init(address=self.address, **options)
-            except ConnectionError as exc:
+            except (ConnectionError, ray.exceptions.RayError) as exc:  # e.g. no token
                 raise ArgumentError(
-                    f"cannot join the Ray cluster at address {self.address!r}: {exc}. Check the "
+                    f"cannot join the Ray cluster at address {self.address!r}: "
+                    f"{first_line(exc)}. Check the "
                     "address (the head's 'host:port', or 'auto' on one of its nodes); a cluster "
                     "started by 'ray start' uses token authentication, which Ray enables for an "
                     "explicit address only with RAY_AUTH_MODE=token in the environment"
