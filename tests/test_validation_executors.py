@@ -143,6 +143,28 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         RayExecutor()
 
 
+@pytest.mark.heavy
+def test_tasks_read_shards_in_object_storage_where_they_run(drifted: Path, plain: Path) -> None:
+    from storage_server import S3Server
+
+    server = S3Server()
+    try:
+        server.bucket("data")
+        options = server.options()
+        url = server.upload(drifted, "s3://data/drifted")
+        here = runner.report_for(url, planted.Planted, storage_options=options)
+        tasks = runner.report_for(url, planted.Planted, storage_options=options,
+                                  executor=SerialExecutor(partitions=2))
+        assert not here.passed and here.shards == len(SIZES) + 1
+        assert planted.dump(tasks) == planted.dump(here)
+        ds = ParquetDataset(server.upload(plain, "s3://data/plain"), storage_options=options)
+        assert planted.dump(ds.report(planted.Planted, executor=SerialExecutor())) == (
+            planted.dump(ds.report(planted.Planted)))
+        ds.close()
+    finally:
+        server.close()
+
+
 # ---------------------------------------------------------------------- torch.distributed
 def _rank(rank: int, port: int, source: str, out: str) -> None:
     import torch.distributed as dist
@@ -182,9 +204,24 @@ def test_a_local_ray_gives_the_in_process_report(drifted: Path) -> None:
     pytest.importorskip("ray")
     from undertale_duck.validation.ray_executor import RayExecutor
 
-    executor = RayExecutor(init_options=RAY_LOCAL)
+    executor = RayExecutor(init_options=RAY_LOCAL)  # starts a local Ray, stops it after
     report = runner.report_for(drifted, planted.Planted, executor=executor)
     assert planted.dump(report) == _in_process(drifted)
+
+
+@pytest.mark.heavy
+def test_ray_refuses_a_budget_no_node_has(plain: Path) -> None:
+    ray = pytest.importorskip("ray")
+    from undertale_duck.validation.ray_executor import LOCAL_DEFAULTS, RayExecutor
+
+    ray.init(**RAY_LOCAL, **LOCAL_DEFAULTS)  # a Ray already started here is used as it is
+    try:
+        with pytest.raises(ArgumentError, match="lower memory"):
+            runner.report_for(plain, planted.Planted, memory=64 << 20,  # 64 TiB
+                              executor=RayExecutor())
+        assert ray.is_initialized()
+    finally:
+        ray.shutdown()
 
 
 JOIN_SCRIPT = """
@@ -215,8 +252,12 @@ def test_a_ray_cluster_joined_by_address_validates_like_one_process(
     port = _free_port()
     # `ray start` turns token authentication on; a client joining by address uses it only
     # when its environment says so (Ray's rule): the clients run in processes of their own
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
     short = tempfile.mkdtemp(prefix="udray-")  # Ray's socket paths must stay short
+    # HOME too: `ray start` writes its token to ~/.ray, and the user's home is not the test's
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0",
+           "HOME": short}
+    subprocess.run([str(ray_bin), "get-auth-token", "--generate"], env=env, check=True,
+                   capture_output=True)  # into $HOME/.ray, where `ray start` finds it
     log = (tmp_path / "head.log").open("wb")
     # --block keeps `ray start` alive as the parent of the cluster's processes, in a session
     # of their own: stopping that process group (and only it) stops this cluster
@@ -279,3 +320,14 @@ def _stop(head: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(head.pid, signal.SIGKILL)  # what SIGTERM left (raylet, gcs_server)
     head.wait()
+
+
+def test_cli_ray_without_ray_names_the_extra(
+    plain: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from undertale_duck.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as when ray is not installed
+    schema_arg = f"{Path(planted.__file__).resolve()}:Planted"
+    assert main(["validate", str(plain), "--schema", schema_arg, "--ray"]) == 2
+    assert "undertale_duck[ray]" in capsys.readouterr().err

@@ -9,7 +9,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..common.progress import Progress
-from ..errors import ArgumentError
+from ..common.sizes import format_size
+from ..common.text import first_line
+from ..errors import ArgumentError, UndertaleDuckError
 from .executors import TaskExecutor, positive
 from .taskplan import ShardTask, TaskResult, ValidationPlan, reduce_partition, run_task
 from .unique import UniquePartial
@@ -98,9 +100,10 @@ class RayExecutor(TaskExecutor):
                 options = {**LOCAL_DEFAULTS, **options}
             try:
                 ray.init(address=self.address, **options)
-            except ConnectionError as exc:
+            except (ConnectionError, ray.exceptions.RayError) as exc:  # e.g. no token
                 raise ArgumentError(
-                    f"cannot join the Ray cluster at address {self.address!r}: {exc}. Check the "
+                    f"cannot join the Ray cluster at address {self.address!r}: "
+                    f"{first_line(exc)}. Check the "
                     "address (the head's 'host:port', or 'auto' on one of its nodes); a cluster "
                     "started by 'ray start' uses token authentication, which Ray enables for an "
                     "explicit address only with RAY_AUTH_MODE=token in the environment"
@@ -119,21 +122,43 @@ class RayExecutor(TaskExecutor):
         parts = self.partitions or max(1, min(len(tasks), cpus))
         resources: dict[str, Any] = {"num_cpus": 1}
         if plan.memory_bytes > 0:
+            _check_fits(ray, plan.memory_bytes)
             resources["memory"] = plan.memory_bytes  # Ray places no more tasks than fit
         plan_ref = ray.put(plan)
         scan = ray.remote(_task).options(num_returns=1 + parts, **resources)
         outputs = [scan.remote(plan_ref, task, parts) for task in tasks]
         pending = [refs[0] for refs in outputs]
         results: list[TaskResult] = []
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            results.extend(ray.get(done))
-            progress("shard task")
-        reduce = ray.remote(_reduce).options(**resources)
-        partials = ray.get(
-            [reduce.remote(plan_ref, *[refs[1 + p] for refs in outputs]) for p in range(parts)]
-        )
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                results.extend(ray.get(done))
+                progress("shard task")
+            reduce = ray.remote(_reduce).options(**resources)
+            partials = ray.get(
+                [reduce.remote(plan_ref, *[refs[1 + p] for refs in outputs]) for p in range(parts)]
+            )
+        except ray.exceptions.RayError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, UndertaleDuckError):
+                raise cause from None  # ours, as one process would raise it
+            raise UndertaleDuckError(
+                f"a validation task failed on the Ray cluster: {first_line(exc)}"
+            ) from None
         return results, list(partials)
+
+
+def _check_fits(ray: Any, memory_bytes: int) -> None:
+    """Refuse a budget no node of the cluster has (Ray would wait for one forever)."""
+    largest = max(
+        (float(n.get("Resources", {}).get("memory", 0)) for n in ray.nodes() if n.get("Alive")),
+        default=0.0,
+    )
+    if largest and memory_bytes > largest:
+        raise ArgumentError(
+            f"memory={format_size(memory_bytes)} per validation task is more than any node of "
+            f"the Ray cluster offers ({format_size(int(largest))}); lower memory"
+        )
 
 
 __all__ = ["LOCAL_DEFAULTS", "RayExecutor", "import_ray"]
