@@ -224,9 +224,16 @@ def test_ctrl_c_with_piped_input_exits_130(data: Path, tmp_path: Path) -> None:
         preexec_fn=_default_sigint,
     )
     try:
-        assert proc.stdin is not None
-        proc.stdin.write(LONG_QUERY + b"\nSELECT 1 AS never;\n")
+        assert proc.stdin is not None and proc.stdout is not None
+        # a first statement's answer says the shell is up (imports done, prompt read), so
+        # the CPU time counted from then on is the long query's, whatever imports cost
+        proc.stdin.write(b"SELECT 4242 AS ready;\n" + LONG_QUERY + b"\nSELECT 1 AS never;\n")
         proc.stdin.flush()
+        seen = b""
+        while b"4242" not in seen:
+            line = proc.stdout.readline()
+            assert line, "the shell ended before answering its first statement"
+            seen += line
         _wait_for_cpu(proc.pid)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
