@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,17 @@ from undertale_duck.validation.executors import SerialExecutor, TorchDistributed
 #: type, an extra column, a one-row shard.
 SIZES = [40, 25, 1, 30, 20, 18, 12]
 DRIFTS = ["plain", "plain", "plain", "label32", "no_tag", "label_text", "extra"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One home for this module's tests: a Ray started here writes its token to ``~/.ray``.
+
+    The same for every test, so a Ray that outlives one test keeps the token the next finds.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+        yield
 
 
 @pytest.fixture(scope="module")
