@@ -7,9 +7,7 @@ sha256 is checked before and after.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from cli_run import invoke
 from storage_server import S3Server
 
-from undertale_duck import ChunkedSampler, DataModule, ParquetDataset, cli
+from undertale_duck import ChunkedSampler, DataModule, ParquetDataset
 from undertale_duck.errors import ArgumentError
 
 SIZES = [60, 40]
@@ -38,17 +37,6 @@ def data(tmp_path: Path) -> Path:
     root = tmp_path / "data"
     datagen.write_shards(root, SIZES, row_group_size=10)
     return root
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    """Run the command line in this process; its status, stdout and stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = cli.main(list(args))
-        except SystemExit as exc:
-            status = int(exc.code or 0)
-    return status, out.getvalue(), err.getvalue()
 
 
 # ---------------------------------------------------------------------- resume states

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +9,10 @@ from pathlib import Path
 import datagen
 import hostile_files as hf
 import pytest
+from cli_run import invoke
 from storage_server import HTTPServer, S3Server, cached_files, serve_directory
 
 from undertale_duck import ParquetDataset
-from undertale_duck.cli import main
 from undertale_duck.cli.guard import cache_directories
 
 QUERY = "SELECT label, count(*) AS n FROM dataset GROUP BY label ORDER BY label"
@@ -51,13 +49,6 @@ def _flags(s3: S3Server) -> list[str]:
     ]  # fmt: skip
 
 
-def _cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(args))
-    return status, out.getvalue(), err.getvalue()
-
-
 def _fill(cache: Path, url: str, s3: S3Server) -> list[Path]:
     """Read a remote dataset row by row: its shards are downloaded into the node's cache;
     the view index and disk tier directories are made as the library makes them."""
@@ -91,11 +82,11 @@ def test_url_source_output_never_lands_in_the_caches(
     ]
     for target in targets:
         for force in ([], ["--force"]):
-            status, out, err = _cli("sql", url, QUERY, *flags, "-o", str(target), *force)
+            status, out, err = invoke("sql", url, QUERY, *flags, "-o", str(target), *force)
             assert status == 2, err
             assert "undertale_duck's cache directory" in err or "already exists" in err, err
             assert len(err.strip().splitlines()) == 1
-            status, _, err = _cli(
+            status, _, err = invoke(
                 "validate", url, "-s", "Dataset", *flags, "-o", str(target), *force
             )
             assert status == 2 and len(err.strip().splitlines()) == 1, err
@@ -103,14 +94,14 @@ def test_url_source_output_never_lands_in_the_caches(
     link = tmp_path / "innocent"
     link.symlink_to(cache / "views")
     for target in (link / "result.csv", cache / "views" / ".." / "sneaky.csv"):
-        status, _, err = _cli("sql", url, QUERY, *flags, "-o", str(target))
+        status, _, err = invoke("sql", url, QUERY, *flags, "-o", str(target))
         assert status == 2 and "undertale_duck's cache directory" in err, err
     assert hf.sha256s(cache) == before  # nothing written, replaced or left behind
     assert not any(p.name.startswith(".undertale-duck-") for p in cache.rglob("*"))
     # the same command writes outside the caches
     outside = tmp_path / "out" / "result.csv"
     outside.parent.mkdir()
-    status, _, err = _cli("sql", url, QUERY, *flags, "-o", str(outside))
+    status, _, err = invoke("sql", url, QUERY, *flags, "-o", str(outside))
     assert status == 0, err
     assert outside.read_text().splitlines()[0] == "label,n"
 
@@ -125,10 +116,10 @@ def test_http_source_and_local_source_outputs_stay_out_of_the_caches(
         before = hf.sha256s(cache) | hf.sha256s(local)
         for source in (urls[0], str(local)):
             for target in (cache / "report.json", cache / "views" / "report.json"):
-                status, _, err = _cli("validate", source, "-s", "Dataset", "-o", str(target))
+                status, _, err = invoke("validate", source, "-s", "Dataset", "-o", str(target))
                 assert status == 2, err
                 assert f"undertale_duck's cache directory {target.parent}" in err, err
-        status, _, err = _cli("sql", urls[1], QUERY, "-o", str(cache / "views" / "x.csv"))
+        status, _, err = invoke("sql", urls[1], QUERY, "-o", str(cache / "views" / "x.csv"))
         assert status == 2 and "cache directory" in err, err
         after = hf.sha256s(cache) | hf.sha256s(local)
         assert {k: after.get(k) for k in before} == before  # nothing replaced
@@ -138,7 +129,7 @@ def test_http_source_and_local_source_outputs_stay_out_of_the_caches(
         assert all(k.endswith((".footer", "/CACHEDIR.TAG")) for k in added), after
         assert sorted(os.listdir(cache / "views")) == []
         report = tmp_path / "report.json"
-        status, _, err = _cli("validate", urls[0], "-s", "Dataset", "-o", str(report))
+        status, _, err = invoke("validate", urls[0], "-s", "Dataset", "-o", str(report))
         assert status in (0, 1) and report.exists(), err
     finally:
         server.close()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
 import sys
 from pathlib import Path
 
+import cli_run
 import datagen
 import pytest
 
@@ -21,7 +20,6 @@ from undertale_duck import (
     Stream,
     load,
 )
-from undertale_duck.cli import app as cli
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +30,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = cli.main(list(args))
-        except SystemExit as exc:
-            status = int(exc.code or 0)
-    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
+    status, out, err = cli_run.invoke(*args)
+    return subprocess.CompletedProcess(list(args), status, out, err)
 
 
 def one_line(message: str) -> str:

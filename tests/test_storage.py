@@ -11,6 +11,7 @@ from pathlib import Path
 import datagen
 import pyarrow as pa
 import pytest
+from cli_run import invoke
 from storage_server import HTTPServer, S3Server, cached_files, serve_directory
 
 from undertale_duck import ParquetDataset
@@ -222,21 +223,6 @@ def test_https_list_of_urls_and_memory_protocol(uneven: tuple[Path, int], tmp_pa
     assert _rows(remote) == _rows(local)
 
 
-def _cli(*args: str) -> tuple[int, str, str]:
-    import contextlib
-    import io
-
-    from undertale_duck.cli import app
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = app.main(list(args))
-        except SystemExit as exc:
-            status = int(exc.code or 0)
-    return status, out.getvalue(), err.getvalue()
-
-
 def _flags(s3: S3Server) -> list[str]:
     return [
         "--storage-option", "key=testing", "--storage-option", "secret=testing",
@@ -252,28 +238,28 @@ def test_command_line_on_a_remote_source(
     monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(tmp_path / "cache"))
     flags = _flags(s3)
     query = "SELECT label, count(*) AS n FROM dataset GROUP BY label ORDER BY label"
-    status, out, err = _cli("sql", uneven_url, query, "--format", "json", *flags)
-    local = _cli("sql", str(uneven[0]), query, "--format", "json")
+    status, out, err = invoke("sql", uneven_url, query, "--format", "json", *flags)
+    local = invoke("sql", str(uneven[0]), query, "--format", "json")
     assert (status, err) == (0, "") and out == local[1]
-    status, out, _ = _cli("describe", uneven_url, "--format", "json", *flags)
+    status, out, _ = invoke("describe", uneven_url, "--format", "json", *flags)
     assert status == 0
     remote_description = json.loads(out)
-    local_description = json.loads(_cli("describe", str(uneven[0]), "--format", "json")[1])
+    local_description = json.loads(invoke("describe", str(uneven[0]), "--format", "json")[1])
     assert remote_description["totals"] == local_description["totals"]
     assert remote_description["columns"] == local_description["columns"]
     assert list(cached_files(tmp_path / "cache")) == []  # footers only: nothing downloaded
-    status, out, _ = _cli("head", uneven_url, "-n", "3", "--format", "json", *flags)
-    assert status == 0 and out == _cli("head", str(uneven[0]), "-n", "3", "--format", "json")[1]
-    status, out, _ = _cli("validate", uneven_url, "--schema", "TokenizedDataset",
+    status, out, _ = invoke("head", uneven_url, "-n", "3", "--format", "json", *flags)
+    assert status == 0 and out == invoke("head", str(uneven[0]), "-n", "3", "--format", "json")[1]
+    status, out, _ = invoke("validate", uneven_url, "--schema", "TokenizedDataset",
                           "--format", "json", *flags)
-    expected = _cli("validate", str(uneven[0]), "--schema", "TokenizedDataset",
+    expected = invoke("validate", str(uneven[0]), "--schema", "TokenizedDataset",
                     "--format", "json")
     assert status == expected[0]
     def checks(text: str) -> list[tuple[str, str, bool]]:
         return [(c["check"], c["column"], c["passed"]) for c in json.loads(text)["checks"]]
 
     assert checks(out) == checks(expected[1])
-    status, _, err = _cli("describe", uneven_url, "--storage-option", "nonsense")
+    status, _, err = invoke("describe", uneven_url, "--storage-option", "nonsense")
     assert status == 2 and "KEY=VALUE" in err
 
 

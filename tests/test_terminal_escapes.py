@@ -8,9 +8,7 @@ bidirectional override go through ``describe``, ``row``, ``shell``'s ``.shards``
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import os
 import subprocess
@@ -20,10 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_run import invoke
 from hypothesis import given
 from hypothesis import strategies as st
 
-from undertale_duck import cli
 from undertale_duck.common.text import terminal_safe
 
 EVIL = "\x1b]0;owned\x07\x1b[2J\r\u202e"
@@ -41,16 +39,6 @@ def data(tmp_path: Path) -> Path:
     table = pa.table({"id": [f"r{i}" for i in range(10)], f"col{EVIL}": list(range(10))})
     pq.write_table(table, root / f"part{EVIL}.parquet")
     return root
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = cli.main(list(args))
-        except SystemExit as exc:
-            status = int(exc.code or 0)
-    return status, out.getvalue(), err.getvalue()
 
 
 def clean(text: str) -> bool:
