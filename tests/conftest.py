@@ -9,7 +9,7 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import datagen
+from support import datagen
 
 # Shared 2-core machines make per-example timings meaningless: no hypothesis deadlines.
 settings.register_profile("undertale_duck", deadline=None)

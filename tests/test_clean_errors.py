@@ -12,15 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import datagen
-import hostile_files as hf
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from cli_run import invoke
-from storage_server import S3Server
+from support import datagen
+from support import hostile_files as hf
+from support.cli_run import invoke
+from support.storage_server import S3Server
 
 from undertale_duck import ChunkedSampler, DataModule, ParquetDataset
 from undertale_duck.errors import ArgumentError

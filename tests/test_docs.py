@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
 _FENCE = re.compile(r"^```(\w*)\s*$")
@@ -190,7 +190,7 @@ def workdir(tmp_path: Path, data: Path) -> Path:
 @pytest.fixture(scope="module")
 def s3_env(docs_data: Path) -> Iterator[dict[str, str]]:
     """The moto S3 server holding ``s3://bucket/{tokenized/train,code,text}/``, as env vars."""
-    from storage_server import S3Server
+    from support.storage_server import S3Server
 
     server = S3Server()
     server.bucket("bucket")

@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import datagen
 import pytest
+from support import datagen
 
 from undertale_duck import (
     CorruptShardError,

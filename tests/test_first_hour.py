@@ -6,9 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cli_run
-import datagen
 import pytest
+from support import cli_run, datagen
 
 from undertale_duck import (
     ArgumentError,

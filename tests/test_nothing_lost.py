@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import datagen
 import pytest
+from support import datagen
 from torch.utils.data import DataLoader
 
 from undertale_duck import (

@@ -12,13 +12,13 @@ import sys
 import termios
 from pathlib import Path
 
-import datagen
 import pytest
+from support import datagen
 
 from undertale_duck import ChunkedSampler, Mixture, ParquetDataset, ReadOnlyError, Stream
 from undertale_duck.schema import Dataset
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_silent_without_logging_configured(data: Path) -> None:
 def test_downloads_are_logged(
     data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from storage_server import HTTPServer, serve_directory
+    from support.storage_server import HTTPServer, serve_directory
 
     server = HTTPServer()
     try:

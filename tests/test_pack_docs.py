@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "packing.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "packing.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 

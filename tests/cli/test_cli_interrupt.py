@@ -1,0 +1,260 @@
+"""Ctrl-C (a real SIGINT to a real child) stops describe, validate and the imports cleanly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from support import datagen
+from support import hostile_files as hf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: A schema whose pattern check makes DuckDB run a regular expression over every value.
+SCHEMA = (
+    "from pydantic import BaseModel, Field\n"
+    "class Slow(BaseModel):\n"
+    "    s: str = Field(pattern=r'x*z')\n"
+)
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset DuckDB needs minutes to scan: 8M rows of one 256 KiB dictionary string.
+
+    ``describe --scan`` compares 2 TiB of strings for min/max and ``validate`` matches a
+    pattern against each of them; the files themselves are a few dozen KB.
+    """
+    root = tmp_path_factory.mktemp("slow") / "data"
+    root.mkdir()
+    hf.dictionary_bomb(root / "part-00000.parquet", 8_000_000, 256 << 10)
+    return root
+
+
+def _default_sigint() -> None:
+    # a test runner started in the background ignores SIGINT, and children inherit that
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _start(command: list[str], cwd: Path | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=cwd,
+        preexec_fn=_default_sigint,
+    )
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "undertale_duck", *args]
+
+
+def _wait_for_cpu(pid: int, seconds: float) -> None:
+    """Wait until a process has used ``seconds`` of CPU: far more than its imports take, so
+    its DuckDB scan is running."""
+    process = psutil.Process(pid)
+    for _ in range(6000):
+        if sum(process.cpu_times()[:2]) >= seconds:
+            return
+        if process.status() == psutil.STATUS_ZOMBIE:
+            raise AssertionError("the command ended before it was interrupted")
+        time.sleep(0.05)
+    raise AssertionError("the scan never started")
+
+
+def _assert_interrupted(proc: subprocess.Popen[str], out: str, err: str) -> None:
+    """The command stopped as Ctrl-C should stop it: exit 130, one line, no output."""
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert out == ""
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        # without the interrupt the scan runs for minutes: the wait would time out
+        return proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.heavy
+def test_ctrl_c_stops_describe_scan_at_once(slow: Path) -> None:
+    before = hf.sha256s(slow)
+    proc = _start(_cli("describe", str(slow), "--scan"))
+    _wait_for_cpu(proc.pid, 4.0)
+    out, err = _interrupt(proc)
+    _assert_interrupted(proc, out, err)
+    assert hf.sha256s(slow) == before
+
+
+@pytest.mark.heavy
+def test_ctrl_c_stops_validate_with_no_report_left(slow: Path, tmp_path: Path) -> None:
+    schema = tmp_path / "slow_schema.py"
+    schema.write_text(SCHEMA)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    before = hf.sha256s(slow)
+    proc = _start(
+        _cli("validate", str(slow), "-s", f"{schema}:Slow", "-o", str(out_dir / "r.html"))
+    )
+    _wait_for_cpu(proc.pid, 4.0)
+    out, err = _interrupt(proc)
+    _assert_interrupted(proc, out, err)
+    assert list(out_dir.iterdir()) == []  # no report, no temporary file
+    assert hf.sha256s(slow) == before
+
+
+def _loaded(pid: int, library: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps") as maps:
+            return library in maps.read()
+    except OSError:
+        return False
+
+
+def _entry_points() -> list[list[str]]:
+    points = [_cli()]
+    script = shutil.which("undertale-duck", path=os.path.dirname(sys.executable))
+    if script is not None:  # the console script pip installs ([project.scripts])
+        points.append([script])
+    return points
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
+@pytest.mark.parametrize("entry", _entry_points(), ids=lambda e: os.path.basename(e[-1]))
+@pytest.mark.parametrize("command", ["describe", "validate", "sql"])
+def test_ctrl_c_while_importing_prints_one_line(
+    entry: list[str], command: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    datagen.write_shards(data, [4])
+    args = {
+        "describe": ["describe", str(data)],
+        "validate": ["validate", str(data), "-s", "Dataset"],
+        "sql": ["sql", str(data), "SELECT count(*) FROM dataset"],
+    }[command]
+    # On a loaded machine the command may finish before the signal is sent (it then exits
+    # 0 having done its work): a few tries, each judged only if the signal found it running
+    for _ in range(5):
+        proc = _start([*entry, *args])
+        try:
+            # DuckDB's library is mapped while the command line's modules are being
+            # imported, before main() runs: Ctrl-C arrives in the middle of the imports
+            while proc.poll() is None and not _loaded(proc.pid, "_duckdb."):
+                pass
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        if proc.returncode != 0:
+            break
+    assert "Traceback" not in err
+    _assert_interrupted(proc, out, err)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("command", ["describe", "validate"])
+def test_ctrl_c_stops_a_view_being_indexed(slow: Path, tmp_path: Path, command: str) -> None:
+    # --where builds a view: its indexing pass matches the pattern against every value
+    schema = tmp_path / "slow_schema.py"
+    schema.write_text(SCHEMA)
+    where = ["--where", "NOT regexp_full_match(s, 'x*z')"]
+    args = ["-s", f"{schema}:Slow"] if command == "validate" else []
+    before = hf.sha256s(slow)
+    proc = _start(_cli(command, str(slow), *args, *where))
+    _wait_for_cpu(proc.pid, 4.0)
+    out, err = _interrupt(proc)
+    _assert_interrupted(proc, out, err)
+    assert hf.sha256s(slow) == before
+
+
+#: A view whose one window is the whole 8M-row shard, each row a regular expression over a
+#: 256 KiB string: reading its first window keeps DuckDB busy for hours (its indexing pass
+#: runs no expression).
+SLOW_VIEW = "SELECT regexp_full_match(s, 'x*z') AS m FROM dataset"
+#: CPU seconds after which the command is reading the window: well past its imports and
+#: the view's indexing pass (about 4 s together).
+READING_CPU = 8.0
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("command", ["head", "row", "batch"])
+def test_ctrl_c_stops_a_window_read_at_once(slow: Path, command: str) -> None:
+    args = {
+        "head": ["head", str(slow), "-n", "1"],
+        "row": ["row", str(slow), "0"],
+        "batch": ["batch", str(slow), "--step", "0", "--batch", "4", "--values"],
+    }[command]
+    before = hf.sha256s(slow)
+    proc = _start(_cli(*args, "--query", SLOW_VIEW))
+    _wait_for_cpu(proc.pid, READING_CPU)
+    out, err = _interrupt(proc)
+    _assert_interrupted(proc, out, err)
+    assert hf.sha256s(slow) == before
+
+
+def _interrupt_python(
+    script: str, slow: Path
+) -> tuple[str, str, subprocess.Popen[str]]:
+    """Run ``script`` over the slow view; SIGINT once it has printed OPEN and read 4 s more."""
+    proc = _start([sys.executable, "-c", script, str(slow), SLOW_VIEW])
+    assert proc.stdout is not None
+    assert proc.stdout.readline().split() == ["OPEN"]
+    opened = sum(psutil.Process(proc.pid).cpu_times()[:2])
+    _wait_for_cpu(proc.pid, opened + 4.0)
+    out, err = _interrupt(proc)
+    return out, err, proc
+
+
+_READ = (
+    "import sys\n"
+    "from undertale_duck import ParquetDataset\n"
+    "ds = ParquetDataset(sys.argv[1], query=sys.argv[2])\n"
+    "print('OPEN', flush=True)\n"
+    "try:\n"
+    "    ds[0]\n"
+    "except KeyboardInterrupt:\n"
+    "    print('INTERRUPTED', flush=True)\n"
+    "print(len(ds))\n"
+)
+
+
+@pytest.mark.heavy
+def test_ctrl_c_stops_a_window_read_from_python(slow: Path) -> None:
+    out, err, proc = _interrupt_python(_READ, slow)  # ds[0] is reading
+    assert proc.returncode == 0, err
+    assert out.split() == ["INTERRUPTED", "8000000"], (out, err)
+
+
+_READ_AHEAD = (
+    "import sys, time\n"
+    "from undertale_duck import ParquetDataset\n"
+    "ds = ParquetDataset(sys.argv[1], query=sys.argv[2])\n"
+    "ds.prefetch([0])\n"  # the one window is read on a read-ahead thread
+    "print('OPEN', flush=True)\n"
+    "time.sleep(3600)\n"
+)
+
+
+@pytest.mark.heavy
+def test_ctrl_c_exits_while_a_window_is_read_ahead(slow: Path) -> None:
+    # the main thread is idle; Ctrl-C ends the script, and the exit hook, which waits for
+    # read-ahead threads, interrupts their read rather than waiting hours for it
+    out, err, proc = _interrupt_python(_READ_AHEAD, slow)  # the read-ahead thread is reading
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err
+    assert out == ""

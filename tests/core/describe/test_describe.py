@@ -1,0 +1,185 @@
+"""describe: footer statistics, --scan, schema drift, Spark-style and corrupt directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from support import datagen
+
+from undertale_duck.cli.render_describe import to_text
+from undertale_duck.core.describe import footers as describe
+
+SIZES = [40, 0, 23, 9]
+TOTAL = sum(SIZES)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "undertale_duck", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Shards as Spark writes them: _SUCCESS, .crc files, a _temporary directory."""
+    root = tmp_path_factory.mktemp("describe") / "spark"
+    datagen.write_shards(root, SIZES, row_group_size=[16, 1, 5, 9])
+    (root / "_SUCCESS").write_text("")
+    for p in list(root.glob("*.parquet")):
+        (root / f".{p.name}.crc").write_bytes(b"crc")
+    (root / "_temporary").mkdir()
+    (root / "_temporary" / "junk.parquet").write_bytes(b"PAR1 half written")
+    return root
+
+
+@pytest.fixture(scope="module")
+def drifting(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three shards: the reference, one with a changed type, a missing and an extra column."""
+    root = tmp_path_factory.mktemp("drift") / "data"
+    root.mkdir()
+    pq.write_table(datagen.table(0, 10), root / "a.parquet")
+    changed = datagen.table(10, 15)
+    changed = changed.set_column(
+        changed.schema.get_field_index("label"),
+        "label",
+        pc.cast(changed.column("label"), pa.string()),
+    )
+    changed = changed.drop_columns(["blob"]).append_column("extra", pa.array([1.5] * 5))
+    pq.write_table(changed, root / "b.parquet")
+    pq.write_table(datagen.table(15, 20), root / "c.parquet")
+    return root
+
+
+def expected_nulls(column: str) -> int:
+    return sum(datagen.row(i)[column] is None for i in range(TOTAL))
+
+
+def test_footer_statistics_match_the_data(spark: Path) -> None:
+    d = describe.describe(spark)
+    assert [Path(s.path).name for s in d.shards] == [
+        f"part-{k:05d}.parquet" for k in range(len(SIZES))
+    ]
+    assert [s.rows for s in d.shards] == SIZES
+    assert d.rows == TOTAL
+    assert d.bytes == sum(os.path.getsize(s.path) for s in d.shards)
+    assert [s.row_groups for s in d.shards] == [
+        pq.ParquetFile(s.path).metadata.num_row_groups for s in d.shards
+    ]
+    assert all(s.created_by.startswith("parquet-cpp-arrow") for s in d.shards)
+    cols = {c.name: c for c in d.columns}
+    assert list(cols) == datagen.schema().names
+    assert cols["label"].type == "BIGINT" and cols["tokens"].type == "INTEGER[]"
+    assert cols["when"].type == "TIMESTAMP" and cols["category"].type == "VARCHAR"
+    assert cols["score"].null_count == expected_nulls("score") > 0
+    assert (cols["label"].min, cols["label"].max) == (0, 6)
+    assert (cols["id"].min, cols["id"].max) == ("row-00000000", f"row-{TOTAL - 1:08d}")
+    assert cols["when"].max == datagen.row(TOTAL - 1)["when"]
+    scores = [datagen.row(i)["score"] for i in range(TOTAL)]
+    assert cols["score"].max == max(s for s in scores if s is not None)
+    # nested columns have no whole-value footer statistics: unknown, never made up
+    assert cols["point"].null_count is None and cols["point"].min is None
+    assert d.drift == [] and d.errors == []
+
+
+def test_scan_gives_exact_values_and_list_lengths(spark: Path) -> None:
+    labels: list[str] = []
+    d = describe.describe(spark, scan=True, progress=labels.append)
+    assert labels == [Path(s.path).name for s in d.shards]  # one call per shard, by file name
+    cols = {c.name: c for c in d.columns}
+    assert d.scanned
+    assert cols["point"].null_count == 0
+    lengths = [len(datagen.row(i)["tokens"]) for i in range(TOTAL)]
+    assert (cols["tokens"].min_length, cols["tokens"].max_length) == (min(lengths), max(lengths))
+    assert cols["score"].null_count == expected_nulls("score")
+    assert (cols["blob"].min, cols["blob"].max) == (
+        min(datagen.row(i)["blob"] for i in range(TOTAL)),
+        max(datagen.row(i)["blob"] for i in range(TOTAL)),
+    )
+
+
+def test_describe_cli_text_and_json_on_spark_dir(spark: Path) -> None:
+    text = run_cli("describe", str(spark))
+    assert text.returncode == 0, text.stderr
+    out = text.stdout
+    assert f"{len(SIZES)} shards, {TOTAL} rows" in out
+    assert "_SUCCESS" not in out and ".crc" not in out and "junk" not in out
+    score = next(line for line in out.splitlines() if line.split()[:1] == ["score"])
+    assert score.split()[:3] == ["score", "DOUBLE", str(expected_nulls("score"))]
+    assert "schema drift: none" in out
+    js = run_cli("describe", str(spark), "--format", "json", "--scan")
+    assert js.returncode == 0, js.stderr
+    data = json.loads(js.stdout)
+    assert data["totals"] == {
+        "shards": len(SIZES),
+        "rows": TOTAL,
+        "row_groups": sum(s["row_groups"] for s in data["shards"]),
+        "bytes": sum(s["bytes"] for s in data["shards"]),
+    }
+    assert data["statistics"] == "scan"
+    when = next(c for c in data["columns"] if c["name"] == "when")
+    assert when["max"] == datagen.row(TOTAL - 1)["when"].isoformat()
+    assert js.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_drift_is_reported_and_describe_still_works(drifting: Path) -> None:
+    d = describe.describe(drifting)
+    assert d.rows == 20 and d.errors == []
+    assert len(d.drift) == 1
+    drift = d.drift[0]
+    assert Path(drift.path).name == "b.parquet"
+    assert drift.missing == ["blob"] and drift.extra == ["extra"]
+    assert drift.changed == [("label", "BIGINT", "VARCHAR")]  # (column, reference, shard)
+    cols = {c.name: c for c in d.columns}
+    assert cols["blob"].shards == 2 and cols["extra"].shards == 1 and cols["extra"].type == "DOUBLE"
+    assert cols["label"].min is None  # mixed types: no min/max pretends to cover every shard
+    assert cols["id"].max == "row-00000019"
+    result = run_cli("describe", str(drifting), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)["drift"]
+    assert got == [
+        {
+            "path": str(drifting / "b.parquet"),
+            "missing": ["blob"],
+            "extra": ["extra"],
+            "changed": [{"column": "label", "type": "VARCHAR", "expected": "BIGINT"}],
+        }
+    ]
+    text = to_text(d)
+    assert "b.parquet: missing blob; extra extra; label is VARCHAR (expected BIGINT)" in text
+    assert "DOUBLE (in 1 of 3 shards)" in text
+
+
+def test_corrupt_shard_is_reported_and_the_rest_described(spark: Path, tmp_path: Path) -> None:
+    root = tmp_path / "broken"
+    root.mkdir()
+    good = spark / "part-00000.parquet"
+    (root / "a.parquet").write_bytes(good.read_bytes())
+    data = good.read_bytes()
+    (root / "b.parquet").write_bytes(data[: len(data) // 2] + b"PAR1")  # footer gone
+    before = {p.name: p.read_bytes() for p in root.iterdir()}
+    d = describe.describe(root)
+    assert [s.error is None for s in d.shards] == [True, False]
+    assert d.rows == SIZES[0]
+    result = run_cli("describe", str(root))
+    assert result.returncode == 2
+    assert "a.parquet" in result.stdout and "UNREADABLE" in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "b.parquet" in lines[0] and "Traceback" not in result.stderr
+    assert {p.name: p.read_bytes() for p in root.iterdir()} == before
+
+
+def test_missing_source_is_an_input_error(tmp_path: Path) -> None:
+    result = run_cli("describe", str(tmp_path / "nothing"))
+    assert result.returncode == 2
+    assert result.stdout == "" and "does not exist" in result.stderr

@@ -1,0 +1,309 @@
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import datagen
+from support.datagen import plain
+
+from undertale_duck import ArgumentError, ParquetDataset, ShardChangedError
+from undertale_duck.core.read.disk_tier import (
+    CACHE_ENV,
+    DiskTier,
+    default_directory,
+    prepare_directory,
+)
+from undertale_duck.core.source.windows import Window
+
+
+def window_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.suffix == ".arrow")
+
+
+def dataset_files(root: Path) -> set[str]:
+    return {str(p) for p in root.rglob("*")}
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> tuple[Path, int]:
+    root = tmp_path / "data"
+    sizes = [120, 0, 75, 200]
+    datagen.write_shards(root, sizes, row_group_size=[30, 1, 25, 64])
+    return root, sum(sizes)
+
+
+@pytest.mark.parametrize("fmt", ["python", "torch"])
+def test_every_value_through_the_disk_tier(
+    data: tuple[Path, int], tmp_path: Path, fmt: str
+) -> None:
+    root, total = data
+    before = dataset_files(root)
+    cache = tmp_path / "cache"
+    expected = datagen.expected(total)
+    ds = ParquetDataset(root, memory=0.02, window_bytes=3000, format=fmt,  # type: ignore[arg-type]
+                        disk=64, disk_dir=cache, read_ahead=False)
+    order = list(range(total))
+    random.Random(1).shuffle(order)
+    for epoch in range(2):
+        for start in range(0, total, 16):
+            batch = order[start:start + 16]
+            rows = ds.__getitems__(batch)
+            assert [{k: plain(v) for k, v in r.items()} for r in rows] == [
+                expected[i] for i in batch
+            ]
+        if epoch == 0:
+            decoded = ds.cache_stats.misses
+    assert decoded == len(ds.windows)  # each window decoded once, then served from its file
+    assert ds.cache_stats.misses == decoded
+    assert len(window_files(cache)) == len(ds.windows)
+    assert {k: plain(v) for k, v in ds[-3].items()} == expected[-3]
+    assert dataset_files(root) == before  # nothing written in or next to the dataset
+
+    again = ParquetDataset(root, memory=0.02, window_bytes=3000, format=fmt,  # type: ignore[arg-type]
+                           disk=64, disk_dir=cache)
+    rows = again.__getitems__(order[:50])
+    assert [{k: plain(v) for k, v in r.items()} for r in rows] == [expected[i] for i in order[:50]]
+    assert again.cache_stats.misses == 0  # another dataset object (process) decodes nothing
+    stats = again.disk_stats
+    assert stats is not None and stats.hits > 0 and stats.writes == 0
+
+
+def test_column_projection_gets_its_own_files(data: tuple[Path, int], tmp_path: Path) -> None:
+    root, total = data
+    cache = tmp_path / "cache"
+    expected = datagen.expected(total)
+    full = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache)
+    part = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache,
+                          columns=["label", "id"])
+    assert full[7] == expected[7]
+    assert part[7] == {"label": expected[7]["label"], "id": expected[7]["id"]}
+    assert full[7] == expected[7]
+
+
+def test_a_view_gets_its_own_files(data: tuple[Path, int], tmp_path: Path) -> None:
+    root, total = data
+    cache = tmp_path / "cache"
+    expected = [r for r in datagen.expected(total) if r["label"] == 3]
+    view = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache, where="label = 3")
+    plain_ds = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache)
+    assert plain_ds[5] == datagen.expected(6)[5]
+    assert view.__getitems__(list(range(len(view)))) == expected
+    again = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache, where="label = 3")
+    assert again.__getitems__(list(range(len(again)))[::-1]) == expected[::-1]
+    assert again.cache_stats.misses == 0
+
+
+def test_directory_never_in_above_or_beside_the_dataset(data: tuple[Path, int]) -> None:
+    root, _ = data
+    for bad in (root, root / "cache", root / "sub" / "deeper", root.parent):
+        with pytest.raises(ArgumentError, match="disk_dir"):
+            ParquetDataset(root, disk=8, disk_dir=bad)
+    single = next(root.glob("*.parquet"))
+    with pytest.raises(ArgumentError, match="disk_dir"):
+        ParquetDataset(single, disk=8, disk_dir=root)
+    assert not (root / "cache").exists()
+
+
+def test_arguments_are_checked(data: tuple[Path, int], tmp_path: Path) -> None:
+    root, _ = data
+    for bad in (-1, "ten", "10 parsecs", True, float("nan")):
+        with pytest.raises(ArgumentError, match="disk"):
+            ParquetDataset(root, disk=bad)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="disk_dir needs disk"):
+        ParquetDataset(root, disk_dir=tmp_path / "c")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ArgumentError, match="cannot be created"):
+        ParquetDataset(root, disk=8, disk_dir=blocker / "sub")
+    off = ParquetDataset(root, disk=0, disk_dir=tmp_path / "unused")
+    assert off.disk_stats is None and off[0] == datagen.expected(1)[0]
+    assert not (tmp_path / "unused").exists()
+
+
+def test_default_directory_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data: tuple[Path, int]
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "env-cache"))
+    assert default_directory() == tmp_path / "env-cache" / "windows"
+    ds = ParquetDataset(data[0], window_bytes=3000, disk=8)
+    ds.__getitems__(list(range(10)))
+    assert ds.disk_dir == os.path.realpath(tmp_path / "env-cache" / "windows")
+    assert window_files(tmp_path / "env-cache" / "windows")
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_directory() == tmp_path / "xdg" / "undertale_duck" / "windows"
+
+
+def test_a_changed_shard_is_never_served_from_old_files(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    datagen.write_shards(root, [60, 60], row_group_size=20)
+    cache = tmp_path / "cache"
+    expected = datagen.expected(120)
+    first = ParquetDataset(root, window_bytes=2000, disk=64, disk_dir=cache)
+    assert first.__getitems__(list(range(120))) == expected
+    held = len(window_files(cache))
+    opened = ParquetDataset(root, window_bytes=2000, disk=64, disk_dir=cache)
+
+    # Replace shard 1 by different rows (those of global rows 500..559).
+    path = root / "part-00001.parquet"
+    pq.write_table(datagen.table(500, 560), path, row_group_size=20)
+    with pytest.raises(ShardChangedError):
+        opened[70]  # its file was written from the old shard: refused, as a read would be
+    assert opened[10] == expected[10]  # shard 0 is unchanged
+
+    fresh = ParquetDataset(root, window_bytes=2000, disk=64, disk_dir=cache)
+    new = datagen.expected(560)
+    assert fresh.__getitems__(list(range(60, 120))) == new[500:560]
+    assert fresh.cache_stats.misses > 0  # new fingerprint, new keys: decoded again
+    assert len(window_files(cache)) > held
+
+
+def test_corrupt_or_foreign_files_are_replaced(data: tuple[Path, int], tmp_path: Path) -> None:
+    root, total = data
+    cache = tmp_path / "cache"
+    expected = datagen.expected(total)
+    ds = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache)
+    ds.__getitems__(list(range(total)))
+    files = window_files(cache)
+    files[0].write_bytes(files[0].read_bytes()[:100])  # truncated (as after a crash)
+    (cache / "notes.txt").write_text("not ours")
+    again = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache)
+    assert again.__getitems__(list(range(total))) == expected
+    assert again.cache_stats.misses == 1  # the truncated file's window, decoded again
+    assert (cache / "notes.txt").read_text() == "not ours"  # only our own files are touched
+
+
+# --------------------------------------------------------------------------- bounds
+
+
+def _table(seed: int, rows: int) -> pa.Table:
+    return pa.table({"id": [f"{seed}-{i}" for i in range(rows)],
+                     "x": pa.array(np.arange(rows, dtype=np.int64) * seed)})
+
+
+class _Source:
+    """What DiskTier needs of a Source: the columns and unchanging shards."""
+
+    class _Shard:
+        def check_unchanged(self) -> None:
+            pass
+
+    columns = ("id", "x")
+    shards = (_Shard(),)
+
+
+def _tier(directory: str, limit: int, keys: list[str], windows: list[Window]) -> DiskTier:
+    return DiskTier(directory, limit, keys, _Source(), windows, ["id", "x"])  # type: ignore[arg-type]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    limit=st.integers(2_000, 60_000),
+    ops=st.lists(st.tuples(st.booleans(), st.integers(0, 11)), min_size=1, max_size=40),
+    sizes=st.lists(st.integers(1, 600), min_size=12, max_size=12),
+)
+def test_bound_and_values_under_any_sequence(
+    tmp_path_factory: pytest.TempPathFactory, limit: int, ops: list[tuple[bool, int]],
+    sizes: list[int],
+) -> None:
+    directory = str(tmp_path_factory.mktemp("tier"))
+    windows = [Window(0, 0, rows, 0) for rows in sizes]
+    keys = [f"{k:064x}" for k in range(12)]
+    tier = _tier(directory, limit, keys, windows)
+    tables = [_table(k + 1, rows) for k, rows in enumerate(sizes)]
+    for write, k in ops:
+        if write:
+            stored = tier.put(k, tables[k])
+            held, files = tier.scan()
+            assert held <= limit
+            assert held == sum(os.path.getsize(p) for _, _, p in files)
+            # The window just written is kept; one that cannot fit is not written.
+            assert stored == os.path.exists(tier.path(k))
+        got = tier.get(k)
+        assert got is None or got.equals(tables[k])
+    assert not [n for n in os.listdir(directory) if n.endswith(".tmp")]
+
+
+def test_least_recently_used_files_go_first(tmp_path: Path) -> None:
+    windows = [Window(0, 0, 200, 0) for _ in range(4)]
+    keys = [f"{k:064x}" for k in range(4)]
+    tables = [_table(k + 1, 200) for k in range(4)]
+    probe = _tier(str(tmp_path / "probe"), 1 << 30, keys, windows)
+    probe.put(0, tables[0])
+    size = os.path.getsize(probe.path(0))
+    tier = _tier(str(tmp_path / "t"), 3 * size, keys, windows)
+    for k in range(3):
+        assert tier.put(k, tables[k])
+        os.utime(tier.path(k), ns=(10**18 + k * 10**9, 10**18 + k * 10**9))
+    other = _tier(str(tmp_path / "t"), 3 * size, keys, windows)
+    assert other.get(0) is not None  # reading window 0 makes it the most recent
+    assert other.put(3, tables[3])
+    assert [os.path.exists(other.path(k)) for k in range(4)] == [True, False, True, True]
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _reader(root: str, cache: str, seed: int, total: int, out: Any) -> None:
+    try:
+        ds = ParquetDataset(root, memory=0.02, window_bytes=3000, format="torch",
+                            disk=0.05, disk_dir=cache)
+        expected = datagen.expected(total)
+        order = list(range(total))
+        random.Random(seed).shuffle(order)
+        for start in range(0, total, 8):
+            batch = order[start:start + 8]
+            rows = ds.__getitems__(batch)
+            got = [{k: plain(v) for k, v in r.items()} for r in rows]
+            if got != [expected[i] for i in batch]:
+                out.put(f"process {seed}: wrong rows for {batch}")
+                return
+        stats = ds.disk_stats
+        out.put(("ok", stats.writes if stats else -1))
+    except BaseException as exc:  # report, never hang the parent
+        out.put(f"process {seed}: {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.heavy
+def test_processes_racing_on_one_directory(data: tuple[Path, int], tmp_path: Path) -> None:
+    root, total = data
+    cache = tmp_path / "cache"
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_reader, args=(str(root), str(cache), s, total, out))
+             for s in range(3)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert all(isinstance(r, tuple) and r[0] == "ok" for r in results), results
+    assert sum(r[1] for r in results) > 0
+    held, files = _tier(str(cache), 1, [], []).scan()
+    # The bound (0.05 MB) holds up to the windows the three processes wrote at once.
+    largest = max(os.path.getsize(p) for _, _, p in files)
+    assert held <= 0.05 * (1 << 20) + 3 * largest
+    assert not [n for n in os.listdir(cache) if n.endswith(".tmp")]
+
+
+def test_prepare_directory_refuses_overlap_and_creates(tmp_path: Path) -> None:
+    shard = tmp_path / "ds" / "a.parquet"
+    shard.parent.mkdir()
+    shard.write_bytes(b"")
+    with pytest.raises(ArgumentError):
+        prepare_directory(tmp_path / "ds", [str(shard)])
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "ds")
+    with pytest.raises(ArgumentError):  # a symbolic link to the dataset is the dataset
+        prepare_directory(link / "cache", [str(shard)])
+    made = prepare_directory(tmp_path / "c" / "windows", [str(shard)])
+    assert os.path.isdir(made) and (os.stat(made).st_mode & 0o777) == 0o700

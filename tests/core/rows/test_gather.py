@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.datagen import plain
+
+from undertale_duck import ParquetDataset
+from undertale_duck.core.rows import RowBatch
+
+
+def shard(start: int, stop: int, width: int | None) -> pa.Table:
+    """Rows start..stop-1; tokens of ``width`` values each (ragged when None)."""
+    rows = range(start, stop)
+    lengths = [width if width is not None else i % 4 for i in rows]
+    return pa.table({
+        "id": [f"r{i}" for i in rows],
+        "tokens": pa.array([[(i * 13 + k) % 97 for k in range(n)] for i, n in zip(rows, lengths,
+                                                                                 strict=True)],
+                           pa.list_(pa.int16())),
+        "u": pa.array(list(rows), pa.uint16()),
+        "maybe": pa.array([None if i % 5 == 0 else i * 0.5 for i in rows], pa.float32()),
+        "pair": pa.array([[i, -i] for i in rows], pa.list_(pa.int64(), 2)),
+    })
+
+
+_ROOT: list[Path] = []
+
+
+def dataset(fmt: str) -> ParquetDataset:
+    if not _ROOT:
+        root = Path(tempfile.mkdtemp(prefix="gather-"))
+        start = 0
+        for k, (size, width) in enumerate([(60, 8), (45, 4), (50, None), (30, 8)]):
+            pq.write_table(shard(start, start + size, width), root / f"p{k}.parquet",
+                           row_group_size=15)
+            start += size
+        _ROOT.append(root)
+    return ParquetDataset(_ROOT[0], format=fmt, window_bytes=600)  # type: ignore[arg-type]
+
+
+_PYTHON: list[list[dict[str, Any]]] = []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(-185, 184), min_size=1, max_size=70),
+       st.sampled_from(["numpy", "torch"]))
+def test_batches_across_windows_equal_the_python_rows(indices: list[int], fmt: str) -> None:
+    if not _PYTHON:
+        _PYTHON.append(dataset("python").__getitems__(list(range(185))))
+    expected = [_PYTHON[0][i] for i in indices]
+    ds = dataset(fmt)
+    rows = ds.__getitems__(indices)
+    assert isinstance(rows, RowBatch)
+    assert [{k: plain(v) for k, v in r.items()} for r in rows] == expected
+    again = ds.__getitems__(indices)  # the same batch from the windows' kept views
+    batched = again.batched("u")
+    assert batched is not None and plain(batched) == [r["u"] for r in expected]
+    if fmt == "torch":
+        assert isinstance(batched, torch.Tensor) and batched.dtype == torch.int64
+    pair = again.batched("pair")
+    assert pair is not None and plain(pair) == [r["pair"] for r in expected]
+    widths = {len(r["tokens"]) for r in expected}
+    if len(widths) == 1:  # one width: one matrix, whatever windows the rows came from
+        tokens = again.batched("tokens")
+        assert tokens is not None and tuple(tokens.shape) == (len(indices), widths.pop())

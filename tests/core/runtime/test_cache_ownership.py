@@ -1,0 +1,247 @@
+"""Issue 27's attacks on the cache directories, on real files and the real S3 server (moto).
+
+One rule decides every cache directory (core/runtime/cachedir.py ``private_directory``):
+ours only (marked by ``CACHEDIR.TAG``), never one holding someone's Parquet files, resolved
+once and held open, and only entries our records name are ever deleted. The dataset's (and
+the user's) files are hashed before and after every attack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from support import datagen
+from support.storage_server import S3Server
+
+from undertale_duck import ParquetDataset
+from undertale_duck.core.runtime import cachedir
+from undertale_duck.core.source.remote.shard_cache import file_crc32
+from undertale_duck.errors import ArgumentError, SourceError
+
+SIZES = [30, 20]
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    server = S3Server()
+    server.bucket("own")
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def url(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("ownsrc")
+    datagen.write_shards(root / "data", SIZES, row_group_size=10)
+    return s3.upload(root / "data", "s3://own/data")
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    datagen.write_shards(root, SIZES, row_group_size=10)
+    return root
+
+
+def remote(s3: S3Server, url: str, **kwargs: object) -> ParquetDataset:
+    return ParquetDataset(url, memory=64, storage_options=s3.options(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_content_addressed_store_is_never_a_cache_and_loses_nothing(
+    s3: S3Server, url: str, data: Path, tmp_path: Path
+) -> None:
+    """<40 hex>.parquet is how content-addressed stores name shards: never deleted."""
+    store = tmp_path / "cas"
+    store.mkdir(mode=0o700)
+    for shard in sorted(data.glob("*.parquet")):
+        content = shard.read_bytes()
+        (store / f"{hashlib.sha1(content).hexdigest()}.parquet").write_bytes(content)
+    before = digest(store)
+    ds = remote(s3, url, cache_dir=store, cache_limit="20KB")
+    with pytest.raises(SourceError, match="holding Parquet files"):
+        ds[0]
+    with pytest.raises(SourceError, match="holding Parquet files"):
+        ds.source.store.cache.clear()
+    assert digest(store) == before
+
+
+def test_a_directory_with_other_files_gets_our_own_tagged_folder(
+    s3: S3Server, url: str, tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    (mine / "notes.txt").write_text("my notes")
+    (mine / ("a" * 40 + ".footer")).write_bytes(b"a file named like ours")
+    before = digest(mine)
+    ds = remote(s3, url, cache_dir=mine, cache_limit="1KB")
+    assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+    ours = mine / cachedir.OWN_FOLDER
+    assert ds.source.store.cache.directory == ours
+    assert (ours / cachedir.TAG_NAME).read_bytes().startswith(cachedir.TAG_SIGNATURE)
+    cache = ds.source.store.cache
+    cache.make_room(1 << 30)
+    cache.clear()
+    after = digest(mine)
+    assert {k: v for k, v in after.items() if not k.startswith(cachedir.OWN_FOLDER)} == before
+
+
+def test_clear_deletes_only_recorded_copies(
+    s3: S3Server, url: str, data: Path, tmp_path: Path
+) -> None:
+    """A user's file dropped into our directory later, named like a copy, is never deleted."""
+    directory = tmp_path / "c"
+    ds = remote(s3, url, cache_dir=directory, read_ahead=False)
+    assert ds[0] == datagen.expected(1)[0]
+    planted = directory / ("b" * 40 + ".parquet")
+    planted.write_bytes(sorted(data.glob("*.parquet"))[0].read_bytes())
+    foot = directory / ("b" * 40 + ".footer")
+    foot.write_bytes(b"not our footer")
+    cache = ds.source.store.cache
+    assert len(list(directory.glob("*.parquet.record"))) == 1
+    assert cache.clear() == 1  # the copies we downloaded, and nothing else
+    assert planted.exists() and foot.read_bytes() == b"not our footer"
+    assert not list(directory.glob("*.record"))
+
+
+def test_an_existing_cache_of_ours_is_adopted_and_tagged(
+    s3: S3Server, url: str, tmp_path: Path
+) -> None:
+    directory = tmp_path / "c"
+    ds = remote(s3, url, cache_dir=directory)
+    assert ds[0] == datagen.expected(1)[0]
+    (directory / cachedir.TAG_NAME).unlink()  # e.g. removed by a cleanup tool
+    cachedir._resolved.clear()
+    again = remote(s3, url, cache_dir=directory)
+    assert again[0] == datagen.expected(1)[0]
+    assert again.source.store.cache.directory == directory
+    assert (directory / cachedir.TAG_NAME).exists()
+    assert again.source.store.cache.stats.downloads == 0
+
+
+def test_a_cache_dir_naming_a_dataset_nobody_opened_is_refused(
+    s3: S3Server, url: str, data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = digest(data)
+    for where in (data, data / "sub"):
+        with pytest.raises(SourceError, match="holding Parquet files"):
+            remote(s3, url, cache_dir=where)[0]
+    monkeypatch.setenv(cachedir.CACHE_ENV, str(data))  # shards would go to data/shards
+    with pytest.raises(SourceError, match="lies inside a directory holding Parquet files"):
+        remote(s3, url)[0]
+    with pytest.raises(ArgumentError, match="holding Parquet files"):
+        ParquetDataset(url, memory=64, storage_options=s3.options(), disk=8,
+                       disk_dir=data / "w", cache_dir=data.parent / "fine")
+    assert digest(data) == before
+    assert len(ParquetDataset(data)) == sum(SIZES)
+
+
+def test_a_swapped_symlink_cannot_redirect_the_cache(
+    s3: S3Server, url: str, tmp_path: Path
+) -> None:
+    real = tmp_path / "real"
+    evil = tmp_path / "evil"
+    evil.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    real.mkdir(mode=0o700)
+    ds = remote(s3, url, cache_dir=link)
+    assert ds[0] == datagen.expected(1)[0]
+    link.unlink()
+    link.symlink_to(evil, target_is_directory=True)  # repointed after the check
+    assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+    assert os.listdir(evil) == []
+    assert ds.source.store.cache.directory == real
+
+
+def test_a_planted_copy_with_the_right_size_is_never_served(
+    s3: S3Server, url: str, tmp_path: Path
+) -> None:
+    directory = tmp_path / "c"
+    ds = remote(s3, url, cache_dir=directory)
+    assert ds[0] == datagen.expected(1)[0]
+    cache = ds.source.store.cache
+    copy = Path(cache.path(ds.source.shards[0]))
+    forged = pq.read_table(copy)
+    forged = forged.set_column(0, "id", pa.array(["PLANTED"] * forged.num_rows))
+    pq.write_table(forged, tmp_path / "forged.parquet")
+    body = (tmp_path / "forged.parquet").read_bytes()
+    size = copy.stat().st_size
+    os.replace(tmp_path / "forged.parquet", copy)  # a new inode: not the recorded copy
+    fresh = remote(s3, url, cache_dir=directory)
+    rows = [fresh[i] for i in range(len(fresh))]
+    assert rows == datagen.expected(sum(SIZES))
+    assert len(body) != size or copy.read_bytes() != body
+
+
+def test_a_damaged_copy_fails_its_checksum_and_is_downloaded_again(
+    s3: S3Server, url: str, tmp_path: Path
+) -> None:
+    from undertale_duck.core.source.remote import shard_cache
+
+    directory = tmp_path / "c"
+    ds = remote(s3, url, cache_dir=directory)
+    assert ds[0] == datagen.expected(1)[0]
+    copy = Path(ds.source.store.cache.path(ds.source.shards[0]))
+    good = copy.read_bytes()
+    with open(copy, "r+b") as fh:  # one flipped byte in place (same inode, size)
+        fh.seek(len(good) // 2)
+        fh.write(bytes([good[len(good) // 2] ^ 0xFF]))
+    shard_cache._verified.clear()  # as a new process
+    fresh = remote(s3, url, cache_dir=directory)
+    assert [fresh[i] for i in range(len(fresh))] == datagen.expected(sum(SIZES))
+    assert fresh.source.store.cache.stats.downloads >= 1
+    assert copy.read_bytes() == good
+    assert file_crc32(copy) == zlib.crc32(good)
+
+
+def test_an_old_layout_cache_is_left_alone(
+    s3: S3Server, url: str, data: Path, tmp_path: Path
+) -> None:
+    old = tmp_path / "old"
+    old.mkdir(mode=0o700)
+    content = sorted(data.glob("*.parquet"))[0].read_bytes()
+    (old / ("c" * 40 + ".parquet")).write_bytes(content)
+    (old / ("c" * 40 + ".lock")).write_bytes(b"")
+    (old / ("c" * 40 + ".footer")).write_bytes(b"old footer")
+    before = digest(old)
+    ds = remote(s3, url, cache_dir=old, cache_limit="1KB")
+    assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+    ds.source.store.cache.clear()
+    assert ds.source.store.cache.directory == old / cachedir.OWN_FOLDER
+    assert {k: v for k, v in digest(old).items() if not k.startswith(cachedir.OWN_FOLDER)} \
+        == before
+
+
+def test_the_disk_tier_bound_never_removes_a_file_it_did_not_write(
+    data: Path, tmp_path: Path
+) -> None:
+    before = digest(data)
+    directory = tmp_path / "windows"
+    first = ParquetDataset(data, disk=0.01, disk_dir=directory, window_bytes=2000,
+                           read_ahead=False)
+    assert first[0] == datagen.expected(1)[0]
+    real = Path(first.disk_dir or "")
+    assert (real / cachedir.TAG_NAME).exists()
+    planted = real / ("f" * 64 + ".arrow")  # named like a window file, not sealed by us
+    planted.write_bytes(b"\0" * 5000)
+    again = ParquetDataset(data, disk=0.01, disk_dir=directory, window_bytes=2000,
+                           read_ahead=False)
+    assert [again[i] for i in range(len(again))] == datagen.expected(sum(SIZES))
+    assert again.reader.cache.tier.stats.removed > 0  # type: ignore[attr-defined]
+    assert planted.read_bytes() == b"\0" * 5000
+    assert digest(data) == before

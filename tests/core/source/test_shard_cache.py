@@ -1,0 +1,276 @@
+"""The node's shard cache: one download per node, LRU under a limit, nothing untrusted kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pytest
+from support import datagen
+from support.storage_server import (
+    HTTPServer,
+    S3Server,
+    cached_files,
+    child_env,
+    free_port,
+    serve_directory,
+)
+
+from undertale_duck import ParquetDataset
+from undertale_duck.common.sizes import parse_size
+from undertale_duck.core.source.remote.shard_cache import ShardCache, default_directory
+from undertale_duck.errors import ArgumentError, SourceError
+
+CHILD = str(Path(__file__).resolve().parents[2] / "support" / "storage_child.py")
+
+
+@pytest.fixture
+def memory_dataset(tmp_path: Path) -> Iterator[tuple[str, list[int]]]:
+    """Four shards in fsspec's in-memory store (one process only), and their sizes."""
+    sizes = [120, 80, 100, 60]
+    paths = datagen.write_shards(tmp_path / "src", sizes, row_group_size=20)
+    fs = fsspec.filesystem("memory")
+    root = f"memory://cache-test-{os.getpid()}-{time.monotonic_ns()}"
+    for p in paths:
+        fs.pipe(f"{root}/{p.name}", p.read_bytes())
+    yield root + "/", sizes
+    fs.rm(root, recursive=True)
+
+
+def _counters(ds: ParquetDataset) -> Any:
+    return ds.source.store.cache.stats
+
+
+def test_parse_size_and_default_directory(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    assert parse_size(123, "cache_limit", "bytes") == 123
+    assert parse_size("2KB", "cache_limit", "bytes") == 2000
+    assert parse_size("1.5 GiB", "cache_limit", "bytes") == 3 << 29
+    assert parse_size("0", "cache_limit", "bytes") == 0
+    for bad in (-1, "lots", "5 parsecs", True, 1.5):
+        with pytest.raises(ArgumentError, match="cache_limit"):
+            parse_size(bad, "cache_limit", "bytes")
+    # the one cache rule: shards go to the shards/ folder of $UNDERTALE_DUCK_CACHE too
+    monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(tmp_path / "mine"))
+    assert default_directory() == tmp_path / "mine" / "shards"
+    monkeypatch.delenv("UNDERTALE_DUCK_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_directory() == tmp_path / "xdg" / "undertale_duck" / "shards"
+    monkeypatch.setenv("UNDERTALE_DUCK_CACHE_LIMIT", "3MB")
+    assert ShardCache(tmp_path).limit == 3_000_000
+    monkeypatch.delenv("UNDERTALE_DUCK_CACHE_LIMIT")
+    assert 0 < ShardCache(tmp_path).limit <= 64 << 30
+
+
+def test_unusable_cache_directory_is_a_clear_error(memory_dataset: tuple[str, list[int]],
+                                                    tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=blocker / "cache")
+    with pytest.raises(SourceError, match=r"cannot use the shard cache directory .*a-file"):
+        ds[0]
+
+
+def test_rows_match_and_each_shard_is_downloaded_once(memory_dataset: tuple[str, list[int]],
+                                                       tmp_path: Path) -> None:
+    url, sizes = memory_dataset
+    first = ParquetDataset(url, memory=64, cache_dir=tmp_path)
+    assert [first[i] for i in range(len(first))] == [datagen.row(i) for i in range(sum(sizes))]
+    assert _counters(first).downloads == 4
+    second = ParquetDataset(url, memory=64, cache_dir=tmp_path)
+    assert [second[i] for i in range(len(second))][::-1] == [
+        datagen.row(i) for i in reversed(range(sum(sizes)))
+    ]
+    assert _counters(second).downloads == 0
+    assert _counters(second).hits >= 4
+
+
+def test_threads_racing_download_once(memory_dataset: tuple[str, list[int]],
+                                      tmp_path: Path) -> None:
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=tmp_path)
+    shard = ds.source.shards[0]
+    barrier = threading.Barrier(6)
+    seen: list[str] = []
+
+    def pin() -> None:
+        barrier.wait()
+        with shard.local() as local:
+            seen.append(local.path)
+
+    threads = [threading.Thread(target=pin) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(seen)) == 1 and len(seen) == 6
+    stats = _counters(ds)
+    assert stats.downloads == 1
+    assert stats.downloads + stats.waits + stats.hits == 6
+
+
+def test_eviction_is_lru_and_never_touches_a_shard_in_use(
+    memory_dataset: tuple[str, list[int]], tmp_path: Path
+) -> None:
+    url, sizes = memory_dataset
+    ds = ParquetDataset(url, memory=64, cache_dir=tmp_path, read_ahead=False)
+    shards = ds.source.shards
+    limit = shards[1].size + shards[2].size + 1  # room for about two shards
+    tiny = ParquetDataset(url, memory=64, cache_dir=tmp_path, cache_limit=limit,
+                          read_ahead=False)
+    held = tiny.source.shards[0]
+    with held.local() as copy:
+        for k in (1, 2, 3, 1, 2, 3):  # every other shard twice, over the limit each time
+            with tiny.source.shards[k].local() as other:
+                assert Path(other.path).exists()
+            assert Path(copy.path).exists()  # the shard in use stays
+        assert _counters(tiny).evictions >= 3
+        copy.check_unchanged()
+    # LRU: with 0 released and 3 used last, the next download evicts 0 (least recent)
+    # before 3; the bytes kept never exceed the limit once nothing is in use
+    with tiny.source.shards[1].local():
+        pass
+    cache = tiny.source.store.cache
+    assert not Path(cache.path(shards[0])).exists()
+    assert Path(cache.path(shards[1])).exists()
+    assert cache.usage() <= limit
+    rows = [tiny[i] for i in range(len(tiny))]
+    assert rows == [datagen.row(i) for i in range(sum(sizes))]
+    assert cache.usage() <= limit
+
+
+def test_a_copy_of_the_wrong_size_is_not_trusted(memory_dataset: tuple[str, list[int]],
+                                                 tmp_path: Path) -> None:
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=tmp_path)
+    assert ds[0] == datagen.row(0)
+    copy = Path(ds.source.store.cache.path(ds.source.shards[0]))
+    with open(copy, "r+b") as fh:
+        fh.truncate(copy.stat().st_size // 2)
+    again = ParquetDataset(memory_dataset[0], memory=64, cache_dir=tmp_path)
+    assert [again[i] for i in range(120)] == [datagen.row(i) for i in range(120)]
+    assert _counters(again).downloads == 1
+
+
+def _children(*many: dict[str, Any]) -> list[subprocess.Popen[str]]:
+    """Start children together; return once each has opened its dataset (said ``ready``)."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, CHILD, json.dumps(args)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        for args in many
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", line
+    return procs
+
+
+@pytest.mark.heavy
+def test_killed_downloader_leaves_no_trusted_file(tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp")
+    datagen.write_shards(tmp_path / "src", [3000], row_group_size=500)
+    server = HTTPServer()
+    try:
+        urls = serve_directory(server, tmp_path / "src", "ds")
+        cache = tmp_path / "cache"
+        server.state.stall.set()  # whole-object GETs send half the bytes, then hang
+        go = tmp_path / "go"
+        (proc,) = _children({"url": urls, "cache": str(cache), "mode": "pin", "shard": 0,
+                             "go": str(go)})
+        go.touch()
+        deadline = time.monotonic() + 60
+        parts: list[Path] = []
+        while time.monotonic() < deadline and not parts:
+            parts = [p for p in cache.glob("*.part-*") if p.stat().st_size > 0]
+            time.sleep(0.01)
+        assert parts, "the download never started"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert list(cached_files(cache)) == []  # only an untrusted part file is left
+        assert list(cache.glob("*.part-*"))
+        server.state.stall.clear()
+        server.state.release.set()
+        ds = ParquetDataset(urls, memory=64, cache_dir=cache)
+        assert [ds[i] for i in range(3000)] == [datagen.row(i) for i in range(3000)]
+        assert _counters(ds).downloads == 1
+        assert list(cache.glob("*.part-*")) == []  # swept by the next download
+    finally:
+        server.close()
+
+
+@pytest.mark.heavy
+def test_two_processes_racing_download_each_shard_once(tmp_path: Path) -> None:
+    server = S3Server()
+    try:
+        server.bucket("race")
+        sizes = [400, 300, 500, 200]
+        datagen.write_shards(tmp_path / "src", sizes, row_group_size=100)
+        url = server.upload(tmp_path / "src", "s3://race/ds")
+        go = tmp_path / "go"
+        args = {"url": url, "options": server.options(), "cache": str(tmp_path / "cache"),
+                "mode": "rows", "go": str(go)}
+        procs = _children(args, args)
+        go.touch()
+        results = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1]) for p in procs]
+        assert all(p.returncode == 0 for p in procs)
+        assert all(r["bad"] == [] and r["rows"] == sum(sizes) for r in results)
+        assert sum(r["stats"]["downloads"] for r in results) == 4
+        for k in range(4):
+            assert server.gets(f"s3://race/ds/part-{k:05d}.parquet") == 1
+    finally:
+        server.close()
+
+
+def test_leftover_parts_of_other_downloads_are_swept(memory_dataset: tuple[str, list[int]],
+                                                     tmp_path: Path) -> None:
+    directory = tmp_path / "c"
+    directory.mkdir(mode=0o700)  # empty: ours
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=directory)
+    stale = directory / ("0" * 40 + ".parquet.part-1-2-3")
+    stale.write_bytes(b"half a shard")
+    assert ds[0] == datagen.row(0)
+    assert not stale.exists()
+
+
+@pytest.mark.heavy
+def test_two_ddp_ranks_share_the_cache(tmp_path: Path) -> None:
+    server = S3Server()
+    try:
+        server.bucket("ddp")
+        sizes = [160, 96, 200, 64, 120]
+        datagen.write_shards(tmp_path / "src", sizes, row_group_size=16)
+        url = server.upload(tmp_path / "src", "s3://ddp/ds")
+        go = tmp_path / "go"
+        port = free_port()
+        procs = _children(*(
+            {"url": url, "options": server.options(), "cache": str(tmp_path / "cache"),
+             "mode": "ddp", "go": str(go), "rank": rank, "world": 2,
+             "init": f"tcp://127.0.0.1:{port}"}
+            for rank in range(2)
+        ))
+        go.touch()
+        results = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1]) for p in procs]
+        assert all(p.returncode == 0 for p in procs)
+        total = sum(sizes)
+        for epoch in range(2):
+            ids = results[0]["epochs"][epoch] + results[1]["epochs"][epoch]
+            assert len(ids) == len(set(ids)) == total  # each row once over the two ranks
+        # different shuffles per epoch: each rank read shards the other one had fetched
+        assert set(results[0]["epochs"][0]) != set(results[0]["epochs"][1])
+        assert sum(r["stats"]["downloads"] for r in results) == len(sizes)
+        for k in range(len(sizes)):
+            assert server.gets(f"s3://ddp/ds/part-{k:05d}.parquet") == 1
+    finally:
+        server.close()

@@ -1,0 +1,289 @@
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import datagen
+from torch.utils.data import DataLoader
+
+from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, QueryError
+from undertale_duck.core.source import windows as win
+from undertale_duck.core.views import check as viewmod
+from undertale_duck.core.views import index as view_index
+
+SIZES = [150, 1, 0, 97, 300, 2]
+GROUPS = [40, 1, 1, 13, 128, 1]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(cache))
+    return cache
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    datagen.write_shards(root, SIZES, row_group_size=GROUPS)
+    return root
+
+
+def _reference(root: Path, query: str, tables: dict[str, Any] | None = None) -> list[dict]:
+    """The query run by plain DuckDB over the whole dataset, ordered by shard and row."""
+    files = sorted(str(p) for p in root.glob("*.parquet"))
+    con = duckdb.connect()
+    for name, value in (tables or {}).items():
+        if isinstance(value, pa.Table):
+            con.register("t_" + name, value)
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM "t_{name}"')
+        elif str(value).endswith(".csv"):
+            con.execute(f"CREATE VIEW \"{name}\" AS SELECT * FROM read_csv('{value}')")
+        else:
+            con.execute(f"CREATE VIEW \"{name}\" AS SELECT * FROM read_parquet('{value}')")
+    rank = ", ".join(f"('{f}', {k})" for k, f in enumerate(files))
+    con.execute(
+        "CREATE TABLE base AS SELECT * EXCLUDE (filename, file_row_number, f, k), "
+        "file_row_number AS __r, r.k AS __s FROM read_parquet($files, filename = true, "
+        f"file_row_number = true) JOIN (VALUES {rank}) r(f, k) ON filename = r.f",
+        {"files": files},
+    )
+    rewritten = query.replace("FROM dataset", "FROM base AS dataset", 1)
+    # carry the order columns through the user's projection
+    select, rest = rewritten.split(" FROM ", 1)
+    sql = f"{select}, dataset.__s AS __s2, dataset.__r AS __r2 FROM {rest} ORDER BY __s2, __r2"
+    table = con.sql(sql).to_arrow_table()
+    table = table.drop_columns([n for n in table.column_names if n.startswith("__")])
+    return table.to_pylist()
+
+
+VIEWS = [
+    "SELECT * FROM dataset WHERE label % 2 = 0",
+    "SELECT id, len(tokens) AS n, tokens[1:2] AS head FROM dataset WHERE len(tokens) > 1",
+    "SELECT id, CASE WHEN label > 3 THEN 'hi' ELSE 'lo' END AS band, CAST(label AS DOUBLE) AS x "
+    "FROM dataset",
+    "SELECT id, score FROM dataset WHERE score IS NOT NULL AND category <> 'beta'",
+    "SELECT id FROM dataset WHERE label = 99",
+]
+
+
+@pytest.mark.parametrize("query", VIEWS)
+def test_view_rows_match_plain_duckdb(data: Path, query: str) -> None:
+    expected = _reference(data, query)
+    ds = ParquetDataset(data, memory=1, query=query)
+    assert len(ds) == len(expected)
+    assert [ds[i] for i in range(len(ds))] == expected
+    if expected:
+        assert ds[-1] == expected[-1]
+        picks = [len(expected) - 1, 0, len(expected) // 2, 0]
+        assert list(ds.__getitems__(picks)) == [expected[i] for i in picks]
+
+
+def test_where_shorthand_and_locate(data: Path) -> None:
+    ds = ParquetDataset(data, where="label = 3")
+    rows = datagen.expected(sum(SIZES))
+    keep = [i for i, r in enumerate(rows) if r["label"] == 3]
+    assert len(ds) == len(keep)
+    offsets = [0]
+    for n in SIZES:
+        offsets.append(offsets[-1] + n)
+    for i in (0, 5, len(keep) - 1):
+        g = keep[i]
+        k = max(j for j in range(len(SIZES)) if offsets[j] <= g and SIZES[j])
+        path, local = ds.locate(i)
+        assert Path(path).name == f"part-{k:05d}.parquet"
+        assert local == g - offsets[k]
+        assert ds[i]["id"] == rows[g]["id"]
+
+
+def test_side_tables_arrow_parquet_csv(data: Path, tmp_path: Path) -> None:
+    arrow = pa.table({"label": list(range(7)), "name": [f"L{i}" for i in range(7)]})
+    # in a folder of their own: a Parquet file beside the cache root makes it refused
+    tmp_path = tmp_path / "sides"
+    tmp_path.mkdir()
+    pq.write_table(pa.table({"label": [0, 2, 4], "w": [0.5, 1.5, 2.5]}), tmp_path / "w.parquet")
+    with open(tmp_path / "c.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["category", "code"])
+        out.writerows([["alpha", 1], ["beta", 2], ["gamma", 3]])
+    tables = {
+        "names": arrow,
+        "weights": str(tmp_path / "w.parquet"),
+        "codes": str(tmp_path / "c.csv"),
+    }
+    query = (
+        "SELECT dataset.id, n.name, w.w, c.code FROM dataset "
+        "JOIN names n ON dataset.label = n.label "
+        "LEFT JOIN weights w ON dataset.label = w.label "
+        "JOIN codes c ON dataset.category = c.category WHERE dataset.label <> 6"
+    )
+    ds = ParquetDataset(data, query=query, tables=tables)
+    expected = _reference(data, query, tables)
+    assert len(expected) == sum(1 for r in datagen.expected(sum(SIZES)) if r["label"] != 6)
+    assert [ds[i] for i in range(len(ds))] == expected
+    assert ds.sql("SELECT count(*) AS n FROM dataset_view").column("n")[0].as_py() == len(ds)
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone[len(ds) - 1] == expected[-1]
+
+
+def test_join_that_multiplies_rows_is_refused(data: Path) -> None:
+    twice = pa.table({"label": [1, 1], "name": ["a", "b"]})
+    with pytest.raises(QueryError, match="more than once"):
+        ParquetDataset(
+            data,
+            query="SELECT d.id FROM dataset d JOIN t ON d.label = t.label",
+            tables={"t": twice},
+        )
+
+
+REFUSED = {
+    "SELECT label, count(*) FROM dataset GROUP BY label": "count_star|GROUP BY",
+    "SELECT sum(label) AS s FROM dataset": "aggregate function sum",
+    "SELECT * FROM dataset ORDER BY label": "ORDER BY",
+    "SELECT * FROM dataset LIMIT 5": "LIMIT",
+    "SELECT * FROM dataset LIMIT 5 OFFSET 2": "LIMIT",
+    "SELECT DISTINCT label FROM dataset": "DISTINCT",
+    "SELECT id, row_number() OVER () AS k FROM dataset": "window function",
+    "SELECT id FROM dataset UNION ALL SELECT id FROM dataset": "set operation",
+    "SELECT id FROM dataset EXCEPT SELECT id FROM dataset": "set operation",
+    "SELECT id, random() AS r FROM dataset": "non-deterministic function random",
+    "SELECT id FROM dataset WHERE now() > TIMESTAMP '2000-01-01'": "non-deterministic",
+    "SELECT id, uuid() AS u FROM dataset": "non-deterministic",
+    "SELECT id FROM dataset WHERE label IN (SELECT label FROM dataset)": "subquery",
+    "WITH x AS (SELECT 1) SELECT * FROM dataset": "WITH",
+    "SELECT * FROM dataset USING SAMPLE 10": "SAMPLE",
+    "SELECT * FROM dataset, dataset AS b": "CROSS join|once",
+    "SELECT * FROM read_parquet('/etc/passwd')": "table function",
+    "SELECT * FROM somewhere_else": "neither dataset",
+    "SELECT id FROM dataset QUALIFY label > 1": "QUALIFY",
+    "DELETE FROM dataset": "cannot be used",
+    "SELECT 1; SELECT 2": "one SELECT",
+    "SELECT id, $1 AS p FROM dataset": "parameters",
+    "SELECT id, label AS __ud_row FROM dataset WHERE __ud_row > 1": "reserved",
+}
+
+
+@pytest.mark.parametrize("query", sorted(REFUSED))
+def test_queries_that_are_not_row_by_row_are_refused(data: Path, query: str) -> None:
+    with pytest.raises(QueryError, match=REFUSED[query]):
+        ParquetDataset(data, query=query)
+
+
+def test_bad_arguments(data: Path) -> None:
+    with pytest.raises(ArgumentError):
+        ParquetDataset(data, query="SELECT * FROM dataset", where="label = 1")
+    with pytest.raises(ArgumentError):
+        ParquetDataset(data, where="")
+    with pytest.raises(ArgumentError):
+        ParquetDataset(data, tables={"t": pa.table({"a": [1]})})
+    with pytest.raises(ArgumentError, match="tables"):
+        ParquetDataset(data, query="SELECT * FROM dataset", tables={"t": 5})  # type: ignore[dict-item]
+    with pytest.raises(QueryError, match="cannot run"):
+        ParquetDataset(data, query="SELECT no_such_column FROM dataset")
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.iterdir())}
+
+
+def test_index_is_reused_and_invalidated(data: Path, private_cache: Path) -> None:
+    before = _digest(data)
+    query = "SELECT id, label FROM dataset WHERE label < 3"
+    first = ParquetDataset(data, query=query)
+    assert first.view is not None and not first.view.reused
+    again = ParquetDataset(data, query=query)
+    assert again.view is not None and again.view.reused
+    assert again.fingerprint == first.fingerprint
+    assert len(list((private_cache / "views").glob("*.json"))) == 1
+    other = ParquetDataset(data, query="SELECT id, label FROM dataset WHERE label < 4")
+    assert other.view is not None and not other.view.reused
+    assert other.fingerprint != first.fingerprint
+    assert _digest(data) == before  # nothing written into the dataset
+    # rewrite one shard with different rows: the index must not be trusted
+    shard = data / "part-00003.parquet"
+    table = pq.read_table(shard)
+    labels = pa.array([0] * table.num_rows, type=table.schema.field("label").type)
+    pq.write_table(table.set_column(table.schema.get_field_index("label"), "label", labels), shard)
+    os.utime(shard, ns=(1, 1))
+    changed = ParquetDataset(data, query=query)
+    assert changed.view is not None and not changed.view.reused
+    assert changed.fingerprint != first.fingerprint
+    assert len(changed) == len(first) + sum(1 for i in range(97) if (151 + i) % 7 >= 3)
+
+
+def test_cache_inside_the_dataset_is_refused(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(data / "cache"))
+    with pytest.raises(ArgumentError, match="inside the dataset"):
+        ParquetDataset(data, where="label = 1")
+    assert not (data / "cache").exists()
+
+
+def test_view_through_sampler_and_workers(data: Path) -> None:
+    query = "SELECT id, tokens FROM dataset WHERE label <> 2"
+    ds = ParquetDataset(data, memory=1, query=query, format="torch")
+    expected = [r["id"] for r in _reference(data, query)]
+    sampler = ChunkedSampler(ds, 8, workers=2, shuffle=True, seed=3)
+    loader = DataLoader(ds, batch_size=8, sampler=sampler, num_workers=2, collate_fn=list)
+    seen = [row["id"] for batch in loader for row in batch]
+    assert len(seen) == len(set(seen)) == len(sampler)
+    assert set(seen) <= set(expected)
+    assert len(expected) - len(seen) < 2 * 8
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    kept=st.lists(st.integers(0, 40), min_size=0, max_size=12),
+)
+def test_view_plan_is_dense(kept: list[int]) -> None:
+    windows = [win.Window(0, 40 * k, 40 * (k + 1), 40 * k) for k in range(len(kept))]
+    plan = win.view_plan(windows, kept)
+    assert sum(w.rows for w in plan) == sum(kept)
+    assert all(w.rows > 0 for w in plan)
+    offset = 0
+    for w in plan:
+        assert w.offset == offset
+        offset = w.end
+        assert w.span == 40
+
+
+HOSTILE = st.text(
+    alphabet=st.sampled_from(list("ab'\";-/*\n\\ ")), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=HOSTILE)
+def test_hostile_literals_stay_values(name: str) -> None:
+    # a string literal holding comment markers, quotes and newlines stays one value
+    literal = "'" + name.replace("'", "''") + "'"
+    checked = viewmod.check(f"SELECT id, {literal} AS tag FROM dataset WHERE category <> {literal}")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE dataset AS SELECT 'x' AS id, 'c' AS category, 1 AS __ud_row")
+    rows = con.sql(checked.window_sql).fetchall()
+    assert rows == ([("x", name, 1)] if name != "c" else [])
+
+
+def test_indexing_reports_progress_per_shard(data: Path) -> None:
+    ds = ParquetDataset(data, where="label = 1")
+    assert ds.view is not None
+    base = win.plan([s.row_groups for s in ds.source.shards], ds.window_bytes)
+    labels: list[str] = []
+    con = ds._connect(lambda c: None)
+    try:
+        counts = view_index.count_rows(
+            con, ds.view.query, ds.source.columns, ds.source.shards, base, labels.append
+        )
+    finally:
+        con.close()
+    assert sum(counts) == len(ds)
+    assert labels == [f"part-{k:05d}.parquet" for k, n in enumerate(SIZES) if n]

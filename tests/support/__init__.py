@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: data generators, planted files, servers, child processes."""

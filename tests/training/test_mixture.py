@@ -1,0 +1,311 @@
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import datagen
+from torch.utils.data import DataLoader
+
+from undertale_duck import (
+    ArgumentError,
+    ChunkedSampler,
+    Mixture,
+    ParquetDataset,
+    SourceError,
+    Stream,
+    batch_rows,
+    load,
+)
+from undertale_duck.training.lookup import batch_indices
+from undertale_duck.training.mixture import take
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "a", tmp_path / "b"
+    datagen.write_shards(a, [60, 40], row_group_size=[16, 16])
+    datagen.write_shards(b, [30], row_group_size=[8])
+    return a, b
+
+
+def _ids(mix: Mixture, indices: list[int]) -> list[str]:
+    return [mix[i]["id"] for i in indices]
+
+
+def test_proportions_per_epoch_and_determinism(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = Mixture(
+        [Stream(ParquetDataset(a), proportion=0.7, name="code"),
+         Stream(ParquetDataset(b), proportion=0.3, name="text")],
+        epoch_size=200,
+    )
+    assert mix.counts == [140, 60] and mix.epoch_size == 200
+    sampler = ChunkedSampler(mix, 10, workers=0, shuffle=True, seed=5)
+    assert len(sampler) == 200
+    for epoch in range(3):
+        order = sampler.order(epoch)
+        sources = Counter(mix.source_of(int(i))[0] for i in order)
+        assert sources == {0: 140, 1: 60}
+        # stream b (30 rows) is upsampled: each row exactly twice per epoch
+        b_rows = Counter(int(i) for i in order if mix.source_of(int(i))[0] == 1)
+        assert set(b_rows.values()) == {2} and len(b_rows) == 30
+        again = ChunkedSampler(mix, 10, workers=0, shuffle=True, seed=5).order(epoch)
+        assert list(again) == list(order)
+    assert list(sampler.order(0)) != list(sampler.order(1))
+
+
+def test_repeat_and_choose_and_plain(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = Mixture([Stream(ParquetDataset(a), choose=25), Stream(ParquetDataset(b), repeat=1.5)])
+    assert mix.counts == [25, 45]
+    order = ChunkedSampler(mix, 5, workers=0, shuffle=False).order(0)
+    first = [int(i) for i in order if i < 100]
+    assert len(first) == 25 and len(set(first)) == 25
+    second = Counter(int(i) - 100 for i in order if i >= 100)
+    assert sum(second.values()) == 45 and max(second.values()) == 2
+    plain = Mixture([ParquetDataset(a), ParquetDataset(b)])
+    assert plain.counts == [100, 30]
+    assert _ids(plain, [0, 99, 100, 129]) == [
+        "row-00000000", "row-00000099", "row-00000000", "row-00000029"
+    ]
+
+
+def test_every_row_through_a_dataloader_with_workers(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = Mixture([Stream(ParquetDataset(a, memory=1), proportion=1),
+                   Stream(ParquetDataset(b, memory=1), proportion=1)], epoch_size=120)
+    sampler = ChunkedSampler(mix, 6, workers=2, shuffle=True, seed=1)
+    loader = DataLoader(mix, batch_size=6, sampler=sampler, num_workers=2, collate_fn=list)
+    got = [row["id"] for batch in loader for row in batch]
+    expected = [mix[int(i)]["id"] for i in sampler.order(0)]
+    assert got == expected and len(got) == 120
+
+
+def test_bad_streams(two: tuple[Path, Path]) -> None:
+    a, b = two
+    ds = ParquetDataset(a)
+    with pytest.raises(ArgumentError):
+        Mixture([])
+    with pytest.raises(ArgumentError):
+        Mixture([Stream(ds, proportion=0.5, repeat=2)])
+    with pytest.raises(ArgumentError):
+        Mixture([Stream(ds, proportion=0.5), Stream(ds)])
+    with pytest.raises(ArgumentError):
+        Mixture([Stream(ds, repeat=-1)])
+    with pytest.raises(ArgumentError):
+        Mixture([Stream(ds)], epoch_size=10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=6),
+    count=st.integers(0, 80),
+    start=st.integers(0, 100),
+)
+def test_take_covers_exact_counts(sizes: list[int], count: int, start: int) -> None:
+    units, at = [], 0
+    for n in sizes:
+        units.append((at, at + n))
+        at += n
+    ranges = take(units, count, start)
+    rows = Counter(r for a, b in ranges for r in range(a, b))
+    assert sum(rows.values()) == count
+    if count:
+        assert max(rows.values()) - min(rows.values(), default=0) <= 1 or len(rows) < at
+    full, rest = divmod(count, at)
+    assert sum(1 for v in rows.values() if v == full + 1) == rest
+    assert all(b > a for a, b in ranges)
+
+
+def test_batch_lookup_matches_what_the_loader_yielded(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    datagen.write_shards(root, [50, 37, 41], row_group_size=[10, 10, 10])
+    for rank in (0, 1):
+        loader = load(root, None, None, 8, workers=2, shuffle=True, seed=4, ranks=2, rank=rank)
+        loader.sampler.set_epoch(1)
+        batches = [[r["id"] for r in batch] for batch in loader]
+        for step in (0, 3, len(batches) - 1):
+            rows = batch_rows(loader.sampler, step, epoch=1, values=True)
+            assert [r["row"]["id"] for r in rows] == batches[step]
+            for r in rows:
+                shard = pq.read_table(r["shard"])
+                assert shard.column("id")[r["shard_row"]].as_py() == r["row"]["id"]
+        with pytest.raises(ArgumentError, match="beyond the epoch"):
+            batch_indices(loader.sampler, len(batches), epoch=1)
+
+
+def test_batch_lookup_names_mixture_sources(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = Mixture([Stream(ParquetDataset(a), name="code"), Stream(ParquetDataset(b), name="text")])
+    sampler = ChunkedSampler(mix, 16, workers=0, shuffle=True, seed=2)
+    rows = batch_rows(sampler, 2)
+    for r in rows:
+        stream = "code" if r["index"] < 100 else "text"
+        assert r["source"] == stream
+        assert Path(r["shard"]).parent.name == ("a" if stream == "code" else "b")
+
+
+def test_resume_refuses_changed_data(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    datagen.write_shards(root, [40, 40], row_group_size=[10, 10])
+    loader = load(root, None, None, 4, shuffle=True, where="label <> 3")
+    state = loader.state_dict()
+    assert state["data"] == loader.dataset.fingerprint
+    # another view over the same files
+    other = load(root, None, None, 4, shuffle=True, where="label <> 2")
+    with pytest.raises(ArgumentError, match="other data"):
+        other.load_state_dict(state)
+    # a changed shard (same length: only the fingerprint tells)
+    shard = root / "part-00001.parquet"
+    table = pq.read_table(shard)
+    pq.write_table(table, shard, row_group_size=10)
+    os.utime(shard, ns=(5, 5))
+    changed = load(root, None, None, 4, shuffle=True, where="label <> 3")
+    with pytest.raises(ArgumentError, match="other data"):
+        changed.load_state_dict(state)
+    lenient = load(root, None, None, 4, shuffle=True, where="label <> 3", check_data=False)
+    lenient.load_state_dict(state)
+    same = load(root, None, None, 4, shuffle=True, where="label <> 3")
+    assert same.dataset.fingerprint != state["data"]
+    fresh = load(root, None, None, 4, shuffle=True, where="label <> 3")
+    fresh.load_state_dict(fresh.state_dict())
+
+
+def test_streams_given_as_sources_are_opened_with_the_mixtures_options(
+    two: tuple[Path, Path]
+) -> None:
+    a, b = two
+    mix = Mixture([Stream(a, proportion=3, where="label <> 1"),
+                   Stream([b / "part-00000.parquet"], proportion=1,
+                          query="SELECT id, len(tokens) AS n FROM dataset",
+                          options={"format": "numpy"})],
+                  epoch_size=80, columns=["id", "tokens", "label"], memory=8)
+    try:
+        opened = [s.dataset for s in mix.streams]
+        assert all(isinstance(ds, ParquetDataset) for ds in opened)
+        assert opened[0].memory_bytes == opened[1].memory_bytes == 8 << 20
+        assert opened[0].format == "python" and opened[1].format == "numpy"
+        assert len(opened[0]) == sum(1 for r in datagen.expected(100) if r["label"] != 1)
+        assert mix[0] == {k: v for k, v in datagen.row(0).items() if k in ("id", "tokens", "label")}
+        assert int(mix[len(opened[0]) + 4]["n"]) == len(datagen.row(4)["tokens"])
+        assert mix.counts == [60, 20]
+        plain = Mixture([str(a), b])  # plain sources: every row once
+        assert plain.counts == [100, 30]
+        plain.close()
+    finally:
+        mix.close()
+
+
+def test_bad_source_options(two: tuple[Path, Path]) -> None:
+    a, b = two
+    with pytest.raises(ArgumentError, match="unknown option"):
+        Mixture([Stream(a)], storage_option={})
+    with pytest.raises(ArgumentError, match="per stream"):
+        Mixture([Stream(a)], where="label = 1")
+    with pytest.raises(ArgumentError, match="stream 1: unknown option"):
+        Mixture([Stream(a), Stream(b, options={"cachedir": "x"})])
+    with pytest.raises(ArgumentError, match="already open"):
+        Mixture([Stream(ParquetDataset(a), where="label = 1")])
+    with pytest.raises(ArgumentError, match="every stream is an open dataset"):
+        Mixture([ParquetDataset(a)], cache_dir="x")
+    with pytest.raises(ArgumentError, match="list of streams"):
+        Mixture(str(a))
+
+
+# ---------------------------------------------------------------------- load(), DataModule
+def _rows(rows: list[dict[str, object]]) -> list[str]:
+    return [f"{r['src']}:{r['id']}" for r in rows]
+
+
+def _mixture(a: Path, b: Path, size: int = 90) -> Mixture:
+    def tagged(name: str) -> str:
+        return f"SELECT id, label, '{name}' AS src FROM dataset"
+
+    return Mixture([Stream(a, proportion=2, name="a", query=tagged("a")),
+                    Stream(b, proportion=1, name="b", query=tagged("b"))],
+                   epoch_size=size, memory=1)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_load_serves_a_mixture_and_resumes_it(two: tuple[Path, Path], workers: int) -> None:
+    a, b = two
+    mix = _mixture(a, b)
+    whole = load(mix, None, _rows, 8, workers=workers, shuffle=True, seed=5)
+    epochs = []
+    for epoch in range(2):
+        whole.sampler.set_epoch(epoch)
+        rows = [r for batch in whole for r in batch]
+        assert len(rows) == len(set(rows)) == 90  # every chosen row once
+        assert Counter(r[0] for r in rows) == {"a": 60, "b": 30}  # proportions kept
+        epochs.append(rows)
+    assert epochs[0] != epochs[1]
+    first = load(_mixture(a, b), None, _rows, 8, workers=workers, shuffle=True, seed=5)
+    first.sampler.set_epoch(1)
+    it = iter(first)
+    seen = [r for _ in range(4) for r in next(it)]
+    state = first.state_dict()
+    assert state["consumed"] == 32 and state["data"] == mix.fingerprint
+    second = load(_mixture(a, b), None, _rows, 8, workers=workers, shuffle=True, seed=5)
+    second.load_state_dict(state)
+    second.sampler.set_epoch(1)
+    assert seen + [r for batch in second for r in batch] == epochs[1]
+    steps = batch_rows(second.sampler, 1, epoch=1)
+    assert [s["index"] for s in steps] == batch_indices(whole.sampler, 1, epoch=1)
+
+
+def test_resuming_a_mixture_checks_its_fingerprint(two: tuple[Path, Path]) -> None:
+    a, b = two
+    state = load(_mixture(a, b), None, None, 8, shuffle=True).state_dict()
+    other = load(_mixture(a, b, size=80), None, None, 8, shuffle=True)
+    with pytest.raises(ArgumentError, match="other"):
+        other.load_state_dict(state)
+
+
+def test_a_mixtures_streams_are_validated(two: tuple[Path, Path]) -> None:
+    from undertale_duck import SchemaError
+    from undertale_duck import schema as schemas
+
+    a, b = two
+
+    class Rows(schemas.Dataset):
+        label: int
+
+    load(_mixture(a, b), Rows, None, 8)
+    with pytest.raises(SchemaError):
+        load(_mixture(a, b), schemas.TokenizedDataset, None, 8)
+
+
+def test_datamodule_trains_on_a_mixture(two: tuple[Path, Path]) -> None:
+    from undertale_duck import DataModule
+
+    a, b = two
+    dm = DataModule(_mixture(a, b), _mixture(a, b), None, _rows, 8, seed=3)
+    rows = [r for batch in dm.train_dataloader() for r in batch]
+    assert len(rows) == 90 and len([r for batch in dm.val_dataloader() for r in batch]) == 90
+    it = iter(dm.train_dataloader())
+    seen = [r for _ in range(3) for r in next(it)]
+    state = dm.state_dict()
+    fresh = DataModule(_mixture(a, b), None, None, _rows, 8, seed=3)
+    fresh.load_state_dict(state)
+    assert seen + [r for batch in fresh.train_dataloader() for r in batch] == rows
+
+
+def test_a_mixture_where_a_path_is_expected_is_one_clear_line(two: tuple[Path, Path]) -> None:
+    a, b = two
+    mix = _mixture(a, b)
+    with pytest.raises(SourceError) as info:
+        ParquetDataset(mix)  # type: ignore[arg-type]
+    text = str(info.value)
+    assert "Mixture" in text and "\n" not in text and "row-" not in text and len(text) < 250
+    assert "load(), DataModule" in text
+    with pytest.raises(SourceError, match="is a ParquetDataset, not a path"):
+        ParquetDataset(ParquetDataset(a))  # type: ignore[arg-type]
+    with pytest.raises(SourceError, match="a Stream belongs in a Mixture"):
+        load(Stream(a), None, None, 8)  # type: ignore[arg-type]
+    with pytest.raises(SourceError, match="not int"):
+        ParquetDataset(3)  # type: ignore[arg-type]

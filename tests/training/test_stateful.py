@@ -1,0 +1,147 @@
+"""ChunkedSampler under torchdata's StatefulDataLoader, and the count its state reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import datagen
+
+from undertale_duck import ChunkedSampler, ParquetDataset, load
+
+torchdata = pytest.importorskip("torchdata.stateful_dataloader")
+StatefulDataLoader = torchdata.StatefulDataLoader
+
+ROWS = 203
+BATCH = 8
+
+
+def ids(rows: list[dict[str, Any]]) -> list[int]:
+    return [int(r["id"][4:]) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("stateful")
+    datagen.write_shards(root, [90, 13, 100], row_group_size=[20, 5, 30])
+    return root
+
+
+def _loader(data: Path, workers: int, shuffle: bool, every: int, persistent: bool = False) -> Any:
+    dataset = ParquetDataset(data, memory=1)
+    sampler = ChunkedSampler(dataset, BATCH, workers, 1, 0, shuffle=shuffle, seed=3)
+    kwargs: dict[str, Any] = {"multiprocessing_context": "fork"} if workers else {}
+    if persistent:
+        kwargs["persistent_workers"] = True
+    return StatefulDataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=workers,
+                              collate_fn=ids, snapshot_every_n_steps=every, **kwargs)
+
+
+def _epochs(loader: Any, epochs: range) -> list[list[int]]:
+    out = []
+    for epoch in epochs:
+        loader.sampler.set_epoch(epoch)
+        out.append([i for batch in loader for i in batch])
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("every", [1, 3])
+def test_stateful_dataloader_resumes_exactly(data: Path, workers: int, shuffle: bool,
+                                             every: int) -> None:
+    whole = _epochs(_loader(data, workers, shuffle, every), range(2))
+    steps = -(-len(whole[0]) // BATCH)
+    for epoch, stop in ((0, 11), (1, 4), (0, steps - 1), (1, 0), (0, steps)):
+        first = _loader(data, workers, shuffle, every)
+        before = _epochs(first, range(epoch))
+        first.sampler.set_epoch(epoch)
+        it = iter(first)
+        seen = [i for _ in range(stop) for i in next(it)]
+        state = first.state_dict()
+        del it
+        second = _loader(data, workers, shuffle, every)
+        second.load_state_dict(state)
+        second.sampler.set_epoch(epoch)
+        rest = [i for batch in second for i in batch]
+        assert seen + rest == whole[epoch], (epoch, stop)
+        after = _epochs(second, range(epoch + 1, 2))
+        assert [*before, seen + rest, *after] == whole
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_state_at_the_end_of_an_epoch(data: Path, workers: int) -> None:
+    first = _loader(data, workers, True, 1)
+    whole = _epochs(_loader(data, workers, True, 1), range(2))
+    first.sampler.set_epoch(0)
+    assert [i for b in first for i in b] == whole[0]
+    state = first.state_dict()
+    second = _loader(data, workers, True, 1)
+    second.load_state_dict(state)
+    second.sampler.set_epoch(1)
+    assert [i for b in second for i in b] == whole[1]
+
+
+def test_stateful_dataloader_with_persistent_workers(data: Path) -> None:
+    whole = _epochs(_loader(data, 2, True, 2, persistent=True), range(3))
+    first = _loader(data, 2, True, 2, persistent=True)
+    _epochs(first, range(1))
+    first.sampler.set_epoch(1)
+    it = iter(first)
+    seen = [i for _ in range(7) for i in next(it)]
+    state = first.state_dict()
+    second = _loader(data, 2, True, 2, persistent=True)
+    second.load_state_dict(state)
+    second.sampler.set_epoch(1)
+    assert seen + [i for b in second for i in b] == whole[1]
+    assert _epochs(second, range(2, 3)) == whole[2:]
+
+
+def test_a_sampler_iterated_by_hand_never_reports_zero() -> None:
+    class Sized:
+        def __len__(self) -> int:
+            return 100
+
+    s = ChunkedSampler(Sized(), 6, 0, 1, 0, shuffle=True, seed=1, chunk=10)
+    it = iter(s)
+    taken = [next(it) for _ in range(17)]
+    assert s.state_dict()["consumed"] == 17
+    assert s.state_dict(consumed=12)["consumed"] == 12  # the driver's word wins
+    t = ChunkedSampler(Sized(), 6, 0, 1, 0, shuffle=True, seed=1, chunk=10)
+    t.load_state_dict(s.state_dict())
+    assert t.state_dict()["consumed"] == 17  # restored, not yet iterated
+    assert taken + list(t) == list(s.order())
+
+
+def test_the_librarys_loader_counts_what_it_handed_out(data: Path) -> None:
+    loader = load(data, None, ids, BATCH, workers=2, shuffle=True, seed=2)
+    it = iter(loader)
+    seen = [i for _ in range(3) for i in next(it)]
+    # the workers prefetched more than 3 batches; the state counts what the loop received
+    assert loader.state_dict()["consumed"] == len(seen) == 3 * BATCH
+    del it
+
+
+@settings(max_examples=25, deadline=None)
+@given(stop=st.integers(0, 30), shuffle=st.booleans(), epoch=st.integers(0, 2))
+def test_sampler_iterator_state_round_trip(stop: int, shuffle: bool, epoch: int) -> None:
+    class Sized:
+        def __len__(self) -> int:
+            return 157
+
+    def fresh() -> ChunkedSampler:
+        s = ChunkedSampler(Sized(), 5, 2, 1, 0, shuffle=shuffle, seed=4, chunk=9)
+        s.set_epoch(epoch)
+        return s
+
+    s = fresh()
+    it = iter(s)
+    taken = [next(it) for _ in range(min(stop, len(s)))]
+    state = it.state_dict()  # type: ignore[attr-defined]
+    t = fresh()
+    it2 = iter(t)
+    it2.load_state_dict(state)  # type: ignore[attr-defined]
+    assert taken + list(it2) == list(fresh())
