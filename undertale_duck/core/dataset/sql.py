@@ -52,6 +52,9 @@ class SqlAccess:
                 sides=[] if self.view is None else [
                     s.footer for s in self.view.sides if s.footer is not None
                 ],
+                side_values=[] if self.view is None else [
+                    s.values for s in self.view.sides if s.values is not None
+                ],
             )
         return self._sql_session
 

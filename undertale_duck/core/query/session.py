@@ -14,7 +14,7 @@ import pyarrow as pa
 from ...common.sizes import format_size
 from ...common.text import first_line
 from ...errors import ArgumentError, QueryError, ReadOnlyError
-from ..bounds import VectorBound
+from ..bounds import RepeatedValues, VectorBound
 from ..runtime import (
     Connection,
     duckdb_path,
@@ -119,6 +119,8 @@ class QuerySession:
             it (a dictionary bomb) is refused before it runs (:mod:`vectors`).
         setup: Called with the database once the view exists (a view's side tables).
         readable: Other files confined SQL may read (a view's side tables).
+        sides: A view's Parquet side tables, weighed as shards whose values a join repeats.
+        side_values: A view's CSV and Arrow side tables' largest values (a join repeats them).
 
     Raises:
         ArgumentError: If ``sql_files`` is not ``"any"`` or ``"dataset"``.
@@ -135,8 +137,10 @@ class QuerySession:
         readable: Sequence[str] = (),
         memory_bytes: int = 0,
         sides: Sequence[Shard] = (),
+        side_values: Sequence[RepeatedValues] = (),
     ) -> None:
         self._sides = list(sides)
+        self._side_values = list(side_values)
         self._side_vectors: dict[str, VectorBound] = {}
         if sql_files not in SQL_FILES:
             raise ArgumentError(f"sql_files must be 'any' or 'dataset', got {sql_files!r}")
@@ -271,6 +275,8 @@ class QuerySession:
             bound = self._side_vectors.setdefault(side.path, VectorBound(side.schema))
             bound.check([side], bound.columns(names, text), self.memory_bytes, self._threads,
                         rows, what="the query may return the side table's", repeated=True)
+        for values in self._side_values:  # CSV files and Arrow tables: their largest values
+            values.check(names, text, self.memory_bytes, self._threads, rows)
 
     def after(self, cursor: duckdb.DuckDBPyConnection, failed: bool) -> None:
         """After a query: the catalog must be as it was, and the shards too.

@@ -23,6 +23,7 @@ import pyarrow.ipc as ipc
 from ..runtime import (
     CACHE_ENV,
     CacheUnwritableError,
+    held_path,
     kind_directory,
     open_cached,
     private_directory,
@@ -188,9 +189,18 @@ class DiskTier:
         with contextlib.suppress(OSError):  # checked by prepare_directory; a write that
             os.makedirs(directory, mode=0o700, exist_ok=True)  # fails keeps it in memory
 
+    @property
+    def _through(self) -> str:
+        """Where the directory's files are reached: through its held descriptor.
+
+        Held open since it was resolved (:func:`held_path`), so a link or directory swapped
+        at its path can neither receive our files nor serve a planted one.
+        """
+        return os.fspath(held_path(self.directory))
+
     def path(self, position: int) -> str:
-        """Return the file of window ``position``."""
-        return os.path.join(self.directory, self._keys[position] + SUFFIX)
+        """Return the file of window ``position`` (reached through the held directory)."""
+        return os.path.join(self._through, self._keys[position] + SUFFIX)
 
     @property
     def stats(self) -> DiskStats:
@@ -278,7 +288,7 @@ class DiskTier:
         if os.path.exists(path):
             return True
         tmp = os.path.join(
-            self.directory, f".{self._keys[position]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            self._through, f".{self._keys[position]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         )
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -345,7 +355,7 @@ class DiskTier:
         total = 0
         now = time.time()
         try:
-            entries = list(os.scandir(self.directory))
+            entries = list(os.scandir(self._through))
         except OSError:
             return 0, []
         for entry in entries:

@@ -52,7 +52,11 @@ PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 _OLD_ENTRY = re.compile(r"([0-9a-f]{40})\.parquet")
 #: Directories already resolved and checked by this process, held open by descriptor.
 _resolved: dict[tuple[object, ...], tuple[Path, int]] = {}
+#: The same, by real path: where their files are reached (:func:`held_path`).
+_held: dict[Path, int] = {}
 _resolved_lock = threading.RLock()
+#: Where a process reaches an open descriptor by path (Linux; absent elsewhere).
+_PROC_FD = "/proc/self/fd"
 
 
 class CacheUnwritableError(ArgumentError):
@@ -180,8 +184,10 @@ def private_directory(
       ``undertale_duck-cache`` inside it, which then follows the same rule.
 
     The directory is resolved once (its real path, no links) and held open by a directory
-    descriptor: later calls return the same real path as long as it is still that
-    directory, so a link swapped afterwards cannot redirect the cache.
+    descriptor, and its files are reached through that descriptor (:func:`held_path`): a
+    link or directory swapped afterwards can neither redirect writes nor serve a planted
+    file. Later calls return the same real path; only a held directory that was deleted
+    (or, where descriptors cannot be reached by path, swapped) is resolved again.
 
     Args:
         directory: The directory (``~`` expanded; relative to the working directory).
@@ -204,11 +210,52 @@ def private_directory(
         held = _resolved.get(memo)
         if held is not None:
             real, fd = held
-            if _same_directory(real, fd):
-                return real
+            if _same_directory(real, fd) or (_reachable(fd) and _alive(fd)):
+                return real  # swapped or not, its files are reached through the descriptor
             del _resolved[memo]
+            if _held.get(real) == fd:
+                del _held[real]
             os.close(fd)
         return _resolve(path, protected, opened, memo, what, hint)
+
+
+def held_path(directory: str | os.PathLike[str]) -> Path:
+    """Where to reach the files of a directory :func:`private_directory` returned.
+
+    Through the directory descriptor held open since it was resolved
+    (``/proc/self/fd/<n>``: the kernel follows the descriptor, never the path's names
+    again), so a link or directory swapped at the path is never written into nor read
+    from. A directory not held by this process, or a system without ``/proc``, is reached
+    by its path.
+
+    Args:
+        directory: A directory's real path, or any path.
+
+    Returns:
+        The path to use for its files.
+    """
+    real = Path(directory)
+    with _resolved_lock:
+        fd = _held.get(real)
+    if fd is None or not _reachable(fd):
+        return real
+    return Path(_PROC_FD, str(fd))
+
+
+def _reachable(fd: int) -> bool:
+    """Whether an open directory descriptor can be reached by path (``/proc`` is mounted)."""
+    try:
+        return stat.S_ISDIR(os.stat(f"{_PROC_FD}/{fd}").st_mode)
+    except OSError:
+        return False
+
+
+def _alive(fd: int) -> bool:
+    """Whether a held directory still exists (a deleted one has no links left)."""
+    try:
+        return os.fstat(fd).st_nlink > 0
+    except OSError:
+        return False
 
 
 def _resolve(
@@ -228,6 +275,7 @@ def _resolve(
             f"{what} {owned} cannot be opened: {exc.strerror or exc}; {hint}"
         ) from None
     _resolved[memo] = (owned, fd)
+    _held[owned] = fd
     return owned
 
 
@@ -432,6 +480,7 @@ def open_cached(path: str | os.PathLike[str]) -> int | None:
         A read-only file descriptor (the caller closes it), or None.
     """
     directory, name = os.path.split(os.fspath(path))
+    directory = os.fspath(held_path(directory)) if directory else directory
     try:
         directory_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -506,13 +555,14 @@ def atomic_file(directory: Path, name: str) -> Iterator[BinaryIO]:
     """
     if os.sep in name or name in (".", ".."):
         raise ValueError(f"bad cache file name {name!r}")
-    fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    through = held_path(directory)  # the directory resolved and held, never a swapped one
+    fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=through)
     try:
         with os.fdopen(fd, "wb") as out:
             yield out
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temp, directory / name)
+        os.replace(temp, through / name)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)

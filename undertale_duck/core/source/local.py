@@ -130,9 +130,29 @@ def local_paths(source: SourceLike) -> list[str]:
     return files
 
 
+def _local_path(text: str) -> str:
+    """A ``file://`` URL's path (``file:///data/x`` or ``file://localhost/data/x``); else ``text``.
+
+    Raises:
+        SourceError: If the URL names another host.
+    """
+    if text[:7].lower() != "file://":
+        return text
+    rest = text[7:]
+    if rest[:10].lower() == "localhost/":
+        rest = rest[9:]
+    if not rest.startswith("/"):
+        raise SourceError(
+            f"dataset source {text} names another host; a file:// URL names a local file or "
+            "directory as file:///absolute/path",
+            text,
+        )
+    return rest
+
+
 def _resolve(source: SourceLike) -> list[str]:
     if isinstance(source, str | os.PathLike):
-        text = os.fspath(source)
+        text = _local_path(os.fspath(source))
         if not text:
             raise SourceError("the dataset source is an empty path", text)
         path = Path(text).expanduser()

@@ -13,6 +13,7 @@ from .local import SourceLike, local_paths
 from .readable import check_types
 from .remote import listing as remote
 from .remote import store as storemod
+from .remote.fsclient import check_options
 from .remote.shard_cache import ShardCache
 from .shard import Shard, check_column_names, read_footer, reference_schema
 
@@ -59,6 +60,8 @@ class Source:
                 remote.open_shards(self.store, source)  # type: ignore[arg-type]
             )
         else:
+            if _file_urls(source):  # read directly, but options given for file:// must be
+                check_options("file", storage_options or {})  # its filesystem's, not misspelt
             self.shards = tuple(read_footer(p) for p in local_paths(source))
             self._protect()
         self.schema = reference_schema(self.shards, columns)
@@ -142,3 +145,10 @@ def _describe(source: object) -> str:
     if len(items) <= 3:
         return ", ".join(items)
     return f"{items[0]}, ... ({len(items)} files)"
+
+
+def _file_urls(source: object) -> bool:
+    """Whether a local source names its files as ``file://`` URLs."""
+    items = [source] if isinstance(source, str) else source if isinstance(source, list | tuple) \
+        else []
+    return any(isinstance(s, str) and s[:7].lower() == "file://" for s in items)

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ...common.text import first_line
 from ...errors import ArgumentError, ShardChangedError, SourceError
+from ..bounds import RepeatedValues, arrow_values, csv_values
 from ..runtime import duckdb_path, sqlfiles
 from ..source import Shard, read_footer
 
@@ -44,6 +45,8 @@ class Side:
         fingerprint: What identifies its content (file identity, or the table's hash).
         footer: A Parquet file's footer, as a shard's (its string columns are bounded by the
             memory budget like the shards').
+        values: A CSV file's or an Arrow table's largest values, bounded by the memory
+            budget as a join may repeat them (:mod:`.bounds.repeated`).
     """
 
     name: str
@@ -51,6 +54,7 @@ class Side:
     table: pa.Table | None
     fingerprint: str
     footer: Shard | None = field(default=None, compare=False, repr=False)
+    values: RepeatedValues | None = field(default=None, compare=False, repr=False)
 
     def check_unchanged(self) -> None:
         """Check that a file side table is still the file that was fingerprinted.
@@ -133,7 +137,8 @@ def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
             with pa.ipc.new_stream(sink, value.schema) as writer:
                 writer.write_table(value)
             digest.update(sink.getvalue().to_pybytes())
-            out.append(Side(name, None, value, f"arrow:{digest.hexdigest()}"))
+            out.append(Side(name, None, value, f"arrow:{digest.hexdigest()}",
+                            values=arrow_values(name, value)))
             continue
         if not isinstance(value, str | os.PathLike):
             raise ArgumentError(
@@ -141,15 +146,17 @@ def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
                 f"got {type(value).__name__}"
             )
         path = os.path.abspath(os.fspath(value))
-        identity = _identity(path, _checked_file(name, path))
-        footer = None
-        if not path.lower().endswith(CSV_SUFFIXES):
-            try:
-                footer = read_footer(path)
-            except SourceError as exc:
-                raise ArgumentError(
-                    f"tables[{name!r}]: {path} cannot be read as a Parquet side table: {exc}"
-                ) from None
+        st = _checked_file(name, path)
+        identity = _identity(path, st)
+        if path.lower().endswith(CSV_SUFFIXES):
+            out.append(Side(name, path, None, identity, values=csv_values(name, path, st.st_size)))
+            continue
+        try:
+            footer = read_footer(path)
+        except SourceError as exc:
+            raise ArgumentError(
+                f"tables[{name!r}]: {path} cannot be read as a Parquet side table: {exc}"
+            ) from None
         out.append(Side(name, path, None, identity, footer))
     return tuple(out)
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import difflib
 import email.utils
+import importlib
+import inspect
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +29,144 @@ EXTRAS = {
     "http": "http",
     "https": "http",
 }
+
+
+#: Where a filesystem class's own ``**kwargs`` go when not to fsspec's base class: the
+#: callable whose named parameters they may be (s3fs: the botocore session).
+KWARGS_GO_TO = {"s3fs.core.S3FileSystem": "aiobotocore.session.AioSession"}
+#: Options fsspec's base class takes besides its ``DirCache``'s (its documented ones).
+BASE_OPTIONS = ("skip_instance_cache", "asynchronous", "loop")
+
+
+def accepted_options(cls: type) -> frozenset[str] | None:
+    """The options an fsspec filesystem class accepts, from its signatures; None if open.
+
+    The named parameters of ``__init__`` through the class's bases, following each
+    ``**kwargs`` to the base it is passed on to (fsspec's own base class takes its
+    ``DirCache``'s options and those it documents), or to where :data:`KWARGS_GO_TO` says
+    it goes. A ``**kwargs`` its class documents as passed elsewhere (HTTP's request
+    options) leaves the set open: any name may be meant.
+
+    Args:
+        cls: The filesystem class (``fsspec.get_filesystem_class(protocol)``).
+
+    Returns:
+        The accepted names, or None when they are open.
+    """
+    from fsspec.dircache import DirCache
+    from fsspec.spec import AbstractFileSystem
+
+    names: set[str] = set()
+    for base in cls.__mro__:
+        init = vars(base).get("__init__")
+        if init is None:
+            continue
+        if base is AbstractFileSystem:
+            names.update(_named(DirCache.__init__)[0], BASE_OPTIONS)
+            return frozenset(names)
+        named, rest = _named(init)
+        names.update(named)
+        if rest is None:
+            return frozenset(names)
+        target = KWARGS_GO_TO.get(f"{base.__module__}.{base.__qualname__}")
+        if target is not None:
+            module, _, attr = target.rpartition(".")
+            try:
+                names.update(_named(getattr(importlib.import_module(module), attr))[0])
+            except (ImportError, AttributeError):
+                return None
+            # what it passes on to fsspec's base class (s3fs: the DirCache options)
+            names.update(_named(DirCache.__init__)[0], BASE_OPTIONS)
+            return frozenset(names)
+        doc = (base.__doc__ or "") + (init.__doc__ or "")
+        if re.search(rf"^\s*\**{rest}\s*:", doc, re.MULTILINE):
+            return None  # documented as passed on elsewhere
+    return frozenset(names)
+
+
+def _named(fn: Any) -> tuple[list[str], str | None]:
+    """A callable's keyword-usable parameter names, and its ``**kwargs`` name (or None)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return [], "kwargs"
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    named = [p.name for p in params if p.kind in keyword and p.name != "self"]
+    rest = next((p.name for p in params if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+    return named, rest
+
+
+def check_options(protocol: str, storage_options: Mapping[str, Any]) -> None:
+    """Check ``storage_options`` against the protocol's filesystem class before it is made.
+
+    An unknown option is refused naming it, the closest accepted names and all of them; a
+    malformed value (an option whose default is a mapping or a flag, given another type)
+    naming the option. Nothing is retried: the options would fail the same way again.
+
+    Args:
+        protocol: The URL protocol (``"s3"``, ``"file"`` ...).
+        storage_options: The options.
+
+    Raises:
+        ArgumentError: If an option is unknown or malformed, or ``storage_options`` is not
+            a mapping with text keys.
+    """
+    import fsspec
+
+    if not isinstance(storage_options, Mapping):
+        raise ArgumentError(
+            f"storage_options must be a mapping of fsspec options, got {storage_options!r}"
+        )
+    if not storage_options:
+        return
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError):
+        return  # make_filesystem names the missing client or the unknown protocol
+    accepted = accepted_options(cls)
+    client = f"the {protocol}:// client ({cls.__module__}.{cls.__qualname__})"
+    defaults = _defaults(cls)
+    for name, value in storage_options.items():
+        if not isinstance(name, str):
+            raise ArgumentError(f"storage_options keys must be option names, got {name!r}")
+        if accepted is not None and name not in accepted:
+            close = difflib.get_close_matches(name, sorted(accepted), n=3)
+            hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+            raise ArgumentError(
+                f"storage_options {name!r} is not an option of {client}; {hint}it accepts "
+                f"{', '.join(sorted(accepted))} (unknown options are refused, not retried)"
+            )
+        default = defaults.get(name, inspect.Parameter.empty)
+        if value is None or default is inspect.Parameter.empty:
+            continue
+        if (name.endswith("kwargs") or isinstance(default, Mapping)) and not isinstance(
+            value, Mapping
+        ):
+            want = "a mapping of options"
+        elif isinstance(default, bool) and not isinstance(value, bool):
+            want = "true or false"
+        else:
+            continue
+        raise ArgumentError(
+            f"storage_options {name!r} of {client} takes {want}, got {value!r} (malformed "
+            "options are refused, not retried)"
+        )
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    """Each named ``__init__`` parameter's default through the class's bases (first wins)."""
+    out: dict[str, Any] = {}
+    for base in cls.__mro__:
+        init = vars(base).get("__init__")
+        if init is None or base is object:
+            continue
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        for p in params:
+            out.setdefault(p.name, p.default)
+    return out
 
 
 def parse_storage_options(items: Sequence[str]) -> dict[str, Any]:
@@ -70,6 +212,7 @@ def make_filesystem(protocol: str, storage_options: Mapping[str, Any]) -> Any:
     import fsspec
 
     extra = EXTRAS.get(protocol)
+    check_options(protocol, storage_options)
     try:
         return fsspec.filesystem(protocol, **storage_options)
     except ImportError as exc:

@@ -24,6 +24,7 @@ from ...runtime import (
     RECORD_SUFFIX,
     CacheUnwritableError,
     acquire,
+    held_path,
     kind_directory,
     open_cached,
     private_directory,
@@ -182,7 +183,7 @@ class ShardCache:
         """The byte limit (the default is computed on first use)."""
         if self._limit is None:
             self._ensure_directory()
-            usage = shutil.disk_usage(self.directory)
+            usage = shutil.disk_usage(self._io)
             cached = sum(size for _, size, _ in self._entries())
             self._limit = min(DEFAULT_LIMIT, int(0.8 * (usage.free + cached)))
         return self._limit
@@ -215,21 +216,30 @@ class ShardCache:
         self._ready = True
 
     # ------------------------------------------------------------------ paths
+    @property
+    def _io(self) -> Path:
+        """Where the directory's files are reached: through its held descriptor.
+
+        Held open since it was resolved (:func:`held_path`), so a link or directory swapped
+        at its path can neither receive our files nor serve a planted one.
+        """
+        return held_path(self.directory)
+
     def key(self, shard: Shard) -> str:
         """The cache file name of one version of an object (its URL, version and size)."""
         return key_of(shard.path, getattr(shard, "version", None), shard.size)
 
     def path(self, shard: Shard) -> str:
         """Where the shard's cached copy lives (whether or not it is there yet)."""
-        return str(self.directory / (self.key(shard) + DATA_SUFFIX))
+        return str(self._io / (self.key(shard) + DATA_SUFFIX))
 
     def _lock_path(self, key: str) -> str:
-        return str(self.directory / (key + LOCK_SUFFIX))
+        return str(self._io / (key + LOCK_SUFFIX))
 
     def _entries(self) -> list[tuple[str, int, float]]:
         """``(name, bytes, last use)`` of each cached shard (its key) and footer (its name)."""
         out = []
-        with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
+        with contextlib.suppress(FileNotFoundError), os.scandir(self._io) as it:
             for entry in it:
                 name = entry.name
                 footer = name.endswith(FOOTER_SUFFIX)
@@ -257,7 +267,7 @@ class ShardCache:
             self._ensure_directory()
         except SourceError:
             return None
-        path = self.directory / (key + FOOTER_SUFFIX)
+        path = self._io / (key + FOOTER_SUFFIX)
         data = read_cached(path)
         head = len(FOOTER_MAGIC) + 4
         if data is None or not data.startswith(FOOTER_MAGIC) or len(data) < head:
@@ -271,7 +281,7 @@ class ShardCache:
 
     def _our_footer(self, name: str) -> bool:
         """Whether a footer file starts with our header (so we wrote it)."""
-        fd = open_cached(self.directory / name)
+        fd = open_cached(self._io / name)
         if fd is None:
             return False
         with os.fdopen(fd, "rb") as fh:
@@ -283,7 +293,7 @@ class ShardCache:
             self._ensure_directory()
         except SourceError:
             return
-        path = self.directory / (key + FOOTER_SUFFIX)
+        path = self._io / (key + FOOTER_SUFFIX)
         part = f"{path}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
         try:
             with open(part, "wb") as fh:
@@ -315,7 +325,7 @@ class ShardCache:
         """
         self._ensure_directory()
         key = self.key(shard)
-        data = str(self.directory / (key + DATA_SUFFIX))
+        data = str(self._io / (key + DATA_SUFFIX))
         lock = self._lock_path(key)
         while True:
             fd = self._open(lock)
@@ -397,7 +407,7 @@ class ShardCache:
     def _download(self, shard: Shard, key: str, data: str, fetch: Fetch) -> None:
         """Download under the exclusive lock: to a part file, renamed once checked."""
         # under the exclusive lock no other download of this key runs: its parts are leftovers
-        for leftover in self.directory.glob(key + DATA_SUFFIX + PART_MARK + "*"):
+        for leftover in self._io.glob(key + DATA_SUFFIX + PART_MARK + "*"):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         self.make_room(shard.size, keep=key)
@@ -453,7 +463,7 @@ class ShardCache:
             Bytes held after eviction (cached shards and downloads in flight).
         """
         self._ensure_directory()
-        guard = self._open(str(self.directory / EVICT_LOCK))
+        guard = self._open(str(self._io / EVICT_LOCK))
         with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
             acquire(guard, "exclusive")
             total = self._sweep_parts(keep)
@@ -464,7 +474,7 @@ class ShardCache:
                     break
                 if key.endswith(FOOTER_SUFFIX):  # immutable and read whole: no lock needed
                     with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.directory / key)
+                        os.unlink(self._io / key)
                     total -= size
                 elif key != keep and self._evict(key):
                     total -= size
@@ -478,14 +488,14 @@ class ShardCache:
                 return False  # in use, or being downloaded
             if not _same_file(fd, lock):
                 return False
-            data = self.directory / (key + DATA_SUFFIX)
+            data = self._io / (key + DATA_SUFFIX)
             st = _stat(str(data))
             if st is not None and self._recorded(key, st) is None:
                 return False  # not a copy we wrote: never deleted
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(data)
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.directory / (key + DATA_SUFFIX + RECORD_SUFFIX))
+                os.unlink(self._io / (key + DATA_SUFFIX + RECORD_SUFFIX))
             os.unlink(lock)
             self.stats.evictions += 1
             _log.info("evicted cached shard %s from %s", key, self.directory)
@@ -496,7 +506,7 @@ class ShardCache:
     def _sweep_parts(self, keep: str | None) -> int:
         """Delete part files whose download is over (its lock free); return bytes in flight."""
         flight = 0
-        with contextlib.suppress(FileNotFoundError), os.scandir(self.directory) as it:
+        with contextlib.suppress(FileNotFoundError), os.scandir(self._io) as it:
             parts = [e for e in it if OUR_FILES.fullmatch(e.name) and PART_MARK in e.name]
         for entry in parts:
             key = entry.name.split(DATA_SUFFIX + PART_MARK, 1)[0]
@@ -533,7 +543,7 @@ class ShardCache:
         for key, _, _ in self._entries():
             if key.endswith(FOOTER_SUFFIX):
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.directory / key)
+                    os.unlink(self._io / key)
             elif self._evict(key):
                 deleted += 1
         return deleted

@@ -23,7 +23,7 @@ from ....errors import (
     UndertaleDuckError,
 )
 from ..shard import Shard
-from .fsclient import duckdb_filesystem, make_filesystem
+from .fsclient import check_options, duckdb_filesystem, make_filesystem
 from .shard_cache import ShardCache
 
 __all__ = [
@@ -182,6 +182,7 @@ class Store:
             raise ArgumentError(
                 f"storage_options must be a mapping of fsspec options, got {storage_options!r}"
             )
+        check_options(protocol, storage_options or {})  # at once, before any use
         self.protocol = protocol
         self.storage_options = dict(storage_options or {})
         self.cache = cache or ShardCache()
