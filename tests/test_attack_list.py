@@ -20,7 +20,7 @@ import pytest
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 ROWS = 4096
 
 
@@ -89,7 +89,7 @@ def test_a_kept_weight_never_passes_a_shard_rewritten_in_place_as_a_bomb(
 
 
 def test_a_fifo_side_table_never_hangs_the_command_line(tmp_path: Path) -> None:
-    import datagen
+    from support import datagen
 
     data = tmp_path / "data"
     datagen.write_shards(data, [20, 10], row_group_size=10)

@@ -12,9 +12,9 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import datagen
 import pytest
-from storage_server import S3Server
+from support import datagen
+from support.storage_server import S3Server
 
 from undertale_duck import ArgumentError, ParquetDataset
 

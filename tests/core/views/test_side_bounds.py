@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import datagen
 import pyarrow as pa
 import pytest
+from support import datagen
 
 from undertale_duck import MemoryBudgetError, ParquetDataset
 

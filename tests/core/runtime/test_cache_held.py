@@ -16,11 +16,11 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-import datagen
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from storage_server import S3Server
+from support import datagen
+from support.storage_server import S3Server
 
 from undertale_duck import ParquetDataset
 from undertale_duck.core.runtime import cachedir
