@@ -187,18 +187,19 @@ class ParquetDataset(ShardDataset):
                 storage_options=self._remote.get("storage_options"),
             )
 
-    def validate(self, schema: type[BaseModel]) -> None:
+    def validate(self, schema: type[BaseModel], *, executor: Executor | None = None) -> None:
         """Validate every shard of this dataset against a schema.
 
         Args:
             schema: A pydantic model class, e.g. ``undertale_duck.schema.TokenizedDataset``.
+            executor: Where the checks run (see :meth:`report`).
 
         Raises:
             SchemaError: If any check fails; the message lists the failed checks with their
                 counts and ``.report`` holds the full ``ValidationReport``.
             ArgumentError: If ``schema`` is not a pydantic model class.
         """
-        result = self.report(schema)
+        result = self.report(schema, executor=executor)
         if not result.passed:
             raise SchemaError(f"dataset does not conform: {result.summary()}", report=result)
 
