@@ -20,7 +20,7 @@ from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
 from .core.rows import Format, Row
-from .core.runtime import threads_of
+from .core.runtime import TaskMap, threads_of
 from .core.source import SourceLike
 from .core.source import windows as win
 from .core.views import SideTable, Split, check_split
@@ -84,6 +84,7 @@ class ParquetDataset(ShardDataset):
         retries: int | None = None,
         disk: float | str | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
+        index_executor: TaskMap | None = None,
         pack: Pack | Mapping[str, Any] | None = None,
         split: Split | None = None,
         schema: type[BaseModel] | None = None,
@@ -132,6 +133,7 @@ class ParquetDataset(ShardDataset):
             retries=retries,
             disk=disk,
             disk_dir=disk_dir,
+            index_executor=index_executor,
         )
         #: The split part this dataset keeps, or None.
         self.split = checked
