@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import sys
 from collections.abc import Callable, Sequence
@@ -49,13 +50,24 @@ class TaskMap(Protocol):
 
 
 def peak_rss() -> int:
-    """The peak resident memory of this process so far, in bytes (``getrusage``).
+    """The peak resident memory of this process so far, in bytes.
+
+    On Linux, ``VmHWM`` of ``/proc/self/status``: the peak of this program's own memory
+    (``getrusage``'s ``ru_maxrss`` keeps the peak of the program a process ran before
+    ``exec``, such as the launcher of a spawned rank). Elsewhere ``getrusage``.
 
     Returns:
-        Bytes (Linux reports KiB, macOS bytes).
+        Bytes.
     """
+    with (
+        contextlib.suppress(OSError, ValueError),
+        open("/proc/self/status", encoding="ascii", errors="replace") as status,
+    ):
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
     peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return peak if sys.platform == "darwin" else peak * 1024
+    return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
 
 
 def run_here(
