@@ -20,7 +20,7 @@ from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
 from .core.rows import Format, Row
-from .core.runtime import threads_of
+from .core.runtime import TaskMap, threads_of
 from .core.source import SourceLike
 from .core.source import windows as win
 from .core.views import SideTable, Split, check_split
@@ -84,6 +84,7 @@ class ParquetDataset(ShardDataset):
         retries: int | None = None,
         disk: float | str | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
+        index_executor: TaskMap | None = None,
         pack: Pack | Mapping[str, Any] | None = None,
         split: Split | None = None,
         schema: type[BaseModel] | None = None,
@@ -132,6 +133,7 @@ class ParquetDataset(ShardDataset):
             retries=retries,
             disk=disk,
             disk_dir=disk_dir,
+            index_executor=index_executor,
         )
         #: The split part this dataset keeps, or None.
         self.split = checked
@@ -187,18 +189,19 @@ class ParquetDataset(ShardDataset):
                 storage_options=self._remote.get("storage_options"),
             )
 
-    def validate(self, schema: type[BaseModel]) -> None:
+    def validate(self, schema: type[BaseModel], *, executor: Executor | None = None) -> None:
         """Validate every shard of this dataset against a schema.
 
         Args:
             schema: A pydantic model class, e.g. ``undertale_duck.schema.TokenizedDataset``.
+            executor: Where the checks run (see :meth:`report`).
 
         Raises:
             SchemaError: If any check fails; the message lists the failed checks with their
                 counts and ``.report`` holds the full ``ValidationReport``.
             ArgumentError: If ``schema`` is not a pydantic model class.
         """
-        result = self.report(schema)
+        result = self.report(schema, executor=executor)
         if not result.passed:
             raise SchemaError(f"dataset does not conform: {result.summary()}", report=result)
 

@@ -97,9 +97,9 @@ DDP_FIT = textwrap.dedent(
     scanned = Counter()
     original = ParquetDataset.report
 
-    def counted(ds, model):
+    def counted(ds, model, **options):
         scanned[str(ds.source.spec)] += 1
-        return original(ds, model)
+        return original(ds, model, **options)
 
     ParquetDataset.report = counted
 
@@ -125,7 +125,7 @@ DDP_FIT = textwrap.dedent(
     done = verdicts.stats()
     with open(f"{cfg['out']}/verdicts-{trainer.global_rank}.json", "w") as f:
         json.dump({"scanned": scanned, "scans": done.scans, "reused": done.reused,
-                   "shared": done.shared}, f)
+                   "shared": done.shared, "together": done.together}, f)
     """
 )
 
@@ -417,9 +417,10 @@ def test_ddp_fit_validates_each_dataset_once(splits: dict[str, Path], tmp_path: 
         runs.append([json.loads((out / f"verdicts-{r}.json").read_text()) for r in (0, 1)])
         assert _flat(_read(out, "train-0-0.txt")) and _flat(_read(out, "val-1-0.txt"))
     (zero, one), (zero_again, one_again) = runs
-    # the first fit: rank 0 scans each dataset exactly once, rank 1 waits for its verdicts
+    # the first fit: the ranks scan each dataset once together, each a share of its shards
     assert zero["scanned"] == {train: 1, val: 1} and zero["scans"] == 2
-    assert one["scanned"] == {} and one["scans"] == 0 and one["shared"] == 2
+    assert one["scanned"] == {train: 1, val: 1} and one["scans"] == 2
+    assert zero["together"] == one["together"] == 2
     # a new fit over the same files: the verdicts on disk are reused, nothing is scanned
     assert zero_again["scanned"] == {} and one_again["scanned"] == {}
     assert zero_again["reused"] == 2 and one_again["shared"] == 2

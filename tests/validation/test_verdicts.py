@@ -278,7 +278,9 @@ with open(f"{out}/rank-{rank}.json", "w") as f:
 
 
 @pytest.mark.heavy
-def test_rank_zero_validates_for_every_rank(cache: Path, data: Path, tmp_path: Path) -> None:
+def test_the_ranks_validate_together_or_each_its_own(
+    cache: Path, data: Path, tmp_path: Path
+) -> None:
     import socket
 
     (tmp_path / "dist.py").write_text(DIST_SCRIPT)
@@ -299,14 +301,17 @@ def test_rank_zero_validates_for_every_rank(cache: Path, data: Path, tmp_path: P
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
     zero, one = (json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1))
-    assert zero["pass"] == {"scans": 1, "reused": 0, "shared": 0}
-    assert one["pass"] == {"scans": 0, "reused": 0, "shared": 1}
-    # a failing dataset: rank 0 scans, every rank raises SchemaError with rank 0's report
-    assert zero["fail"]["scans"] == 2 and one["fail"] == {"scans": 0, "reused": 0, "shared": 2}
+    # the same files on every rank: the ranks scan them together, a share each
+    both = {"scans": 1, "reused": 0, "shared": 0, "together": 1}
+    assert zero["pass"] == both and one["pass"] == both
+    # a failing dataset: scanned together, every rank raises SchemaError with the report
+    both = {"scans": 2, "reused": 0, "shared": 0, "together": 2}
+    assert zero["fail"] == both and one["fail"] == both
     assert zero["report"] is False and one["report"] is False
-    assert "rank 0 validated the dataset" in one["error"] and "label" in one["error"]
-    # different files on each rank: each validates its own
-    assert zero["own"]["scans"] == 3 and one["own"]["scans"] == 1
+    assert zero["error"] == one["error"] and "label" in one["error"]
+    # different files on each rank: rank 0 validates its own, then so does rank 1
+    assert zero["own"]["scans"] == 3 and one["own"]["scans"] == 3
+    assert zero["own"]["together"] == one["own"]["together"] == 2
 
 
 def test_a_view_has_its_own_verdict(cache: Path, data: Path, scans: Scans) -> None:

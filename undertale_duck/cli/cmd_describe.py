@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..common.text import terminal_safe
+from ..errors import ArgumentError
 from .command import (
     EXIT_OK,
     EXIT_USAGE,
@@ -37,6 +38,13 @@ def run(args: argparse.Namespace) -> int:
     if has_view(view):  # the view first: a refused query fails before the footers are read
         with open_dataset(args.source, None, storage_options(args), view) as ds:
             described = describe_view(ds, scan=args.scan)
+    executor = None
+    if args.ray is not None:
+        if not args.scan:
+            raise ArgumentError("--ray runs describe's --scan as tasks on Ray; add --scan")
+        from ..validation.ray_executor import RayExecutor
+
+        executor = RayExecutor(args.ray or None)  # --ray alone: a local Ray for this run
     with progress_bar("scanning shards", unit=" shards") as progress:
         description = describe(
             args.source,
@@ -44,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             storage_options=storage_options(args),
             memory=args.memory,
+            executor=executor,
         )
     if args.format == "json":
         data = description.to_dict()
@@ -80,6 +89,15 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         "a shard whose string values --scan would hold at once pass it (a dictionary bomb) "
         "is reported instead of scanned",
     )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run --scan as one task per shard on a Ray cluster: ADDRESS is 'auto' or "
+        "'host:port' (alone: a local Ray for this run); needs pip install 'undertale_duck[ray]'",
+    )
     add_view_options(p)
 
 
@@ -91,6 +109,7 @@ COMMAND = Command(
     "every value\n"
     "  undertale-duck describe 'data/*.parquet' --format json | jq .totals\n"
     "  undertale-duck describe data/train --where 'len(tokens) < 512' --scan\n"
+    "  undertale-duck describe data/train --scan --ray 10.0.0.5:6379  # one task per shard\n"
     "\n"
     "With --query or --where (and --table side tables) the view's columns, DuckDB types\n"
     "and exact row count (from its index) follow the source's description (JSON: key\n"

@@ -196,10 +196,11 @@ def load(
 
     The dataset is validated against ``schema`` first, unless it passed before with the same
     schema and the same shards (see :func:`validated.validate_once`: the verdict is kept in
-    this process and in the user's cache directory, and under ``torch.distributed`` rank 0
-    validates for every rank, so every rank must call ``load()``); indices come from a
-    :class:`ChunkedSampler` (each rank and each worker reads contiguous windows); workers start
-    with :func:`default_start_method` unless ``multiprocessing_context`` says otherwise.
+    this process and in the user's cache directory, and under ``torch.distributed`` the ranks
+    validate together, each scanning a share, so every rank must call ``load()``); indices
+    come from a :class:`ChunkedSampler` (each rank and each worker reads contiguous windows);
+    workers start with :func:`default_start_method` unless ``multiprocessing_context`` says
+    otherwise.
 
     Args:
         path: A Parquet file, a directory of shards, a glob or a list of files (see

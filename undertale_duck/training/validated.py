@@ -1,4 +1,4 @@
-"""Validate a dataset for ``load()``: reuse verdicts, and under DDP let rank 0 scan for all."""
+"""Validate a dataset for ``load()``: reuse verdicts, and under DDP let every rank scan a share."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import torch.distributed as dist
 from pydantic import BaseModel
 
 from .. import errors
-from ..dataset import ParquetDataset
+from ..dataset import PackedDataset, ParquetDataset
 from ..errors import SchemaError, UndertaleDuckError
 from ..validation import verdicts
+from ..validation.executors import TorchDistributedExecutor
 
 
 def validate_once(dataset: ParquetDataset, schema: Any) -> None:
@@ -18,18 +19,25 @@ def validate_once(dataset: ParquetDataset, schema: Any) -> None:
 
     Outside ``torch.distributed`` (or with one process) this is
     :func:`undertale_duck.validation.verdicts.validate`. With several processes it is a
-    collective, like a barrier: every rank must call it (``DataModule``'s hooks do). Rank 0
-    validates (or reuses its recorded verdict) while the others wait for its verdict; a rank
-    whose dataset fingerprint differs from rank 0's (other files on another machine)
-    validates its own.
+    collective, like a barrier: every rank must call it (``DataModule``'s hooks do). The
+    ranks first share their verdict keys and rank 0's record; then, all deciding alike:
+
+    - rank 0 has a passing verdict on record: no rank scans (a rank whose dataset
+      fingerprint differs from rank 0's, other files on another machine, validates its own);
+    - every rank has the same dataset: the ranks validate it together, each scanning a share
+      of the shards (:class:`TorchDistributedExecutor`), and every rank ends with the same
+      report, the one a single process makes;
+    - otherwise (a view, whose side tables live in each process, or different files on
+      some rank): rank 0 validates and sends its verdict; a rank with other files validates
+      its own.
 
     Args:
         dataset: The opened dataset.
         schema: A pydantic model class.
 
     Raises:
-        SchemaError: If the dataset does not conform (on every rank).
-        UndertaleDuckError: What rank 0's validation raised, on every rank.
+        SchemaError: If the dataset does not conform (on every rank, with the report).
+        UndertaleDuckError: What a rank's validation raised, on every rank.
     """
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         verdicts.validate(dataset, schema)
@@ -38,8 +46,45 @@ def validate_once(dataset: ParquetDataset, schema: Any) -> None:
         dataset.validate(schema)  # the usual ArgumentError, raised alike on every rank
         return
     key = verdicts.verdict_key(dataset, schema)
+    rank = dist.get_rank()
+    mine = {"key": key, "known": rank == 0 and verdicts.known(key), "tasks": _by_tasks(dataset)}
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, mine)
+    first = every[0]
+    if first["known"]:
+        if rank == 0:
+            verdicts.count(reused=1)
+        elif key == first["key"]:
+            verdicts.count(shared=1)
+            verdicts.remember(key)
+        else:
+            verdicts.validate(dataset, schema, key)
+        return
+    if all(e["key"] == key and e["tasks"] for e in every):
+        _together(dataset, schema, key, rank)
+        return
+    _from_rank_zero(dataset, schema, key, rank)
+
+
+def _by_tasks(dataset: ParquetDataset) -> bool:
+    """Whether the dataset's checks can run as tasks (its shards' rows, not a view's)."""
+    checked = dataset.documents if isinstance(dataset, PackedDataset) else dataset
+    return checked.view is None
+
+
+def _together(dataset: ParquetDataset, schema: type[BaseModel], key: str, rank: int) -> None:
+    """Every rank scans its share; every rank gets the whole report (a collective)."""
+    verdicts.count(scans=1, together=1)
+    report = dataset.report(schema, executor=TorchDistributedExecutor())
+    if not report.passed:
+        raise SchemaError(f"dataset does not conform: {report.summary()}", report=report)
+    verdicts.record(key, dataset, schema, write=rank == 0)
+
+
+def _from_rank_zero(dataset: ParquetDataset, schema: type[BaseModel], key: str, rank: int) -> None:
+    """Rank 0 validates and broadcasts its verdict; a rank with other files checks its own."""
     message: list[Any] = [None]
-    if dist.get_rank() == 0:
+    if rank == 0:
         verdict: dict[str, Any] = {"key": key, "passed": False, "error": "validation stopped"}
         try:
             verdicts.validate(dataset, schema, key)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..common.progress import Progress
+from ..core.runtime import TASK_DONE, run_here
 from ..errors import ArgumentError, UndertaleDuckError
 from .model import ValidationReport
 from .rowscan import row_checks_for_group
@@ -26,13 +27,47 @@ from .unique import UniquePartial, unique_checks
 #: Every rank's result of a step: its results, or why it failed.
 _Gathered = tuple[list[TaskResult], str | None]
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 
 class Executor:
     """Runs the row and uniqueness checks of a validation run (the layout checks run first).
 
     The base class runs them in this process on the dataset's own DuckDB connection, one
     scan per group of shards: the default, ``InProcessExecutor``.
+
+    Every executor also runs independent per-shard tasks of other passes (``describe
+    --scan``, a view's indexing pass) through :meth:`map`, the loading core's
+    ``core.runtime.TaskMap`` protocol.
+
+    Attributes:
+        task_peaks: After a run by tasks, each task's peak resident memory in bytes as the
+            process that ran it measured it (``resource.getrusage``), in task order.
     """
+
+    task_peaks: tuple[int, ...] = ()
+
+    def map(
+        self,
+        function: Callable[[T], R],
+        tasks: Sequence[T],
+        progress: Progress | None = None,
+        *,
+        memory_bytes: int = 0,
+    ) -> list[R]:
+        """Run ``function(task)`` for every task, here, one after another.
+
+        Args:
+            function: A module-level function of one task.
+            tasks: The tasks (plain data).
+            progress: Called as each task finishes.
+            memory_bytes: The memory one task may use (a scheduler's hint; unused here).
+
+        Returns:
+            The results, in task order.
+        """
+        return run_here(function, tasks, progress)
 
     def checks(self, state: RunState, groups: Sequence[ShardGroup]) -> None:
         """Run every row check and uniqueness check of a run, filling its tallies.
@@ -69,6 +104,7 @@ class TaskExecutor(Executor):
             )
         plan = build_plan(state, groups)
         results, partials = self.execute(plan, state.step)
+        self.task_peaks = tuple(r.peak_rss for r in sorted(results, key=lambda r: r.number))
         merge(state, groups, plan, results, partials)
 
     def execute(
@@ -111,7 +147,7 @@ class SerialExecutor(TaskExecutor):
             result, parts = run_task(plan, task, self.partitions)
             results.append(result)
             outputs.append(parts)
-            progress("shard task")
+            progress(TASK_DONE)
         partials = [reduce_partition(plan, [o[p] for o in outputs]) for p in range(self.partitions)]
         return results, partials
 
@@ -154,7 +190,7 @@ class TorchDistributedExecutor(TaskExecutor):
             for task in _pieces(plan, world):
                 if task.number % world == rank:
                     mine.append(run_task(plan, task, world))
-                    progress("shard task")
+                    progress(TASK_DONE)
         except UndertaleDuckError as exc:  # every rank must reach the collectives below
             failure = f"rank {rank}: {exc}"
         gathered: list[_Gathered | None] = [None] * world
@@ -174,6 +210,50 @@ class TorchDistributedExecutor(TaskExecutor):
         partials: list[dict[int, UniquePartial] | None] = [None] * world
         dist.all_gather_object(partials, partial, group=self.group)
         return results, [p for p in partials if p is not None]
+
+    def map(
+        self,
+        function: Callable[[T], R],
+        tasks: Sequence[T],
+        progress: Progress | None = None,
+        *,
+        memory_bytes: int = 0,
+    ) -> list[R]:
+        """Run task ``i`` on rank ``i % world``; every rank gets every result (a collective).
+
+        Args:
+            function: A module-level function of one task.
+            tasks: The tasks, the same on every rank.
+            progress: Called as each of this rank's tasks finishes.
+            memory_bytes: The memory one task may use (unused: a rank runs its own tasks).
+
+        Returns:
+            The results, in task order, on every rank.
+
+        Raises:
+            UndertaleDuckError: If a task raised ours on any rank (on every rank).
+        """
+        dist = self._dist()
+        world = dist.get_world_size(self.group)
+        rank = dist.get_rank(self.group)
+        mine: dict[int, Any] = {}
+        failure: str | None = None
+        try:
+            for i in range(rank, len(tasks), world):
+                mine[i] = function(tasks[i])
+                if progress is not None:
+                    progress(TASK_DONE)
+        except UndertaleDuckError as exc:  # every rank must reach the collective below
+            failure = f"rank {rank}: {exc}"
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, (mine, failure), group=self.group)
+        failures = [g[1] for g in gathered if g is not None and g[1] is not None]
+        if failures:
+            raise UndertaleDuckError("a task failed on a rank: " + "; ".join(failures))
+        merged: dict[int, Any] = {}
+        for g in gathered:
+            merged.update(g[0])
+        return [merged[i] for i in range(len(tasks))]
 
     def settle(self, report: ValidationReport) -> None:
         """Give every rank rank 0's ``seconds``, so every rank's report is the same."""

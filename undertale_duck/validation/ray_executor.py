@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from ..common.progress import Progress
 from ..common.sizes import format_size
 from ..common.text import first_line
+from ..core.runtime import TASK_DONE
 from ..errors import ArgumentError, UndertaleDuckError
 from .executors import TaskExecutor, positive
 from .taskplan import ShardTask, TaskResult, ValidationPlan, reduce_partition, run_task
 from .unique import UniquePartial
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: What ``ray.init`` gets when this executor starts a local Ray (``address=None``).
 LOCAL_DEFAULTS: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -92,6 +97,51 @@ class RayExecutor(TaskExecutor):
         self, plan: ValidationPlan, progress: Progress
     ) -> tuple[list[TaskResult], list[dict[int, UniquePartial]]]:
         """Run the tasks and reduces on the cluster (see :meth:`TaskExecutor.execute`)."""
+        with self._cluster() as ray:
+            return self._run(ray, plan, progress)
+
+    def map(
+        self,
+        function: Callable[[T], R],
+        tasks: Sequence[T],
+        progress: Progress | None = None,
+        *,
+        memory_bytes: int = 0,
+    ) -> list[R]:
+        """Run ``function(task)`` for every task as a Ray task; results in task order.
+
+        Args:
+            function: A module-level function of one task.
+            tasks: The tasks (plain data).
+            progress: Called as each task finishes.
+            memory_bytes: The memory one task may use: Ray places no more tasks on a node
+                than fit (0: not stated).
+
+        Returns:
+            The results, in task order.
+
+        Raises:
+            UndertaleDuckError: If a task failed (ours as the task raised it).
+            ArgumentError: If the cluster cannot be joined or no node has ``memory_bytes``.
+        """
+        with self._cluster() as ray:
+            resources = _resources(ray, memory_bytes)
+            remote = ray.remote(function).options(**resources)
+            refs = [remote.remote(task) for task in tasks]
+            where = {ref: i for i, ref in enumerate(refs)}
+            results: dict[int, Any] = {}
+            pending = list(refs)
+            with _task_errors(ray):
+                while pending:
+                    done, pending = ray.wait(pending, num_returns=1)
+                    results[where[done[0]]] = ray.get(done[0])
+                    if progress is not None:
+                        progress(TASK_DONE)
+            return [results[i] for i in range(len(tasks))]
+
+    @contextlib.contextmanager
+    def _cluster(self) -> Iterator[Any]:
+        """Ray, initialized for this run (and shut down after it, when this run started it)."""
         ray = import_ray()
         started = not ray.is_initialized()
         if started:
@@ -109,7 +159,7 @@ class RayExecutor(TaskExecutor):
                     "explicit address only with RAY_AUTH_MODE=token in the environment"
                 ) from None
         try:
-            return self._run(ray, plan, progress)
+            yield ray
         finally:
             if started:
                 ray.shutdown()
@@ -120,32 +170,45 @@ class RayExecutor(TaskExecutor):
         tasks = plan.tasks(self.shards_per_task)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         parts = self.partitions or max(1, min(len(tasks), cpus))
-        resources: dict[str, Any] = {"num_cpus": 1}
-        if plan.memory_bytes > 0:
-            _check_fits(ray, plan.memory_bytes)
-            resources["memory"] = plan.memory_bytes  # Ray places no more tasks than fit
+        resources = _resources(ray, plan.memory_bytes)
         plan_ref = ray.put(plan)
         scan = ray.remote(_task).options(num_returns=1 + parts, **resources)
         outputs = [scan.remote(plan_ref, task, parts) for task in tasks]
         pending = [refs[0] for refs in outputs]
         results: list[TaskResult] = []
-        try:
+        with _task_errors(ray):
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 results.extend(ray.get(done))
-                progress("shard task")
+                progress(TASK_DONE)
             reduce = ray.remote(_reduce).options(**resources)
             partials = ray.get(
                 [reduce.remote(plan_ref, *[refs[1 + p] for refs in outputs]) for p in range(parts)]
             )
-        except ray.exceptions.RayError as exc:
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, UndertaleDuckError):
-                raise cause from None  # ours, as one process would raise it
-            raise UndertaleDuckError(
-                f"a validation task failed on the Ray cluster: {first_line(exc)}"
-            ) from None
         return results, list(partials)
+
+
+def _resources(ray: Any, memory_bytes: int) -> dict[str, Any]:
+    """What one task asks Ray for: a CPU, and the memory budget when there is one."""
+    resources: dict[str, Any] = {"num_cpus": 1}
+    if memory_bytes > 0:
+        _check_fits(ray, memory_bytes)
+        resources["memory"] = memory_bytes  # Ray places no more tasks than fit
+    return resources
+
+
+@contextlib.contextmanager
+def _task_errors(ray: Any) -> Iterator[None]:
+    """A failed task is our error: the one it raised, or one naming Ray's."""
+    try:
+        yield
+    except ray.exceptions.RayError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, UndertaleDuckError):
+            raise cause from None  # ours, as one process would raise it
+        raise UndertaleDuckError(
+            f"a task failed on the Ray cluster: {first_line(exc)}"
+        ) from None
 
 
 def _check_fits(ray: Any, memory_bytes: int) -> None:

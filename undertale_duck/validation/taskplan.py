@@ -12,7 +12,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from ..core.query import memory_limit
-from ..core.runtime import connect
+from ..core.runtime import connect, peak_rss
 from ..core.source import Shard, SourceFiles
 from ..errors import SourceError
 from .relation import Relation
@@ -104,6 +104,8 @@ class TaskResult:
         tallies: The task's tallies that changed, by key.
         errors: Why shards are unreadable, by shard number.
         unique_failures: Why a ``Unique`` field's query failed, by its position in the plan.
+        peak_rss: The peak resident memory of the process that ran the task, in bytes, as
+            it measured it when the task ended (``resource.getrusage``).
     """
 
     number: int
@@ -111,6 +113,7 @@ class TaskResult:
     tallies: dict[CheckKey, Tally]
     errors: dict[int, str]
     unique_failures: dict[int, str]
+    peak_rss: int = 0
 
 
 #: One task's hash partitions: for each partition, the ``Unique`` fields' tables by position.
@@ -205,7 +208,8 @@ def run_task(plan: ValidationPlan, task: ShardTask, parts: int) -> tuple[TaskRes
         connection.close()
     changed = {k: t for k, t in state.tallies.items() if t != blank[k]}
     new_errors = {i: m for i, m in state.errors.items() if i in task.indices}
-    return TaskResult(task.number, task.group, changed, new_errors, failures), partitions
+    result = TaskResult(task.number, task.group, changed, new_errors, failures, peak_rss())
+    return result, partitions
 
 
 def reduce_partition(

@@ -51,11 +51,14 @@ class VerdictStats:
         scans: Validations actually run (each scans every shard).
         reused: Passing verdicts found on record (this process's memory or the disk cache).
         shared: Verdicts received from rank 0 under ``torch.distributed``.
+        together: Of ``scans``, those run by every rank of a ``torch.distributed`` job
+            together (this rank scanned its share of the shards).
     """
 
     scans: int = 0
     reused: int = 0
     shared: int = 0
+    together: int = 0
 
 
 _stats = VerdictStats()
@@ -233,6 +236,20 @@ def remember(key: str) -> None:
     _known.add(key)
 
 
+def record(key: str, dataset: Validatable, schema: type[BaseModel], *, write: bool = True) -> None:
+    """Record a passing verdict: in this process, and (``write``) in :func:`cache_directory`.
+
+    Args:
+        key: The dataset's :func:`verdict_key`.
+        dataset: The dataset that passed.
+        schema: The schema it passed.
+        write: Also write the verdict file (one rank of a job writes it for the others).
+    """
+    _known.add(key)
+    if write:
+        _write(key, dataset, schema)
+
+
 def validate(dataset: Validatable, schema: type[BaseModel], key: str | None = None) -> None:
     """Validate a dataset like ``dataset.validate(schema)``, reusing a passing verdict.
 
@@ -258,5 +275,4 @@ def validate(dataset: Validatable, schema: type[BaseModel], key: str | None = No
         return
     count(scans=1)
     dataset.validate(schema)
-    _known.add(key)
-    _write(key, dataset, schema)
+    record(key, dataset, schema)

@@ -26,7 +26,7 @@ from ..read import (
     prepare_directory,
 )
 from ..rows import ROW_FORMATS, Format, Row, RowAccess
-from ..runtime import default_duckdb_config, duckdb_path
+from ..runtime import TaskMap, default_duckdb_config, duckdb_path
 from ..source import Source, SourceLike
 from ..source import windows as win
 from ..views import IndexedView, SideTable, index_view, side_tables
@@ -117,6 +117,10 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             the disk the cache can use.
         retries: Retries of a failed store request (timeouts, 5xx, throttling), with
             exponential backoff, before a ``StorageError`` (default 3).
+        index_executor: Where a view's indexing pass runs (``query=``/``where=``): one
+            task per shard through the executor's ``map`` (``RayExecutor``,
+            ``TorchDistributedExecutor``, any ``core.runtime.TaskMap``); None (default)
+            indexes here. Shards in object storage are indexed here. The index is the same.
 
     Raises:
         SourceError: If the source cannot be resolved or a shard's footer cannot be read
@@ -150,8 +154,15 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         retries: int | None = None,
         disk: float | str | None = None,
         disk_dir: str | os.PathLike[str] | None = None,
+        index_executor: TaskMap | None = None,
     ) -> None:
         query = view_query(query, where, tables)
+        if index_executor is not None and not isinstance(index_executor, TaskMap):
+            raise ArgumentError(
+                "index_executor must be an executor with a map() method (RayExecutor(), "
+                f"TorchDistributedExecutor() ...), not {type(index_executor).__name__}"
+            )
+        self._index_executor = index_executor
         self.query = query
         self._tables = dict(tables or {})
         if format not in ROW_FORMATS:
@@ -203,6 +214,8 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
                 self.source.columns,
                 self.windows,
                 self._connect,
+                executor=self._index_executor,
+                config=self.duckdb_config,
             )
             self.windows = self.view.windows
         self._length = self.windows[-1].end if self.windows else 0
@@ -302,6 +315,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         state["_reader"] = None
         state["_monitor"] = None
         state["_sql_session"] = None
+        state["_index_executor"] = None  # a process group does not travel; a copy indexes here
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ This is the data only; ``undertale-duck describe`` renders it (cli/render_descri
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from ...errors import SourceError
 from ..bounds import VectorBound
 from ..parquet import footers
 from ..runtime import (
+    TaskMap,
     connect,
     default_duckdb_config,
     duckdb_path,
@@ -330,6 +331,71 @@ def _check_vectors(files: SourceFiles, path: str, limit: int, threads: int) -> N
                 "statistics (describe without --scan) need no scan")
 
 
+#: Per column: (null count, min, max, flag): the flag is "is a list" after a scan, "the
+#: footer statistics are complete" from footers.
+Stats = dict[str, tuple[int | None, Any, Any, bool]]
+
+
+def _shard_stats(
+    con: duckdb.DuckDBPyConnection,
+    files: SourceFiles,
+    path: str,
+    columns: Sequence[tuple[str, str]],
+    scan: bool,
+    budget: int,
+    threads: int,
+) -> tuple[Stats | None, str | None]:
+    """One shard's statistics (a scan's, or its footer's), or why it cannot be read."""
+    try:
+        if scan:
+            _check_vectors(files, path, budget, threads)
+            return dict(_scan_stats(con, path, list(columns))), None
+        return _footer_stats(path, files), None
+    except SourceError as exc:
+        return None, _reason(str(exc), path)
+    except (duckdb.Error, OSError, pa.ArrowException) as exc:
+        return None, "cannot be read: " + first_line(exc, limit=4000)
+
+
+@dataclass(frozen=True)
+class ScanTask:
+    """One shard's ``describe --scan``, as plain data a task in another process runs.
+
+    Attributes:
+        path: The shard (a path or URL).
+        columns: Its ``(name, DuckDB type)`` pairs.
+        storage_options: Options of a remote source's store.
+        config: The DuckDB settings of the task's connection.
+        budget: The memory budget in bytes (0: none).
+        threads: DuckDB's threads.
+    """
+
+    path: str
+    columns: tuple[tuple[str, str], ...]
+    storage_options: Mapping[str, Any] | None
+    config: Mapping[str, Any]
+    budget: int
+    threads: int
+
+
+def scan_task(task: ScanTask) -> tuple[Stats | None, str | None]:
+    """Run one :class:`ScanTask` where it is: open the shard, scan it, close.
+
+    Args:
+        task: The task.
+
+    Returns:
+        The shard's statistics, or None and why it cannot be read.
+    """
+    files = SourceFiles([task.path], task.storage_options)
+    con = connect(dict(task.config))
+    try:
+        files.attach(con)
+        return _shard_stats(con, files, task.path, task.columns, True, task.budget, task.threads)
+    finally:
+        con.close()
+
+
 def describe(
     source: str | os.PathLike[str],
     *,
@@ -337,6 +403,7 @@ def describe(
     progress: Progress | None = None,
     storage_options: Mapping[str, Any] | None = None,
     memory: float = 4096,
+    executor: TaskMap | None = None,
 ) -> Description:
     """Describe a dataset from its shards' footers (and, with ``scan``, one full scan).
 
@@ -352,6 +419,10 @@ def describe(
         memory: The scan's memory budget in MiB (0: none): a shard whose string and
             binary values the scan would hold at once pass it (a dictionary bomb) is
             reported with the reason instead of scanned (:mod:`vectors`).
+        executor: Where ``scan`` runs: one task per shard through its ``map`` (e.g.
+            ``RayExecutor``, ``TorchDistributedExecutor``; each task opens its shard where
+            it runs); None scans here. The description is the same; ``progress`` is then
+            called as each task finishes.
 
     Returns:
         The description.
@@ -365,6 +436,7 @@ def describe(
     con = connect(config)
     files.attach(con)
     budget, threads = int(memory * (1 << 20)), threads_of(config.get("threads"))
+    options = None if storage_options is None else dict(storage_options)
     try:
         infos: list[ShardInfo] = []
         for path in paths:
@@ -380,25 +452,26 @@ def describe(
             for name, duck_type in s.columns:
                 columns.setdefault(name, ColumnInfo(name, duck_type)).shards += 1
         drift = schema_drift([(s.path, dict(s.columns)) for s in readable])
+        found: dict[str, tuple[Stats | None, str | None]] = {}
+        if scan and executor is not None:  # one task per readable shard, where it says
+            tasks = [
+                ScanTask(s.path, tuple(s.columns), options, config, budget, threads)
+                for s in infos if s.error is None
+            ]
+            done = executor.map(scan_task, tasks, progress, memory_bytes=budget)
+            found = {t.path: r for t, r in zip(tasks, done, strict=True)}
         for s in infos:
-            if scan and progress is not None:
+            if scan and progress is not None and executor is None:
                 progress(os.path.basename(s.path))
             if s.error is not None:
                 continue
-            try:
-                if scan:
-                    _check_vectors(files, s.path, budget, threads)
-                    stats: dict[str, tuple[int | None, Any, Any, bool]] = dict(
-                        _scan_stats(con, s.path, s.columns)
-                    )
-                else:
-                    stats = _footer_stats(s.path, files)
-            except SourceError as exc:
-                s.error = _reason(str(exc), s.path)
+            got_stats, error = found.get(s.path) or _shard_stats(
+                con, files, s.path, s.columns, scan, budget, threads
+            )
+            if got_stats is None:
+                s.error = error
                 continue
-            except (duckdb.Error, OSError, pa.ArrowException) as exc:
-                s.error = "cannot be read: " + first_line(exc, limit=4000)
-                continue
+            stats = got_stats
             for name, duck_type in s.columns:
                 c = columns[name]
                 if duck_type != c.type:

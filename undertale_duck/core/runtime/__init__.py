@@ -42,6 +42,7 @@ from .interrupt import interruptible
 from .locks import acquire, release, try_acquire
 from .sqlfiles import SQL_DIRS
 from .sqltree import syntax_nodes
+from .tasks import TASK_DONE, TaskMap, peak_rss, run_here
 
 __all__ = [
     "CACHE_ENV",
@@ -51,8 +52,10 @@ __all__ = [
     "RECORD_SUFFIX",
     "SQL_DIRS",
     "TAG_NAME",
+    "TASK_DONE",
     "CacheUnwritableError",
     "Connection",
+    "TaskMap",
     "acquire",
     "allocator_config",
     "atomic_file",
@@ -70,11 +73,13 @@ __all__ = [
     "kind_directory",
     "lifecycle",
     "open_cached",
+    "peak_rss",
     "private_directory",
     "process_cache_dir",
     "read_cached",
     "read_record",
     "release",
+    "run_here",
     "sqlfiles",
     "syntax_nodes",
     "threads_of",

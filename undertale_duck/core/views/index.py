@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,9 @@ from ...common.text import first_line
 from ...errors import QueryError, SourceError
 from ..runtime import (
     CacheUnwritableError,
+    TaskMap,
     atomic_file,
+    connect,
     duckdb_path,
     interruptible,
     process_cache_dir,
@@ -115,6 +117,9 @@ def count_rows(
     windows: Sequence[Window],
     progress: Progress | None = None,
     bitmaps: BitmapWriter | None = None,
+    executor: TaskMap | None = None,
+    sides: tuple[Side, ...] = (),
+    config: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """Run the indexing pass: for each window, how many of its source rows the view keeps.
 
@@ -129,6 +134,11 @@ def count_rows(
         windows: The dataset's window plan.
         progress: Called once per shard indexed (see :mod:`common.progress`).
         bitmaps: Receives each shard's kept rows (one bool per source row), in shard order.
+        executor: Runs one task per shard through its ``map`` (:class:`IndexTask`: the task
+            opens its own database with the side tables); None, or shards in object
+            storage, are indexed here on ``cursor``. The counts and rows are the same.
+        sides: The side tables (for the tasks).
+        config: DuckDB settings of a task's database.
 
     Returns:
         One count per window, in plan order.
@@ -143,52 +153,114 @@ def count_rows(
     by_shard: dict[int, list[int]] = {}
     for k, w in enumerate(windows):
         by_shard.setdefault(w.shard, []).append(k)
+    found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    if executor is not None and all(type(s) is Shard for s in shards):  # local files
+        tasks = [
+            IndexTask(sql, shard, tuple(windows[k].start for k in by_shard[s]), sides,
+                      dict(config or {}))
+            for s, shard in enumerate(shards) if s in by_shard
+        ]
+        done = executor.map(index_task, tasks, progress)
+        numbers = [s for s in range(len(shards)) if s in by_shard]
+        for s, (per_window, packed) in zip(numbers, done, strict=True):
+            seen = np.unpackbits(packed, count=shards[s].rows).astype(bool)
+            found[s] = (np.asarray(per_window, dtype=np.int64), seen)
     counts = [0] * len(windows)
     for s, shard in enumerate(shards):
         if s not in by_shard:  # an empty shard has no window
             if bitmaps is not None:
                 bitmaps.add(np.zeros(shard.rows, dtype=bool))
             continue
-        if progress is not None:
-            progress(os.path.basename(shard.path))
         positions = by_shard[s]
-        bounds = np.asarray([windows[k].start for k in positions], dtype=np.int64)
-        seen = np.zeros(shard.rows, dtype=bool)
-        shard.check_unchanged()
-        try:
-            params = {"path": duckdb_path(shard.path), "start": 0, "stop": shard.rows}
-            # Ctrl-C stops the indexing query at once (core/interrupt.py)
-            reader = _start(cursor, sql, params)
-            per_window = np.zeros(len(positions), dtype=np.int64)
-            while (batch := _next_batch(cursor, reader)) is not None:
-                rows = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
-                if rows.size == 0:
-                    continue
-                if rows.min() < 0 or rows.max() >= shard.rows:
-                    raise SourceError(
-                        f"shard {shard.path} holds rows its footer does not count "
-                        f"({shard.rows} rows); the file is inconsistent",
-                        shard.path,
-                    )
-                if seen[rows].any() or np.unique(rows).size != rows.size:
-                    raise QueryError(
-                        f"view query returns a row of shard {shard.path} more than once: a "
-                        "joined side table has several rows for one key; make the join key "
-                        "unique in the side table"
-                    )
-                seen[rows] = True
-                which = np.searchsorted(bounds, rows, side="right") - 1
-                per_window += np.bincount(which, minlength=len(positions))
-        except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error from a batch
-            shard.check_unchanged()
-            text = first_line(exc, limit=4000)
-            raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
-        shard.check_unchanged()
+        if s in found:
+            per_window, seen = found[s]
+        else:
+            if progress is not None:
+                progress(os.path.basename(shard.path))
+            starts = [windows[k].start for k in positions]
+            per_window, seen = _count_shard(cursor, sql, shard, starts)
         if bitmaps is not None:
             bitmaps.add(seen)
         for k, n in zip(positions, per_window.tolist(), strict=True):
             counts[k] = int(n)
     return counts
+
+
+def _count_shard(
+    cursor: duckdb.DuckDBPyConnection, sql: str, shard: Shard, starts: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """One shard's indexing query: kept rows per window (from ``starts``), and which rows."""
+    bounds = np.asarray(starts, dtype=np.int64)
+    seen = np.zeros(shard.rows, dtype=bool)
+    shard.check_unchanged()
+    try:
+        params = {"path": duckdb_path(shard.path), "start": 0, "stop": shard.rows}
+        # Ctrl-C stops the indexing query at once (core/interrupt.py)
+        reader = _start(cursor, sql, params)
+        per_window = np.zeros(len(starts), dtype=np.int64)
+        while (batch := _next_batch(cursor, reader)) is not None:
+            rows = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            if rows.size == 0:
+                continue
+            if rows.min() < 0 or rows.max() >= shard.rows:
+                raise SourceError(
+                    f"shard {shard.path} holds rows its footer does not count "
+                    f"({shard.rows} rows); the file is inconsistent",
+                    shard.path,
+                )
+            if seen[rows].any() or np.unique(rows).size != rows.size:
+                raise QueryError(
+                    f"view query returns a row of shard {shard.path} more than once: a "
+                    "joined side table has several rows for one key; make the join key "
+                    "unique in the side table"
+                )
+            seen[rows] = True
+            which = np.searchsorted(bounds, rows, side="right") - 1
+            per_window += np.bincount(which, minlength=len(starts))
+    except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error from a batch
+        shard.check_unchanged()
+        text = first_line(exc, limit=4000)
+        raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
+    shard.check_unchanged()
+    return per_window, seen
+
+
+@dataclass(frozen=True)
+class IndexTask:
+    """One shard's indexing query, as plain data a task in another process runs.
+
+    Attributes:
+        sql: ``sql/view_index.sql`` rendered for the view.
+        shard: The shard (a local file; checked unchanged where the task runs).
+        starts: The first local row of each of the shard's windows.
+        sides: The view's side tables.
+        config: DuckDB settings of the task's database.
+    """
+
+    sql: str
+    shard: Shard
+    starts: tuple[int, ...]
+    sides: tuple[Side, ...]
+    config: dict[str, Any]
+
+
+def index_task(task: IndexTask) -> tuple[list[int], np.ndarray]:
+    """Run one :class:`IndexTask` where it is: kept rows per window, and the kept-rows bits.
+
+    Args:
+        task: The task.
+
+    Returns:
+        The counts of the shard's windows, and its kept rows packed by ``np.packbits``.
+    """
+    con = connect(task.config)
+    try:
+        for side in task.sides:
+            side.register(con)
+        per_window, seen = _count_shard(con, task.sql, task.shard, task.starts)
+    finally:
+        con.close()
+    return per_window.tolist(), np.packbits(seen)
 
 
 @dataclass(frozen=True)
@@ -292,6 +364,9 @@ def index_view(
     columns: Sequence[str],
     windows: Sequence[Window],
     connect: Callable[[Callable[[duckdb.DuckDBPyConnection], None]], duckdb.DuckDBPyConnection],
+    *,
+    executor: TaskMap | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> IndexedView:
     """Check a view's query and count the rows it keeps in each window (or reuse the counts).
 
@@ -302,6 +377,9 @@ def index_view(
         columns: The dataset's columns.
         windows: The dataset's window plan.
         connect: Opens a database with the ``dataset`` view, calling the given setup on it.
+        executor: Runs the indexing pass as one task per shard (see :func:`count_rows`);
+            None runs it here.
+        config: DuckDB settings of a task's database.
 
     Returns:
         The :class:`IndexedView`.
@@ -320,7 +398,7 @@ def index_view(
     con = connect(setup)
     try:
         view = check(query, {side.name: None for side in sides}, con=con)
-        return _index(view, sides, shards, columns, windows, con)
+        return _index(view, sides, shards, columns, windows, con, executor, config)
     finally:
         con.close()
 
@@ -332,6 +410,8 @@ def _index(
     columns: Sequence[str],
     windows: Sequence[Window],
     con: duckdb.DuckDBPyConnection,
+    executor: TaskMap | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> IndexedView:
     """:func:`index_view` once the query is checked, on its open database."""
     from ..source import view_plan
@@ -359,7 +439,8 @@ def _index(
         _log.debug("view index %s reused for %s", key, view.text)
     else:
         _log.info("indexing view %r over %d shards", view.text, len(shards))
-        counts, kept = _count_and_keep(con, view, columns, shards, windows, key, protected)
+        tasks = _Tasks(executor, sides, config)
+        counts, kept = _count_and_keep(con, view, columns, shards, windows, key, protected, tasks)
     return IndexedView(
         view,
         sides,
@@ -371,6 +452,22 @@ def _index(
         serve_sql,
         kept,
     )
+
+
+@dataclass(frozen=True)
+class _Tasks:
+    """Where the indexing pass runs its per-shard tasks, and what they need."""
+
+    executor: TaskMap | None
+    sides: tuple[Side, ...]
+    config: Mapping[str, Any] | None
+
+
+def _task_arguments(
+    tasks: _Tasks | None,
+) -> tuple[TaskMap | None, tuple[Side, ...], Mapping[str, Any] | None]:
+    """:func:`count_rows`'s executor, sides and config (none: indexed here)."""
+    return (None, (), None) if tasks is None else (tasks.executor, tasks.sides, tasks.config)
 
 
 class _Unsaved(Exception):
@@ -385,6 +482,7 @@ def _count_and_keep(
     windows: Sequence[Window],
     key: str,
     protected: list[str],
+    tasks: _Tasks | None = None,
 ) -> tuple[list[int], KeptRows | None]:
     """Run the indexing pass, keeping its counts and bitmap in the views cache if it can.
 
@@ -402,7 +500,8 @@ def _count_and_keep(
             progress_bar("indexing view", unit=" shards") as progress,
         ):
             bitmaps = BitmapWriter(out, directory / f"{key}.rows")
-            counts = count_rows(con, view, columns, shards, windows, progress, bitmaps)
+            counts = count_rows(con, view, columns, shards, windows, progress, bitmaps,
+                                *_task_arguments(tasks))
             kept = bitmaps.finish()
             if kept is None:
                 failure = bitmaps.failed
@@ -411,7 +510,8 @@ def _count_and_keep(
         failure = failure or (None if isinstance(exc, _Unsaved) else exc)
         kept = None
     if counts is None:  # the bitmap file could not even be created: count without it
-        counts = count_rows(con, view, columns, shards, windows)
+        counts = count_rows(con, view, columns, shards, windows, None, None,
+                            *_task_arguments(tasks))
     try:
         if failure is None:
             save_counts(key, counts, protected, kept)
