@@ -36,7 +36,9 @@ from ...runtime import (
 )
 from ..shard import Shard
 
-__all__ = ["CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of"]
+__all__ = [
+    "CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of", "local_shard"
+]
 
 #: Environment variables giving the default cache directory and byte limit.
 ENV_DIR = "UNDERTALE_DUCK_CACHE"
@@ -341,10 +343,64 @@ class ShardCache:
                 else:
                     self.stats.hits += 1
                 os.utime(lock)  # last use, for LRU eviction
-                yield _local_shard(shard, data, st)
+                yield local_shard(shard, data, st)
                 return
             finally:
                 os.close(fd)
+
+    def cached(self, shard: Shard) -> bool:
+        """Whether the node holds a whole, checked copy of the shard now (nothing fetched)."""
+        self._ensure_directory()
+        key = self.key(shard)
+        return self._valid(key, str(self.directory / (key + DATA_SUFFIX)), shard) is not None
+
+    def has_room(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit under the limit without evicting anything."""
+        self._ensure_directory()
+        guard = self._open(str(self.directory / EVICT_LOCK))
+        with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
+            acquire(guard, "exclusive")
+            total = self._sweep_parts(None) + sum(size for _, size, _ in self._entries())
+        return total + size <= self.limit
+
+    @contextlib.contextmanager
+    def scratch(self, shard: Shard) -> Iterator[tuple[int, str]]:
+        """A private, empty part file of the shard for one read, deleted afterwards.
+
+        It is held under a shared lock on the shard's lock file, like a copy in use: its
+        bytes count against the limit as a download in flight, and a killed process's
+        leftover is swept like any part file.
+
+        Yields:
+            ``(file descriptor open for writing, path)``.
+
+        Raises:
+            SourceError: If the cache directory cannot be used.
+        """
+        self._ensure_directory()
+        key = self.key(shard)
+        lock = self._lock_path(key)
+        while True:
+            fd = self._open(lock)
+            acquire(fd, "shared")
+            if _same_file(fd, lock):
+                break
+            os.close(fd)  # evicted between open and lock: take the new lock file
+        part = str(self.directory / (key + DATA_SUFFIX + PART_MARK + _part_suffix()))
+        try:
+            try:
+                out = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                              | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise self._unusable(exc) from None
+            try:
+                yield out, part
+            finally:
+                os.close(out)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(part)
+        finally:
+            os.close(fd)
 
     def _recorded(self, key: str, st: os.stat_result) -> dict[str, Any] | None:
         """Our record of the copy ``key`` if it records this very file (size and inode)."""
@@ -401,7 +457,7 @@ class ShardCache:
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         self.make_room(shard.size, keep=key)
-        part = f"{data}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+        part = f"{data}{PART_MARK}{_part_suffix()}"
         _log.info("downloading %s (%d bytes) into %s", shard.path, shard.size, self.directory)
         try:
             fetch(shard, part)
@@ -501,9 +557,11 @@ class ShardCache:
         for entry in parts:
             key = entry.name.split(DATA_SUFFIX + PART_MARK, 1)[0]
             try:
-                size = entry.stat().st_size
+                st = entry.stat()
             except FileNotFoundError:
                 continue
+            # a range read's part file is sparse: count the disk it takes, not its length
+            size = min(st.st_size, st.st_blocks * 512)
             if key == keep or not self._idle(key):
                 flight += size
                 continue
@@ -539,8 +597,13 @@ class ShardCache:
         return deleted
 
 
-def _local_shard(shard: Shard, path: str, st: os.stat_result) -> Shard:
-    """The shard's footer for its local copy (a plain :class:`Shard` DuckDB can read)."""
+def _part_suffix() -> str:
+    """A part file's unique end: process, thread, random (hex digits and dashes)."""
+    return f"{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+
+
+def local_shard(shard: Shard, path: str, st: os.stat_result) -> Shard:
+    """The shard's footer for a local file of it (a plain :class:`Shard` DuckDB can read)."""
     base = {f.name: getattr(shard, f.name) for f in fields(Shard)}
     base.update(path=path, size=st.st_size, mtime_ns=st.st_mtime_ns, inode=(st.st_dev, st.st_ino),
                 ctime_ns=st.st_ctime_ns)
