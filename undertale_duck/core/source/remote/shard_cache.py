@@ -37,7 +37,8 @@ from ...runtime import (
 from ..shard import Shard
 
 __all__ = [
-    "CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of", "local_shard"
+    "CacheCounters", "Fetch", "NoRoomError", "ShardCache", "default_directory", "key_of",
+    "local_shard",
 ]
 
 #: Environment variables giving the default cache directory and byte limit.
@@ -102,6 +103,10 @@ def file_crc32(path: str | os.PathLike[str]) -> int:
             crc = zlib.crc32(chunk, crc)
     return crc
 _HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
+
+
+class NoRoomError(Exception):
+    """A download that may not evict anything does not fit under the cache's limit."""
 
 
 @dataclass
@@ -299,13 +304,15 @@ class ShardCache:
 
     # ------------------------------------------------------------------ use
     @contextlib.contextmanager
-    def pin(self, shard: Shard, fetch: Fetch) -> Iterator[Shard]:
+    def pin(self, shard: Shard, fetch: Fetch, *, evict: bool = True) -> Iterator[Shard]:
         """Hold a shard's cached copy for reading, downloading it first if no process has.
 
         Args:
             shard: The remote shard (its ``path`` is the URL, ``size`` and ``version`` the
                 object as listed).
             fetch: Downloads the shard to a given local path and checks its version.
+            evict: Whether other shards may be evicted to make room for it; if not, and it
+                does not fit, :class:`NoRoomError` is raised and nothing is downloaded.
 
         Yields:
             The cached copy as a local :class:`Shard` (same footer, local path).
@@ -333,7 +340,7 @@ class ShardCache:
                         continue
                     st = self._valid(key, data, shard)
                     if st is None:
-                        self._download(shard, key, data, fetch)
+                        self._download(shard, key, data, fetch, evict)
                     else:
                         self.stats.waits += 1
                     acquire(fd, "shared")
@@ -450,13 +457,19 @@ class ShardCache:
         except OSError as exc:
             raise self._unusable(exc) from None
 
-    def _download(self, shard: Shard, key: str, data: str, fetch: Fetch) -> None:
+    def _download(
+        self, shard: Shard, key: str, data: str, fetch: Fetch, evict: bool = True
+    ) -> None:
         """Download under the exclusive lock: to a part file, renamed once checked."""
         # under the exclusive lock no other download of this key runs: its parts are leftovers
         for leftover in self.directory.glob(key + DATA_SUFFIX + PART_MARK + "*"):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-        self.make_room(shard.size, keep=key)
+        if not evict:
+            if not self.has_room(shard.size):
+                raise NoRoomError(shard.path)
+        else:
+            self.make_room(shard.size, keep=key)
         part = f"{data}{PART_MARK}{_part_suffix()}"
         _log.info("downloading %s (%d bytes) into %s", shard.path, shard.size, self.directory)
         try:
@@ -493,7 +506,8 @@ class ShardCache:
                 os.unlink(part)
         self.stats.downloads += 1
         self.stats.downloaded_bytes += shard.size
-        self.make_room(0, keep=key)
+        if evict:
+            self.make_room(0, keep=key)
 
     # ------------------------------------------------------------------ eviction
     def make_room(self, incoming: int = 0, keep: str | None = None) -> int:

@@ -29,7 +29,7 @@ from ..local import MAGIC
 from ..shard import Shard
 from .fsclient import duckdb_filesystem, make_filesystem
 from .ranges import chunk_ranges, coalesce, footer_length, parse_footer, write_sparse
-from .shard_cache import ShardCache, key_of, local_shard
+from .shard_cache import NoRoomError, ShardCache, key_of, local_shard
 from .traffic import StorageStats, Traffic
 
 __all__ = [
@@ -568,8 +568,11 @@ class Store:
                 self._behind.pop(self.cache.key(shard), None)
             return
         try:
-            with self.cache.pin(shard, self.download_behind):
+            with self.cache.pin(shard, self.download_behind, evict=False):
                 pass
+        except NoRoomError:  # filled meanwhile: windows of it stay range reads
+            with self._lock:
+                self._behind.pop(self.cache.key(shard), None)
         except UndertaleDuckError as exc:  # the next window of it reports the error
             _log.info("background download of %s failed: %s", shard.path, exc)
             with self._lock:
