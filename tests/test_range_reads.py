@@ -157,3 +157,22 @@ def test_http_store_checks_the_version_after_range_reads(tmp_path: Path) -> None
             fresh[3000]
     finally:
         server.close()
+
+
+def test_workers_forked_during_a_background_download_read_every_row(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    import torch.utils.data
+
+    sizes = [4000, 3000]
+    datagen.write_shards(tmp_path / "src", sizes, row_group_size=500)
+    url = s3.upload(tmp_path / "src", "s3://ranged/forked")
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="32KiB")
+    assert ds[0] == datagen.row(0)  # a range read, then the shard's download behind it
+    sampler = ChunkedSampler(ds, 50, 2, ranks=1, rank=0, drop_last=False)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=50, sampler=sampler, num_workers=2, collate_fn=list,
+        multiprocessing_context="fork",
+    )
+    ids = [row["id"] for batch in loader for row in batch]
+    assert sorted(ids) == [datagen.row(i)["id"] for i in range(sum(sizes))]

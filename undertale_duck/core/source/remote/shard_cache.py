@@ -128,6 +128,43 @@ class CacheCounters:
     evictions: int = 0
 
 
+#: Lock files this process holds open, and the thread that opened each: a forked child
+#: closes those of threads it does not have (a background download's), whose flock would
+#: otherwise stay held by the child's copy of the descriptor after the parent's download.
+_held: dict[int, int] = {}
+_held_lock = threading.Lock()
+
+
+def _close(fd: int) -> None:
+    with _held_lock:
+        _held.pop(fd, None)
+    os.close(fd)
+
+
+class _Closing:
+    """A lock file descriptor for ``contextlib.closing``."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        _close(self.fd)
+
+
+def _after_fork_in_child() -> None:
+    global _held_lock
+    _held_lock = threading.Lock()  # another thread may have held it at fork()
+    me = threading.get_ident()
+    for fd, owner in list(_held.items()):
+        if owner != me:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            del _held[fd]
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _stat(path: str) -> os.stat_result | None:
     try:
         return os.stat(path)
@@ -353,7 +390,7 @@ class ShardCache:
                 yield local_shard(shard, data, st)
                 return
             finally:
-                os.close(fd)
+                _close(fd)
 
     def cached(self, shard: Shard) -> bool:
         """Whether the node holds a whole, checked copy of the shard now (nothing fetched)."""
@@ -365,7 +402,7 @@ class ShardCache:
         """Whether ``size`` more bytes fit under the limit without evicting anything."""
         self._ensure_directory()
         guard = self._open(str(self.directory / EVICT_LOCK))
-        with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
+        with contextlib.closing(_Closing(guard)):
             acquire(guard, "exclusive")
             total = self._sweep_parts(None) + sum(size for _, size, _ in self._entries())
         return total + size <= self.limit
@@ -392,7 +429,7 @@ class ShardCache:
             acquire(fd, "shared")
             if _same_file(fd, lock):
                 break
-            os.close(fd)  # evicted between open and lock: take the new lock file
+            _close(fd)  # evicted between open and lock: take the new lock file
         part = str(self.directory / (key + DATA_SUFFIX + PART_MARK + _part_suffix()))
         try:
             try:
@@ -407,7 +444,7 @@ class ShardCache:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(part)
         finally:
-            os.close(fd)
+            _close(fd)
 
     def _recorded(self, key: str, st: os.stat_result) -> dict[str, Any] | None:
         """Our record of the copy ``key`` if it records this very file (size and inode)."""
@@ -453,9 +490,12 @@ class ShardCache:
     def _open(self, lock: str) -> int:
         try:
             # read-write: opening a FIFO planted at the name never blocks; never via a link
-            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise self._unusable(exc) from None
+        with _held_lock:
+            _held[fd] = threading.get_ident()
+        return fd
 
     def _download(
         self, shard: Shard, key: str, data: str, fetch: Fetch, evict: bool = True
@@ -524,7 +564,7 @@ class ShardCache:
         """
         self._ensure_directory()
         guard = self._open(str(self.directory / EVICT_LOCK))
-        with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
+        with contextlib.closing(_Closing(guard)):
             acquire(guard, "exclusive")
             total = self._sweep_parts(keep)
             entries = self._entries()
@@ -561,7 +601,7 @@ class ShardCache:
             _log.info("evicted cached shard %s from %s", key, self.directory)
             return True
         finally:
-            os.close(fd)
+            _close(fd)
 
     def _sweep_parts(self, keep: str | None) -> int:
         """Delete part files whose download is over (its lock free); return bytes in flight."""
@@ -592,7 +632,7 @@ class ShardCache:
         try:
             return try_acquire(fd, "exclusive")
         finally:
-            os.close(fd)
+            _close(fd)
 
     def usage(self) -> int:
         """Bytes of cached shards and footers in the directory (all processes)."""

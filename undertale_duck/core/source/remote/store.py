@@ -28,7 +28,7 @@ from ....errors import (
 from ..local import MAGIC
 from ..shard import Shard
 from .fsclient import duckdb_filesystem, make_filesystem
-from .ranges import chunk_ranges, coalesce, footer_length, parse_footer, write_sparse
+from .ranges import chunk_ranges, coalesce, footer_length, parse_footer, split, write_sparse
 from .shard_cache import NoRoomError, ShardCache, key_of, local_shard
 from .traffic import StorageStats, Traffic
 
@@ -221,14 +221,27 @@ class Store:
 
     def _fresh(self) -> None:
         """This process's own state: counters and background downloads."""
-        self.traffic = Traffic()
+        self._traffic = Traffic()
         self._pool: ThreadPoolExecutor | None = None
         self._behind: dict[str, Future[None]] = {}
+        self._owner = os.getpid()
+
+    def _own(self) -> None:
+        """Start this process's own state in a forked child (not the parent's threads)."""
+        if self._owner != os.getpid():
+            self._lock = threading.Lock()
+            self._fresh()
+
+    @property
+    def traffic(self) -> Traffic:
+        """This process's byte and request counters."""
+        self._own()
+        return self._traffic
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.update(_fs=None, _pid=-1, _lock=None)
-        for name in ("traffic", "_pool", "_behind"):
+        for name in ("_traffic", "_pool", "_behind", "_owner"):
             state.pop(name, None)
         return state
 
@@ -523,6 +536,7 @@ class Store:
             StorageError: If the store fails after retries.
             SourceError: If the cache directory cannot be used.
         """
+        self._own()
         cache = self.cache
         key = cache.key(shard)
         tail = None
@@ -533,7 +547,7 @@ class Store:
         if not use_copy:
             tail = self._tail(shard)
             meta = parse_footer(tail)
-            ranges = coalesce(chunk_ranges(meta, groups, columns))
+            ranges = split(coalesce(chunk_ranges(meta, groups, columns)))
             needed = sum(end - start for start, end in ranges) + len(tail) + len(MAGIC)
             use_copy = needed >= shard.size  # the whole shard: download it once per node
         if use_copy or tail is None:
