@@ -10,17 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = [
-    "GAP", "PART", "chunk_ranges", "coalesce", "footer_length", "parse_footer", "split",
-    "write_sparse",
-]
+__all__ = ["GAP", "chunk_ranges", "coalesce", "footer_length", "parse_footer", "write_sparse"]
 
 #: Ranges closer than this are fetched as one request (the bytes between them are read too):
 #: one request costs about as much as this many bytes from object storage.
 GAP = 64 << 10
-#: Longer ranges are fetched as several requests of at most this many bytes, at once
-#: (one request's transfer is limited by a single connection).
-PART = 8 << 20
 
 
 def footer_length(trailer: bytes) -> int:
@@ -72,14 +66,6 @@ def coalesce(ranges: Sequence[tuple[int, int]], gap: int = GAP) -> list[tuple[in
         else:
             merged.append((start, end))
     return merged
-
-
-def split(ranges: Sequence[tuple[int, int]], part: int = PART) -> list[tuple[int, int]]:
-    """Cut ranges longer than ``part`` bytes into consecutive pieces of at most ``part``."""
-    out: list[tuple[int, int]] = []
-    for start, end in ranges:
-        out.extend((a, min(a + part, end)) for a in range(start, end, part))
-    return out
 
 
 def write_sparse(fd: int, size: int, pieces: Mapping[int, bytes]) -> None:

@@ -28,7 +28,7 @@ from ....errors import (
 from ..local import MAGIC
 from ..shard import Shard
 from .fsclient import duckdb_filesystem, make_filesystem
-from .ranges import chunk_ranges, coalesce, footer_length, parse_footer, split, write_sparse
+from .ranges import chunk_ranges, coalesce, footer_length, parse_footer, write_sparse
 from .shard_cache import NoRoomError, ShardCache, key_of, local_shard
 from .traffic import StorageStats, Traffic
 
@@ -547,7 +547,7 @@ class Store:
         if not use_copy:
             tail = self._tail(shard)
             meta = parse_footer(tail)
-            ranges = split(coalesce(chunk_ranges(meta, groups, columns)))
+            ranges = coalesce(chunk_ranges(meta, groups, columns))
             needed = sum(end - start for start, end in ranges) + len(tail) + len(MAGIC)
             use_copy = needed >= shard.size  # the whole shard: download it once per node
         if use_copy or tail is None:
