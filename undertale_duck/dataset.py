@@ -21,7 +21,7 @@ from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
 from .core.rows import Format, Row
 from .core.runtime import TaskMap, threads_of
-from .core.source import SourceLike
+from .core.source import SourceLike, StorageStats
 from .core.source import windows as win
 from .core.views import SideTable, Split, check_split
 from .errors import ArgumentError, SchemaError
@@ -337,6 +337,11 @@ class PackedDataset(ParquetDataset):
     def disk_stats(self) -> DiskStats | None:
         """The documents' disk tier counters, or None."""
         return self.documents.disk_stats
+
+    @property
+    def storage_stats(self) -> StorageStats | None:
+        """The documents' object storage counters, or None."""
+        return self.documents.storage_stats
 
     def reader_settings(self) -> Any:
         """The documents' reader settings."""

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -27,7 +27,7 @@ from ..read import (
 )
 from ..rows import ROW_FORMATS, Format, Row, RowAccess
 from ..runtime import TaskMap, default_duckdb_config, duckdb_path
-from ..source import Source, SourceLike
+from ..source import Source, SourceLike, StorageStats
 from ..source import windows as win
 from ..views import IndexedView, SideTable, index_view, side_tables
 from .arguments import check_columns, check_duckdb_config, check_read_ahead, check_sizes, view_query
@@ -390,6 +390,17 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         """This process's disk tier counters (windows served, written, removed), or None."""
         cache = self.reader.cache
         return cache.tier.stats if isinstance(cache, TieredCache) else None
+
+    @property
+    def storage_stats(self) -> StorageStats | None:
+        """What this process fetched from object storage (bytes, requests), or None.
+
+        None for a dataset of local files. Counts range reads (footers, windows of shards
+        not yet cached), whole-shard downloads and background downloads apart; DataLoader
+        workers and ranks count their own.
+        """
+        store = self.source.store
+        return None if store is None else cast(StorageStats, store.stats())
 
     def locate(self, index: int) -> tuple[str, int]:
         """Return the shard and local row number of a global index.

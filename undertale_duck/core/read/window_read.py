@@ -14,7 +14,7 @@ from ...common.text import first_line
 from ...errors import CorruptShardError, MemoryBudgetError, ShardChangedError, SourceError
 from ..bounds import NestedBound, ValueBound, read_bounded
 from ..runtime import Connection, duckdb_path, failures, interruptible, sqlfiles
-from ..source import Shard, Source, Window, conform, touched_bytes
+from ..source import Shard, Source, Window, conform, touched_bytes, window_row_groups
 from .direct import DirectReader, Spare
 
 #: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
@@ -179,8 +179,11 @@ class WindowDecoder:
             spare = Spare(
                 {p: (self.windows[p].start, self.windows[p].stop) for p in neighbours}, room
             )
-        # DuckDB reads the shard itself, or its copy in the shard cache (held while read)
-        with shard.local() as local:
+        # DuckDB reads the shard itself, or its copy in the shard cache (held while read),
+        # or a file holding the row groups and columns the window needs, read by ranges
+        groups = window_row_groups(shard.row_groups, win)[0]
+        columns = list(self.source.columns) if self._view is None else None
+        with shard.local(groups, columns) as local:
             table = self._read(position, local, what, touched, spare)
             more: dict[int, pa.Table] = {}
             if spare is not None:

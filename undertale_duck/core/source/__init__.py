@@ -12,6 +12,7 @@ from .readable import conform
 from .remote.fsclient import parse_storage_options
 from .remote.listing import SourceFiles, remote_metadata
 from .remote.store import is_remote
+from .remote.traffic import StorageStats
 from .shard import Shard, read_footer
 from .source import Source
 from .windows import (
@@ -24,8 +25,25 @@ from .windows import (
 )
 
 __all__ = [
-    "Shard", "ShardDrift", "Source", "SourceFiles", "SourceLike", "Window", "conform",
-    "is_remote", "local_paths", "max_touched_bytes", "parse_storage_options", "read_footer",
-    "read_reserve", "reference_columns", "remote_metadata", "schema_drift", "touched_bytes",
-    "view_plan", "window_row_groups", "windows"
+    "Shard",
+    "ShardDrift",
+    "Source",
+    "SourceFiles",
+    "SourceLike",
+    "StorageStats",
+    "Window",
+    "conform",
+    "is_remote",
+    "local_paths",
+    "max_touched_bytes",
+    "parse_storage_options",
+    "read_footer",
+    "read_reserve",
+    "reference_columns",
+    "remote_metadata",
+    "schema_drift",
+    "touched_bytes",
+    "view_plan",
+    "window_row_groups",
+    "windows"
 ]

@@ -71,8 +71,15 @@ class Shard:
         """``(rows, bytes)`` of each row group as windows are cut (:func:`windows.planned`)."""
         return planned(self.row_groups, self.decoded)
 
-    def local(self) -> contextlib.AbstractContextManager[Shard]:
+    def local(
+        self, groups: Sequence[int] | None = None, columns: Sequence[str] | None = None
+    ) -> contextlib.AbstractContextManager[Shard]:
         """The local file DuckDB reads for this shard: itself (a remote shard's cached copy).
+
+        Args:
+            groups: The row groups the read needs (None: all); a remote shard not cached
+                fetches only these by range requests.
+            columns: The top-level columns the read needs (None: all).
 
         Returns:
             A context manager yielding a local :class:`Shard`, held while the block runs.

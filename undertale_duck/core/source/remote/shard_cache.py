@@ -37,7 +37,10 @@ from ...runtime import (
 )
 from ..shard import Shard
 
-__all__ = ["CacheCounters", "Fetch", "ShardCache", "default_directory", "key_of"]
+__all__ = [
+    "CacheCounters", "Fetch", "NoRoomError", "ShardCache", "default_directory", "key_of",
+    "local_shard",
+]
 
 #: Environment variables giving the default cache directory and byte limit.
 ENV_DIR = "UNDERTALE_DUCK_CACHE"
@@ -103,6 +106,10 @@ def file_crc32(path: str | os.PathLike[str]) -> int:
 _HINT = f"pass cache_dir= or set ${ENV_DIR} to a directory only you can write"
 
 
+class NoRoomError(Exception):
+    """A download that may not evict anything does not fit under the cache's limit."""
+
+
 @dataclass
 class CacheCounters:
     """What this process's shard cache did (other processes on the node keep their own).
@@ -120,6 +127,43 @@ class CacheCounters:
     downloaded_bytes: int = 0
     waits: int = 0
     evictions: int = 0
+
+
+#: Lock files this process holds open, and the thread that opened each: a forked child
+#: closes those of threads it does not have (a background download's), whose flock would
+#: otherwise stay held by the child's copy of the descriptor after the parent's download.
+_held: dict[int, int] = {}
+_held_lock = threading.Lock()
+
+
+def _close(fd: int) -> None:
+    with _held_lock:
+        _held.pop(fd, None)
+    os.close(fd)
+
+
+class _Closing:
+    """A lock file descriptor for ``contextlib.closing``."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        _close(self.fd)
+
+
+def _after_fork_in_child() -> None:
+    global _held_lock
+    _held_lock = threading.Lock()  # another thread may have held it at fork()
+    me = threading.get_ident()
+    for fd, owner in list(_held.items()):
+        if owner != me:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            del _held[fd]
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _stat(path: str) -> os.stat_result | None:
@@ -307,13 +351,15 @@ class ShardCache:
 
     # ------------------------------------------------------------------ use
     @contextlib.contextmanager
-    def pin(self, shard: Shard, fetch: Fetch) -> Iterator[Shard]:
+    def pin(self, shard: Shard, fetch: Fetch, *, evict: bool = True) -> Iterator[Shard]:
         """Hold a shard's cached copy for reading, downloading it first if no process has.
 
         Args:
             shard: The remote shard (its ``path`` is the URL, ``size`` and ``version`` the
                 object as listed).
             fetch: Downloads the shard to a given local path and checks its version.
+            evict: Whether other shards may be evicted to make room for it; if not, and it
+                does not fit, :class:`NoRoomError` is raised and nothing is downloaded.
 
         Yields:
             The cached copy as a local :class:`Shard` (same footer, local path).
@@ -341,7 +387,7 @@ class ShardCache:
                         continue
                     st = self._valid(key, data, shard)
                     if st is None:
-                        self._download(shard, key, data, fetch)
+                        self._download(shard, key, data, fetch, evict)
                     else:
                         self.stats.waits += 1
                     acquire(fd, "shared")
@@ -351,10 +397,64 @@ class ShardCache:
                 else:
                     self.stats.hits += 1
                 os.utime(lock)  # last use, for LRU eviction
-                yield _local_shard(shard, data, st)
+                yield local_shard(shard, data, st)
                 return
             finally:
-                os.close(fd)
+                _close(fd)
+
+    def cached(self, shard: Shard) -> bool:
+        """Whether the node holds a whole, checked copy of the shard now (nothing fetched)."""
+        self._ensure_directory()
+        key = self.key(shard)
+        return self._valid(key, str(self._io / (key + DATA_SUFFIX)), shard) is not None
+
+    def has_room(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit under the limit without evicting anything."""
+        self._ensure_directory()
+        guard = self._open(str(self._io / EVICT_LOCK))
+        with contextlib.closing(_Closing(guard)):
+            acquire(guard, "exclusive")
+            total = self._sweep_parts(None) + sum(size for _, size, _ in self._entries())
+        return total + size <= self.limit
+
+    @contextlib.contextmanager
+    def scratch(self, shard: Shard) -> Iterator[tuple[int, str]]:
+        """A private, empty part file of the shard for one read, deleted afterwards.
+
+        It is held under a shared lock on the shard's lock file, like a copy in use: its
+        bytes count against the limit as a download in flight, and a killed process's
+        leftover is swept like any part file.
+
+        Yields:
+            ``(file descriptor open for writing, path)``.
+
+        Raises:
+            SourceError: If the cache directory cannot be used.
+        """
+        self._ensure_directory()
+        key = self.key(shard)
+        lock = self._lock_path(key)
+        while True:
+            fd = self._open(lock)
+            acquire(fd, "shared")
+            if _same_file(fd, lock):
+                break
+            _close(fd)  # evicted between open and lock: take the new lock file
+        part = str(self._io / (key + DATA_SUFFIX + PART_MARK + _part_suffix()))
+        try:
+            try:
+                out = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                              | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise self._unusable(exc) from None
+            try:
+                yield out, part
+            finally:
+                os.close(out)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(part)
+        finally:
+            _close(fd)
 
     def _recorded(self, key: str, st: os.stat_result) -> dict[str, Any] | None:
         """Our record of the copy ``key`` if it records this very file (size and inode)."""
@@ -400,18 +500,27 @@ class ShardCache:
     def _open(self, lock: str) -> int:
         try:
             # read-write: opening a FIFO planted at the name never blocks; never via a link
-            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise self._unusable(exc) from None
+        with _held_lock:
+            _held[fd] = threading.get_ident()
+        return fd
 
-    def _download(self, shard: Shard, key: str, data: str, fetch: Fetch) -> None:
+    def _download(
+        self, shard: Shard, key: str, data: str, fetch: Fetch, evict: bool = True
+    ) -> None:
         """Download under the exclusive lock: to a part file, renamed once checked."""
         # under the exclusive lock no other download of this key runs: its parts are leftovers
         for leftover in self._io.glob(key + DATA_SUFFIX + PART_MARK + "*"):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-        self.make_room(shard.size, keep=key)
-        part = f"{data}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+        if not evict:
+            if not self.has_room(shard.size):
+                raise NoRoomError(shard.path)
+        else:
+            self.make_room(shard.size, keep=key)
+        part = f"{data}{PART_MARK}{_part_suffix()}"
         _log.info("downloading %s (%d bytes) into %s", shard.path, shard.size, self.directory)
         try:
             fetch(shard, part)
@@ -447,7 +556,8 @@ class ShardCache:
                 os.unlink(part)
         self.stats.downloads += 1
         self.stats.downloaded_bytes += shard.size
-        self.make_room(0, keep=key)
+        if evict:
+            self.make_room(0, keep=key)
 
     # ------------------------------------------------------------------ eviction
     def make_room(self, incoming: int = 0, keep: str | None = None) -> int:
@@ -464,7 +574,7 @@ class ShardCache:
         """
         self._ensure_directory()
         guard = self._open(str(self._io / EVICT_LOCK))
-        with contextlib.closing(os.fdopen(guard, "rb", buffering=0)):
+        with contextlib.closing(_Closing(guard)):
             acquire(guard, "exclusive")
             total = self._sweep_parts(keep)
             entries = self._entries()
@@ -501,7 +611,7 @@ class ShardCache:
             _log.info("evicted cached shard %s from %s", key, self.directory)
             return True
         finally:
-            os.close(fd)
+            _close(fd)
 
     def _sweep_parts(self, keep: str | None) -> int:
         """Delete part files whose download is over (its lock free); return bytes in flight."""
@@ -511,9 +621,11 @@ class ShardCache:
         for entry in parts:
             key = entry.name.split(DATA_SUFFIX + PART_MARK, 1)[0]
             try:
-                size = entry.stat().st_size
+                st = entry.stat()
             except FileNotFoundError:
                 continue
+            # a range read's part file is sparse: count the disk it takes, not its length
+            size = min(st.st_size, st.st_blocks * 512)
             if key == keep or not self._idle(key):
                 flight += size
                 continue
@@ -530,7 +642,7 @@ class ShardCache:
         try:
             return try_acquire(fd, "exclusive")
         finally:
-            os.close(fd)
+            _close(fd)
 
     def usage(self) -> int:
         """Bytes of cached shards and footers in the directory (all processes)."""
@@ -549,8 +661,13 @@ class ShardCache:
         return deleted
 
 
-def _local_shard(shard: Shard, path: str, st: os.stat_result) -> Shard:
-    """The shard's footer for its local copy (a plain :class:`Shard` DuckDB can read)."""
+def _part_suffix() -> str:
+    """A part file's unique end: process, thread, random (hex digits and dashes)."""
+    return f"{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+
+
+def local_shard(shard: Shard, path: str, st: os.stat_result) -> Shard:
+    """The shard's footer for a local file of it (a plain :class:`Shard` DuckDB can read)."""
     base = {f.name: getattr(shard, f.name) for f in fields(Shard)}
     base.update(path=path, size=st.st_size, mtime_ns=st.st_mtime_ns, inode=(st.st_dev, st.st_ino),
                 ctime_ns=st.st_ctime_ns)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
+import errno
+import logging
 import os
 import random
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -22,9 +25,12 @@ from ....errors import (
     StorageError,
     UndertaleDuckError,
 )
+from ..local import MAGIC
 from ..shard import Shard
 from .fsclient import check_options, duckdb_filesystem, make_filesystem
-from .shard_cache import ShardCache
+from .ranges import chunk_ranges, coalesce, footer_length, parse_footer, write_sparse
+from .shard_cache import NoRoomError, ShardCache, key_of, local_shard
+from .traffic import StorageStats, Traffic
 
 __all__ = [
     "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "RETRIES", "RemoteShard",
@@ -32,6 +38,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
 
 #: Objects checked at once by :meth:`Store.check_all`.
 CHECK_THREADS = 32
@@ -146,14 +155,27 @@ class RemoteShard(Shard):
         assert self.store is not None
         self.store.check(self)
 
-    def local(self) -> contextlib.AbstractContextManager[Shard]:
-        """Fetch the object into the shard cache (once per node) and hold it while in use.
+    def local(
+        self, groups: Sequence[int] | None = None, columns: Sequence[str] | None = None
+    ) -> contextlib.AbstractContextManager[Shard]:
+        """A local file holding what a read needs, held while in use.
+
+        The shard's cached copy when the node has one, or when the read needs the whole
+        shard (it is then downloaded once per node); else a file holding only the footer
+        and the column chunks of ``groups`` and ``columns``, fetched by range requests
+        pinned to the version listed (:meth:`Store.window`).
+
+        Args:
+            groups: The row groups the read needs (None: all of them).
+            columns: The top-level columns it needs (None: all of them).
 
         Returns:
-            A context manager yielding the cached copy as a local :class:`Shard`.
+            A context manager yielding a local :class:`Shard`.
         """
         assert self.store is not None
-        return self.store.cache.pin(self, self.store.download)
+        if groups is None:
+            return self.store.cache.pin(self, self.store.download)
+        return self.store.window(self, groups, columns)
 
 
 class Store:
@@ -187,18 +209,51 @@ class Store:
         self.storage_options = dict(storage_options or {})
         self.cache = cache or ShardCache()
         self.retries = retries
+        #: Whether windows of shards not cached are read by range requests (else the
+        #: shard is downloaded whole first, as before range reads existed).
+        self.range_reads = True
+        #: Whether a shard a window was range-read from downloads whole in the background
+        #: (when the cache has room for it without evicting anything).
+        self.background = True
         self._fs: Any = None
         self._pid = -1
         self._lock = threading.Lock()
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """This process's own state: counters and background downloads."""
+        self._traffic = Traffic()
+        self._pool: ThreadPoolExecutor | None = None
+        self._behind: dict[str, Future[None]] = {}
+        self._owner = os.getpid()
+
+    def _own(self) -> None:
+        """Start this process's own state in a forked child (not the parent's threads)."""
+        if self._owner != os.getpid():
+            self._lock = threading.Lock()
+            self._fresh()
+
+    @property
+    def traffic(self) -> Traffic:
+        """This process's byte and request counters."""
+        self._own()
+        return self._traffic
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.update(_fs=None, _pid=-1, _lock=None)
+        for name in ("_traffic", "_pool", "_behind", "_owner"):
+            state.pop(name, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._fresh()
+
+    def stats(self) -> StorageStats:
+        """What this process fetched from the store so far (:class:`StorageStats`)."""
+        return self.traffic.snapshot()
 
     @property
     def fs(self) -> Any:
@@ -287,6 +342,7 @@ class Store:
         data = self.call(
             "read", url, lambda: bytes(self.fs.cat_file(url, start=start, end=end))
         )
+        self.traffic.add(range_bytes=len(data), range_requests=1)
         if len(data) != end - start:
             raise ShardChangedError(
                 f"shard {url} is shorter than when it was listed (asked for bytes "
@@ -344,6 +400,16 @@ class Store:
             list(pool.map(self.check, shards))
 
     def download(self, shard: Shard, target: str) -> None:
+        """Download a shard whole for a window that needs it (see :meth:`fetch`)."""
+        self.fetch(shard, target)
+        self.traffic.add(download_bytes=shard.size, downloads=1)
+
+    def download_behind(self, shard: Shard, target: str) -> None:
+        """Download a shard whole in the background (counted apart, see :meth:`fetch`)."""
+        self.fetch(shard, target)
+        self.traffic.add(background_bytes=shard.size, background_downloads=1)
+
+    def fetch(self, shard: Shard, target: str) -> None:
         """Download a shard's object to ``target`` and check it is the version listed.
 
         The object's version is asked of the store after the transfer: an object replaced
@@ -372,6 +438,195 @@ class Store:
                 url,
             ) from None
         self.check(shard)
+
+
+    # ------------------------------------------------------------------ range reads
+    def read_ranges(
+        self, shard: RemoteShard, ranges: Sequence[tuple[int, int]]
+    ) -> list[bytes]:
+        """Byte ranges of the object, each request pinned to the version listed at open.
+
+        On S3 each request carries the listed ETag (``If-Match``) or version id, so the
+        store refuses a request to a replaced object; on other stores the object's version
+        is asked after the ranges are read. Either way no window mixes versions.
+
+        Raises:
+            ShardChangedError: If the object was deleted or replaced since it was listed.
+            StorageError: If the store fails after retries.
+        """
+        url = shard.path
+        if not ranges:
+            return []
+        pin = _s3_pin(self.fs, shard.version)
+
+        def get() -> list[bytes]:
+            if pin is not None:
+                try:
+                    return _s3_ranges(self.fs, url, ranges, pin)
+                except OSError as exc:
+                    if exc.errno == errno.EINVAL and "condition" in str(exc):
+                        raise ShardChangedError(
+                            f"shard {url} was replaced in the store after the dataset was "
+                            "opened (its ETag no longer matches); call refresh() to reopen "
+                            "the dataset as it is now",
+                            url,
+                        ) from None
+                    raise
+            got = self.fs.cat_ranges(
+                [url] * len(ranges), [a for a, _ in ranges], [b for _, b in ranges],
+                on_error="raise",
+            )
+            return [bytes(g) for g in got]
+
+        try:
+            data = self.call("read", url, get)
+        except FileNotFoundError:
+            raise ShardChangedError(
+                f"shard {url} was deleted from the store after the dataset was opened; "
+                "call refresh() to reopen the dataset as it is now",
+                url,
+            ) from None
+        self.traffic.add(range_bytes=sum(map(len, data)), range_requests=len(ranges))
+        for (start, end), piece in zip(ranges, data, strict=True):
+            if len(piece) != end - start:
+                self.check(shard)  # replaced: ShardChangedError
+                raise ShardChangedError(
+                    f"shard {url} is shorter than when it was listed (asked for bytes "
+                    f"{start}..{end}, got {len(piece)}); reopen the dataset as it is now",
+                    url,
+                )
+        if pin is None:
+            self.check(shard)
+        return data
+
+    def _tail(self, shard: RemoteShard) -> bytes:
+        """The shard's footer and trailer: kept in the cache since open, else read again."""
+        key = key_of(shard.path, shard.version, shard.size)
+        tail = self.cache.load_footer(key)
+        if tail is None or len(tail) < 8 or tail[-4:] != MAGIC:
+            (trailer,) = self.read_ranges(shard, [(shard.size - 8, shard.size)])
+            need = footer_length(trailer)
+            if not 8 < need <= shard.size:
+                raise ShardChangedError(
+                    f"shard {shard.path} no longer ends with the footer it had when the "
+                    "dataset was opened; call refresh() to reopen the dataset as it is now",
+                    shard.path,
+                )
+            (tail,) = self.read_ranges(shard, [(shard.size - need, shard.size)])
+            self.cache.save_footer(key, tail)
+        return tail
+
+    @contextlib.contextmanager
+    def window(
+        self, shard: RemoteShard, groups: Sequence[int], columns: Sequence[str] | None
+    ) -> Iterator[Shard]:
+        """A local file with what a window of ``shard`` needs, held while the block runs.
+
+        The shard's cached copy if the node has one, or if the window needs every byte of
+        it, or if this process is downloading it; else a sparse file in the shard cache
+        holding the footer and the column chunks of ``groups`` and ``columns`` at their
+        offsets (DuckDB reads it as the shard, restricted to those row groups), deleted
+        afterwards. After a window read by ranges the whole shard downloads in the
+        background when the cache has room for it without evicting anything.
+
+        Yields:
+            A local :class:`Shard`.
+
+        Raises:
+            ShardChangedError: If the object changed since it was listed.
+            StorageError: If the store fails after retries.
+            SourceError: If the cache directory cannot be used.
+        """
+        self._own()
+        cache = self.cache
+        key = cache.key(shard)
+        tail = None
+        ranges: list[tuple[int, int]] = []
+        behind = self._behind.get(key)
+        waiting = behind is not None and not behind.done()  # wait for it, then use it
+        use_copy = not self.range_reads or waiting or cache.cached(shard)
+        if not use_copy:
+            tail = self._tail(shard)
+            meta = parse_footer(tail)
+            ranges = coalesce(chunk_ranges(meta, groups, columns))
+            needed = sum(end - start for start, end in ranges) + len(tail) + len(MAGIC)
+            use_copy = needed >= shard.size  # the whole shard: download it once per node
+        if use_copy or tail is None:
+            with cache.pin(shard, self.download) as local:
+                yield local
+            return
+        with cache.scratch(shard) as (fd, path):
+            pieces = dict(zip((a for a, _ in ranges), self.read_ranges(shard, ranges),
+                              strict=True))
+            pieces[0] = MAGIC
+            pieces[shard.size - len(tail)] = tail
+            write_sparse(fd, shard.size, pieces)
+            self.traffic.add(range_windows=1)
+            yield local_shard(shard, path, os.fstat(fd))
+        self._download_later(shard)
+
+    def _download_later(self, shard: RemoteShard) -> None:
+        """Start downloading a shard whole in the background, if the cache has room."""
+        if not self.background:
+            return
+        key = self.cache.key(shard)
+        with self._lock:
+            if key in self._behind or not self.cache.has_room(shard.size):
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="undertale_duck-shards")
+            self._behind[key] = self._pool.submit(self._behind_task, shard)
+
+    def _behind_task(self, shard: RemoteShard) -> None:
+        if not self.cache.has_room(shard.size):  # filled since: windows stay range reads
+            with self._lock:
+                self._behind.pop(self.cache.key(shard), None)
+            return
+        try:
+            with self.cache.pin(shard, self.download_behind, evict=False):
+                pass
+        except NoRoomError:  # filled meanwhile: windows of it stay range reads
+            with self._lock:
+                self._behind.pop(self.cache.key(shard), None)
+        except UndertaleDuckError as exc:  # the next window of it reports the error
+            _log.info("background download of %s failed: %s", shard.path, exc)
+            with self._lock:
+                self._behind.pop(self.cache.key(shard), None)
+
+
+def _s3_pin(fs: Any, version: str | None) -> dict[str, str] | None:
+    """The ``get_object`` arguments pinning a request to a listed S3 version, or None."""
+    if version is None or not hasattr(fs, "_call_s3"):
+        return None
+    name, _, value = version.partition("=")
+    if name in ("versionid", "version_id") and getattr(fs, "version_aware", False):
+        return {"VersionId": value}
+    if name == "etag":
+        return {"IfMatch": f'"{value}"'}
+    return None
+
+
+def _s3_ranges(
+    fs: Any, url: str, ranges: Sequence[tuple[int, int]], pin: Mapping[str, str]
+) -> list[bytes]:
+    """Ranges of one S3 object, requested at once, each with the pinning arguments."""
+    from fsspec.asyn import sync
+
+    bucket, key, _ = fs.split_path(url)
+
+    async def one(start: int, end: int) -> bytes:
+        answer = await fs._call_s3(
+            "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **pin
+        )
+        try:
+            return bytes(await answer["Body"].read())
+        finally:
+            answer["Body"].close()
+
+    async def every() -> list[bytes]:
+        return list(await asyncio.gather(*(one(a, b) for a, b in ranges)))
+
+    return sync(fs.loop, every)  # type: ignore[no-any-return]
 
 
 def open_store(

@@ -1,0 +1,178 @@
+"""Windows of remote shards not yet cached are read by range requests (real S3 server, moto)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import datagen
+import pyarrow.parquet as pq
+import pytest
+from storage_server import HTTPServer, S3Server, serve_directory
+
+from undertale_duck import ChunkedSampler, ParquetDataset
+from undertale_duck.core.source import StorageStats, window_row_groups
+from undertale_duck.core.source.remote.ranges import chunk_ranges, coalesce
+from undertale_duck.errors import ShardChangedError
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    server = S3Server()
+    server.bucket("ranged")
+    yield server
+    server.close()
+
+
+def _open(url: str, s3: S3Server, cache: Path, **kwargs: object) -> ParquetDataset:
+    return ParquetDataset(url, memory=256, storage_options=s3.options(), cache_dir=cache,
+                          **kwargs)  # type: ignore[arg-type]
+
+
+def _footer_bytes(path: Path) -> int:
+    data = path.read_bytes()
+    return int(struct.unpack("<i", data[-8:-4])[0]) + 8
+
+
+def test_first_batch_reads_only_the_footer_and_its_row_groups(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    (path,) = datagen.write_shards(tmp_path / "src", [120_000], row_group_size=4000)
+    url = s3.upload(tmp_path / "src", "s3://ranged/first")
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="256KiB", read_ahead=False)
+    assert len(ds.windows) > 4  # the window is a small part of the shard
+    assert ds[0] == datagen.row(0)
+    stats = ds.storage_stats
+    assert isinstance(stats, StorageStats)
+    assert stats.download_bytes == 0 and stats.range_windows == 1
+    meta = pq.read_metadata(path)
+    shard = ds.source.shards[0]
+    groups = window_row_groups(shard.row_groups, ds.windows[0])[0]
+    needed = sum(
+        meta.row_group(g).column(c).total_compressed_size
+        for g in groups
+        for c in range(meta.row_group(g).num_columns)
+    )
+    assert stats.range_bytes <= 1.5 * (_footer_bytes(path) + needed)
+    assert stats.range_bytes < path.stat().st_size / 4
+    # every row right, whichever way each window is served (range reads, then the copy
+    # the background download leaves)
+    assert all(ds[i] == datagen.row(i) for i in range(0, 120_000, 997))
+    assert ds[119_999] == datagen.row(119_999)
+
+
+def test_columns_not_asked_for_are_not_fetched(s3: S3Server, tmp_path: Path) -> None:
+    (path,) = datagen.write_shards(tmp_path / "src", [40_000], row_group_size=4000)
+    url = s3.upload(tmp_path / "src", "s3://ranged/columns")
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="256KiB", read_ahead=False,
+               columns=["id", "label"])
+    assert ds[5] == {k: datagen.row(5)[k] for k in ("id", "label")}
+    meta = pq.read_metadata(path)
+    groups = window_row_groups(ds.source.shards[0].row_groups, ds.windows[0])[0]
+    both = sum(e - s for s, e in coalesce(chunk_ranges(meta, groups, ["id", "label"])))
+    every = sum(e - s for s, e in coalesce(chunk_ranges(meta, groups, None)))
+    assert both < every
+    stats = ds.storage_stats
+    assert stats is not None
+    assert stats.range_bytes <= 65540 + both  # the footer read at open, and the two columns
+
+
+def test_random_access_over_three_times_the_cache_fetches_under_twice_the_data(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    sizes = [8000] * 6
+    paths = datagen.write_shards(tmp_path / "src", sizes, row_group_size=1000)
+    total = sum(p.stat().st_size for p in paths)
+    url = s3.upload(tmp_path / "src", "s3://ranged/random")
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="512KiB", cache_limit=total // 3)
+    assert len(ds.windows) >= 12  # windows of whole row groups, several per shard
+    sampler = ChunkedSampler(ds, 32, 0, ranks=1, rank=0, shuffle=True, seed=3,
+                             drop_last=False)
+    seen = []
+    for i in sampler:
+        row = ds[i]
+        assert row == datagen.row(i)
+        seen.append(i)
+    assert sorted(seen) == list(range(sum(sizes)))  # an epoch, every row right
+    stats = ds.storage_stats
+    assert stats is not None
+    assert stats.bytes < 2 * total
+    assert stats.downloads == 0  # no whole shard downloaded for a window, none re-downloaded
+    assert ds.source.store.cache.stats.evictions == 0
+    assert stats.background_bytes <= total // 3
+
+
+def test_background_downloads_serve_later_epochs(s3: S3Server, tmp_path: Path) -> None:
+    sizes = [3000, 2000]
+    datagen.write_shards(tmp_path / "src", sizes, row_group_size=500)
+    url = s3.upload(tmp_path / "src", "s3://ranged/later")
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="32KiB")
+    assert [ds[i] for i in range(len(ds))] == [datagen.row(i) for i in range(sum(sizes))]
+    stats = ds.storage_stats
+    assert stats is not None
+    # each shard's first window by ranges; its later windows waited for its whole copy
+    assert stats.range_windows >= 2 and stats.background_downloads == 2
+    assert stats.background_bytes == sum(s.size for s in ds.source.shards)
+    again = _open(url, s3, tmp_path / "cache", window_bytes="32KiB")
+    assert [again[i] for i in range(len(again))] == [datagen.row(i) for i in range(sum(sizes))]
+    later = again.storage_stats
+    assert later is not None
+    assert later.range_windows == later.downloads == later.background_downloads == 0
+
+
+def test_object_replaced_after_open_is_refused_by_range_reads(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    datagen.write_shards(tmp_path / "src", [6000], row_group_size=500)
+    datagen.write_shards(tmp_path / "other", [6000], row_group_size=400)
+    url = s3.upload(tmp_path / "src", "s3://ranged/changing")
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="32KiB", read_ahead=False)
+    s3.fs.put_file(str(tmp_path / "other" / "part-00000.parquet"),
+                   "ranged/changing/part-00000.parquet")
+    with pytest.raises(ShardChangedError, match=r"part-00000\.parquet was replaced"):
+        ds[0]
+    stats = ds.storage_stats
+    assert stats is not None and stats.range_windows == 0
+
+
+def test_http_store_checks_the_version_after_range_reads(tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp")
+    datagen.write_shards(tmp_path / "src", [6000], row_group_size=500)
+    server = HTTPServer()
+    try:
+        urls = serve_directory(server, tmp_path / "src", "ds")
+        ds = ParquetDataset(urls, memory=256, cache_dir=tmp_path / "cache",
+                            window_bytes="32KiB", read_ahead=False)
+        assert ds[0] == datagen.row(0)
+        stats = ds.storage_stats
+        assert stats is not None and stats.range_windows == 1 and stats.download_bytes == 0
+        # the same size, other bytes (a data page's): another ETag
+        key = next(iter(server.state.files))
+        fresh = ParquetDataset(urls, memory=256, cache_dir=tmp_path / "cache2",
+                               window_bytes="32KiB", read_ahead=False)
+        data = server.state.files[key]
+        server.state.files[key] = data[:10] + bytes([data[10] ^ 1]) + data[11:]
+        with pytest.raises(ShardChangedError):
+            fresh[3000]
+    finally:
+        server.close()
+
+
+def test_workers_forked_during_a_background_download_read_every_row(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    import torch.utils.data
+
+    sizes = [4000, 3000]
+    datagen.write_shards(tmp_path / "src", sizes, row_group_size=500)
+    url = s3.upload(tmp_path / "src", "s3://ranged/forked")
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="32KiB")
+    assert ds[0] == datagen.row(0)  # a range read, then the shard's download behind it
+    sampler = ChunkedSampler(ds, 50, 2, ranks=1, rank=0, drop_last=False)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=50, sampler=sampler, num_workers=2, collate_fn=list,
+        multiprocessing_context="fork",
+    )
+    ids = [row["id"] for batch in loader for row in batch]
+    assert sorted(ids) == [datagen.row(i)["id"] for i in range(sum(sizes))]
