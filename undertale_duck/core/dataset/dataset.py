@@ -331,6 +331,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             reader.stop_read_ahead()
             reader.connection.close()
             reader.cache.clear()
+            reader.decoder.close()  # the row-group readers kept open between windows
 
     # ------------------------------------------------------------------ metadata
     @property
