@@ -178,6 +178,12 @@ class WindowReader:
                 stacklevel=2,
             )
 
+    def resize(self, budget: int) -> None:
+        """Give the cache a new whole budget in bytes and set the read reserve again."""
+        if budget != self.cache.budget:
+            self.cache.resize(budget)
+            self._update_reserve()
+
     # ------------------------------------------------------------------ read-ahead
     def set_order(self, order: Sequence[int] | None) -> None:
         """Declare the order in which windows will be consumed (a read-ahead hint).
