@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from .common.keywords import guard
 from .common.progress import progress_bar
+from .common.sizes import DEFAULT_MEMORY
 from .core.dataset import ShardDataset
 from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
@@ -67,7 +68,7 @@ class ParquetDataset(ShardDataset):
     def __init__(
         self,
         source: SourceLike,
-        memory: float | str = 4096,
+        memory: float | str = DEFAULT_MEMORY,
         *,
         columns: Sequence[str] | None = None,
         window_bytes: int | str | None = None,
@@ -223,7 +224,7 @@ class PackedDataset(ParquetDataset):
     def __init__(
         self,
         source: SourceLike,
-        memory: float | str = 4096,
+        memory: float | str = DEFAULT_MEMORY,
         *,
         pack: Pack | Mapping[str, Any] | None = None,
         **options: Any,

@@ -106,7 +106,7 @@ def main() -> None:
     print(json.dumps({
         "footprint": footprint["VmRSS"], "footprint_anon": footprint["RssAnon"],
         "peak": status("VmHWM")["VmHWM"], "peak_anon": most_anon, "rows": rows, "bad": bad,
-        "windows": len(ds.windows), "decodes": None if direct is None else direct.stats["direct"],
+        "windows": len(ds.windows), "decodes": None if direct is None else direct.stats["streams"],
         "groups": sum(len(s.row_groups) for s in ds.source.shards),
     }))
     ds.close()

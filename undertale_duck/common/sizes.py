@@ -9,10 +9,25 @@ from typing import Literal
 
 from ..errors import ArgumentError
 
-__all__ = ["MIB", "SizeUnit", "format_size", "parse_size"]
+__all__ = ["DEFAULT_MEMORY", "MIB", "DefaultMemory", "SizeUnit", "format_size", "parse_size"]
 
 #: Bytes in a mebibyte (the unit of ``memory=`` and ``disk=``).
 MIB = 1 << 20
+
+
+class DefaultMemory(float):
+    """The default ``memory=`` (MiB), told apart from the same number given by the user.
+
+    Left at its default, a dataset's budget is shared between the DataLoader workers of a
+    process (a number given is each process's own).
+    """
+
+    def __repr__(self) -> str:
+        return f"{float(self):g}"
+
+
+#: The default memory budget in MiB.
+DEFAULT_MEMORY = DefaultMemory(4096)
 #: The largest size accepted, in bytes (2^62: beyond any machine, within int64).
 _MOST = 1 << 62
 #: A number of MiB this large (an exbibyte) is surely a byte count given by mistake.

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import lightning
 
 from ..common.keywords import refuse_unknown
+from ..common.sizes import DEFAULT_MEMORY
 from ..core.source import SourceLike
 from ..core.views import check_split
 from .loader import ChunkedLoader, load
@@ -83,7 +84,7 @@ class DataModule(lightning.LightningDataModule):
         collator: Callable[[list[dict[str, Any]]], Any] | None,
         batch: int,
         workers: int = 0,
-        memory: float | str = 4096,
+        memory: float | str = DEFAULT_MEMORY,
         *,
         test: SplitSource | None = None,
         predict: SplitSource | None = None,

@@ -11,6 +11,7 @@ from typing import Any
 from torch.utils.data import DataLoader, get_worker_info
 
 from ..common.keywords import guard
+from ..common.sizes import DEFAULT_MEMORY
 from ..core.pack import Pack
 from ..core.rows import Format
 from ..core.source import SourceLike
@@ -163,7 +164,7 @@ def load(
     collator: Callable[[list[dict[str, Any]]], Any] | None,
     batch: int,
     workers: int = 0,
-    memory: float | str = 4096,
+    memory: float | str = DEFAULT_MEMORY,
     *,
     shuffle: bool = False,
     seed: int = 0,

@@ -12,6 +12,30 @@ from ...common.text import first_line
 from ...errors import ArgumentError
 from ..runtime import default_duckdb_config, duck
 
+#: Least budget (bytes) a DataLoader worker's share of the default budget falls to: one
+#: window of the largest default size (64 MiB), its read and a few cached windows.
+WORKER_BUDGET_FLOOR = 512 << 20
+
+
+def worker_budget(memory_bytes: int, workers: int) -> int:
+    """One DataLoader worker's share of a default budget of ``memory_bytes``.
+
+    The budget divided between the workers (as DuckDB's ``memory_limit`` is), but at least
+    :data:`WORKER_BUDGET_FLOOR` and never more than the budget. The window plan is cut
+    from the whole budget in the main process, so it (and every order and resume state)
+    does not depend on the number of workers.
+
+    Args:
+        memory_bytes: The dataset's budget in bytes (0: nothing cached).
+        workers: The DataLoader's workers.
+
+    Returns:
+        The worker's budget in bytes.
+    """
+    if memory_bytes <= 0 or workers <= 1:
+        return memory_bytes
+    return min(memory_bytes, max(memory_bytes // workers, WORKER_BUDGET_FLOOR))
+
 
 def read_limit(memory_bytes: int) -> int:
     """Return the most bytes one window read may decompress or decode for a budget.

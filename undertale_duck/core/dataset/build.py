@@ -13,7 +13,7 @@ from ..read import AccessMonitor, DiskTier, TieredCache, WindowCache, WindowRead
 from ..runtime import Connection, allocator_config, worker_duckdb_config
 from ..source import Source, Window
 from ..views import IndexedView
-from .arguments import bytes_setting, read_limit
+from .arguments import bytes_setting, read_limit, worker_budget
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class ReaderSettings:
         user_config: Names of the settings the user gave (they win over tuning).
         memory: The memory budget in MiB.
         memory_bytes: The memory budget in bytes.
+        memory_shared: Whether the budget was left at its default (then shared between a
+            process's DataLoader workers, see :func:`arguments.worker_budget`).
         disk: The disk tier's size in MiB (0: none).
         disk_dir: The disk tier's checked directory, or None.
         read_ahead: Whether read-ahead is on.
@@ -48,6 +50,7 @@ class ReaderSettings:
     user_config: frozenset[str]
     memory: float
     memory_bytes: int
+    memory_shared: bool
     disk: float
     disk_dir: str | None
     read_ahead: bool
@@ -55,11 +58,25 @@ class ReaderSettings:
     order: Sequence[int] | None
 
 
+def process_budget(memory_bytes: int) -> int:
+    """This process's share of a default budget: divided between DataLoader workers.
+
+    Args:
+        memory_bytes: The dataset's whole budget in bytes.
+
+    Returns:
+        The budget in bytes (all of it outside a DataLoader worker).
+    """
+    info = torch.utils.data.get_worker_info()
+    return memory_bytes if info is None else worker_budget(memory_bytes, info.num_workers)
+
+
 def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None]:
     """The window reader of ``ds`` for this process, and its access monitor.
 
     In a DataLoader worker, DuckDB's threads and memory are shared among the workers
-    (settings the user gave win); DuckDB's allocator keeps what the budget allows; its
+    (settings the user gave win), and so is the default memory budget (a budget given is
+    each process's own); DuckDB's allocator keeps what the budget allows; its
     ``memory_limit`` backs the read limit up; with a disk tier the cache is a
     :class:`TieredCache`, else the uniform-random-access monitor watches the cache.
 
@@ -72,14 +89,17 @@ def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None
     """
     config = dict(ds.duckdb_config)
     info = torch.utils.data.get_worker_info()
+    budget = ds.memory_bytes  # this process's share of the budget
     if info is not None:  # a DataLoader worker process: share the cores and memory
         tuned = worker_duckdb_config(info.num_workers)
         config.update({k: v for k, v in tuned.items() if k not in ds.user_config})
+        if ds.memory_shared:
+            budget = process_budget(ds.memory_bytes)
     retained = 0
     if not ds.user_config & {
         "allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold"
     }:
-        allocator, retained = allocator_config(ds.memory_bytes, config["threads"])
+        allocator, retained = allocator_config(budget, config["threads"])
         config.update(allocator)
     limit = read_limit(ds.memory_bytes)
     if limit and "memory_limit" not in ds.user_config:
@@ -90,7 +110,7 @@ def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None
         ceiling = bytes_setting(config.get("memory_limit")) or 2 * limit
         config["memory_limit"] = f"{min(2 * limit, ceiling) >> 20}MiB"
     remote = ds.source.store
-    cache = WindowCache(ds.memory_bytes)
+    cache = WindowCache(budget)
     if ds.disk_dir is not None and ds.disk:
         view = None if ds.view is None else [
             ds.view.query.sql, [side.fingerprint for side in ds.view.sides]
@@ -104,7 +124,7 @@ def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None
             ds.columns,
             check=None if ds.view is None else ds.view.check_unchanged,
         )
-        cache = TieredCache(ds.memory_bytes, tier)
+        cache = TieredCache(budget, tier)
     reader = WindowReader(
         ds.source,
         ds.windows,
@@ -132,9 +152,9 @@ def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None
     monitor = None
     if not isinstance(cache, TieredCache) and ds.windows:
         monitor = AccessMonitor(
-            ds.rows / len(ds.windows), ds.memory, reader.planned_bytes / (1 << 20)
+            ds.rows / len(ds.windows), budget / (1 << 20), reader.planned_bytes / (1 << 20)
         )
     return reader, monitor
 
 
-__all__ = ["ReaderSettings", "build_reader"]
+__all__ = ["ReaderSettings", "build_reader", "process_budget"]

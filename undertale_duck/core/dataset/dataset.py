@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from torch.utils.data import Dataset
 
-from ...common.sizes import MIB
+from ...common.sizes import DEFAULT_MEMORY, MIB, DefaultMemory
 from ...errors import ArgumentError, ShardChangedError
 from ..query import SQL_FILES, QuerySession, SqlFiles
 from ..read import (
@@ -31,7 +31,7 @@ from ..source import Source, SourceLike, StorageStats
 from ..source import windows as win
 from ..views import IndexedView, SideTable, index_view, side_tables
 from .arguments import check_columns, check_duckdb_config, check_read_ahead, check_sizes, view_query
-from .build import ReaderSettings, build_reader
+from .build import ReaderSettings, build_reader, process_budget
 from .sql import SqlAccess
 
 #: Logs under ``undertale_duck`` (silent unless the application configures logging).
@@ -137,7 +137,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
     def __init__(
         self,
         source: SourceLike,
-        memory: float | str = 4096,
+        memory: float | str = DEFAULT_MEMORY,
         *,
         columns: Sequence[str] | None = None,
         window_bytes: int | str | None = None,
@@ -181,6 +181,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self._disk_spec = disk_dir
         #: The memory budget in MiB, however it was given.
         self.memory = sizes.memory_bytes / MIB
+        #: Whether ``memory`` was left at its default: then shared between the DataLoader
+        #: workers of a process (never the window plan, cut from the whole budget).
+        self.memory_shared = isinstance(memory, DefaultMemory)
         self.memory_bytes = sizes.memory_bytes
         self._columns = check_columns(columns)
         self.window_bytes = sizes.window_bytes or win.default_window_bytes(self.memory_bytes)
@@ -222,6 +225,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self._starts = win.starts(self.windows)
         self._starts_array = np.asarray(self._starts, dtype=np.int64)
         self._reader: WindowReader | None = None
+        self._reader_pid = os.getpid()
         self._sql_session: QuerySession | None = None
         self._monitor: AccessMonitor | None = None
         self.disk_dir: str | None = None
@@ -240,7 +244,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         reader = self._reader  # one read: close() from another thread may reset it meanwhile
         if reader is None:
             reader, self._monitor = build_reader(self.reader_settings())
-            self._reader = reader
+            self._reader, self._reader_pid = reader, os.getpid()
+        elif self._reader_pid != os.getpid():  # a forked worker kept its parent's reader
+            self._reader_pid = os.getpid()
+            if self.memory_shared:
+                reader.resize(process_budget(self.memory_bytes))
         return reader
 
     def reader_settings(self) -> ReaderSettings:
@@ -256,6 +264,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             user_config=self._user_config,
             memory=self.memory,
             memory_bytes=self.memory_bytes,
+            memory_shared=self.memory_shared,
             disk=self.disk or 0,
             disk_dir=self.disk_dir,
             read_ahead=self.read_ahead,
@@ -345,6 +354,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             reader.stop_read_ahead()
             reader.connection.close()
             reader.cache.clear()
+            reader.decoder.close()  # the row-group readers kept open between windows
 
     # ------------------------------------------------------------------ metadata
     @property

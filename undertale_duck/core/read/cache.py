@@ -103,6 +103,21 @@ class WindowCache:
         """Bytes of the tables held now."""
         return self._bytes
 
+    def resize(self, budget: int) -> None:
+        """Change the whole budget (a forked DataLoader worker's share of its parent's).
+
+        The reserve is kept; windows beyond the new limit are evicted. The caller sets the
+        reserve again (``WindowReader.resize``).
+
+        Args:
+            budget: The new budget in bytes.
+        """
+        with self._lock:
+            reserve = self._budget - self._limit
+            self._budget = max(0, int(budget))
+            self._limit = max(0, self._budget - reserve)
+            self._trim(0)
+
     def keys(self) -> list[Hashable]:
         """Return the keys held, least recently used first."""
         with self._lock:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -14,6 +17,14 @@ from ..source import Shard, Window, window_row_groups
 #: Most bytes a window read by pyarrow may decode when the dataset has no memory budget
 #: (memory=0): larger windows go to DuckDB, whose ``memory_limit`` then applies.
 UNBUDGETED_CAP = 1 << 30
+
+#: Rows DuckDB decodes at once (its vector size): it decodes a row group in vectors from the
+#: group's first row, so a window read by pyarrow decodes at least up to the end of the vector
+#: holding its last row (a window it accepts is then one DuckDB accepts).
+VECTOR_ROWS = 2048
+
+#: Row-group readers kept open between window reads (one per stream of windows being read).
+MAX_STREAMS = 4
 
 
 class DirectReader:
@@ -39,8 +50,15 @@ class DirectReader:
             name for name in self.columns
             if name in schema.names and _has_text(schema.field(name).type)
         ]
-        #: Windows read by pyarrow, and windows that fell back to DuckDB after trying.
-        self.stats = {"direct": 0, "fallback": 0}
+        #: Windows read by pyarrow, windows that fell back to DuckDB after trying, and
+        #: decodes of row groups begun ("streams": a group cut into windows is decoded once
+        #: per stream, its windows handed out as the consumer reaches them).
+        self.stats = {"direct": 0, "fallback": 0, "streams": 0}
+        # open readers of row groups cut into windows, by (path, groups): a window read
+        # continues the decode where the previous window of the same groups stopped
+        self._streams: OrderedDict[tuple[str, tuple[int, ...]], _GroupStream] = OrderedDict()
+        self._guard = threading.Lock()
+        self._pid = os.getpid()
 
     def _pages(self, shard: Shard) -> ShardPages | None:
         key = shard.path
@@ -125,29 +143,159 @@ class DirectReader:
         self, pages: ShardPages, groups: list[int], window: Window, first: int, expected: int,
         spare: Spare | None,
     ) -> Iterator[pa.RecordBatch]:
-        with pq.ParquetFile(
-            pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False
-        ) as parquet:
-            stream = parquet.iter_batches(
-                batch_size=window.rows, row_groups=groups, columns=self.columns,
-                use_threads=self.threads,
+        key = (pages.path, tuple(groups))
+        with self._guard:
+            if os.getpid() != self._pid:  # a forked child: the parent's readers are not ours
+                self._streams = OrderedDict()
+                self._pid = os.getpid()
+            # claimed by this read alone; a read of the same groups at the same moment opens
+            # its own (read-ahead never schedules two windows of one stream at once)
+            stream = self._streams.pop(key, None)
+        if stream is not None and stream.start > window.start:
+            stream.close()  # it went past this window: decode the groups again
+            stream = None
+        if stream is None:
+            whole = window.start == first and window.stop == first + expected
+            stream = _GroupStream(
+                pages, groups, self.columns, self._text, first, expected,
+                batch_rows=window.rows if whole else VECTOR_ROWS, threads=self.threads,
             )
-            at = first  # the shard-local row of the batch's first row
-            for batch in stream:
-                # Every row of the row groups is decoded and checked, those outside the
-                # window too: DuckDB checks the whole pages it decodes, so a window this read
-                # accepts must be one DuckDB accepts (else DuckDB reads it, and reports)
-                for name in self._text:
-                    batch.column(name).validate(full=True)
-                n = batch.num_rows
+            self.stats["streams"] += 1
+        # DuckDB decodes a row group in vectors of VECTOR_ROWS rows from its start, and
+        # checks the pages it decodes: the stream decodes (and checks) at least up to the
+        # end of the vector holding the window's last row, so a window this read accepts
+        # is one DuckDB accepts (else DuckDB reads it, and reports); the rows past the
+        # window are held for the next one. Windows spanning whole groups decode them all.
+        target = first + expected
+        if len(groups) == 1:
+            target = min(target, first + -(-(window.stop - first) // VECTOR_ROWS) * VECTOR_ROWS)
+        done = False
+        try:
+            for batch, at in stream.pull(window.stop, target):
                 if spare is not None:
                     spare.offer(batch, at)
+                n = batch.num_rows
                 a, b = max(window.start, at), min(window.stop, at + n)
                 if a < b:
                     yield batch if b - a == n else batch.slice(a - at, b - a)
-                at += n
-            if at - first != expected:
-                raise ValueError(f"pyarrow decoded {at - first} rows of row groups of {expected}")
+            done = True
+        finally:
+            if done and not stream.finished:
+                with self._guard:
+                    old = self._streams.pop(key, None)
+                    self._streams[key] = stream
+                    while len(self._streams) > MAX_STREAMS:
+                        _, oldest = self._streams.popitem(last=False)
+                        oldest.close()
+                if old is not None:
+                    old.close()
+            else:  # finished, or failed part-way (nothing of it is trusted again)
+                stream.close()
+
+    def close(self) -> None:
+        """Close the row-group readers kept open between windows."""
+        with self._guard:
+            streams, self._streams = list(self._streams.values()), OrderedDict()
+        if self._pid == os.getpid():
+            for stream in streams:
+                stream.close()
+
+    def resumes_at(self, shard: Shard, window: Window) -> int | None:
+        """The shard-local row a read of ``window`` starts decoding at (None: not pyarrow's).
+
+        The row after the rows already decoded when a reader of its row groups is open at
+        or before the window (the consumer moved on sequentially), else the groups' first.
+        """
+        found = self._groups(shard, window)
+        if found is None:
+            return None
+        _, groups, first, _ = found
+        with self._guard:
+            stream = self._streams.get((shard.path, tuple(groups)))
+            if stream is not None and stream.start <= window.start and self._pid == os.getpid():
+                return stream.start
+        return first
+
+
+class _GroupStream:
+    """An open pyarrow reader of row groups, decoding each row once as windows ask for rows.
+
+    Args:
+        pages: The shard's pages.
+        groups: The row groups, in order.
+        columns: The columns to decode.
+        text: The string columns whose UTF-8 is checked.
+        first: The shard-local first row of the first group.
+        expected: The groups' rows (from the footer).
+        batch_rows: Rows per decoded batch.
+        threads: Whether pyarrow may decode columns in parallel.
+    """
+
+    def __init__(
+        self, pages: ShardPages, groups: list[int], columns: list[str], text: list[str],
+        first: int, expected: int, *, batch_rows: int, threads: bool,
+    ) -> None:
+        self._file = pq.ParquetFile(
+            pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False
+        )
+        self._batches = self._file.iter_batches(
+            batch_size=batch_rows, row_groups=groups, columns=columns, use_threads=threads
+        )
+        self._text = text
+        self.first = first
+        self.end = first + expected
+        self._at = first  # the shard-local row after the last one decoded
+        self._held: deque[pa.RecordBatch] = deque()  # decoded, not yet handed out
+        self._held_rows = 0
+        #: Whether every row has been handed out (the reader is then closed).
+        self.finished = False
+
+    @property
+    def start(self) -> int:
+        """The shard-local row the next window read from this stream starts at."""
+        return self._at - self._held_rows
+
+    def pull(self, stop: int, target: int) -> Iterator[tuple[pa.RecordBatch, int]]:
+        """Hand out the rows before ``stop`` (with their first row); decode up to ``target``.
+
+        Rows decoded past ``stop`` are held for the next call.
+        """
+        while self._at < max(stop, target):
+            batch = next(self._batches, None)
+            if batch is None:
+                break
+            # every row decoded is checked, as DuckDB checks the pages it decodes
+            for name in self._text:
+                batch.column(name).validate(full=True)
+            self._held.append(batch)
+            self._held_rows += batch.num_rows
+            self._at += batch.num_rows
+        if self._at > self.end or (self._at < max(stop, target) and self._at != self.end):
+            raise ValueError(
+                f"pyarrow decoded {self._at - self.first} rows of row groups of "
+                f"{self.end - self.first}"
+            )
+        if self._at == self.end and next(self._batches, None) is not None:
+            raise ValueError("pyarrow decoded more rows than the row groups hold")
+        while self._held and self.start < stop:
+            at = self.start
+            batch = self._held.popleft()
+            n = batch.num_rows
+            self._held_rows -= n
+            if at + n > stop:  # the rest belongs to the next window
+                self._held.appendleft(batch.slice(stop - at))
+                self._held_rows += at + n - stop
+                batch = batch.slice(0, stop - at)
+            yield batch, at
+        if self._at == self.end and not self._held:
+            self.finished = True
+            self.close()
+
+    def close(self) -> None:
+        """Drop what is held and close the file."""
+        self._held.clear()
+        self._held_rows = 0
+        self._file.close()
 
 
 class Spare:

@@ -178,6 +178,12 @@ class WindowReader:
                 stacklevel=2,
             )
 
+    def resize(self, budget: int) -> None:
+        """Give the cache a new whole budget in bytes and set the read reserve again."""
+        if budget != self.cache.budget:
+            self.cache.resize(budget)
+            self._update_reserve()
+
     # ------------------------------------------------------------------ read-ahead
     def set_order(self, order: Sequence[int] | None) -> None:
         """Declare the order in which windows will be consumed (a read-ahead hint).
@@ -232,7 +238,7 @@ class WindowReader:
             hints.append(nxt)
             at = nxt
         if hints:
-            if table is None:  # the window being read now covers its own group's windows
+            if table is None:  # the window being read now continues into its group's next
                 self._schedule(hints, position, self._bytes(self.windows[position].rows),
                                self.decoder.neighbours(position))
             else:
@@ -268,16 +274,18 @@ class WindowReader:
         return True
 
     def _load(self, position: int, keep: int | None) -> pa.Table:
-        """Read one window into the cache, with the neighbours its read decodes anyway.
+        """Read one window into the cache, with the windows its read decodes on its way.
 
-        A window cut from a large row group is read by decoding the whole group: the other
-        windows cut from it are kept too, as far as the cache has room beside ``keep`` (the
-        window being consumed), so the group is decoded once, not once per window.
+        A window cut from a large row group is read by continuing the group's open reader
+        where the previous window stopped; when there is none (the first window read, or
+        random access), the group is decoded from its first row, and the windows passed on
+        the way are kept too, as far as the cache has room beside ``keep`` (the window
+        being consumed), so the group is decoded once, not once per window.
         """
         own = need = self._bytes(self.windows[position].rows)
         chosen: list[int] = []
         limit = self.cache.limit
-        for p in self.decoder.neighbours(position) if limit else ():
+        for p in self.decoder.passed(position) if limit else ():
             if p in self.cache or self.ahead.reading(p):
                 continue
             more = self._bytes(self.windows[p].rows)

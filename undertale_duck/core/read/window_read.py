@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+import os
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 import duckdb
@@ -23,6 +26,81 @@ from .direct import DirectReader, Spare
 #: process: workers=0 epoch to tensors 1.23x, 8 of 8 repeats). The batches are then copied
 #: into one chunk per column.
 ARROW_BATCH_ROWS = 2048
+
+#: DuckDB queries kept open on row groups cut into windows (one per stream of windows).
+MAX_DUCK_STREAMS = 2
+
+
+class DuckStream:
+    """A DuckDB query over the rest of one row group, read on as its windows are asked for.
+
+    A row group larger than a window is cut into several windows; reading each with its own
+    query makes DuckDB decode the group's earlier rows again to find the window's, so the
+    windows of a group read one after another continue one query instead: every row of the
+    group is decoded once. Rows decoded past a window are held for the next.
+
+    Args:
+        cursor: A cursor of its own (closed with the stream).
+        reader: The query's Arrow batches.
+        start: The shard-local first row of the query.
+        stop: The shard-local row after its last (the end of the row group).
+    """
+
+    def __init__(
+        self, cursor: duckdb.DuckDBPyConnection, reader: pa.RecordBatchReader, start: int,
+        stop: int,
+    ) -> None:
+        self.cursor = cursor
+        self._reader = reader
+        #: The query's Arrow schema.
+        self.schema = reader.schema
+        self._at = start
+        self.end = stop
+        self._held: deque[pa.RecordBatch] = deque()
+        self._held_rows = 0
+
+    @property
+    def start(self) -> int:
+        """The shard-local row the next window read from this stream starts at."""
+        return self._at - self._held_rows
+
+    @property
+    def finished(self) -> bool:
+        """Whether every row of the query has been handed out."""
+        return self.start >= self.end
+
+    def pull(self, stop: int) -> Iterator[pa.RecordBatch]:
+        """Hand out the rows up to ``stop`` (shard-local), decoding as needed."""
+        while self._at < stop:
+            try:
+                batch = self._reader.read_next_batch()
+            except StopIteration:
+                raise ValueError(
+                    f"DuckDB's query ended at local row {self._at}, before {self.end}"
+                ) from None
+            self._held.append(batch)
+            self._held_rows += batch.num_rows
+            self._at += batch.num_rows
+        while self._held and self.start < stop:
+            at = self.start
+            batch = self._held.popleft()
+            n = batch.num_rows
+            self._held_rows -= n
+            if at + n > stop:  # the rest belongs to the next window
+                self._held.appendleft(batch.slice(stop - at))
+                self._held_rows += at + n - stop
+                batch = batch.slice(0, stop - at)
+            yield batch
+
+    def close(self) -> None:
+        """End the query and close its cursor."""
+        self._held.clear()
+        self._held_rows = 0
+        try:
+            self._reader.close()
+            self.cursor.close()
+        except (duckdb.Error, pa.ArrowException, OSError):
+            pass  # the connection was closed or reopened meanwhile: nothing to release
 
 
 class ViewWindows(Protocol):
@@ -99,6 +177,24 @@ class WindowDecoder:
                 self._guarded[sql] = (guarded, self._bound)
         if view is not None:  # a view's scan bounds the columns the view reads
             self._guarded.update(view.guarded(source.schema, list(source.columns)))
+        #: DuckDB queries left open on row groups cut into windows, by (path, first row).
+        self._duck_streams: OrderedDict[tuple[str, int], DuckStream] = OrderedDict()
+        self._stream_lock = threading.Lock()
+        self._pid = os.getpid()
+        #: DuckDB queries begun on row groups cut into windows ("streams"), and windows
+        #: read by continuing one ("continued").
+        self.stream_stats = {"streams": 0, "continued": 0}
+
+    def close(self) -> None:
+        """Close the readers kept open on row groups between windows."""
+        with self._stream_lock:
+            streams, self._duck_streams = list(self._duck_streams.values()), OrderedDict()
+            mine = self._pid == os.getpid()
+        if mine:
+            for stream in streams:
+                stream.close()
+        if self.direct is not None:
+            self.direct.close()
 
     def decode(self, position: int) -> pa.Table:
         """Read one window from disk: pyarrow when allowed, else DuckDB.
@@ -121,29 +217,64 @@ class WindowDecoder:
         """
         return self.decode_with(position)[0]
 
-    def neighbours(self, position: int) -> list[int]:
-        """Other windows whose rows a pyarrow read of ``position`` decodes anyway.
-
-        Windows cut from one large row group: the nearest after it first, then before it.
-        Empty when DuckDB reads the window (a view, a remote shard, a file off the
-        allow-list) or the window spans whole row groups.
-        """
-        if self.direct is None:
-            return []
+    def _span(self, position: int) -> tuple[int, int] | None:
+        """The shard-local rows of the row groups ``position`` overlaps (a read's scope)."""
         win = self.windows[position]
         shard = self.source.shards[win.shard]
-        span = self.direct.spans(shard, win)
-        if span is None:
-            return []
+        if self.direct is not None:
+            span = self.direct.spans(shard, win)
+            if span is not None:
+                return span
+        if self._view is not None:
+            return None
+        groups, skip = window_row_groups(shard.row_groups, win)
+        if len(groups) != 1:  # whole row groups: no other window shares them
+            return None
+        return win.start - skip, win.start - skip + shard.row_groups[groups[0]][0]
+
+    def _within(self, position: int, span: tuple[int, int], others: Iterable[int]) -> list[int]:
+        """The leading ``others`` cut from the same row groups (``span``) as ``position``."""
+        win = self.windows[position]
         lo, hi = span
 
         def within(p: int) -> bool:
             other = self.windows[p]
             return other.shard == win.shard and lo <= other.start and other.stop <= hi
 
-        after = itertools.takewhile(within, range(position + 1, len(self.windows)))
-        before = itertools.takewhile(within, range(position - 1, -1, -1))
-        return [*after, *before]
+        return list(itertools.takewhile(within, others))
+
+    def neighbours(self, position: int) -> list[int]:
+        """Later windows cut from the same row groups as ``position`` (read after it).
+
+        A read of a window cut from a large row group (by pyarrow, or by DuckDB for a plain
+        dataset) leaves the group's reader open where the window ends; the next windows
+        continue it, one after the other (so read-ahead reads them one at a time). Empty
+        for a view's windows and windows spanning whole row groups.
+        """
+        span = self._span(position)
+        if span is None:
+            return []
+        return self._within(position, span, range(position + 1, len(self.windows)))
+
+    def passed(self, position: int) -> list[int]:
+        """Earlier windows whose rows a pyarrow read of ``position`` decodes on its way.
+
+        A read decodes its row groups from the row where their open reader stands (the
+        groups' first row when none is open at or before the window), so the windows before
+        it from there are decoded anyway and may be kept (nearest first).
+        """
+        if self.direct is None:
+            return []
+        span = self.direct.spans(self.source.shards[self.windows[position].shard],
+                                 self.windows[position])
+        if span is None:
+            return []
+        win = self.windows[position]
+        start = self.direct.resumes_at(self.source.shards[win.shard], win)
+        if start is None or start >= win.start:
+            return []
+        before = self._within(position, span, range(position - 1, -1, -1))
+        return [p for p in before if self.windows[p].start >= start]
 
     def decode_with(
         self, position: int, neighbours: Sequence[int] = (), room: int = 0
@@ -152,7 +283,7 @@ class WindowDecoder:
 
         Args:
             position: The window's position in the plan.
-            neighbours: Positions from :meth:`neighbours` to keep as well.
+            neighbours: Positions from :meth:`passed` to keep as well.
             room: Most bytes the neighbours may hold while the window is read; past it
                 they are dropped.
 
@@ -279,6 +410,74 @@ class WindowDecoder:
         self.direct.stats["direct"] += 1
         return table
 
+    def _read_streamed(
+        self, cursor: duckdb.DuckDBPyConnection, local: Shard, win: Window, what: str,
+        params: dict[str, object],
+    ) -> pa.Table | None:
+        """A window cut from one row group, read by continuing the group's open query.
+
+        Returns None where the window is not part of one larger row group, or anything fails
+        (the usual per-window query then reads it and reports any error).
+        """
+        shard = self.source.shards[win.shard]
+        groups, skip = window_row_groups(shard.row_groups, win)
+        if len(groups) != 1:
+            return None
+        first = win.start - skip
+        end = first + shard.row_groups[groups[0]][0]
+        if win.start == first and win.stop == end:
+            return None
+        key = (local.path, first)
+        with self._stream_lock:
+            if os.getpid() != self._pid:  # a forked child: the parent's queries are not ours
+                self._duck_streams = OrderedDict()
+                self._pid = os.getpid()
+            # claimed by this read alone (read-ahead never reads two windows of one group
+            # at once: a read continues where the previous window stopped)
+            stream = self._duck_streams.pop(key, None)
+        limit = self.read_limit
+        try:
+            if stream is not None and stream.start != win.start:
+                stream.close()  # not where this window starts: a query of its own
+                stream = None
+            if stream is None:
+                private = cursor.cursor()
+                sql, query = self._sql, {**params, "stop": end}
+                if limit and sql in self._guarded:
+                    sql, bound = self._guarded[sql]
+                    query["cap"] = bound.cap(limit, win.rows)
+                reader = private.sql(sql, params=query).to_arrow_reader(ARROW_BATCH_ROWS)
+                stream = DuckStream(private, reader, win.start, end)
+                self.stream_stats["streams"] += 1
+            else:
+                self.stream_stats["continued"] += 1
+            current = stream
+            table = interruptible(
+                current.cursor,
+                lambda: collect(current.pull(win.stop), limit, shard.path, what, win,
+                                schema=self.schema),
+            )
+        except KeyboardInterrupt:
+            if stream is not None:
+                stream.close()
+            raise
+        except Exception:  # any doubt: the usual per-window query reads it, and reports
+            if stream is not None:
+                stream.close()
+            return None
+        if stream.finished:
+            stream.close()
+        else:
+            with self._stream_lock:
+                old = self._duck_streams.pop(key, None)
+                self._duck_streams[key] = stream
+                while len(self._duck_streams) > MAX_DUCK_STREAMS:
+                    _, oldest = self._duck_streams.popitem(last=False)
+                    oldest.close()
+            if old is not None:
+                old.close()
+        return table
+
     def _read_duckdb(self, local: Shard, win: Window, what: str, touched: int) -> pa.Table:
         shard = self.source.shards[win.shard]
         limit = self.read_limit
@@ -297,6 +496,10 @@ class WindowDecoder:
             raise SourceError(f"DuckDB cannot be opened: {first_line(exc)}") from None
         if limit and self._nested:
             self._nested.check(local, win, limit, what)
+        if self._view is None and sql == self._sql:
+            streamed = self._read_streamed(cursor, local, win, what, params)
+            if streamed is not None:
+                return streamed
 
         def fetch(relation: duckdb.DuckDBPyRelation) -> pa.Table:
             stream = relation.to_arrow_reader(ARROW_BATCH_ROWS)
