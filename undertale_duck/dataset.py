@@ -274,9 +274,23 @@ class PackedDataset(ParquetDataset):
         """The row indices in :attr:`documents` of the documents with a token in a block."""
         return self.blocks.documents_of(index)
 
+    def document_rows(self, index: int) -> list[int]:
+        """The row indices in :attr:`documents` of every document with a token in a block.
+
+        In stream order, one per segment: entry ``i`` made ``segment_ids == i + 1``.
+        """
+        return self.blocks.document_rows(index)
+
     def locate(self, index: int) -> tuple[str, int]:
         """The shard and local row of the document holding a block's first token."""
         return self.documents.locate(self.documents_of(index).start)
+
+    def locate_documents(self, index: int) -> list[tuple[str, int]]:
+        """The shard and local row of every document with a token in a block, in order.
+
+        What ``batch_rows`` names under ``documents`` for a packed dataset.
+        """
+        return self.documents.locate_many(self.document_rows(index))
 
     def window_of(self, index: int) -> int:
         """The position in :attr:`windows` (runs of blocks) of the run holding a block."""

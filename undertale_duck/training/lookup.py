@@ -56,16 +56,21 @@ def batch_rows(
     Returns:
         One dict per row, in batch order: ``position`` (in the batch), ``index`` (in the
         dataset), ``source`` (the mixture stream's name, or None), ``shard`` and
-        ``shard_row`` (the source row in that shard).
+        ``shard_row`` (the source row in that shard). For a packed dataset (or stream) a
+        row is a block: ``shard`` and ``shard_row`` are its first document's, and
+        ``documents`` lists every document with a token in the block, in order, as
+        ``{"shard": ..., "shard_row": ...}`` (entry ``i`` made ``segment_ids == i + 1``).
     """
     dataset: Any = sampler.dataset
     out = []
     for position, index in enumerate(batch_indices(sampler, step, epoch=epoch)):
         source = None
+        target, inner = dataset, index
         source_of = getattr(dataset, "source_of", None)
         if callable(source_of):
-            stream, _ = source_of(index)
+            stream, inner = source_of(index)
             source = dataset.names[stream]
+            target = dataset.streams[stream].dataset
         shard, row = dataset.locate(index)
         entry: dict[str, Any] = {
             "position": position,
@@ -74,6 +79,11 @@ def batch_rows(
             "shard": shard,
             "shard_row": row,
         }
+        locate_documents = getattr(target, "locate_documents", None)
+        if callable(locate_documents):  # a packed dataset: a block spans documents
+            entry["documents"] = [
+                {"shard": path, "shard_row": local} for path, local in locate_documents(inner)
+            ]
         if values:
             entry["row"] = dataset[index]
         out.append(entry)

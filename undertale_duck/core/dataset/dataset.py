@@ -425,23 +425,56 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             IndexError: If the index is out of range.
             TypeError: If the index is not an integer.
         """
-        i = win.normalize_index(index, len(self))
-        w = self.windows[win.locate(self._starts, i)]
+        return self.locate_many([index])[0]
+
+    def locate_many(self, indices: Sequence[int]) -> list[tuple[str, int]]:
+        """The shard and local row of each of many global indices.
+
+        A view's kept rows are looked up once per window, not once per index.
+
+        Args:
+            indices: Global row indices (negative ones count from the end).
+
+        Returns:
+            ``(shard path, local row)`` per index, in order.
+
+        Raises:
+            IndexError: If an index is out of range.
+            TypeError: If an index is not an integer.
+        """
+        found = [win.normalize_index(index, len(self)) for index in indices]
+        out: list[tuple[str, int]] = []
+        looked: dict[int, np.ndarray[Any, Any]] = {}  # a view's local rows per window, asked once
+        for i in found:
+            position = win.locate(self._starts, i)
+            w = self.windows[position]
+            shard = self.source.shards[w.shard]
+            view = self.view
+            if view is None:
+                out.append((shard.path, w.start + (i - w.offset)))
+                continue
+            rows = looked.get(position)
+            if rows is None:
+                rows = self._view_rows(view, w)
+                looked[position] = rows
+            out.append((shard.path, int(rows[i - w.offset])))
+        return out
+
+    def _view_rows(self, view: IndexedView, w: win.Window) -> np.ndarray[Any, Any]:
+        """The local row numbers a view keeps in one window, from its index or a query."""
         shard = self.source.shards[w.shard]
-        if self.view is None:
-            return shard.path, w.start + (i - w.offset)
-        known = self.view.kept_rows(w)
+        known = view.kept_rows(w)
         if known is not None:
-            return shard.path, int(known[i - w.offset])
+            return known
         params = {"path": duckdb_path(shard.path), "start": w.start, "stop": w.stop}
-        rows = self.reader.connection.cursor().execute(self.view.locate_sql, params).fetchall()
+        rows = self.reader.connection.cursor().execute(view.locate_sql, params).fetchall()
         if len(rows) != w.rows:
             raise ShardChangedError(
                 f"the view keeps {len(rows)} rows of local rows {w.start}..{w.stop - 1} of "
                 f"shard {shard.path} where its index says {w.rows}; call refresh()",
                 shard.path,
             )
-        return shard.path, int(rows[i - w.offset][0])
+        return np.asarray([r[0] for r in rows], dtype=np.int64)
 
     def __len__(self) -> int:
         return self._length

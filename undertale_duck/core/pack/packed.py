@@ -100,7 +100,11 @@ class PackedBlocks:
         return out
 
     def documents_of(self, block: int) -> range:
-        """The row indices (in the documents) of the documents with a token in a block."""
+        """The row indices (in the documents) from the first to the last document in a block.
+
+        The first and last documents with a token in the block, and every row between them
+        (empty ones included; :meth:`document_rows` names only those with a token).
+        """
         k = win.normalize_index(block, len(self))
         spans = self.plan.spans(k)
         (j, a, _), (last, _, b) = spans[0], spans[-1]
@@ -108,6 +112,25 @@ class PackedBlocks:
         end = int(np.searchsorted(self._starts(last)[1], b - 1, side="right")) - 1
         windows = self.documents.windows
         return range(windows[j].offset + first, windows[last].offset + end + 1)
+
+    def document_rows(self, block: int) -> list[int]:
+        """The row indices (in the documents) of every document with a token in a block.
+
+        In stream order, one per segment of the block: entry ``i`` is the document of
+        ``segment_ids == i + 1``. A document without tokens (empty, no ``eod``) has no
+        segment and is not named.
+        """
+        k = win.normalize_index(block, len(self))
+        windows = self.documents.windows
+        out: list[int] = []
+        for j, a, b in self.plan.spans(k):
+            starts = self._starts(j)[1]
+            first = int(np.searchsorted(starts, a, side="right")) - 1
+            last = int(np.searchsorted(starts, b - 1, side="right")) - 1
+            rows = np.arange(first, last + 1, dtype=np.int64)
+            rows = rows[starts[rows + 1] > starts[rows]]
+            out.extend((rows + windows[j].offset).tolist())
+        return out
 
     # ------------------------------------------------------------------ blocks
     def block(self, index: int, fmt: Format) -> Row:
