@@ -8,9 +8,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import planted
 import pytest
 from pydantic import BaseModel
+from support import planted
 
 from undertale_duck.validation import runner
 

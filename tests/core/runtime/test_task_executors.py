@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import planted
 import pyarrow as pa
 import pytest
+from support import planted
 
 from undertale_duck import ParquetDataset
 from undertale_duck.core.describe import describe

@@ -6,10 +6,10 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-import datagen
 import pyarrow.parquet as pq
 import pytest
-from storage_server import HTTPServer, S3Server, serve_directory
+from support import datagen
+from support.storage_server import HTTPServer, S3Server, serve_directory
 
 from undertale_duck import ChunkedSampler, ParquetDataset
 from undertale_duck.core.source import StorageStats, window_row_groups
