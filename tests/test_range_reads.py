@@ -176,3 +176,21 @@ def test_workers_forked_during_a_background_download_read_every_row(
     )
     ids = [row["id"] for batch in loader for row in batch]
     assert sorted(ids) == [datagen.row(i)["id"] for i in range(sum(sizes))]
+
+
+def test_versioned_bucket_refuses_a_newer_version(s3: S3Server, tmp_path: Path) -> None:
+    s3.bucket("versioned")
+    s3.fs.call_s3("put_bucket_versioning", Bucket="versioned",
+                  VersioningConfiguration={"Status": "Enabled"})
+    datagen.write_shards(tmp_path / "src", [6000], row_group_size=500)
+    datagen.write_shards(tmp_path / "other", [6000], row_group_size=400)
+    url = s3.upload(tmp_path / "src", "s3://versioned/ds")
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="32KiB", read_ahead=False)
+    assert ds[0] == datagen.row(0)
+    stats = ds.storage_stats
+    assert stats is not None and stats.range_windows == 1
+    fresh = _open(url, s3, tmp_path / "cache2", window_bytes="32KiB", read_ahead=False)
+    s3.fs.put_file(str(tmp_path / "other" / "part-00000.parquet"),
+                   "versioned/ds/part-00000.parquet")
+    with pytest.raises(ShardChangedError, match=r"part-00000\.parquet was replaced"):
+        fresh[3000]
