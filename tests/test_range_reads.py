@@ -25,8 +25,10 @@ def s3() -> Iterator[S3Server]:
     server.close()
 
 
-def _open(url: str, s3: S3Server, cache: Path, **kwargs: object) -> ParquetDataset:
-    return ParquetDataset(url, memory=256, storage_options=s3.options(), cache_dir=cache,
+def _open(url: str, s3: S3Server, cache: Path, *, versions: bool = False,
+          **kwargs: object) -> ParquetDataset:
+    options = {**s3.options(), "version_aware": True} if versions else s3.options()
+    return ParquetDataset(url, memory=256, storage_options=options, cache_dir=cache,
                           **kwargs)  # type: ignore[arg-type]
 
 
@@ -185,11 +187,14 @@ def test_versioned_bucket_refuses_a_newer_version(s3: S3Server, tmp_path: Path) 
     datagen.write_shards(tmp_path / "src", [6000], row_group_size=500)
     datagen.write_shards(tmp_path / "other", [6000], row_group_size=400)
     url = s3.upload(tmp_path / "src", "s3://versioned/ds")
-    ds = _open(url, s3, tmp_path / "cache", window_bytes="32KiB", read_ahead=False)
+    ds = _open(url, s3, tmp_path / "cache", versions=True, window_bytes="32KiB",
+               read_ahead=False)
+    assert ds.source.shards[0].version.startswith("versionid=")  # requests name it
     assert ds[0] == datagen.row(0)
     stats = ds.storage_stats
     assert stats is not None and stats.range_windows == 1
-    fresh = _open(url, s3, tmp_path / "cache2", window_bytes="32KiB", read_ahead=False)
+    fresh = _open(url, s3, tmp_path / "cache2", versions=True, window_bytes="32KiB",
+                  read_ahead=False)
     s3.fs.put_file(str(tmp_path / "other" / "part-00000.parquet"),
                    "versioned/ds/part-00000.parquet")
     with pytest.raises(ShardChangedError, match=r"part-00000\.parquet was replaced"):
