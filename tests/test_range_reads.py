@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,11 +10,13 @@ from pathlib import Path
 import datagen
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from storage_server import HTTPServer, S3Server, serve_directory
 
 from undertale_duck import ChunkedSampler, ParquetDataset
 from undertale_duck.core.source import StorageStats, window_row_groups
-from undertale_duck.core.source.remote.ranges import chunk_ranges, coalesce
+from undertale_duck.core.source.remote.ranges import GAP, chunk_ranges, coalesce
 from undertale_duck.errors import ShardChangedError
 
 
@@ -199,3 +202,30 @@ def test_versioned_bucket_refuses_a_newer_version(s3: S3Server, tmp_path: Path) 
                    "versioned/ds/part-00000.parquet")
     with pytest.raises(ShardChangedError, match=r"part-00000\.parquet was replaced"):
         fresh[3000]
+
+
+@given(st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(1, 1 << 18)), max_size=40))
+def test_merged_ranges_cover_every_range_and_nothing_closer_than_the_gap(
+    given_ranges: list[tuple[int, int]],
+) -> None:
+    ranges = [(start, start + length) for start, length in given_ranges]
+    merged = coalesce(ranges)
+    for start, end in ranges:  # every range lies inside one merged range
+        assert any(a <= start and end <= b for a, b in merged)
+    for (_, end), (start, _) in itertools.pairwise(merged):
+        assert start > end + GAP  # sorted, apart by more than the gap
+    # nothing merged in that no range needs, except gaps of at most GAP between them
+    assert sum(b - a for a, b in merged) <= sum(e - s for s, e in ranges) + GAP * len(ranges)
+
+
+def test_no_part_file_is_left_after_range_reads(s3: S3Server, tmp_path: Path) -> None:
+    datagen.write_shards(tmp_path / "src", [6000], row_group_size=500)
+    url = s3.upload(tmp_path / "src", "s3://ranged/parts")
+    cache = tmp_path / "cache"
+    ds = _open(url, s3, cache, window_bytes="32KiB", read_ahead=False)
+    ds.source.store.background = False
+    assert [ds[i] for i in range(0, 6000, 250)] == [datagen.row(i) for i in range(0, 6000, 250)]
+    stats = ds.storage_stats
+    assert stats is not None and stats.range_windows > 1 and stats.background_downloads == 0
+    assert list(cache.rglob("*.part-*")) == []
+    assert not any(p.name.endswith(".parquet") for p in cache.rglob("*"))  # nothing cached
