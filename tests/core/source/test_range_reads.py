@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support import datagen
 from support.storage_server import HTTPServer, S3Server, serve_directory
 
 from undertale_duck import ChunkedSampler, ParquetDataset
 from undertale_duck.core.source import StorageStats, window_row_groups
-from undertale_duck.core.source.remote.ranges import chunk_ranges, coalesce
+from undertale_duck.core.source.remote.ranges import GAP, chunk_ranges, coalesce
 from undertale_duck.errors import ShardChangedError
 
 
@@ -25,8 +28,10 @@ def s3() -> Iterator[S3Server]:
     server.close()
 
 
-def _open(url: str, s3: S3Server, cache: Path, **kwargs: object) -> ParquetDataset:
-    return ParquetDataset(url, memory=256, storage_options=s3.options(), cache_dir=cache,
+def _open(url: str, s3: S3Server, cache: Path, *, versions: bool = False,
+          **kwargs: object) -> ParquetDataset:
+    options = {**s3.options(), "version_aware": True} if versions else s3.options()
+    return ParquetDataset(url, memory=256, storage_options=options, cache_dir=cache,
                           **kwargs)  # type: ignore[arg-type]
 
 
@@ -176,3 +181,51 @@ def test_workers_forked_during_a_background_download_read_every_row(
     )
     ids = [row["id"] for batch in loader for row in batch]
     assert sorted(ids) == [datagen.row(i)["id"] for i in range(sum(sizes))]
+
+
+def test_versioned_bucket_refuses_a_newer_version(s3: S3Server, tmp_path: Path) -> None:
+    s3.bucket("versioned")
+    s3.fs.call_s3("put_bucket_versioning", Bucket="versioned",
+                  VersioningConfiguration={"Status": "Enabled"})
+    datagen.write_shards(tmp_path / "src", [6000], row_group_size=500)
+    datagen.write_shards(tmp_path / "other", [6000], row_group_size=400)
+    url = s3.upload(tmp_path / "src", "s3://versioned/ds")
+    ds = _open(url, s3, tmp_path / "cache", versions=True, window_bytes="32KiB",
+               read_ahead=False)
+    assert ds.source.shards[0].version.startswith("versionid=")  # requests name it
+    assert ds[0] == datagen.row(0)
+    stats = ds.storage_stats
+    assert stats is not None and stats.range_windows == 1
+    fresh = _open(url, s3, tmp_path / "cache2", versions=True, window_bytes="32KiB",
+                  read_ahead=False)
+    s3.fs.put_file(str(tmp_path / "other" / "part-00000.parquet"),
+                   "versioned/ds/part-00000.parquet")
+    with pytest.raises(ShardChangedError, match=r"part-00000\.parquet was replaced"):
+        fresh[3000]
+
+
+@given(st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(1, 1 << 18)), max_size=40))
+def test_merged_ranges_cover_every_range_and_nothing_closer_than_the_gap(
+    given_ranges: list[tuple[int, int]],
+) -> None:
+    ranges = [(start, start + length) for start, length in given_ranges]
+    merged = coalesce(ranges)
+    for start, end in ranges:  # every range lies inside one merged range
+        assert any(a <= start and end <= b for a, b in merged)
+    for (_, end), (start, _) in itertools.pairwise(merged):
+        assert start > end + GAP  # sorted, apart by more than the gap
+    # nothing merged in that no range needs, except gaps of at most GAP between them
+    assert sum(b - a for a, b in merged) <= sum(e - s for s, e in ranges) + GAP * len(ranges)
+
+
+def test_no_part_file_is_left_after_range_reads(s3: S3Server, tmp_path: Path) -> None:
+    datagen.write_shards(tmp_path / "src", [6000], row_group_size=500)
+    url = s3.upload(tmp_path / "src", "s3://ranged/parts")
+    cache = tmp_path / "cache"
+    ds = _open(url, s3, cache, window_bytes="32KiB", read_ahead=False)
+    ds.source.store.background = False
+    assert [ds[i] for i in range(0, 6000, 250)] == [datagen.row(i) for i in range(0, 6000, 250)]
+    stats = ds.storage_stats
+    assert stats is not None and stats.range_windows > 1 and stats.background_downloads == 0
+    assert list(cache.rglob("*.part-*")) == []
+    assert not any(p.name.endswith(".parquet") for p in cache.rglob("*"))  # nothing cached

@@ -446,9 +446,10 @@ class Store:
     ) -> list[bytes]:
         """Byte ranges of the object, each request pinned to the version listed at open.
 
-        On S3 each request carries the listed ETag (``If-Match``) or version id, so the
-        store refuses a request to a replaced object; on other stores the object's version
-        is asked after the ranges are read. Either way no window mixes versions.
+        On S3 each request carries the listed ETag (``If-Match``), so the store refuses a
+        request to a replaced object, or the listed version id (then the object is also
+        checked afterwards, as a download is); on other stores the object's version is
+        asked after the ranges are read. Either way no window mixes versions.
 
         Raises:
             ShardChangedError: If the object was deleted or replaced since it was listed.
@@ -495,7 +496,8 @@ class Store:
                     f"{start}..{end}, got {len(piece)}); reopen the dataset as it is now",
                     url,
                 )
-        if pin is None:
+        if pin is None or "VersionId" in pin:
+            # the bytes are the listed version's; a newer one is refused as downloads are
             self.check(shard)
         return data
 
@@ -599,7 +601,7 @@ def _s3_pin(fs: Any, version: str | None) -> dict[str, str] | None:
     if version is None or not hasattr(fs, "_call_s3"):
         return None
     name, _, value = version.partition("=")
-    if name in ("versionid", "version_id") and getattr(fs, "version_aware", False):
+    if name in ("versionid", "version_id"):
         return {"VersionId": value}
     if name == "etag":
         return {"IfMatch": f'"{value}"'}
