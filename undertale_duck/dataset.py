@@ -202,7 +202,9 @@ class ParquetDataset(ShardDataset):
                 counts and ``.report`` holds the full ``ValidationReport``.
             ArgumentError: If ``schema`` is not a pydantic model class.
         """
-        result = self.report(schema, executor=executor)
+        # report(schema) as before when no executor is named (a subclass may override it so)
+        result = self.report(schema) if executor is None else self.report(
+            schema, executor=executor)
         if not result.passed:
             raise SchemaError(f"dataset does not conform: {result.summary()}", report=result)
 

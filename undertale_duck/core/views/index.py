@@ -162,9 +162,9 @@ def count_rows(
         ]
         done = executor.map(index_task, tasks, progress)
         numbers = [s for s in range(len(shards)) if s in by_shard]
-        for s, (per_window, packed) in zip(numbers, done, strict=True):
-            seen = np.unpackbits(packed, count=shards[s].rows).astype(bool)
-            found[s] = (np.asarray(per_window, dtype=np.int64), seen)
+        for s, (kept_per_window, packed) in zip(numbers, done, strict=True):
+            kept = np.unpackbits(packed, count=shards[s].rows).astype(bool)
+            found[s] = (np.asarray(kept_per_window, dtype=np.int64), kept)
     counts = [0] * len(windows)
     for s, shard in enumerate(shards):
         if s not in by_shard:  # an empty shard has no window
