@@ -92,9 +92,11 @@ def test_states_of_earlier_versions_and_extra_keys_still_resume(data: Path) -> N
 @pytest.mark.parametrize("state", [np.zeros(2), "train", {"train": [1, 2]},
                                    {"train": {"epoch": 0, "consumed": 4}}])
 def test_hostile_datamodule_states_are_refused_cleanly(data: Path, state: Any) -> None:
+    before = digest(data)
     dm = DataModule(str(data), str(data), None, None, 4)
     with pytest.raises(ArgumentError, match=r"DataModule|cannot resume"):
         dm.load_state_dict(state)
+    assert digest(data) == before
 
 
 # ---------------------------------------------------------------------- the command line
@@ -110,16 +112,20 @@ def test_hostile_datamodule_states_are_refused_cleanly(data: Path, state: Any) -
 def test_numeric_options_out_of_range_are_one_clean_line(
     data: Path, args: list[str], option: str
 ) -> None:
+    before = digest(data)
     status, out, err = invoke("batch", str(data), *args)
     assert status == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and f"argument {option}" in err
     assert "unexpected" not in err and "Traceback" not in err
+    assert digest(data) == before
 
 
 def test_validate_memory_beyond_reason_is_one_clean_line(data: Path) -> None:
+    before = digest(data)
     status, _, err = invoke("validate", str(data), "-s", "undertale_duck.schema:Dataset",
                             "--memory", "1e30")
     assert status == 2 and len(err.strip().splitlines()) == 1 and "--memory" in err
+    assert digest(data) == before
 
 
 def test_a_memory_budget_refusal_exits_1_as_documented(tmp_path: Path) -> None:

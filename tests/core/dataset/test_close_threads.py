@@ -7,7 +7,9 @@ result; rows read after the close are complete.
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,10 +21,21 @@ from undertale_duck.errors import QueryError
 SIZES = [400, 300, 300]
 
 
+def digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
 @pytest.fixture
-def ds(tmp_path: Path) -> ParquetDataset:
-    datagen.write_shards(tmp_path / "data", SIZES, row_group_size=50)
-    return ParquetDataset(tmp_path / "data", memory=64)
+def ds(tmp_path: Path) -> Iterator[ParquetDataset]:
+    data = tmp_path / "data"
+    datagen.write_shards(data, SIZES, row_group_size=50)
+    before = digest(data)
+    yield ParquetDataset(data, memory=64)
+    assert digest(data) == before  # whatever the test did, the dataset is untouched
 
 
 def in_thread(work: object) -> None:

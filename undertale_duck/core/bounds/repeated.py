@@ -43,8 +43,8 @@ class RepeatedValues:
         top: Lower-case column name -> its name and the bytes of its largest value, for
             top-level string and binary columns.
         nested: The same for columns nesting strings (a row's strings at every depth).
-        measure: For a CSV file: the exact values, measured on first need when the bound
-            of ``top`` passes a budget (``limit`` -> a new ``top``).
+        csv: A CSV file whose values are measured on first need, when the bound of ``top``
+            (one value as long as the file, in any column) passes a budget.
     """
 
     def __init__(
@@ -53,13 +53,13 @@ class RepeatedValues:
         where: str,
         top: Mapping[str, tuple[str, int]],
         nested: Mapping[str, tuple[str, int]] | None = None,
-        measure: Any = None,
+        csv: str | None = None,
     ) -> None:
         self.name = name
         self.where = where
         self.top = dict(top)
         self.nested = dict(nested or {})
-        self._measure = measure
+        self.csv = csv  # None once measured
 
     def check(
         self, names: frozenset[str] | None, text: bool, limit: int, threads: int,
@@ -84,8 +84,8 @@ class RepeatedValues:
         limit = max(limit, MIN_BUDGET)
         copies = max(1, threads) + 1
         sizes = self._sizes(names, text, rows)
-        if copies * sum(sizes.values()) > limit and self._measure is not None:
-            self.top, self._measure = self._measure(limit), None
+        if copies * sum(sizes.values()) > limit and self.csv is not None:
+            self.top, self.csv = _measure(self.name, self.csv, limit), None
             sizes = self._sizes(names, text, rows)
         need = copies * sum(sizes.values())
         if need <= limit:
@@ -103,7 +103,7 @@ class RepeatedValues:
         )
 
     def _sizes(self, names: frozenset[str] | None, text: bool, rows: int) -> dict[str, int]:
-        if self._measure is not None:  # not measured: one value as long as the file, anywhere
+        if self.csv is not None:  # not measured: one value as long as the file, anywhere
             column, largest = self.top[""]
             return {column: rows * largest} if text and (names is None or names) else {}
         kinds = [self.nested, self.top] if text else [self.nested]
@@ -185,9 +185,7 @@ def csv_values(name: str, path: str, size: int) -> RepeatedValues:
     Returns:
         Its :class:`RepeatedValues`.
     """
-    return RepeatedValues(
-        name, path, {"": ("any column", size)}, measure=lambda limit: _measure(name, path, limit)
-    )
+    return RepeatedValues(name, path, {"": ("any column", size)}, csv=path)
 
 
 def _measure(name: str, path: str, limit: int) -> dict[str, tuple[str, int]]:
