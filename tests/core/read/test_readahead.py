@@ -185,13 +185,17 @@ def test_loader_workers_are_recognised() -> None:
 
 @pytest.mark.parametrize("depth", [2, 3])
 def test_a_window_read_by_the_consumer_runs_beside_the_next_ones(
-    shards: tuple[Path, int], depth: int
+    tmp_path: Path, depth: int
 ) -> None:
     # On a miss, the windows after the one the consumer reads are read beside it (one
     # fewer than the depth), not after it: window 0's read waits until window 1's has
-    # started, which only a read scheduled before window 0's ends can do
-    root, total = shards
+    # started, which only a read scheduled before window 0's ends can do. Windows of whole
+    # row groups (windows cut from one group continue its reader one after another)
+    root = tmp_path / "whole"
+    datagen.write_shards(root, SIZES, row_group_size=10)
+    total = sum(SIZES)
     ds = ParquetDataset(root, window_bytes=2000, read_ahead=depth, format="python")
+    assert ds.reader.decoder.neighbours(0) == []
     assert ds.reader.read_depth == depth
     decoder = ds.reader.decoder
     plain = decoder.decode_with

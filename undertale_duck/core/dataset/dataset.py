@@ -59,7 +59,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             decoded rows exceed the budget (at least 64 MiB) stops with
             :class:`MemoryBudgetError`, and DuckDB's ``memory_limit`` is twice that unless
             ``duckdb_config`` sets it (a decompression bomb stops there); ``memory=0``
-            turns these limits off.
+            turns these limits off. Left at its default (4096), the cache's budget is
+            shared between a process's DataLoader workers (each gets ``4096 / workers``,
+            at least 512 MiB); a number given is each process's own.
         columns: Columns to keep (in this order); None keeps all.
         window_bytes: Target decoded bytes per window; by default a sixteenth of
             ``memory`` between 1 MiB and 64 MiB. A row group counts as the larger of its

@@ -1,0 +1,29 @@
+"""The decode-floor benchmark runs end to end on a small shard (each measurement a process)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+
+@pytest.mark.heavy
+def test_decode_floor_benchmark_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench_decode_floor
+    import common
+
+    monkeypatch.setattr(common, "DATA", tmp_path / "data")
+    results = bench_decode_floor.main([
+        "--rows", "3000", "--rounds", "1", "--out", str(tmp_path / "out"),
+    ])
+    runs = results["runs"]
+    for case in ("one group, warm page cache", "one group, cold page cache"):
+        (run,) = runs[case]
+        assert run["pyarrow"]["rows"] == 3000  # every row checked, by both
+        for name in ("ours memory=256", "ours memory=4096"):
+            assert run[name]["rows"] == 3000
+            assert run[name]["decodes"]["streams"] <= 1  # one group: decoded once at most
+    assert (tmp_path / "out" / "decode_floor.md").read_text().count("|") > 20
