@@ -111,6 +111,9 @@ def test_join_view_indexing_reads_its_join_keys(s3: S3Server, tmp_path: Path) ->
          {"id", "score"}),
         ("SELECT payload FROM dataset JOIN k USING (id)", {"id"}),
         ("SELECT payload FROM dataset WHERE COLUMNS(*) IS NOT NULL", None),
+        ("SELECT id FROM dataset WHERE COLUMNS('lab.*') > 1", None),
+        ("SELECT id FROM dataset WHERE \"SCORE\" > 1 AND dataset.label < 3",
+         {"score", "label"}),
     ],
 )
 def test_index_reads_the_filter_and_join_columns(query: str, reads: set[str] | None) -> None:
