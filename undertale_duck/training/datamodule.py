@@ -68,7 +68,8 @@ class DataModule(lightning.LightningDataModule):
         shuffle: Shuffle the training split.
         **options: Other keyword options of :func:`undertale_duck.load` (``seed``, ``mix``,
             ``pin_memory``, ``persistent_workers``, ``prefetch_factor``,
-            ``multiprocessing_context``, ``columns``, ``pack``, ...). ``split=Split(...)``
+            ``multiprocessing_context``, ``columns``, ``pack``, ``index_executor``, ...).
+            ``split=Split(...)``
             serves its train part for training and its validation part for validation
             (``validation`` may then be the training path itself; docs/packing.md#splits).
 
@@ -124,6 +125,8 @@ class DataModule(lightning.LightningDataModule):
             state.pop(name, None)
         state["_train_loader"] = None  # its workers cannot be pickled; keep its position
         state["_pending"] = self.state_dict().get("train", {})
+        # an executor (a process group) does not travel: a copy indexes views itself
+        state["options"] = {k: v for k, v in self.options.items() if k != "index_executor"}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from ..common.keywords import guard
 from ..common.sizes import DEFAULT_MEMORY
 from ..core.pack import Pack
 from ..core.rows import Format
+from ..core.runtime import TaskMap
 from ..core.source import SourceLike
 from ..core.views import Split
 from ..dataset import ParquetDataset
@@ -192,6 +193,7 @@ def load(
     retries: int | None = None,
     pack: Pack | Mapping[str, Any] | None = None,
     split: Split | None = None,
+    index_executor: TaskMap | None = None,
 ) -> ChunkedLoader:
     """Build a DataLoader for the dataset at ``path``.
 
@@ -245,6 +247,8 @@ def load(
         pack: Serve fixed-length blocks of tokens (see ``ParquetDataset`` and
             docs/packing.md); the schema still describes the documents.
         split: Serve one part of a train/validation split (see docs/packing.md#splits).
+        index_executor: Where a view's indexing pass runs, one task per shard (see
+            ``ParquetDataset``; default: in this process).
 
     Returns:
         A :class:`ChunkedLoader` (a ``DataLoader`` with ``state_dict``/``load_state_dict``).
@@ -256,10 +260,10 @@ def load(
     """
     dataset: ParquetDataset | Mixture
     if isinstance(path, ParquetDataset | Mixture):
-        if pack is not None or split is not None:
+        if pack is not None or split is not None or index_executor is not None:
             raise ArgumentError(
-                "pack= and split= apply when load() opens the dataset; give them to the "
-                f"{type(path).__name__} passed as path instead"
+                "pack=, split= and index_executor= apply when load() opens the dataset; "
+                f"give them to the {type(path).__name__} passed as path instead"
             )
         dataset = path
     else:
@@ -279,6 +283,7 @@ def load(
             retries=retries,
             pack=pack,
             split=split,
+            index_executor=index_executor,
         )
     if schema is not None:
         parts = [s.dataset for s in dataset.streams] if isinstance(dataset, Mixture) else [dataset]

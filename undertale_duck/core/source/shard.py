@@ -72,7 +72,11 @@ class Shard:
         return planned(self.row_groups, self.decoded)
 
     def local(
-        self, groups: Sequence[int] | None = None, columns: Sequence[str] | None = None
+        self,
+        groups: Sequence[int] | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        behind: bool = True,
     ) -> contextlib.AbstractContextManager[Shard]:
         """The local file DuckDB reads for this shard: itself (a remote shard's cached copy).
 
@@ -80,6 +84,8 @@ class Shard:
             groups: The row groups the read needs (None: all); a remote shard not cached
                 fetches only these by range requests.
             columns: The top-level columns the read needs (None: all).
+            behind: Whether a remote shard read by ranges may then download whole in the
+                background (for later reads of it).
 
         Returns:
             A context manager yielding a local :class:`Shard`, held while the block runs.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +110,8 @@ class ViewQuery:
             empty when the query has no ``WHERE``.
         names: Every name the query refers to, lowercased (a superset of the dataset
             columns it reads); None when it uses ``*`` or ``COLUMNS(...)``.
+        index_names: Every name its filter and joins refer to, lowercased (a superset of
+            the dataset columns :attr:`index_sql` reads); None when they use ``*``.
     """
 
     text: str
@@ -120,10 +122,15 @@ class ViewQuery:
     check_sql: str = ""
     serve_sql: str = ""
     names: frozenset[str] | None = None
+    index_names: frozenset[str] | None = None
 
     def reads(self, column: str) -> bool:
         """Whether the query may read ``column`` of the dataset."""
         return self.names is None or column.lower() in self.names
+
+    def index_reads(self, column: str) -> bool:
+        """Whether :attr:`index_sql` (its filter and joins) may read ``column``."""
+        return self.index_names is None or column.lower() in self.index_names
 
 
 def check(
@@ -191,14 +198,22 @@ def check(
     names_used = {str(t["table_name"]).lower() for t in _tables(node["from_table"])}
     used = tuple(sorted(names_used - {"dataset"}))
     return ViewQuery(
-        query, plain_sql, window_sql, index_sql, used, check_sql, serve_sql, _names(node)
+        query, plain_sql, window_sql, index_sql, used, check_sql, serve_sql, _names(node),
+        _names(node, ("where_clause", "from_table")),
     )
 
 
-def _names(node: dict[str, Any]) -> frozenset[str] | None:
-    """Every name a query's column references use (None if it has a star)."""
+def _names(
+    node: dict[str, Any], parts: Sequence[str] = ("select_list", "where_clause", "from_table")
+) -> frozenset[str] | None:
+    """Every name the column references of some parts of a query use (None if a star).
+
+    A join's ``USING`` names count as references (``NATURAL`` joins are refused).
+    """
     names: set[str] = set()
-    for item in syntax_nodes([node["select_list"], node.get("where_clause"), node["from_table"]]):
+    for item in syntax_nodes([node.get(part) for part in parts]):
+        if item.get("type") == "JOIN":
+            names.update(str(name).lower() for name in item.get("using_columns") or [])
         if item.get("class") == "STAR":
             return None
         if item.get("class") == "COLUMN_REF":

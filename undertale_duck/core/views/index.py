@@ -123,8 +123,9 @@ def count_rows(
 ) -> list[int]:
     """Run the indexing pass: for each window, how many of its source rows the view keeps.
 
-    One query per shard reads only the columns the view's filter and joins need; source row
-    numbers stream back in batches and are counted per window with numpy.
+    One query per shard reads only the columns the view's filter and joins need (of a
+    remote shard not cached, only their column chunks are fetched, by range requests);
+    source row numbers stream back in batches and are counted per window with numpy.
 
     Args:
         cursor: A connection with the side tables registered.
@@ -150,6 +151,7 @@ def count_rows(
     sql = sqlfiles.render(
         "view_index", columns=sqlfiles.column_list(columns), view=view.index_sql
     )
+    needed = [c for c in columns if view.index_reads(c)]
     by_shard: dict[int, list[int]] = {}
     for k, w in enumerate(windows):
         by_shard.setdefault(w.shard, []).append(k)
@@ -178,7 +180,7 @@ def count_rows(
             if progress is not None:
                 progress(os.path.basename(shard.path))
             starts = [windows[k].start for k in positions]
-            per_window, seen = _count_shard(cursor, sql, shard, starts)
+            per_window, seen = _count_remote(cursor, sql, shard, starts, needed)
         if bitmaps is not None:
             bitmaps.add(seen)
         for k, n in zip(positions, per_window.tolist(), strict=True):
@@ -186,15 +188,41 @@ def count_rows(
     return counts
 
 
-def _count_shard(
-    cursor: duckdb.DuckDBPyConnection, sql: str, shard: Shard, starts: Sequence[int]
+def _count_remote(
+    cursor: duckdb.DuckDBPyConnection,
+    sql: str,
+    shard: Shard,
+    starts: Sequence[int],
+    columns: Sequence[str],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One shard's indexing query: kept rows per window (from ``starts``), and which rows."""
+    """:func:`_count_shard` over a local file with the ``columns`` the query reads.
+
+    A local shard is itself; a remote shard not cached is a file holding only those
+    columns' chunks, fetched by range requests (counted in the store's traffic), without
+    a background download of the whole shard (the index needs no more of it).
+    """
+    groups = range(len(shard.row_groups))
+    with shard.local(groups, columns, behind=False) as local:
+        return _count_shard(cursor, sql, shard, starts, local)
+
+
+def _count_shard(
+    cursor: duckdb.DuckDBPyConnection,
+    sql: str,
+    shard: Shard,
+    starts: Sequence[int],
+    local: Shard | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One shard's indexing query: kept rows per window (from ``starts``), and which rows.
+
+    ``local`` is the file DuckDB reads (by default the shard itself); errors name the shard.
+    """
+    local = shard if local is None else local
     bounds = np.asarray(starts, dtype=np.int64)
     seen = np.zeros(shard.rows, dtype=bool)
-    shard.check_unchanged()
+    local.check_unchanged()
     try:
-        params = {"path": duckdb_path(shard.path), "start": 0, "stop": shard.rows}
+        params = {"path": duckdb_path(local.path), "start": 0, "stop": shard.rows}
         # Ctrl-C stops the indexing query at once (core/interrupt.py)
         reader = _start(cursor, sql, params)
         per_window = np.zeros(len(starts), dtype=np.int64)
@@ -218,10 +246,10 @@ def _count_shard(
             which = np.searchsorted(bounds, rows, side="right") - 1
             per_window += np.bincount(which, minlength=len(starts))
     except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error from a batch
-        shard.check_unchanged()
+        local.check_unchanged()
         text = first_line(exc, limit=4000)
         raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
-    shard.check_unchanged()
+    local.check_unchanged()
     return per_window, seen
 
 

@@ -156,7 +156,11 @@ class RemoteShard(Shard):
         self.store.check(self)
 
     def local(
-        self, groups: Sequence[int] | None = None, columns: Sequence[str] | None = None
+        self,
+        groups: Sequence[int] | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        behind: bool = True,
     ) -> contextlib.AbstractContextManager[Shard]:
         """A local file holding what a read needs, held while in use.
 
@@ -168,6 +172,8 @@ class RemoteShard(Shard):
         Args:
             groups: The row groups the read needs (None: all of them).
             columns: The top-level columns it needs (None: all of them).
+            behind: Whether a read by ranges may then download the shard whole in the
+                background (:meth:`Store.window`).
 
         Returns:
             A context manager yielding a local :class:`Shard`.
@@ -175,7 +181,7 @@ class RemoteShard(Shard):
         assert self.store is not None
         if groups is None:
             return self.store.cache.pin(self, self.store.download)
-        return self.store.window(self, groups, columns)
+        return self.store.window(self, groups, columns, behind=behind)
 
 
 class Store:
@@ -520,7 +526,12 @@ class Store:
 
     @contextlib.contextmanager
     def window(
-        self, shard: RemoteShard, groups: Sequence[int], columns: Sequence[str] | None
+        self,
+        shard: RemoteShard,
+        groups: Sequence[int],
+        columns: Sequence[str] | None,
+        *,
+        behind: bool = True,
     ) -> Iterator[Shard]:
         """A local file with what a window of ``shard`` needs, held while the block runs.
 
@@ -529,7 +540,8 @@ class Store:
         holding the footer and the column chunks of ``groups`` and ``columns`` at their
         offsets (DuckDB reads it as the shard, restricted to those row groups), deleted
         afterwards. After a window read by ranges the whole shard downloads in the
-        background when the cache has room for it without evicting anything.
+        background when the cache has room for it without evicting anything (unless
+        ``behind`` is false: a view's indexing pass reads a few columns of every shard).
 
         Yields:
             A local :class:`Shard`.
@@ -544,8 +556,8 @@ class Store:
         key = cache.key(shard)
         tail = None
         ranges: list[tuple[int, int]] = []
-        behind = self._behind.get(key)
-        waiting = behind is not None and not behind.done()  # wait for it, then use it
+        running = self._behind.get(key)
+        waiting = running is not None and not running.done()  # wait for it, then use it
         use_copy = not self.range_reads or waiting or cache.cached(shard)
         if not use_copy:
             tail = self._tail(shard)
@@ -565,7 +577,8 @@ class Store:
             write_sparse(fd, shard.size, pieces)
             self.traffic.add(range_windows=1)
             yield local_shard(shard, path, os.fstat(fd))
-        self._download_later(shard)
+        if behind:
+            self._download_later(shard)
 
     def _download_later(self, shard: RemoteShard) -> None:
         """Start downloading a shard whole in the background, if the cache has room."""

@@ -16,10 +16,12 @@ class StorageStats:
     Other processes (DataLoader workers, ranks) keep their own counts.
 
     Attributes:
-        range_bytes: Bytes fetched by range requests: footers at open, and the row groups
-            and columns of windows read before their shard is cached.
+        range_bytes: Bytes fetched by range requests: footers at open, the row groups
+            and columns of windows read before their shard is cached, and the columns a
+            view's indexing pass reads of shards not cached.
         range_requests: Range requests made.
-        range_windows: Windows served from range reads.
+        range_windows: Windows (and shards a view's indexing pass read) served from range
+            reads.
         download_bytes: Bytes of whole shards downloaded for a window that needed them.
         downloads: Whole shards downloaded for a window.
         background_bytes: Bytes of whole shards downloaded in the background, after a window
