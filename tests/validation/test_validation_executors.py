@@ -282,7 +282,7 @@ def test_a_ray_cluster_joined_by_address_validates_like_one_process(
     try:
         _wait_for_port(port, tmp_path / "head.log")
         address = f"127.0.0.1:{port}"
-        tests = str(Path(planted.__file__).resolve().parent)
+        tests = str(Path(planted.__file__).resolve().parents[1])  # the support package's parent
         joined = subprocess.run(
             [sys.executable, "-c", JOIN_SCRIPT, address, str(drifted), str(plain), tests],
             capture_output=True, text=True, env=env,
