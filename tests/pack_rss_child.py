@@ -2,9 +2,11 @@
 
 ``python pack_rss_child.py DATA MEMORY LENGTH`` opens ``DATA`` packed into blocks of
 ``LENGTH`` tokens under ``memory=MEMORY`` (MiB), which runs the indexing pass, then serves
-one shuffled epoch through a DataLoader and checks every block. It prints one JSON line: the
-fixed footprint (RSS after the same pipeline over a tiny dataset), the peak RSS (the
-kernel's high-water mark, reset after the footprint), the blocks served and the bad ones.
+one shuffled epoch through a DataLoader and checks every block (with a fourth argument
+``rows``: the same shuffled epoch over the unpacked rows, for comparison). It prints one
+JSON line: the fixed footprint (RSS after the same pipeline over a tiny dataset), the peak
+RSS after the open (``indexed``) and at the end (the kernel's high-water mark, reset after
+the footprint), the blocks served and the bad ones.
 
 The stream's token at position ``p`` is ``p % MODULUS`` (no end-of-document token), so
 block ``k`` is ``(k * LENGTH + arange(LENGTH)) % MODULUS`` whatever the documents' lengths.
@@ -71,12 +73,28 @@ def epoch(ds: ParquetDataset, length: int) -> tuple[int, int]:
     return blocks, bad
 
 
+def rows_epoch(ds: ParquetDataset, length: int) -> tuple[int, int]:
+    """The unpacked rows' shuffled epoch (``__getitems__``, one tensor per row): rows, 0."""
+    del length
+    sampler = ChunkedSampler(ds, BATCH, workers=0, shuffle=True, seed=0, drop_last=False)
+    order = list(sampler)
+    for start in range(0, len(order), BATCH):
+        ds.__getitems__(order[start : start + BATCH])
+    return len(order), 0
+
+
 def main() -> None:
     data, memory, length = Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-    spec = Pack(column="tokens", length=length)
+    if sys.argv[4:] == ["rows"]:  # the same epoch over the unpacked rows, for comparison
+        global epoch
+        epoch = rows_epoch  # type: ignore[assignment]
+        spec = None
+    else:
+        spec = Pack(column="tokens", length=length)
     with tempfile.TemporaryDirectory() as tmp:  # the footprint: the same pipeline, tiny data
         write(Path(tmp) / "tiny", 2, 64, 64, 16)
-        warm = ParquetDataset(Path(tmp) / "tiny", memory=memory, pack=spec, format="torch")
+        warm = ParquetDataset(Path(tmp) / "tiny", memory=memory, pack=spec, format="torch",
+                              columns=["tokens"])
         epoch(warm, length)
         warm.close()
         del warm
@@ -84,12 +102,13 @@ def main() -> None:
     footprint = status("VmRSS")["VmRSS"]
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")  # reset the high-water mark
-    ds = ParquetDataset(data, memory=memory, pack=spec, format="torch")  # the indexing pass
+    ds = ParquetDataset(data, memory=memory, pack=spec, format="torch",
+                        columns=["tokens"])  # with pack=: the indexing pass
     indexed = status("VmHWM")["VmHWM"]
     blocks, bad = epoch(ds, length)
     print(json.dumps({
-        "footprint": footprint, "indexed": indexed, "peak": status("VmHWM")["VmHWM"], "blocks": blocks,
-        "bad": bad, "length": len(ds), "memory_bytes": ds.memory_bytes,
+        "footprint": footprint, "indexed": indexed, "peak": status("VmHWM")["VmHWM"],
+        "blocks": blocks, "bad": bad, "length": len(ds), "memory_bytes": ds.memory_bytes,
     }))
     ds.close()
 
