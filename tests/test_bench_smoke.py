@@ -79,3 +79,25 @@ def test_storage_benchmark_runs(tmp_path: Path) -> None:
     assert results["runs"][0]["cold"]["downloads"] == 2
     assert results["runs"][0]["warm"]["downloads"] == 0
     assert (tmp_path / "out" / "storage.md").read_text().count("|") > 10
+
+
+@pytest.mark.heavy
+def test_pack_peers_benchmark_runs(tmp_path: Path) -> None:
+    import importlib.util
+
+    import bench_pack_peers
+
+    systems = ["packed", "rows"] + [
+        s for s, module in (("litdata", "litdata"), ("hf", "datasets"))
+        if importlib.util.find_spec(module) is not None
+    ]
+    results = bench_pack_peers.main([
+        "--shards", "2", "--rows", "300", "--longest", "64", "--lengths", "32",
+        "--batch", "4", "--repeat", "1", "--systems", ",".join(systems),
+        "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    (entry,) = results["entries"]
+    for system in systems:
+        assert entry[system]["checked"] is True, entry[system]
+        assert math.isfinite(entry[system]["tokens_s"]) and entry[system]["tokens_s"] > 0
+    assert (tmp_path / "out" / "pack_peers.json").exists()

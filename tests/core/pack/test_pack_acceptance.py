@@ -277,3 +277,49 @@ def test_locate_many_agrees_with_locate(shards: Path, options: dict[str, Any]) -
     assert ds.locate_many([]) == []
     with pytest.raises(IndexError):
         ds.locate_many([0, len(ds)])
+
+
+# ---------------------------------------------------------------------------- memory
+RSS_CHILD = Path(__file__).resolve().parent / "pack_rss_child.py"
+
+
+def _rss(data: Path, memory: int, cache: Path, *mode: str) -> dict[str, int]:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, str(RSS_CHILD), str(data), str(memory), "2048", *mode]
+    env = {**os.environ, "UNDERTALE_DUCK_CACHE": str(cache)}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.heavy
+def test_packing_five_times_the_budget_keeps_memory_bounded(tmp_path: Path) -> None:
+    # 350 MiB of int32 tokens (5.5x memory=64) in row groups of 500 documents (about
+    # 4 MiB); the indexing pass and a shuffled epoch, every block checked, in a child whose
+    # peak RSS is measured against its fixed footprint (the same pipeline over tiny data)
+    import sys
+
+    sys.path.insert(0, str(RSS_CHILD.parent))
+    import pack_rss_child
+
+    memory, mib = 64, 1 << 20
+    tokens = pack_rss_child.write(tmp_path / "data", 9, 5000, 4096, 500)
+    assert tokens * 4 > 5 * memory * mib
+    packed = _rss(tmp_path / "data", memory, tmp_path / "cache")
+    assert packed["bad"] == 0 and packed["blocks"] == packed["length"] == tokens // 2048
+    rows = _rss(tmp_path / "data", memory, tmp_path / "cache", "rows")
+    indexed = packed["indexed"] - packed["footprint"]
+    over = packed["peak"] - packed["footprint"]
+    over_rows = rows["peak"] - rows["footprint"]
+    print(f"packed: indexing pass {indexed / mib:.0f} MiB, epoch {over / mib:.0f} MiB over "
+          f"the footprint; unpacked rows {over_rows / mib:.0f} MiB (memory={memory} MiB)")
+    batch = 2 * pack_rss_child.BATCH * 2048 * (4 + 8 + 8)  # the batch served and the next
+    # packing holds no more than the unpacked rows of the same data under the same budget
+    assert indexed <= over_rows + batch
+    assert over <= over_rows + 8 * mib + batch
