@@ -280,7 +280,7 @@ def test_locate_many_agrees_with_locate(shards: Path, options: dict[str, Any]) -
 
 
 # ---------------------------------------------------------------------------- memory
-RSS_CHILD = Path(__file__).resolve().parent / "pack_rss_child.py"
+RSS_CHILD = Path(__file__).resolve().parents[2] / "support" / "pack_rss_child.py"
 
 
 def _rss(data: Path, memory: int, cache: Path, *mode: str) -> dict[str, int]:
@@ -303,10 +303,7 @@ def test_packing_five_times_the_budget_keeps_memory_bounded(tmp_path: Path) -> N
     # 350 MiB of int32 tokens (5.5x memory=64) in row groups of 500 documents (about
     # 4 MiB); the indexing pass and a shuffled epoch, every block checked, in a child whose
     # peak RSS is measured against its fixed footprint (the same pipeline over tiny data)
-    import sys
-
-    sys.path.insert(0, str(RSS_CHILD.parent))
-    import pack_rss_child
+    from support import pack_rss_child
 
     memory, mib = 64, 1 << 20
     tokens = pack_rss_child.write(tmp_path / "data", 9, 5000, 4096, 500)
