@@ -4,7 +4,8 @@
 Usage:
     python3 tasks.py demo     # venv + install + write a sample sharded dataset + read it
     python3 tasks.py test     # venv + test deps + ruff + mypy + the whole pytest suite
-    python3 tasks.py quick    # the suite without the heavy marker (for development)
+    python3 tasks.py quick    # the suite without heavy and slow cases, under 5 minutes
+    python3 tasks.py slow     # run the suite and rewrite tests/slow.txt from its timings
     python3 tasks.py bench    # run the benchmarks in benchmarks/
 """
 
@@ -22,6 +23,7 @@ VENV = Path(os.environ.get("UNDERTALE_DUCK_VENV", ROOT / ".venv"))
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 CONSTRAINTS = ROOT / "ci" / "constraints.txt"
+REPORT = ROOT / "build" / "test-report.xml"
 LINTED = ("undertale_duck", "tests", "benchmarks", "examples", "tasks.py")
 
 
@@ -78,10 +80,42 @@ def test(marker: str | None = None) -> None:
     lint = [p for p in LINTED if (ROOT / p).exists()]
     run(PY, "-m", "ruff", "check", *lint)
     run(PY, "-m", "mypy")
-    args = ["-m", "pytest", "-q", "--durations=15"]  # the 15 slowest tests, every run
+    # the 15 slowest tests, every run; every case's time in build/ for `tasks.py slow`
+    args = ["-m", "pytest", "-q", "--durations=15", f"--junitxml={REPORT}"]
+    workers = test_workers()
+    if workers > 1:
+        # a module's tests stay in one process, so its servers and fixtures start once
+        args += ["-n", str(workers), "--dist", "loadfile"]
     if marker:
         args += ["-m", marker]
     run(PY, *args)
+
+
+SLOW_S = 2.0  # a case over this many seconds on a quiet 2-core machine is "slow"
+
+
+def slow() -> None:
+    """Run the suite (heavy cases apart) and list in tests/slow.txt each case over SLOW_S."""
+    import xml.etree.ElementTree as ET
+
+    test("not heavy")
+    slow_ids = sorted(
+        f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        for case in ET.parse(REPORT).getroot().iter("testcase")
+        if float(case.get("time") or 0) > SLOW_S
+    )
+    listing = ROOT / "tests" / "slow.txt"
+    header = [line for line in listing.read_text().splitlines() if line.startswith("#")]
+    listing.write_text("\n".join([*header, *slow_ids]) + "\n")
+    print(f"{len(slow_ids)} cases over {SLOW_S} s listed in {listing.relative_to(ROOT)}")
+
+
+def test_workers() -> int:
+    """Processes pytest runs the suite in: one per core up to 4, or $UNDERTALE_DUCK_TEST_WORKERS."""
+    given = os.environ.get("UNDERTALE_DUCK_TEST_WORKERS", "")
+    if given.strip():
+        return max(1, int(given))
+    return max(1, min(os.cpu_count() or 1, 4))
 
 
 def bench() -> None:
@@ -99,7 +133,9 @@ def main() -> None:
     elif task == "test":
         test()
     elif task == "quick":
-        test("not heavy")
+        test("not heavy and not slow")
+    elif task == "slow":
+        slow()
     elif task == "bench":
         bench()
     else:

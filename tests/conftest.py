@@ -11,6 +11,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from support import datagen
 
+SLOW = Path(__file__).with_name("slow.txt")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the cases tests/slow.txt lists as ``slow`` (``tasks.py quick`` leaves them out)."""
+    listed = {line.strip() for line in SLOW.read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    for item in items:
+        if item.nodeid in listed:
+            item.add_marker(pytest.mark.slow)
+
+
 # Shared 2-core machines make per-example timings meaningless: no hypothesis deadlines.
 settings.register_profile("undertale_duck", deadline=None)
 settings.load_profile("undertale_duck")
