@@ -229,3 +229,35 @@ def test_no_part_file_is_left_after_range_reads(s3: S3Server, tmp_path: Path) ->
     assert stats is not None and stats.range_windows > 1 and stats.background_downloads == 0
     assert list(cache.rglob("*.part-*")) == []
     assert not any(p.name.endswith(".parquet") for p in cache.rglob("*"))  # nothing cached
+
+
+@pytest.mark.parametrize("tier", [False, True])
+def test_uniform_random_access_over_three_times_the_cache_fetches_under_twice_the_data(
+    s3: S3Server, tmp_path: Path, tier: bool
+) -> None:
+    # torch's RandomSampler (uniform over rows, no locality) through a DataLoader, over a
+    # remote dataset 3x cache_limit: with the data within memory, or beyond it with a disk
+    # tier (what RandomAccessWarning advises), every window is fetched by range once
+    import torch
+    from torch.utils.data import DataLoader, RandomSampler
+
+    sizes = [8000] * 6
+    paths = datagen.write_shards(tmp_path / "src", sizes, row_group_size=1000)
+    total = sum(p.stat().st_size for p in paths)
+    url = s3.upload(tmp_path / "src", "s3://ranged/uniform")
+    options: dict[str, object] = {"memory": 1, "disk": 64, "disk_dir": str(tmp_path / "tier")}
+    ds = ParquetDataset(url, storage_options=s3.options(), cache_dir=tmp_path / "cache",
+                        window_bytes="512KiB", cache_limit=total // 3,
+                        **(options if tier else {}))  # type: ignore[arg-type]
+    sampler = RandomSampler(range(len(ds)), generator=torch.Generator().manual_seed(5))
+    loader = DataLoader(ds, batch_size=64, sampler=sampler, collate_fn=lambda rows: rows)
+    seen = []
+    for rows in loader:
+        seen.extend(row["id"] for row in rows)
+        assert all(row == datagen.row(int(row["id"].split("-")[-1])) for row in rows)
+    assert sorted(seen) == sorted(datagen.row(i)["id"] for i in range(sum(sizes)))
+    stats = ds.storage_stats
+    assert stats is not None
+    assert stats.bytes < 2 * total
+    assert stats.downloads == 0
+    assert ds.source.store.cache.stats.evictions == 0
