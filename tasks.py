@@ -91,7 +91,7 @@ def test(marker: str | None = None) -> None:
     run(PY, *args)
 
 
-SLOW_S = 2.0  # a case over this many seconds on a quiet 2-core machine is "slow"
+SLOW_S = 1.5  # a case over this many seconds on a quiet 2-core machine is "slow"
 
 
 def slow() -> None:

@@ -17,6 +17,12 @@ first batch is fetched.
 
     .venv/bin/python benchmarks/bench_storage_range.py                       # 10, 50, 200 MB
     .venv/bin/python benchmarks/bench_storage_range.py --sizes 10 --repeat 1
+    .venv/bin/python benchmarks/bench_storage_range.py --epoch --sizes 50 200  # + cold epochs
+
+``--epoch`` also times a cold first epoch (every row, in order, batches of ``--batch``,
+read-ahead on) of each shard on an empty cache, two ways: ``range`` (range reads, then the
+whole shard in the background, the default) and ``whole`` (downloaded whole first), and
+writes ``storage_range_epoch.{md,json}``.
 """
 
 from __future__ import annotations
@@ -76,6 +82,74 @@ def first_batch(url: str, mode: str, cache: Path, args: argparse.Namespace,
             "download_bytes": stats.download_bytes, "requests": stats.requests}
 
 
+def first_epoch(url: str, mode: str, cache: Path, args: argparse.Namespace,
+                options: dict[str, Any]) -> dict[str, Any]:
+    start = time.perf_counter()
+    ds = ParquetDataset(url, memory=args.memory, storage_options=options, cache_dir=cache)
+    store = ds.source.store
+    store.range_reads = mode == "range"
+    first = None
+    rows = 0
+    for at in range(0, len(ds), args.batch):
+        batch = ds.__getitems__(list(range(at, min(at + args.batch, len(ds)))))
+        assert batch[0]["id"] == f"row-{at:09d}"
+        rows += len(batch)
+        if first is None:
+            first = time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    stats = ds.storage_stats
+    ds.close()
+    return {"seconds": seconds, "first_batch": first, "rows": rows, "bytes": stats.bytes,
+            "range_bytes": stats.range_bytes, "download_bytes": stats.download_bytes,
+            "background_bytes": stats.background_bytes}
+
+
+def epochs(urls: dict[int, str], paths: dict[int, Path], work: Path,
+           args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """Cold first epochs, range reads with background downloads against whole shards."""
+    runs: dict[int, dict[str, list[dict[str, Any]]]] = {s: {"range": [], "whole": []}
+                                                        for s in args.sizes}
+    for k in range(args.repeat):
+        for size in args.sizes:
+            for mode in (("range", "whole") if k % 2 == 0 else ("whole", "range")):
+                cache = work / f"epoch-{size}-{mode}-{k}"
+                result = first_epoch(urls[size], mode, cache, args, options)
+                runs[size][mode].append(result)
+                shutil.rmtree(cache, ignore_errors=True)
+                print(json.dumps({"epoch": True, "size_mb": size, "mode": mode, **result}),
+                      flush=True)
+    table_rows = []
+    for size in args.sizes:
+        med = {m: {key: statistics.median(r[key] for r in runs[size][m])
+                   for key in ("seconds", "first_batch", "bytes", "rows")}
+               for m in ("range", "whole")}
+        table_rows.append([
+            f"{paths[size].stat().st_size / 1e6:,.1f}", f"{med['range']['rows']:,.0f}",
+            f"{med['range']['first_batch']:.2f}", f"{med['whole']['first_batch']:.2f}",
+            f"{med['range']['seconds']:.2f}", f"{med['whole']['seconds']:.2f}",
+            f"{med['whole']['seconds'] / med['range']['seconds']:.2f}x",
+            f"{med['range']['bytes'] / 1e6:,.1f}", f"{med['whole']['bytes'] / 1e6:,.1f}",
+        ])
+    table = common.markdown_table(
+        ["shard MB", "rows", "range: first batch s", "whole: first batch s",
+         "range: epoch s", "whole: epoch s", "speed-up", "range: MB fetched",
+         "whole: MB fetched"],
+        table_rows,
+    )
+    load = os.getloadavg()
+    (args.out / "storage_range_epoch.json").write_text(json.dumps(
+        {"settings": {"sizes_mb": args.sizes, "batch": args.batch, "memory": args.memory,
+                      "repeat": args.repeat, "load": load}, "runs": runs}, indent=2) + "\n")
+    (args.out / "storage_range_epoch.md").write_text(
+        "# bench_storage_range --epoch\n\nA cold first epoch of one shard on an empty cache "
+        f"(every row in order, batches of {args.batch}, read-ahead on, `memory={args.memory:g}`): "
+        "`range` reads the first windows by range and downloads the shard whole in the "
+        "background, `whole` downloads it first. Median of "
+        f"{args.repeat} repeats in alternating order; moto's S3 server on 127.0.0.1; load "
+        f"average at the end {load[0]:.1f} (2 shared cores). " + NOTE + "\n\n" + table + "\n")
+    print(table)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50, 200],
@@ -86,6 +160,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", type=Path, default=common.DATA)
     parser.add_argument("--out", type=Path, default=common.RESULTS)
+    parser.add_argument("--epoch", action="store_true",
+                        help="also time cold first epochs (storage_range_epoch.*)")
     args = parser.parse_args(argv)
 
     paths = {}
@@ -112,6 +188,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     shutil.rmtree(cache, ignore_errors=True)
                     print(json.dumps({"size_mb": size, "mode": mode, "repeat": k,
                                       **result}), flush=True)
+        if args.epoch:
+            args.out.mkdir(parents=True, exist_ok=True)
+            epochs(urls, paths, work, args, options)
     finally:
         server.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -38,6 +38,26 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
+def ray_home_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one home every Ray started by this test process uses (see ``ray_home``)."""
+    return tmp_path_factory.mktemp("ray-home")
+
+
+@pytest.fixture(scope="module")
+def ray_home(ray_home_path: Path) -> Iterator[Path]:
+    """A home for the tests that start Ray: never the user's ``~/.ray``.
+
+    ``ray.init`` writes its token under ``~/.ray`` and a process remembers that token
+    authentication is on: a second Ray started in the same process under another home
+    finds no token and its GCS server aborts. So every module that starts Ray uses this
+    one home, whichever test process runs it.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(ray_home_path))
+        yield ray_home_path
+
+
+@pytest.fixture(scope="session")
 def uneven(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     """Uneven shards (including 1-row and 0-row ones) and row groups, plus clutter files."""
     root = tmp_path_factory.mktemp("uneven")

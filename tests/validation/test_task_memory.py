@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -69,11 +68,9 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def own_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A home of the module's own: a Ray started here writes its token to ``~/.ray``."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
-        yield
+def own_home(ray_home: Path) -> Path:
+    """Ray started by this module's tests keeps its token in the tests' one Ray home."""
+    return ray_home
 
 
 @pytest.mark.heavy

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +32,9 @@ DRIFTS = ["plain", "plain", "plain", "label32", "no_tag", "label_text", "extra"]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def own_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One home for this module's tests: a Ray started here writes its token to ``~/.ray``.
-
-    The same for every test, so a Ray that outlives one test keeps the token the next finds.
-    """
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
-        yield
+def own_home(ray_home: Path) -> Path:
+    """Ray started by this module's tests keeps its token in the tests' one Ray home."""
+    return ray_home
 
 
 @pytest.fixture(scope="module")

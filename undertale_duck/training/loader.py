@@ -260,10 +260,16 @@ def load(
     """
     dataset: ParquetDataset | Mixture
     if isinstance(path, ParquetDataset | Mixture):
-        if pack is not None or split is not None or index_executor is not None:
+        given = [name for name, value in
+                 (("pack", pack), ("split", split), ("index_executor", index_executor))
+                 if value is not None]
+        if given:
+            named = " and ".join(f"{name}=" for name in given)
             raise ArgumentError(
-                "pack=, split= and index_executor= apply when load() opens the dataset; "
-                f"give them to the {type(path).__name__} passed as path instead"
+                f"{named} {'applies' if len(given) == 1 else 'apply'} when load() opens the "
+                "dataset; give "
+                f"{'it' if len(given) == 1 else 'them'} to the {type(path).__name__} passed "
+                "as path instead"
             )
         dataset = path
     else:

@@ -6,7 +6,7 @@ import json
 import os
 import pickle
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,9 @@ RAY_LOCAL = {"num_cpus": 2, "object_store_memory": 200 << 20}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def own_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A home of the module's own: a Ray started here writes its token to ``~/.ray``."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
-        yield
+def own_home(ray_home: Path) -> Path:
+    """Ray started by this module's tests keeps its token in the tests' one Ray home."""
+    return ray_home
 
 
 @pytest.fixture

@@ -158,7 +158,7 @@ def test_datamodule_and_load_refuse_misplaced_splits(data: Path) -> None:
     module = DataModule(data, data, None, None, 8, split=0.5)
     with pytest.raises(ArgumentError, match="split must be a Split"):
         module.train_dataloader()
-    with pytest.raises(ArgumentError, match="split= apply when load"):
+    with pytest.raises(ArgumentError, match="split= applies when load"):
         load(ParquetDataset(data), None, None, 8, split=Split(key="id", fraction=0.5))
 
 

@@ -27,8 +27,9 @@ from .direct import DirectReader, Spare
 #: into one chunk per column.
 ARROW_BATCH_ROWS = 2048
 
-#: DuckDB queries kept open on row groups cut into windows (one per stream of windows).
-MAX_DUCK_STREAMS = 2
+#: DuckDB queries kept open on row groups cut into windows. One: a query holds its row
+#: group's buffers outside the cache's budget, and a pass reads one group at a time.
+MAX_DUCK_STREAMS = 1
 
 
 class DuckStream:
@@ -440,6 +441,10 @@ class WindowDecoder:
             if stream is not None and stream.start != win.start:
                 stream.close()  # not where this window starts: a query of its own
                 stream = None
+            if stream is None and win.start != first:
+                # a window inside a group no open query reaches (random access): its own
+                # query, kept nowhere, so random reads hold no group's buffers beyond it
+                return None
             if stream is None:
                 private = cursor.cursor()
                 sql, query = self._sql, {**params, "stop": end}
