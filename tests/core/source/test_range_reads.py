@@ -116,9 +116,12 @@ def test_background_downloads_serve_later_epochs(s3: S3Server, tmp_path: Path) -
     assert [ds[i] for i in range(len(ds))] == [datagen.row(i) for i in range(sum(sizes))]
     stats = ds.storage_stats
     assert stats is not None
-    # each shard's first window by ranges; its later windows waited for its whole copy
-    assert stats.range_windows >= 2 and stats.background_downloads == 2
-    assert stats.background_bytes == sum(s.size for s in ds.source.shards)
+    # each shard's first window by ranges, then one whole copy of each shard: made in the
+    # background, or by a later window that found none yet (which comes first is timing)
+    assert stats.range_windows >= 2
+    assert stats.background_downloads + stats.downloads == 2
+    assert stats.background_bytes + stats.download_bytes == sum(
+        s.size for s in ds.source.shards)
     again = _open(url, s3, tmp_path / "cache", window_bytes="32KiB")
     assert [again[i] for i in range(len(again))] == [datagen.row(i) for i in range(sum(sizes))]
     later = again.storage_stats
@@ -259,5 +262,7 @@ def test_uniform_random_access_over_three_times_the_cache_fetches_under_twice_th
     stats = ds.storage_stats
     assert stats is not None
     assert stats.bytes < 2 * total
-    assert stats.downloads == 0
+    # no shard downloaded twice, none evicted: whether a small shard's copy comes from a
+    # window needing all of it or from the background depends on timing, the count does not
+    assert stats.downloads + stats.background_downloads <= len(paths)
     assert ds.source.store.cache.stats.evictions == 0
