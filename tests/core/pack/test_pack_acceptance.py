@@ -320,3 +320,8 @@ def test_packing_five_times_the_budget_keeps_memory_bounded(tmp_path: Path) -> N
     # packing holds no more than the unpacked rows of the same data under the same budget
     assert indexed <= over_rows + batch
     assert over <= over_rows + 8 * mib + batch
+    # and about the budget itself: what the allocator keeps of freed pages moves the peak
+    # by 10-15 MiB from run to run (61-73 MiB measured; 88-107 before small budgets made
+    # pyarrow return freed memory at once), so a quarter of the budget is allowed for it
+    assert over <= memory * mib * 5 // 4 + batch
+    assert indexed <= memory * mib * 5 // 4

@@ -215,14 +215,8 @@ def test_spare_keeps_exactly_the_rows_of_each_range(
 CHILD = Path(__file__).resolve().parents[2] / "support" / "split_rss_child.py"
 
 
-UNIFORM_OVER = pytest.mark.xfail(
-    reason="issue 29: uniform reads of split groups peak 74-78 MiB over the footprint at "
-    "memory=64 since groups stream (limit 72); open", strict=False)
-
-
 @pytest.mark.heavy
-@pytest.mark.parametrize(
-    "mode", ["sequential", "random", pytest.param("uniform", marks=UNIFORM_OVER)])
+@pytest.mark.parametrize("mode", ["sequential", "random", "uniform"])
 def test_rss_stays_within_the_budget_when_groups_are_shared(tmp_path: Path, mode: str) -> None:
     # 320 MiB of rows (5x the budget) in row groups of 8 MiB, each cut into windows: the
     # windows a read keeps beside the one asked for come out of the cache's share, a batch

@@ -10,7 +10,7 @@ import pyarrow as pa
 import torch
 
 from ..read import AccessMonitor, DiskTier, TieredCache, WindowCache, WindowReader, window_keys
-from ..runtime import Connection, allocator_config, worker_duckdb_config
+from ..runtime import Connection, allocator_config, fit_arrow_pool, worker_duckdb_config
 from ..source import Source, Window
 from ..views import IndexedView
 from .arguments import bytes_setting, read_limit, worker_budget
@@ -95,6 +95,7 @@ def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None
         config.update({k: v for k, v in tuned.items() if k not in ds.user_config})
         if ds.memory_shared:
             budget = process_budget(ds.memory_bytes)
+            fit_arrow_pool(budget)
     retained = 0
     if not ds.user_config & {
         "allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold"

@@ -26,7 +26,7 @@ from ..read import (
     prepare_directory,
 )
 from ..rows import ROW_FORMATS, Format, Row, RowAccess
-from ..runtime import TaskMap, default_duckdb_config, duckdb_path
+from ..runtime import TaskMap, default_duckdb_config, duckdb_path, fit_arrow_pool
 from ..source import Source, SourceLike, StorageStats
 from ..source import windows as win
 from ..views import IndexedView, SideTable, index_view, side_tables
@@ -187,6 +187,8 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         #: workers of a process (never the window plan, cut from the whole budget).
         self.memory_shared = isinstance(memory, DefaultMemory)
         self.memory_bytes = sizes.memory_bytes
+        # a small budget cannot also hold what pyarrow's allocator keeps of freed buffers
+        fit_arrow_pool(self.memory_bytes)
         self._columns = check_columns(columns)
         self.window_bytes = sizes.window_bytes or win.default_window_bytes(self.memory_bytes)
         user = check_duckdb_config(duckdb_config)

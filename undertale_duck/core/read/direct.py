@@ -59,6 +59,10 @@ class DirectReader:
         self._streams: OrderedDict[tuple[str, tuple[int, ...]], _GroupStream] = OrderedDict()
         self._guard = threading.Lock()
         self._pid = os.getpid()
+        #: Most bytes of decoded rows the open readers may hold between window reads (rows
+        #: decoded past a window, for the next one); past it the oldest are closed. Set by
+        #: the window reader, which reserves it in the budget (None: no bound).
+        self.park_cap: int | None = None
 
     def _pages(self, shard: Shard) -> ShardPages | None:
         key = shard.path
@@ -181,16 +185,36 @@ class DirectReader:
             done = True
         finally:
             if done and not stream.finished:
-                with self._guard:
-                    old = self._streams.pop(key, None)
-                    self._streams[key] = stream
-                    while len(self._streams) > MAX_STREAMS:
-                        _, oldest = self._streams.popitem(last=False)
-                        oldest.close()
-                if old is not None:
-                    old.close()
+                self._park(key, stream)
             else:  # finished, or failed part-way (nothing of it is trusted again)
                 stream.close()
+
+    def _park(self, key: tuple[str, tuple[int, ...]], stream: _GroupStream) -> None:
+        """Keep ``stream`` open for the next window of its groups, within the bounds.
+
+        Its rows decoded past the window (up to the end of its DuckDB vector or group) are
+        outside the cache, and are what the next window of a sequential pass reads: the
+        stream just used is always kept. The others, left by earlier windows, are at most
+        :data:`MAX_STREAMS` and hold at most ``park_cap`` bytes of such rows together (uniform
+        random reads of groups cut into windows left four groups' halves there, beyond the
+        budget); the oldest are closed first (a group is decoded again if needed).
+        """
+        cap = self.park_cap
+        closing: list[_GroupStream] = []
+        with self._guard:
+            old = self._streams.pop(key, None)
+            if old is not None:
+                closing.append(old)
+            held = sum(s.held_bytes for s in self._streams.values())
+            while self._streams and (
+                len(self._streams) >= MAX_STREAMS or (cap is not None and held > cap)
+            ):
+                _, oldest = self._streams.popitem(last=False)
+                held -= oldest.held_bytes
+                closing.append(oldest)
+            self._streams[key] = stream
+        for done in closing:
+            done.close()
 
     def close(self) -> None:
         """Close the row-group readers kept open between windows."""
@@ -249,6 +273,11 @@ class _GroupStream:
         self._held_rows = 0
         #: Whether every row has been handed out (the reader is then closed).
         self.finished = False
+
+    @property
+    def held_bytes(self) -> int:
+        """Arrow bytes of the rows decoded and not yet handed out (slices counted as such)."""
+        return sum(batch.nbytes for batch in self._held)
 
     @property
     def start(self) -> int:

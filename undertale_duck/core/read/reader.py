@@ -22,6 +22,8 @@ from .window_read import ViewWindows, WindowDecoder
 #: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
 #: 0.06 to 62 MiB (DESIGN.md, "Notes from the memory budget").
 READ_OVERHEAD_BYTES = 12 << 20
+#: Least bytes the open row-group readers may hold past their windows (``DirectReader.park_cap``).
+PARK_FLOOR_BYTES = 4 << 20
 
 
 class WindowReader:
@@ -155,8 +157,12 @@ class WindowReader:
         if self.direct is not None:
             # pyarrow's allocator keeps a read's freed buffers (pages, builders) for the next
             # read instead of returning them (handing them back after each read costs more
-            # CPU than the decode saves): counted as one more read's transient memory
-            reserve += one
+            # CPU than the decode saves): counted as one more read's transient memory; and
+            # the rows that group readers left open by earlier windows decoded past them
+            # are bounded by two windows (at least PARK_FLOOR_BYTES)
+            park = max(2 * window, PARK_FLOOR_BYTES)
+            reserve += one + park
+            self.direct.park_cap = park
         # Reading ahead more than one window at once: each concurrent read has its own
         # transient memory, and the cache must hold the windows read beside the current one
         # and the one consumed next; else one window at a time

@@ -6,7 +6,8 @@ Also the private cache directories and the parsed SQL tree walker. Imports only
 
 from __future__ import annotations
 
-from . import cachedir, duck, failures, lifecycle, sqlfiles
+from . import arrowpool, cachedir, duck, failures, lifecycle, sqlfiles
+from .arrowpool import POOL_ENV, TIGHT_BUDGET, fit_arrow_pool
 from .cachedir import (
     CACHE_ENV,
     CACHE_KINDS,
@@ -49,15 +50,18 @@ __all__ = [
     "CACHE_KINDS",
     "GLOB_CHARS",
     "OWN_FOLDER",
+    "POOL_ENV",
     "RECORD_SUFFIX",
     "SQL_DIRS",
     "TAG_NAME",
     "TASK_DONE",
+    "TIGHT_BUDGET",
     "CacheUnwritableError",
     "Connection",
     "TaskMap",
     "acquire",
     "allocator_config",
+    "arrowpool",
     "atomic_file",
     "cache_dir",
     "cache_root",
@@ -67,6 +71,7 @@ __all__ = [
     "duck",
     "duckdb_path",
     "failures",
+    "fit_arrow_pool",
     "foreign_parquet",
     "held_path",
     "interruptible",
