@@ -65,6 +65,22 @@ def test_access_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.heavy
+def test_small_batches_benchmark_runs(tmp_path: Path) -> None:
+    import bench_small_batches
+
+    results = bench_small_batches.main([
+        "--shards", "2", "--rows", "600", "--row-group", "100", "--repeat", "2",
+        "--epochs", "1", "--profile", "64", "--data", str(tmp_path / "data"),
+        "--out", str(tmp_path / "out"),
+    ])
+    assert {e["rows"] for e in results["entries"]} == {2 * 600}
+    assert all(math.isfinite(e["rate"]) and e["rate"] > 0 for e in results["entries"])
+    assert all(math.isfinite(v) and v > 0 for v in results["ratios"].values())
+    assert "cumtime" in results["profile"]
+    assert (tmp_path / "out" / "small_batches.md").read_text().count("|") > 10
+
+
+@pytest.mark.heavy
 def test_storage_benchmark_runs(tmp_path: Path) -> None:
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")

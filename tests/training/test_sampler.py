@@ -496,3 +496,32 @@ def test_bench_shuffle_smoke(tmp_path: Path) -> None:
     assert results["mix=8"]["windows/batch"] > 6 > results["window"]["windows/batch"]
     assert results["uniform"]["windows/batch"] > results["mix=8"]["windows/batch"]
     assert results["window"]["reads"] <= 1.05 * results["off"]["reads"]  # each window once
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 40_000)), min_size=1, max_size=8),
+       st.integers(0, 139_999))
+def test_a_pass_taken_by_islice_and_by_next_shares_one_position(
+    takes: list[tuple[bool, int]], start: int
+) -> None:
+    # longer than two of the pass's buffers of 65,536 indices, so takes cross their ends
+    length = 140_000
+    s = ChunkedSampler(Sized(length), 64, 0, shuffle=True, seed=3, chunk=1000)  # type: ignore[arg-type]
+    full = list(s)
+    s.load_state_dict(s.state_dict(consumed=start))
+    live = iter(s)
+    got: list[int] = []
+    for by_islice, count in takes:
+        if by_islice:  # what torch's BatchSampler does: islice(iter(pass), batch)
+            got += itertools.islice(live, count)
+        else:
+            got += [next(live) for _ in range(min(count, length - start - len(got)))]
+        assert got == full[start:start + len(got)]
+        state = live.state_dict()  # type: ignore[attr-defined]
+        assert state["consumed"] == start + len(got)
+        if start + len(got) < length:  # (a state at the epoch's end resumes the next one)
+            resumed = ChunkedSampler(Sized(length), 64, 0, shuffle=True, seed=3, chunk=1000)  # type: ignore[arg-type]
+            resumed.load_state_dict(state)
+            assert list(itertools.islice(resumed, 50)) == full[start + len(got):][:50]
+    assert got + list(live) == full[start:]
+    assert live.state_dict()["consumed"] == length  # type: ignore[attr-defined]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+import operator
 from collections.abc import Iterator, Sized
 from typing import Any
 
@@ -525,6 +527,14 @@ class _Pass(Iterator[int]):
     torchdata's ``StatefulDataLoader`` calls :meth:`state_dict` as it sends each batch of
     indices to a worker and keeps the state that belongs to each batch it yields, so a
     resumed loader continues after exactly the batches it handed out.
+
+    The indices come from a list iterator over a buffer of the order, and the position is
+    read off it (the buffer's end less what it has left), so nothing is counted per index.
+    ``iter()`` of a pass hands out that list iterator (chained with the next buffers)
+    rather than the pass itself: torch's ``BatchSampler`` takes each batch with
+    ``itertools.islice(iter(pass), batch)``, which then runs in C instead of calling a
+    Python ``__next__`` per index; ``next()`` on the pass itself takes from the same
+    iterator, so both ways of iterating share one position.
     """
 
     def __init__(self, sampler: ChunkedSampler, start: int) -> None:
@@ -534,22 +544,37 @@ class _Pass(Iterator[int]):
     def _begin(self, start: int) -> None:
         self.epoch = self._sampler.epoch
         self._order = self._sampler.order()
-        self.position = min(start, len(self._order))
-        self._buffer: list[int] = []
-        self._buffer_end = self.position
+        self._buffer_end = min(start, len(self._order))
+        self._indices: Iterator[int] = iter([])
 
-    def __iter__(self) -> _Pass:
-        return self
+    @property
+    def position(self) -> int:
+        """Indices of the epoch handed out so far (those skipped on resuming included)."""
+        return self._buffer_end - operator.length_hint(self._indices)
+
+    def _refill(self) -> bool:
+        """Convert the order's next indices to a list; False at the end of the epoch."""
+        start = self._buffer_end
+        if start >= len(self._order):
+            return False
+        buffer: list[int] = self._order[start : start + _YIELD_STEP].tolist()
+        self._buffer_end = start + len(buffer)
+        self._indices = iter(buffer)
+        return True
+
+    def _rest(self) -> Iterator[int]:
+        while self._refill():
+            yield from self._indices
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.chain(self._indices, self._rest())
 
     def __next__(self) -> int:
-        if self.position >= self._buffer_end:
-            if self.position >= len(self._order):
-                raise StopIteration
-            self._buffer = self._order[self.position : self.position + _YIELD_STEP].tolist()
-            self._buffer_end = self.position + len(self._buffer)
-        value = self._buffer[self.position - self._buffer_end + len(self._buffer)]
-        self.position += 1
-        return value
+        for value in self._indices:
+            return value
+        if not self._refill():
+            raise StopIteration
+        return next(self._indices)
 
     def state_dict(self) -> dict[str, Any]:
         """Return the sampler's state at this iteration's position (indices handed out)."""
@@ -571,4 +596,5 @@ class _Pass(Iterator[int]):
             # the saved iteration had handed out its whole epoch: it stays exhausted, and the
             # sampler waits at the start of the next epoch
             self._order = self._order[:0]
-            self.position = self._buffer_end = 0
+            self._buffer_end = 0
+            self._indices = iter([])

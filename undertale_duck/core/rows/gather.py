@@ -29,6 +29,12 @@ class Views(NamedTuple):
     complete: bool
     #: The window's column names.
     names: list[str]
+    #: Per column, its one chunk where the column has no view and its rows are exactly
+    #: their ``to_pylist()`` values (strings, binary, dates, ...), else None.
+    listed: tuple[pa.Array | None, ...]
+    #: Whether every column has a view or a listed chunk: a slice of the window is then one
+    #: copy or one ``to_pylist()`` per column, with no other conversion.
+    simple: bool
 
 #: Views of the windows in use, by ``id(table)``: each entry is dropped when its table is
 #: garbage collected, so a view never keeps an evicted window's buffers alive.
@@ -99,15 +105,59 @@ def views(table: pa.Table) -> Views:
     arrays = tuple(
         _view(column.chunk(0)) if column.num_chunks == 1 else None for column in table.columns
     )
+    listed = tuple(
+        column.chunk(0) if view is None and column.num_chunks == 1 and _listed(column.type)
+        else None
+        for view, column in zip(arrays, table.columns, strict=True)
+    )
     built = Views(
         arrays,
         tuple(None if v is None else (v.dtype, v.shape[1:]) for v in arrays),
         all(v is not None for v in arrays),
         table.column_names,
+        listed,
+        all(v is not None or c is not None for v, c in zip(arrays, listed, strict=True)),
     )
     ref = weakref.ref(table, functools.partial(_forget, key))
     _VIEWS[key] = (ref, built)
     return built
+
+
+def _listed(dtype: pa.DataType) -> bool:
+    """Whether :func:`rows.select` turns a column of ``dtype`` into its ``to_pylist()``.
+
+    Numbers, booleans and lists of them are converted to arrays or tensors instead.
+    """
+    if _numeric(dtype) or pa.types.is_boolean(dtype):
+        return False
+    if (
+        pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
+        or pa.types.is_fixed_size_list(dtype)
+    ):
+        value = dtype.value_type
+        return not (_numeric(value) or pa.types.is_boolean(value))
+    return True
+
+
+def _slice(found: Views, start: int, stop: int, length: int, torch: bool) -> RowBatch | None:
+    """Rows ``start:stop`` of one window whose columns are all simple, or None on a failure.
+
+    The common sequential batch: one copy per viewed column, one ``to_pylist()`` per listed
+    one, nothing else per batch. A value ``to_pylist()`` cannot convert returns None, and
+    the general path then names it.
+    """
+    whole: dict[str, Any] = {}
+    values: dict[str, list[Any]] = {}
+    for name, view, chunk in zip(found.names, found.arrays, found.listed, strict=True):
+        if view is not None:
+            out = view[start:stop].copy()
+            whole[name] = _tensor(out) if torch else out
+            continue
+        try:
+            values[name] = cast(pa.Array, chunk).slice(start, length).to_pylist()
+        except (OverflowError, ValueError, pa.ArrowException):
+            return None
+    return RowBatch(found.names, length, whole, values)
 
 
 def _pick(view: View, sel: Selection) -> View:
@@ -147,6 +197,10 @@ def gather(
     names = list(found.names)
     if places is None:  # one window: the common sequential batch, kept short
         sel = selections[0]
+        if found.simple and isinstance(sel, slice):
+            fast_batch = _slice(found, sel.start, sel.stop, length, torch)
+            if fast_batch is not None:
+                return fast_batch
         if found.complete:
             for name, view in zip(names, found.arrays, strict=True):
                 out = _pick(view, sel)  # type: ignore[arg-type]

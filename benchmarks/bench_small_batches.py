@@ -1,0 +1,199 @@
+"""Small batches on a warm cache: rows/s and CPU per row of batch 64 against batch 256.
+
+The documented training path (``ParquetDataset(format="torch")``, ``ChunkedSampler``,
+torch's ``DataLoader`` with ``collate``, ``workers=0``) over data the cache holds whole
+(every epoch after the first reads only memory), so what differs between batch sizes is the
+cost paid per batch: torch's DataLoader, the sampler, ``__getitems__`` and ``collate``.
+pyarrow slices of an in-memory table turned into tensors give the floor of the same ratio.
+
+Batch sizes take turns within each round (A/B/A/B) and each measurement is several epochs
+back to back, so drift from other jobs on the machine hits them alike; medians of the
+rounds are reported with the 1-minute load average before and after. Writes
+``small_batches.json`` and ``small_batches.md`` to ``benchmarks/results``.
+
+    .venv/bin/python benchmarks/bench_small_batches.py                 # 4 x 25,000 rows
+    .venv/bin/python benchmarks/bench_small_batches.py --repeat 9 --profile 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import itertools
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from torch.utils.data import DataLoader
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+
+from undertale_duck import ChunkedSampler, ParquetDataset, collate
+
+Entry = dict[str, Any]
+
+
+def load() -> float:
+    """The 1-minute load average."""
+    return os.getloadavg()[0]
+
+
+def measure(make: Callable[[], Iterable[Any]], epochs: int) -> Entry:
+    """``epochs`` passes of ``make()`` back to back: rows/s and CPU microseconds per row."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    rows = 0
+    for batch in itertools.chain.from_iterable(make() for _ in range(epochs)):
+        rows += common.batch_rows(batch)
+    seconds = time.perf_counter() - wall
+    used = time.process_time() - cpu
+    return {"rows": rows, "rate": rows / seconds, "cpu_us_per_row": used / rows * 1e6}
+
+
+def ours(ds: ParquetDataset, batch: int) -> Iterable[Any]:
+    """The documented loader: ChunkedSampler, DataLoader(batch_size=...), collate."""
+    sampler = ChunkedSampler(ds, batch, workers=0)
+    return DataLoader(ds, batch_size=batch, sampler=sampler, collate_fn=collate)
+
+
+def to_tensors(table: pa.Table) -> dict[str, Any]:
+    """A slice of the in-memory table as collate's batch: lists stacked, numbers, strings."""
+    out: dict[str, Any] = {}
+    for name in table.column_names:
+        col = table.column(name).combine_chunks()
+        if pa.types.is_list(col.type):
+            offsets = col.offsets.to_numpy()
+            width = int(offsets[1] - offsets[0]) if len(col) else 0
+            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
+            out[name] = torch.from_numpy(values.reshape(-1, width).copy())
+        elif pa.types.is_integer(col.type):
+            out[name] = torch.from_numpy(col.to_numpy().copy())
+        else:
+            out[name] = col.to_pylist()
+    return out
+
+
+def profile(ds: ParquetDataset, batch: int, epochs: int) -> str:
+    """Profile ``epochs`` cached epochs at ``batch``: the top functions by own time."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    measure(lambda: ours(ds, batch), epochs)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+    return text.getvalue()
+
+
+def median_of(entries: Sequence[Entry], loader: str, key: str) -> float:
+    """The median of ``key`` over the rounds of one loader."""
+    return statistics.median(e[key] for e in entries if e["loader"] == loader)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--shards", type=int, default=4)
+    p.add_argument("--rows", type=int, default=25_000, help="rows per shard")
+    p.add_argument("--row-group", type=int, default=common.ROW_GROUP)
+    p.add_argument("--batches", type=lambda s: [int(b) for b in s.split(",")],
+                   default=[256, 64], help="batch sizes; the first is the reference")
+    p.add_argument("--repeat", type=int, default=7, help="rounds (medians are reported)")
+    p.add_argument("--epochs", type=int, default=2, help="cached epochs per measurement")
+    p.add_argument("--no-pyarrow", action="store_true", help="skip the pyarrow slices")
+    p.add_argument("--profile", type=int, default=0,
+                   help="also print a cProfile of cached epochs at this batch size")
+    p.add_argument("--label", default="", help="a name for this run in the output")
+    p.add_argument("--data", type=Path, default=common.DATA)
+    p.add_argument("--out", type=Path, default=common.RESULTS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the rounds, print and write the table and JSON; return the results."""
+    args = parse(argv)
+    directory = common.write_dataset(args.shards, args.rows, root=args.data,
+                                     row_group=args.row_group)
+    ds = ParquetDataset(directory, memory=4096, format="torch")
+    measure(lambda: ours(ds, args.batches[0]), 1)  # the first epoch fills the cache
+    table = None if args.no_pyarrow else pa.concat_tables(
+        pq.read_table(p) for p in common.shard_paths(directory))
+
+    def slices(batch: int) -> Iterable[dict[str, Any]]:
+        assert table is not None
+        return (to_tensors(table.slice(a, batch)) for a in range(0, table.num_rows, batch))
+
+    results: dict[str, Any] = {
+        "label": args.label, "rows": len(ds), "shards": args.shards,
+        "row_group": args.row_group, "batches": args.batches, "epochs": args.epochs,
+        "repeat": args.repeat, "cpus": os.cpu_count(), "load_before": load(), "entries": [],
+    }
+    for _ in range(args.repeat):
+        for batch in args.batches:
+            entry = measure(lambda b=batch: ours(ds, b), args.epochs)
+            results["entries"].append({"loader": f"undertale_duck cached, batch {batch}",
+                                       "batch": batch, **entry})
+            if table is not None:
+                entry = measure(lambda b=batch: slices(b), args.epochs)
+                results["entries"].append({"loader": f"pyarrow slices, batch {batch}",
+                                           "batch": batch, **entry})
+    results["load_after"] = load()
+    entries = results["entries"]
+    loaders = list(dict.fromkeys(e["loader"] for e in entries))
+    rows = [[name, median_of(entries, name, "rate"), median_of(entries, name, "cpu_us_per_row")]
+            for name in loaders]
+    ratios: dict[str, float] = {}
+    reference = args.batches[0]
+    for kind in ("undertale_duck cached", "pyarrow slices"):
+        for batch in args.batches[1:]:
+            small, large = f"{kind}, batch {batch}", f"{kind}, batch {reference}"
+            if small in loaders:
+                ratios[f"{kind}: batch {batch} / {reference} rows/s"] = (
+                    median_of(entries, small, "rate") / median_of(entries, large, "rate"))
+                # CPU per row moves less with other jobs' load than wall-clock rows/s
+                ratios[f"{kind}: batch {reference} / {batch} CPU per row"] = (
+                    median_of(entries, large, "cpu_us_per_row")
+                    / median_of(entries, small, "cpu_us_per_row"))
+                # paired per round too: the spread says how much the load moved things
+                pairs = [s["rate"] / b["rate"] for s, b in zip(
+                    (e for e in entries if e["loader"] == small),
+                    (e for e in entries if e["loader"] == large), strict=True)]
+                key = f"{kind}: batch {batch} / {reference} rows/s"
+                results.setdefault("paired", {})[key] = pairs
+    results["ratios"] = ratios
+    text = (f"{len(ds):,} rows of 512 tokens (`id`, `tokens`, `mask`, `label`), "
+            f"{args.shards} shards, row groups of {args.row_group}, warm cache, workers=0; "
+            f"medians of {args.repeat} rounds of {args.epochs} epochs, batch sizes taking "
+            f"turns; 1-minute load average {results['load_before']:.2f} before, "
+            f"{results['load_after']:.2f} after ({os.cpu_count()} cores).\n\n"
+            + common.markdown_table(["loader", "rows/s", "CPU us/row"], rows) + "\n\n"
+            + "\n".join(f"- {k}: **{v:.2f}x**" + (
+                f" (paired per round {min(results['paired'][k]):.2f}-"
+                f"{max(results['paired'][k]):.2f})" if k in results["paired"] else "")
+                for k, v in ratios.items()) + "\n")
+    if args.profile:
+        results["profile"] = profile(ds, args.profile, args.epochs)
+        print(results["profile"])
+    ds.close()
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "small_batches" + (f"_{args.label}" if args.label else "")
+    command = "python benchmarks/bench_small_batches.py " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+    (args.out / f"{name}.md").write_text(f"`{command.strip()}`\n\n{text}")
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=1, default=str))
+    print(text)
+    return results
+
+
+if __name__ == "__main__":
+    main()
