@@ -84,6 +84,8 @@ class WindowReader:
             read_limit=read_limit, direct=direct, threads=threads,
         )
         self._next: dict[int, int] = {}
+        #: Row groups to read whole in the background (:meth:`want`), by their first window.
+        self._group_reads: dict[int, list[int]] = {}
         self._row_bytes = 0.0
         groups = [shard.row_groups for shard in source.shards]
         self._max_rows = max((w.rows for w in windows), default=0)
@@ -266,8 +268,48 @@ class WindowReader:
         if hints:
             self.ahead.schedule(hints, current)
 
+    def want(self, positions: Sequence[int]) -> None:
+        """Declare the windows one batch needs: with a disk tier, read them in the background.
+
+        A batch of uniform random rows touches dozens of windows. With a disk tier each row
+        group they lie in is decoded once, whole, by a read-ahead thread (up to the
+        read-ahead depth the budget allows at once, each holding one window), every window
+        written to its file as soon as it is decoded, while the consumer takes each window
+        as it is written. Without a disk tier (the windows would not fit) nothing happens:
+        the windows are read as they are asked for.
+
+        Args:
+            positions: The batch's windows, in the order they are consumed.
+        """
+        if not (self.read_ahead and self.cache.maps_windows):
+            return
+        covers: dict[int, list[int]] = {}
+        seen: set[int] = set()
+        for p in positions:
+            if p in seen or self.ahead.reading(p) or p in self.cache:
+                continue
+            group = self.decoder.group_windows(p)
+            seen.update(group)
+            covers[group[0]] = group
+        if covers:
+            self._group_reads.update(covers)
+            self.ahead.schedule_groups(covers, self.ahead.last, at_once=self._depth)
+
+    def _fill(self, group: Sequence[int]) -> bool:
+        """Decode the windows of one row group in order, writing each to the disk tier."""
+        for p in group:
+            try:
+                if p not in self.cache:  # a skipped window's rows are decoded on the way
+                    self.cache.put(p, self._read_with(p, (), 0)[0])
+            finally:
+                self.ahead.finished(p)
+        return True
+
     def _fetch_ahead(self, position: int, keep: int | None) -> bool:
         """Read one window into the cache on the read-ahead thread (False: it was cached)."""
+        group = self._group_reads.pop(position, None)
+        if group is not None:
+            return self._fill(group)
         if position in self.cache:
             return False
         self._load(position, keep)

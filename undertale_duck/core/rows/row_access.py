@@ -139,6 +139,8 @@ class RowAccess:
         # down to the batch's rows as soon as it is read, so the batch never holds more
         # than its own rows beside the cache (mapped windows of the disk tier cost nothing)
         mapped = cache.maps_windows
+        if mapped and len(heads) > 1:
+            reader.want(heads)  # with a disk tier: their row groups decoded in parallel
         cut: list[Selection] = []
         for k, position in enumerate(heads):
             a, b = bounds[k], bounds[k + 1]
