@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--loaders", default=",".join(LOADERS))
     parser.add_argument("--out", default=str(common.RESULTS))
+    parser.add_argument("--root", default=str(common.DATA), help="where the data is written")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--loader", default="ours")
     parser.add_argument("--data", default="")
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result = run_one(args)
         print(json.dumps(result))
         return result
-    data = common.write_dataset(args.shards, args.shard_rows)
+    data = common.write_dataset(args.shards, args.shard_rows, root=Path(args.root))
     loaders = [name for name in args.loaders.split(",") if name]
     if "hf" in loaders:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import queue
 import threading
 import warnings
 from collections.abc import Sequence
@@ -296,14 +297,55 @@ class WindowReader:
             self.ahead.schedule_groups(covers, self.ahead.last, at_once=self._depth)
 
     def _fill(self, group: Sequence[int]) -> bool:
-        """Decode the windows of one row group in order, writing each to the disk tier."""
+        """Decode the windows of one row group in order, writing each to the disk tier.
+
+        A window is written by a thread of its own while the next one is decoded, when the
+        cache (which, with a disk tier, holds no windows) has room for the two windows
+        then held besides the one being decoded; else each is written before the next.
+        """
+        todo = [p for p in group if p not in self.cache]
         for p in group:
+            if p not in todo:
+                self.ahead.finished(p)
+        if len(todo) > 1 and self.cache.limit - self.cache.held >= 2 * self.largest_window:
+            self._fill_piped(todo)
+            return True
+        for p in todo:  # a skipped window's rows are decoded on the way to the next one
             try:
-                if p not in self.cache:  # a skipped window's rows are decoded on the way
-                    self.cache.put(p, self._read_with(p, (), 0)[0])
+                self.cache.put(p, self._read_with(p, (), 0)[0])
             finally:
                 self.ahead.finished(p)
         return True
+
+    def _fill_piped(self, todo: Sequence[int]) -> None:
+        """:meth:`_fill`, each window written while the next is decoded (one waits at most)."""
+        waiting: queue.Queue[tuple[int, pa.Table] | None] = queue.Queue(maxsize=1)
+
+        def write() -> None:
+            while (item := waiting.get()) is not None:
+                position, table = item
+                try:
+                    self.cache.put(position, table)
+                except Exception:  # not written: the consumer reads it itself
+                    pass
+                finally:
+                    del table, item
+                    self.ahead.finished(position)
+
+        writer = threading.Thread(target=write, name="undertale-duck-disk-writer", daemon=True)
+        writer.start()
+        try:
+            for p in todo:
+                try:
+                    table = self._read_with(p, (), 0)[0]
+                except BaseException:
+                    self.ahead.finished(p)
+                    raise
+                waiting.put((p, table))
+                del table
+        finally:
+            waiting.put(None)
+            writer.join()
 
     def _fetch_ahead(self, position: int, keep: int | None) -> bool:
         """Read one window into the cache on the read-ahead thread (False: it was cached)."""
