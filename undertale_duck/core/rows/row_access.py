@@ -111,6 +111,8 @@ class RowAccess:
         groups = np.split(order, cuts)
         last = len(groups) - 1
         first = int(positions[order[0]])
+        if last and self.reader.cache.maps_windows:  # with a disk tier: see _gather
+            self.reader.want([int(positions[m[0]]) for m in groups])
         parts = [
             self._window_part(int(positions[m[0]]), index[m], advance=k == last, first=first)
             for k, m in enumerate(groups)
