@@ -313,6 +313,7 @@ class WindowReader:
         for p in todo:  # a skipped window's rows are decoded on the way to the next one
             try:
                 self.cache.put(p, self._read_with(p, (), 0)[0])
+                self.cache.missed()
             finally:
                 self.ahead.finished(p)
         return True
@@ -341,6 +342,7 @@ class WindowReader:
                 except BaseException:
                     self.ahead.finished(p)
                     raise
+                self.cache.missed()
                 waiting.put((p, table))
                 del table
         finally:
