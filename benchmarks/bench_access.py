@@ -176,7 +176,7 @@ def random_access(directory: Path, args: argparse.Namespace, add: Callable[..., 
                              "peak_rss_mb": common.peak_rss() / 2**20,
                              "anon_mb": split["anon"] / 2**20, "file_mb": split["file"] / 2**20,
                              "windows": len(disk.windows),
-                             "decoded": disk.cache_stats.misses}
+                             "decoded": disk.disk_stats.writes}
         disk.close()
         results["cache"] = str(cache)
         workers_random(directory, args, add, cache)

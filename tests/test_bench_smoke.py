@@ -42,6 +42,21 @@ def test_sizes_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.heavy
+def test_random_first_benchmark_runs(tmp_path: Path) -> None:
+    import bench_random_first
+
+    results = bench_random_first.main([
+        "--shards", "2", "--shard-rows", "3000", "--rows", "640", "--rounds", "1",
+        "--memory", "8", "--disk", "64", "--loaders", "ours",
+        "--root", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    run = results["runs"][0]["ours"]
+    assert run["rows"] == 640 and run["disk"]["writes"] > 0  # every row of it checked
+    assert (tmp_path / "out" / "random_first.md").read_text().count("|") > 10
+    assert not list((tmp_path / "data").rglob("*.arrow"))  # no window file beside the data
+
+
+@pytest.mark.heavy
 def test_access_benchmark_runs(tmp_path: Path) -> None:
     import bench_access
 

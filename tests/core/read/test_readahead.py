@@ -236,3 +236,31 @@ def test_settle_returns_once_every_hinted_window_is_read() -> None:
     ahead.settle()
     assert read == [3, 4, 5] and ahead.stats["read"] == 3
     ahead.stop()
+
+
+@pytest.mark.parametrize("fails_at", [None, 1])
+def test_group_reads_release_each_window_as_written(fails_at: int | None) -> None:
+    covers = {0: [0, 1, 2], 3: [3, 4]}
+    written: list[int] = []
+    ahead: ReadAhead
+
+    def fetch(position: int, keep: int | None) -> bool:
+        for p in covers[position]:
+            if p == fails_at:
+                raise RuntimeError("the read fails part-way")
+            written.append(p)
+            ahead.finished(p)
+        return True
+
+    ahead = ReadAhead(fetch, depth=2)
+    ahead.schedule_groups(covers, None, at_once=1)
+    for p in (2, 4, 1, 3):  # a window of a queued group is waited for, never read twice
+        ahead.wait(p)
+        assert not ahead.reading(p)  # written, or its group's read failed: read it anew
+    ahead.settle()
+    ahead.stop()
+    if fails_at is None:
+        assert written == [0, 1, 2, 3, 4]
+    else:
+        assert written == [0, 3, 4]
+    assert ahead.stats["scheduled"] == 2

@@ -43,11 +43,21 @@ CONVERTED = frozenset({
 METADATA_KEYS = frozenset({b"ARROW:schema", b"pandas", b"huggingface"})
 #: Per value besides its data: validity bit, list or string offsets (rounded up).
 VALUE_OVERHEAD = 9
+#: Per value of a list's element column besides its data: its validity bit (rounded up to
+#: a byte) and its two decoded levels (16 bits each); the list's offsets are counted per
+#: row, :data:`VALUE_OVERHEAD` each.
+ELEMENT_OVERHEAD = 5
 #: Most pages per column chunk followed (more: DuckDB reads the group, or the bounds on
 #: string values weigh it exactly).
 MAX_PAGES = 20_000
 HEADER_READ = 1024
 HEADER_MAX = 1 << 16
+#: Largest dictionary page of strings read to weigh its longest value (larger ones count
+#: as long as the whole page).
+DICTIONARY_SCAN_BYTES = 8 << 20
+#: pyarrow's names of the codecs of :data:`CODECS` (None: stored as is).
+_CODEC_NAMES = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd",
+                "LZ4_RAW": "lz4_raw"}
 
 
 def plain_type(typ: pa.DataType) -> bool:
@@ -122,7 +132,8 @@ class ShardPages:
                         names.discard("BYTE_STREAM_SPLIT")
                     if not names <= FOOTER_ENCODINGS:
                         return None
-                    bound = _chunk_bound(fh, size, chunk, width, rg.num_rows)
+                    nested = self.meta.schema.column(index).max_repetition_level > 0
+                    bound = _chunk_bound(fh, size, chunk, width, rg.num_rows, nested=nested)
                     if bound is None:
                         return None
                     total += bound
@@ -261,9 +272,13 @@ def page_headers(fh: BinaryIO, start: int, end: int) -> Iterator[PageHeader]:
 
 
 def _chunk_bound(
-    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: int, rows: int
+    fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: int, rows: int,
+    *, nested: bool = False,
 ) -> int | None:
     """Walk one column chunk's page headers; return its decode bound, or None.
+
+    ``nested``: the chunk is a list's element column (its values have no offsets of their
+    own, the list's offsets are counted per row).
 
     Raises:
         ValueError: If the page headers cannot be followed (:func:`page_headers`).
@@ -287,8 +302,11 @@ def _chunk_bound(
         if kind == 2:  # dictionary page: before every data page, once
             if index != 0 or header_int(header.get(7), 2) not in (0, 2):
                 return None
+            entries = header_int(header.get(7), 1)
             dict_bytes, has_dict = raw, True
-            bound += raw + header_int(header.get(7), 1) * VALUE_OVERHEAD
+            if not width:  # a dictionary value is at most the page long, or as long as weighed
+                dict_bytes = _longest_value(fh, page, chunk.compression, entries) or raw
+            bound += raw + entries * VALUE_OVERHEAD
             continue
         if kind == 0:
             fields = header.get(5)
@@ -318,13 +336,54 @@ def _chunk_bound(
             data = values * raw
         else:
             data = raw
-        bound += data + values * VALUE_OVERHEAD
+        overhead = ELEMENT_OVERHEAD if nested and width else VALUE_OVERHEAD
+        bound += data + values * overhead
         count += values
     if count != chunk.num_values or (v2_rows is not None and v2_rows != rows):
         # the pages' values must be the footer's (readers differ on which to believe), and
         # v2 pages record their rows: DuckDB checks them against the group's
         return None
+    if nested:
+        bound += rows * VALUE_OVERHEAD  # the list's offsets and validity
     return bound + peak
+
+
+def _longest_value(fh: BinaryIO, page: PageHeader, codec: str, entries: int) -> int | None:
+    """The longest value of a PLAIN dictionary page of strings, or None if not weighed.
+
+    A dictionary-encoded string decodes to copies of its dictionary's values, so a value
+    is at most the longest of them, often far below the page's size (a column of distinct
+    ids). The page is read only when it is small (:data:`DICTIONARY_SCAN_BYTES`) and its
+    values must fill it exactly; anything else leaves the whole page as the bound.
+    """
+    if page.raw > DICTIONARY_SCAN_BYTES or page.packed > DICTIONARY_SCAN_BYTES:
+        return None
+    fh.seek(page.body)
+    packed = fh.read(page.packed)
+    if len(packed) != page.packed:
+        return None
+    name = _CODEC_NAMES.get(codec, "")
+    if name == "":
+        return None
+    try:
+        data = packed if name is None else pa.decompress(
+            packed, decompressed_size=page.raw, codec=name, asbytes=True
+        )
+    except (pa.ArrowException, ValueError, OSError):
+        return None
+    if len(data) != page.raw:
+        return None
+    view = memoryview(data)
+    pos, longest, end = 0, 0, len(data)
+    unpack = struct.Struct("<I").unpack_from
+    for _ in range(entries):
+        if pos + 4 > end:
+            return None
+        (length,) = unpack(view, pos)
+        pos += 4 + length
+        if length > longest:
+            longest = length
+    return longest if pos == end else None
 
 
 __all__ = [

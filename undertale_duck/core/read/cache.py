@@ -227,6 +227,15 @@ class WindowCache:
             self._tables.clear()
             self._bytes = 0
 
+    def missed(self) -> None:
+        """Count a window decoded for the cache without a :meth:`get` that missed it.
+
+        (A row group read whole in the background for the disk tier decodes windows no one
+        asked for yet: they count as misses, what was decoded, like the consumer's own.)
+        """
+        with self._lock:
+            self._misses += 1
+
     def stats(self) -> CacheStats:
         """Return a snapshot of the cache's counters."""
         with self._lock:

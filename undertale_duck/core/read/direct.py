@@ -159,10 +159,13 @@ class DirectReader:
             stream.close()  # it went past this window: decode the groups again
             stream = None
         if stream is None:
-            whole = window.start == first and window.stop == first + expected
+            # batches of the window's rows when the windows cut from the groups line up
+            # with them (equal pieces from the groups' first row): each window is then one
+            # batch, kept as decoded rather than copied out of two
+            aligned = (window.start - first) % window.rows == 0
             stream = _GroupStream(
                 pages, groups, self.columns, self._text, first, expected,
-                batch_rows=window.rows if whole else VECTOR_ROWS, threads=self.threads,
+                batch_rows=window.rows if aligned else VECTOR_ROWS, threads=self.threads,
             )
             self.stats["streams"] += 1
         # DuckDB decodes a row group in vectors of VECTOR_ROWS rows from its start, and

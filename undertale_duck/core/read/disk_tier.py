@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -178,6 +179,9 @@ class DiskTier:
         self._windows = windows
         self._columns = list(columns)
         self._mapped: OrderedDict[int, pa.Table] = OrderedDict()
+        #: The inode and size of each file this process wrote (its checksum was taken as
+        #: it was written: mapping that same file again needs no second pass over it).
+        self._written: dict[int, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._held = -1  # bytes in the directory at the last scan plus what we wrote since
@@ -248,10 +252,13 @@ class DiskTier:
             return None
         try:
             try:
+                st = os.fstat(fd)
+                with self._lock:
+                    ours = self._written.get(position) == (st.st_ino, st.st_size)
                 mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)  # lives as long as the table
             finally:
                 os.close(fd)
-            body = _checked(mapped)
+            body = _checked(mapped, verify=not ours)
             if body is None:  # damaged (a flipped byte, a torn write): write it anew
                 self._discard(path)
                 return None
@@ -292,13 +299,15 @@ class DiskTier:
         )
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            os.close(fd)
-            with pa.OSFile(tmp, "wb") as sink, ipc.new_file(
-                sink, table.schema, options=_WRITE_OPTIONS
-            ) as writer:
-                writer.write_table(table)
-            _seal(tmp)
-            size = os.path.getsize(tmp)
+            with os.fdopen(fd, "wb") as raw:
+                sink = _SealingSink(raw)
+                with pa.PythonFile(sink, mode="w") as stream, ipc.new_file(
+                    stream, table.schema, options=_WRITE_OPTIONS
+                ) as writer:
+                    writer.write_table(table)
+                sink.seal()
+                st = os.fstat(raw.fileno())
+            size = st.st_size
             if size > self.limit:
                 self._discard(tmp)
                 self._skipped += 1
@@ -309,7 +318,9 @@ class DiskTier:
                 self._writes += 1
                 self._held += size
                 self._since += size
-        except (OSError, pa.ArrowException):
+            with self._lock:
+                self._written[position] = (st.st_ino, size)
+        except (OSError, ValueError, pa.ArrowException):
             self._discard(tmp)
             self._skipped += 1
             return False
@@ -378,15 +389,35 @@ class DiskTier:
             self._mapped.clear()
 
 
-def _seal(path: str) -> None:
-    """Append the checksum trailer to a written window file and flush it to disk."""
-    with open(path, "r+b") as fh:
-        crc = 0
-        while chunk := fh.read(1 << 20):
-            crc = zlib.crc32(chunk, crc)
-        fh.write(TRAILER_MAGIC + crc.to_bytes(4, "big"))
-        fh.flush()
-        os.fsync(fh.fileno())  # on disk before the rename publishes it
+class _SealingSink:
+    """A file that computes the CRC-32 of what is written to it, then appends the trailer.
+
+    The checksum is taken as the bytes pass, so a window is never read back to seal it.
+    The file is not flushed to disk (``fsync``): the disk tier is a cache that the shards
+    rebuild, and a file a crash left torn or zeroed fails its checksum and is written anew.
+    """
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._crc = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self._crc = zlib.crc32(view, self._crc)
+        self._raw.write(view)
+        return view.nbytes
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def close(self) -> None:
+        self.closed = True  # pyarrow closes its stream; the trailer still follows
+
+    def seal(self) -> None:
+        """Append the checksum trailer and flush to the operating system."""
+        self._raw.write(TRAILER_MAGIC + self._crc.to_bytes(4, "big"))
+        self._raw.flush()
 
 
 def _sealed(path: str, size: int) -> bool:
@@ -404,11 +435,17 @@ def _sealed(path: str, size: int) -> bool:
         os.close(fd)
 
 
-def _checked(mapped: mmap.mmap) -> pa.Buffer | None:
-    """The Arrow IPC bytes of a mapped window file if its trailer checks out, else None."""
+def _checked(mapped: mmap.mmap, *, verify: bool = True) -> pa.Buffer | None:
+    """The Arrow IPC bytes of a mapped window file if its trailer checks out, else None.
+
+    ``verify=False``: only the trailer's magic is checked (a file this process wrote,
+    whose checksum it took as it wrote it).
+    """
     size = len(mapped)
     if size < _TRAILER or mapped[size - _TRAILER : size - 4] != TRAILER_MAGIC:
         return None
+    if not verify:
+        return pa.py_buffer(mapped).slice(0, size - _TRAILER)
     body = memoryview(mapped)[: size - _TRAILER]
     try:
         ok = zlib.crc32(body) == int.from_bytes(mapped[size - 4 :], "big")

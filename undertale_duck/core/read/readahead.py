@@ -71,6 +71,13 @@ class ReadAhead:
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[int] = deque()
         self._in_flight: set[int] = set()
+        #: Windows a queued or running read of a whole row group will write (by its key),
+        #: and those of them not written yet: the consumer waits for these rather than
+        #: decoding the group a second time.
+        self._covers: dict[int, set[int]] = {}
+        self._pending: set[int] = set()
+        #: Most reads taken from the queue at once (the depth, or less for group reads).
+        self._at_once = self._depth
         self._keep: int | None = None
         self._threads: list[threading.Thread] = []
         self._pid = os.getpid()
@@ -91,8 +98,8 @@ class ReadAhead:
         return self._depth
 
     def reading(self, position: int) -> bool:
-        """Whether window ``position`` is being read now."""
-        return position in self._in_flight
+        """Whether window ``position`` is being read now (or by a group's read, queued)."""
+        return position in self._in_flight or position in self._pending
 
     def start(self) -> None:
         """Accept hints; threads start on the next one."""
@@ -104,7 +111,7 @@ class ReadAhead:
         with self._cond:
             threads = list(self._threads)
             self._running = False
-            self._queue.clear()
+            self._drop_queued()
             self._cond.notify_all()
         for thread in threads:
             if thread is not threading.current_thread():
@@ -115,6 +122,55 @@ class ReadAhead:
     def skipped(self) -> None:
         """Count a hint the caller dropped (the window would not fit beside the current one)."""
         self.stats["skipped"] += 1
+
+    def schedule_groups(
+        self, covers: dict[int, list[int]], keep: int | None, *, at_once: int
+    ) -> None:
+        """Read whole row groups in the background, replacing any older hint.
+
+        Args:
+            covers: For each read (by the key passed to ``fetch``), the windows it writes,
+                in order; the reader reports each with :meth:`finished` as it is done.
+            keep: The window being consumed.
+            at_once: Most of these reads run at once (at most :attr:`depth`).
+        """
+        with self._cond:
+            if not self._running or os.getpid() != self._pid:
+                return
+            keys = [k for k in covers if k not in self._in_flight and k not in self._covers]
+            self._drop_queued()
+            for key in keys:
+                self._covers[key] = set(covers[key])
+                self._pending.update(covers[key])
+            self._queue.extend(keys)
+            self._keep = keep
+            self._at_once = max(1, min(at_once, self._depth))
+            self.stats["scheduled"] += len(keys)
+            self._start_threads()
+            self._cond.notify_all()
+
+    def finished(self, position: int) -> None:
+        """Note that a group's read has written window ``position`` (waiters may go on)."""
+        with self._cond:
+            self._pending.discard(position)
+            self._cond.notify_all()
+
+    def _drop_queued(self) -> None:
+        """Forget the queued reads (called with the lock held): only the newest hint counts."""
+        for key in self._queue:
+            for p in self._covers.pop(key, ()):
+                self._pending.discard(p)
+        self._queue.clear()
+
+    def _start_threads(self) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+        wanted = min(self._at_once, len(self._queue) + len(self._in_flight))
+        while len(self._threads) < wanted:
+            thread = threading.Thread(
+                target=self._run, name="undertale-duck-read-ahead", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
 
     def schedule(self, positions: Sequence[int], keep: int | None) -> None:
         """Read ``positions`` in the background next, replacing any older hint.
@@ -130,18 +186,12 @@ class ReadAhead:
             fresh = [p for p in positions if p not in self._in_flight]
             if list(self._queue) == fresh:
                 return
-            self._queue.clear()  # only the newest hint matters
+            self._drop_queued()  # only the newest hint matters
             self._queue.extend(fresh)
             self._keep = keep
+            self._at_once = self._depth  # the caller hints no more than it may read at once
             self.stats["scheduled"] += len(fresh)
-            self._threads = [t for t in self._threads if t.is_alive()]
-            wanted = min(self._depth, len(self._queue) + len(self._in_flight))
-            while len(self._threads) < wanted:
-                thread = threading.Thread(
-                    target=self._run, name="undertale-duck-read-ahead", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
+            self._start_threads()
             self._cond.notify_all()
 
     def wait(self, position: int) -> bool:
@@ -154,6 +204,21 @@ class ReadAhead:
             True if it was being read ahead (it is in the cache now, unless that read failed).
         """
         with self._cond:
+            if position in self._pending:  # a group's read writes it: first in line
+                key = next((k for k, c in self._covers.items() if position in c), None)
+                if key is not None and key in self._queue and self._running:
+                    self._queue.remove(key)
+                    self._queue.appendleft(key)
+                    self.stats["waited"] += 1
+                    while position in self._pending:
+                        self._cond.wait()
+                    return True
+                if key is not None and key in self._in_flight:
+                    self.stats["waited"] += 1
+                    while position in self._pending:
+                        self._cond.wait()
+                    return True
+                self._pending.discard(position)
             if position in self._queue:
                 self._queue.remove(position)
             if position not in self._in_flight:
@@ -177,7 +242,9 @@ class ReadAhead:
         me = threading.current_thread()
         while True:
             with self._cond:
-                while not self._queue and self._running:
+                while (
+                    not self._queue or len(self._in_flight) >= self._at_once
+                ) and self._running:
                     if not self._cond.wait(timeout=IDLE_SECONDS) and not self._queue:
                         if me in self._threads:  # idle: end; restarted on the next hint
                             self._threads.remove(me)
@@ -195,4 +262,6 @@ class ReadAhead:
             finally:
                 with self._cond:
                     self._in_flight.discard(position)
+                    for p in self._covers.pop(position, ()):  # written, or failed: read anew
+                        self._pending.discard(p)
                     self._cond.notify_all()

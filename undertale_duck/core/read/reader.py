@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import queue
 import threading
 import warnings
 from collections.abc import Sequence
@@ -86,6 +87,8 @@ class WindowReader:
             read_limit=read_limit, direct=direct, threads=threads,
         )
         self._next: dict[int, int] = {}
+        #: Row groups to read whole in the background (:meth:`want`), by their first window.
+        self._group_reads: dict[int, list[int]] = {}
         self._row_bytes = 0.0
         groups = [shard.row_groups for shard in source.shards]
         self._max_rows = max((w.rows for w in windows), default=0)
@@ -272,8 +275,91 @@ class WindowReader:
         if hints:
             self.ahead.schedule(hints, current)
 
+    def want(self, positions: Sequence[int]) -> None:
+        """Declare the windows one batch needs: with a disk tier, read them in the background.
+
+        A batch of uniform random rows touches dozens of windows. With a disk tier each row
+        group they lie in is decoded once, whole, by a read-ahead thread (up to the
+        read-ahead depth the budget allows at once, each holding one window), every window
+        written to its file as soon as it is decoded, while the consumer takes each window
+        as it is written. Without a disk tier (the windows would not fit) nothing happens:
+        the windows are read as they are asked for.
+
+        Args:
+            positions: The batch's windows, in the order they are consumed.
+        """
+        if not (self.read_ahead and self.cache.maps_windows):
+            return
+        covers: dict[int, list[int]] = {}
+        seen: set[int] = set()
+        for p in positions:
+            if p in seen or self.ahead.reading(p) or p in self.cache:
+                continue
+            group = self.decoder.group_windows(p)
+            seen.update(group)
+            covers[group[0]] = group
+        if covers:
+            self._group_reads.update(covers)
+            self.ahead.schedule_groups(covers, self.ahead.last, at_once=self._depth)
+
+    def _fill(self, group: Sequence[int]) -> bool:
+        """Decode the windows of one row group in order, writing each to the disk tier.
+
+        A window is written by a thread of its own while the next one is decoded, when the
+        cache (which, with a disk tier, holds no windows) has room for the two windows
+        then held besides the one being decoded; else each is written before the next.
+        """
+        todo = [p for p in group if p not in self.cache]
+        for p in group:
+            if p not in todo:
+                self.ahead.finished(p)
+        if len(todo) > 1 and self.cache.limit - self.cache.held >= 2 * self.largest_window:
+            self._fill_piped(todo)
+            return True
+        for p in todo:  # a skipped window's rows are decoded on the way to the next one
+            try:
+                self.cache.put(p, self._read_with(p, (), 0)[0])
+                self.cache.missed()
+            finally:
+                self.ahead.finished(p)
+        return True
+
+    def _fill_piped(self, todo: Sequence[int]) -> None:
+        """:meth:`_fill`, each window written while the next is decoded (one waits at most)."""
+        waiting: queue.Queue[tuple[int, pa.Table] | None] = queue.Queue(maxsize=1)
+
+        def write() -> None:
+            while (item := waiting.get()) is not None:
+                position, table = item
+                try:
+                    self.cache.put(position, table)
+                except Exception:  # not written: the consumer reads it itself
+                    pass
+                finally:
+                    del table, item
+                    self.ahead.finished(position)
+
+        writer = threading.Thread(target=write, name="undertale-duck-disk-writer", daemon=True)
+        writer.start()
+        try:
+            for p in todo:
+                try:
+                    table = self._read_with(p, (), 0)[0]
+                except BaseException:
+                    self.ahead.finished(p)
+                    raise
+                self.cache.missed()
+                waiting.put((p, table))
+                del table
+        finally:
+            waiting.put(None)
+            writer.join()
+
     def _fetch_ahead(self, position: int, keep: int | None) -> bool:
         """Read one window into the cache on the read-ahead thread (False: it was cached)."""
+        group = self._group_reads.pop(position, None)
+        if group is not None:
+            return self._fill(group)
         if position in self.cache:
             return False
         self._load(position, keep)

@@ -257,6 +257,18 @@ class WindowDecoder:
             return []
         return self._within(position, span, range(position + 1, len(self.windows)))
 
+    def group_windows(self, position: int) -> list[int]:
+        """Every window cut from the same row groups as ``position``, in order.
+
+        Just ``position`` when it spans whole row groups (or is a view's).
+        """
+        span = self._span(position)
+        if span is None:
+            return [position]
+        before = self._within(position, span, range(position - 1, -1, -1))
+        after = self._within(position, span, range(position + 1, len(self.windows)))
+        return [*reversed(before), position, *after]
+
     def passed(self, position: int) -> list[int]:
         """Earlier windows whose rows a pyarrow read of ``position`` decodes on its way.
 

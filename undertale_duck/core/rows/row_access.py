@@ -111,6 +111,8 @@ class RowAccess:
         groups = np.split(order, cuts)
         last = len(groups) - 1
         first = int(positions[order[0]])
+        if last and self.reader.cache.maps_windows:  # with a disk tier: see _gather
+            self.reader.want([int(positions[m[0]]) for m in groups])
         parts = [
             self._window_part(int(positions[m[0]]), index[m], advance=k == last, first=first)
             for k, m in enumerate(groups)
@@ -139,6 +141,8 @@ class RowAccess:
         # down to the batch's rows as soon as it is read, so the batch never holds more
         # than its own rows beside the cache (mapped windows of the disk tier cost nothing)
         mapped = cache.maps_windows
+        if mapped and len(heads) > 1:
+            reader.want(heads)  # with a disk tier: their row groups decoded in parallel
         cut: list[Selection] = []
         for k, position in enumerate(heads):
             a, b = bounds[k], bounds[k + 1]

@@ -1,0 +1,231 @@
+"""Uniform random access, first pass: ours with a fresh disk tier against Hugging Face's.
+
+Run ``python benchmarks/bench_random_first.py`` (``--help`` for the options). The data is
+issue 29's: 8 shards x 25,000 rows of ``id`` string, ``tokens`` list<int32>[512], ``mask``
+list<int8>[512] and ``label`` int64, row groups of 10,000 (:func:`common.write_dataset`),
+read on all four columns by torch's ``RandomSampler`` (a fixed seed), batch 64, a pass of
+``--rows`` rows (12,800 by default), ``memory=96`` (the data is about 5x that) and a fresh
+``disk=`` tier in a new directory. The peer is Hugging Face ``datasets``
+(``Dataset.from_parquet(...).with_format("torch")`` into a fresh cache directory, then the
+same pass), its conversion counted, when it is installed (the ``bench`` extra).
+
+Each measurement runs in a fresh Python process (``--one``) after the shards' page cache
+is dropped (``os.posix_fadvise(..., POSIX_FADV_DONTNEED)``); nothing is warmed. The clock
+starts before the dataset is opened (or converted), so the time to the first batch counts
+opening it. Rounds rotate the order of the loaders; ratios are taken within a round, then
+the median over rounds is reported. CPU time is ``resource.getrusage`` of the process
+(every thread); peak RSS is ``ru_maxrss``. Every row of every batch is checked against the
+sampler's indices (its ``id``, ``label``, ``mask`` and ``tokens`` are functions of the row
+index). The load average is recorded beside every figure. Writes ``random_first.json`` and
+``random_first.md`` to ``benchmarks/results``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+
+COLUMNS = ["id", "tokens", "mask", "label"]
+LOADERS = ("ours", "hf")
+
+
+def drop_cache(directory: Path) -> None:
+    """Drop the shards' pages from the page cache (a cold read)."""
+    for path in common.shard_paths(directory):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def expected_tokens(index: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The ``tokens`` of rows ``index`` as :func:`common.make_table` writes them."""
+    mixed = (index[:, None].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             + np.arange(common.TOKENS, dtype=np.uint64)[None, :] * np.uint64(0xBF58476D1CE4E5B9))
+    mixed ^= mixed >> np.uint64(29)
+    mixed *= np.uint64(0x94D049BB133111EB)
+    mixed ^= mixed >> np.uint64(32)
+    return (mixed % np.uint64(50_000)).astype(np.int32)
+
+
+def check(batch: dict[str, Any], index: np.ndarray[Any, Any]) -> None:
+    """Check that ``batch`` holds rows ``index`` in order, every column of every row."""
+    import torch
+
+    ids = [f"row-{i:09d}" for i in index.tolist()]
+    if list(batch["id"]) != ids:
+        raise AssertionError(f"wrong ids: {list(batch['id'])[:3]} for {ids[:3]}")
+    rows = torch.from_numpy(index)
+    if not torch.equal(batch["label"].to(torch.int64), rows % 1000):
+        raise AssertionError(f"wrong labels in rows {ids[:3]}")
+    if not torch.equal(batch["mask"].sum(dim=1, dtype=torch.int64), rows % 512 + 1):
+        raise AssertionError(f"wrong masks in rows {ids[:3]}")
+    if not np.array_equal(batch["tokens"].numpy(), expected_tokens(index)):
+        raise AssertionError(f"wrong tokens in rows {ids[:3]}")
+
+
+def run_one(args: argparse.Namespace) -> dict[str, Any]:
+    """One measurement in this (fresh) process; returns its figures."""
+    import torch
+    from torch.utils.data import DataLoader, RandomSampler
+
+    directory = Path(args.data)
+    drop_cache(directory)
+    torch.set_num_threads(1)
+    work = Path(tempfile.mkdtemp(prefix="bench-random-first-"))
+    out: dict[str, Any] = {}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.perf_counter()
+    ds: Any = None
+    try:
+        if args.loader == "hf":
+            import datasets
+
+            datasets.disable_progress_bars()
+            ds = datasets.Dataset.from_parquet(
+                [str(p) for p in common.shard_paths(directory)], cache_dir=str(work)
+            ).with_format("torch")
+            out["prepare_s"] = time.perf_counter() - wall
+            collate_fn = None
+        else:
+            from undertale_duck import ParquetDataset, collate
+
+            ds = ParquetDataset(directory, memory=args.memory, format="torch", columns=COLUMNS,
+                                disk=args.disk, disk_dir=work / "disk")
+            collate_fn = collate
+        length = len(ds)
+        order = np.array(list(RandomSampler(range(length),
+                                            generator=torch.Generator().manual_seed(args.seed))))
+        sampler = RandomSampler(ds, generator=torch.Generator().manual_seed(args.seed))
+        loader: Iterable[dict[str, Any]] = DataLoader(ds, batch_size=args.batch,
+                                                      sampler=sampler, collate_fn=collate_fn)
+        rows = 0
+        first = 0.0
+        for batch in loader:
+            if not rows:
+                first = time.perf_counter() - wall
+            n = len(batch["label"])
+            check(batch, order[rows:rows + n])
+            rows += n
+            if rows >= args.rows:
+                break
+        seconds = time.perf_counter() - wall
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+        out.update({
+            "rows": rows, "seconds": seconds, "rate": rows / seconds, "first_batch_s": first,
+            "cpu_s": cpu, "cpu_us_per_row": cpu / rows * 1e6,
+            "peak_rss_mib": after.ru_maxrss / 1024, "load": os.getloadavg()[0],
+        })
+        if args.loader == "ours":
+            stats = ds.disk_stats
+            direct = ds.reader.direct
+            out["decoded"] = (ds.reader.decoder.stream_stats["streams"]  # group decodes begun
+                              + (0 if direct is None else direct.stats["streams"]))
+            out["windows"] = len(ds.reader.windows)
+            out["disk"] = None if stats is None else dataclasses.asdict(stats)
+            out["read_ahead"] = dict(ds.reader.read_ahead_stats)
+            ds.close()
+    finally:
+        del ds
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def measure(args: argparse.Namespace, data: Path, loader: str) -> dict[str, Any]:
+    """Run one measurement in a fresh process."""
+    command = [sys.executable, __file__, "--one", "--loader", loader, "--data", str(data),
+               "--rows", str(args.rows), "--memory", str(args.memory), "--disk", str(args.disk),
+               "--batch", str(args.batch), "--seed", str(args.seed)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{loader} failed:\n{done.stderr[-4000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=8)
+    parser.add_argument("--shard-rows", type=int, default=25_000)
+    parser.add_argument("--rows", type=int, default=12_800, help="rows in the timed pass")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--memory", type=int, default=96)
+    parser.add_argument("--disk", type=int, default=2048, help="the disk tier's bound, MB")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--loaders", default=",".join(LOADERS))
+    parser.add_argument("--out", default=str(common.RESULTS))
+    parser.add_argument("--root", default=str(common.DATA), help="where the data is written")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--loader", default="ours")
+    parser.add_argument("--data", default="")
+    args = parser.parse_args(argv)
+    if args.one:
+        result = run_one(args)
+        print(json.dumps(result))
+        return result
+    data = common.write_dataset(args.shards, args.shard_rows, root=Path(args.root))
+    loaders = [name for name in args.loaders.split(",") if name]
+    if "hf" in loaders:
+        try:
+            import datasets  # noqa: F401
+        except ImportError:
+            print("  (Hugging Face datasets not installed: skipped)")
+            loaders.remove("hf")
+    runs: list[dict[str, Any]] = []
+    for k in range(args.rounds):
+        shift = k % len(loaders)
+        rotated = loaders[shift:] + loaders[:shift]
+        runs.append({name: measure(args, data, name) for name in rotated})
+        print(k, json.dumps(runs[-1]), flush=True)
+    base = loaders[-1]
+    lines = ["| loader | rows/s | first batch s | CPU us/row | peak RSS MiB | "
+             f"x rows/s ({base}) | group decodes | load |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in loaders:
+        def med(key: str, name: str = name) -> float:
+            return float(statistics.median(r[name][key] for r in runs))
+        ratio = statistics.median(r[name]["rate"] / r[base]["rate"] for r in runs)
+        lines.append(
+            f"| {name} | {med('rate'):,.0f} | {med('first_batch_s'):.2f} | "
+            f"{med('cpu_us_per_row'):,.0f} | {med('peak_rss_mib'):,.0f} | {ratio:.2f} | "
+            f"{runs[-1][name].get('decoded', '')} | "
+            f"{min(r[name]['load'] for r in runs):.1f}-{max(r[name]['load'] for r in runs):.1f} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    results = {"args": vars(args), "runs": runs, "machine": f"{os.cpu_count()} cores, shared"}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "random_first.json").write_text(json.dumps(results, indent=1))
+    (out / "random_first.md").write_text(
+        f"`benchmarks/bench_random_first.py --rounds {args.rounds}`, {results['machine']}; "
+        f"{args.shards} x {args.shard_rows:,} rows, a pass of {args.rows:,} rows, batch "
+        f"{args.batch}, memory={args.memory}, a fresh disk tier, page cache of the shards "
+        "dropped; medians of rotated rounds, one fresh process each; load = 1-minute load "
+        "average.\n\n" + table + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
