@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -166,14 +166,189 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# --------------------------------------------------------------------------- the sharded table
+
+SHARDED_LOADERS = ("pyarrow", "ours", "hf", "lance")
+SHARDED_MODES = {
+    "first epoch, page cache of the shards dropped": ("first", True),
+    "first epoch of a fresh object, page cache warm": ("first", False),
+    "second epoch (same object, timed after the first)": ("second", False),
+    "shuffled epoch, each system's own shuffle": ("shuffle", False),
+}
+
+
+class IdChecker:
+    """Checks every row by its ``id`` (any order): label, mask length, shapes, each row once."""
+
+    def __init__(self, rows: int) -> None:
+        self.seen = np.zeros(rows, dtype=bool)
+        self.rows = 0
+
+    def __call__(self, batch: dict[str, Any]) -> None:
+        """Check one batch."""
+        import torch
+
+        index = torch.tensor([int(s[4:]) for s in batch["id"]], dtype=torch.int64)
+        n = len(index)
+        if not torch.equal(batch["label"], index % 1000):
+            raise AssertionError(f"wrong labels near row {int(index[0])}")
+        if not torch.equal(batch["mask"].sum(dim=1, dtype=torch.int64), index % 512 + 1):
+            raise AssertionError(f"wrong masks near row {int(index[0])}")
+        if batch["tokens"].shape != (n, common.TOKENS):
+            raise AssertionError(f"wrong token shape near row {int(index[0])}")
+        numbers = index.numpy()
+        if self.seen[numbers].any():
+            raise AssertionError(f"a row served twice near row {int(index[0])}")
+        self.seen[numbers] = True
+        self.rows += n
+
+
+def arrow_to_tensors(part: pa.Table | pa.RecordBatch) -> dict[str, Any]:
+    """One Arrow batch of the four columns as tensors (strings as a list), fresh copies."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for name in COLUMNS:
+        col = part.column(name)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if pa.types.is_list(col.type):
+            offsets = col.offsets.to_numpy()
+            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
+            out[name] = torch.from_numpy(values.reshape(len(col), -1).copy())
+        elif pa.types.is_integer(col.type):
+            out[name] = torch.from_numpy(col.to_numpy().copy())
+        else:
+            out[name] = col.to_pylist()
+    return out
+
+
+def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
+                   scratch: Path, state: dict[str, Any]) -> Callable[[bool], Iterable[Any]]:
+    """The epochs of one object of ``loader``: ``epoch(shuffle)`` iterates its batches.
+
+    The object (kept in ``state``) is built when the first epoch begins, so its construction
+    (and a peer's conversion) is timed with the first epoch.
+    """
+
+    def pyarrow_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
+        if not shuffle:
+            yield from pyarrow_batches(directory, batch)
+            return
+        # pyarrow's shuffle: the whole table read, batches taken by a permutation
+        table = pa.concat_tables(pq.read_table(p, columns=COLUMNS)
+                                 for p in common.shard_paths(directory))
+        order = np.random.default_rng(0).permutation(table.num_rows)
+        for a in range(0, len(order), batch):
+            yield arrow_to_tensors(table.take(order[a:a + batch]))
+
+    def ours_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
+        from torch.utils.data import DataLoader
+
+        from undertale_duck import ChunkedSampler, ParquetDataset, collate
+
+        if "ds" not in state:
+            kw = {} if memory is None else {"memory": memory}
+            state["ds"] = ParquetDataset(directory, format="torch", **kw)
+        ds = state["ds"]
+        sampler = ChunkedSampler(ds, batch, 0, shuffle=shuffle, drop_last=False)
+        yield from DataLoader(ds, batch_size=batch, sampler=sampler, collate_fn=collate)
+
+    def hf_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
+        import datasets
+
+        if "hf" not in state:
+            files = [str(p) for p in common.shard_paths(directory)]
+            state["hf"] = datasets.Dataset.from_parquet(
+                files, cache_dir=str(scratch / "hf"), keep_in_memory=False,
+            ).with_format("torch")
+        hf = state["hf"]
+        if shuffle:
+            hf = hf.shuffle(seed=0)
+        for a in range(0, len(hf), batch):
+            yield hf[a:a + batch]
+
+    def lance_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
+        import lance
+
+        if "lance" not in state:
+            reader = pq.ParquetDataset([str(p) for p in common.shard_paths(directory)])
+            state["lance"] = lance.write_dataset(reader.read(columns=COLUMNS),
+                                                 str(scratch / "data.lance"))
+        data = state["lance"]
+        if not shuffle:
+            for part in data.to_batches(columns=COLUMNS, batch_size=batch):
+                yield arrow_to_tensors(part)
+            return
+        order = np.random.default_rng(0).permutation(data.count_rows())
+        for a in range(0, len(order), batch):
+            yield arrow_to_tensors(data.take(order[a:a + batch], columns=COLUMNS))
+
+    epochs: dict[str, Callable[[bool], Iterable[Any]]] = {
+        "pyarrow": pyarrow_epoch, "ours": ours_epoch, "hf": hf_epoch, "lance": lance_epoch}
+    return epochs[loader]
+
+
+def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
+    """One measurement of the sharded table in this (fresh) process."""
+    import shutil
+    import tempfile
+
+    import torch
+
+    directory = Path(args.data)
+    rows = args.rows
+    scratch = Path(tempfile.mkdtemp(prefix="decode-floor-", dir=directory.parent))
+    try:
+        if args.cold:
+            drop_cache(directory)
+        torch.set_num_threads(1)
+        state: dict[str, Any] = {}
+        epoch = sharded_epochs(args.loader, directory, args.batch,
+                               None if args.memory == 4096 else args.memory, scratch, state)
+        if args.mode == "second":  # the first epoch, untimed: this row times the second
+            for _ in epoch(False):
+                pass
+        check = IdChecker(rows)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        wall = time.perf_counter()
+        for batch in epoch(args.mode == "shuffle"):
+            check(batch)
+        seconds = time.perf_counter() - wall
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+        if check.rows != rows or not check.seen.all():
+            raise AssertionError(f"read {check.rows} rows of {rows}")
+        out: dict[str, Any] = {
+            "rows": check.rows, "seconds": seconds, "rate": check.rows / seconds,
+            "cpu_us_per_row": cpu / check.rows * 1e6, "peak_rss_mib": after.ru_maxrss / 1024,
+            "load": os.getloadavg()[0],
+        }
+        if args.loader == "ours":
+            ds = state["ds"]
+            out["cache_held_mib"] = ds.reader.cache.held / 2**20
+            ds.close()
+        return out
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def peer_available(loader: str) -> bool:
+    """Whether a peer's package imports here (peers not installed are skipped)."""
+    import importlib.util
+
+    module = {"hf": "datasets", "lance": "lance"}.get(loader)
+    return module is None or importlib.util.find_spec(module) is not None
+
+
 # --------------------------------------------------------------------------- driver
 
 def measure(data: Path, loader: str, rows: int, *, memory: int = 4096, batch: int = 64,
-            cold: bool = False, warm_cache: bool = False) -> dict[str, Any]:
+            cold: bool = False, warm_cache: bool = False, mode: str = "") -> dict[str, Any]:
     """Run one measurement in a fresh process."""
     command = [sys.executable, __file__, "--one", "--loader", loader, "--data", str(data),
                "--rows", str(rows), "--memory", str(memory), "--batch", str(batch)]
-    command += ["--cold"] * cold + ["--warm-cache"] * warm_cache
+    command += ["--cold"] * cold + ["--warm-cache"] * warm_cache + ["--mode", mode] * bool(mode)
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -187,8 +362,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--scenarios", default="one group,batch")
+    parser.add_argument("--scenarios", default="sharded,one group,batch")
+    parser.add_argument("--shards", type=int, default=8, help="sharded: shards")
+    parser.add_argument("--shard-rows", type=int, default=25_000, help="sharded: rows each")
+    parser.add_argument("--loaders", default=",".join(SHARDED_LOADERS),
+                        help="sharded: loaders (peers not installed are skipped)")
+    parser.add_argument("--mode", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(common.RESULTS))
+    parser.add_argument("--name", default="decode_floor", help="results' file name")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--loader", default="ours")
     parser.add_argument("--data", default="")
@@ -198,14 +379,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--warm-cache", action="store_true")
     args = parser.parse_args(argv)
     if args.one:
-        result = run_one(args)
+        result = run_sharded(args) if args.mode else run_one(args)
         print(json.dumps(result))
         return result
-    data = one_group_shard(args.rows)
     scenarios = [s.strip() for s in args.scenarios.split(",")]
     results: dict[str, Any] = {"rows": args.rows, "rounds": args.rounds, "runs": {},
-                               "machine": f"{os.cpu_count()} cores, shared"}
+                               "machine": f"{os.cpu_count()} cores, shared",
+                               "argv": sys.argv[1:] if argv is None else argv}
     cases: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    if "sharded" in scenarios:
+        sharded = common.write_dataset(args.shards, args.shard_rows)
+        total = args.shards * args.shard_rows
+        results["sharded"] = {"shards": args.shards, "shard_rows": args.shard_rows,
+                              "skipped": [], "cases": []}
+        names = [n.strip() for n in args.loaders.split(",") if n.strip()]
+        if "pyarrow" not in names:
+            names.insert(0, "pyarrow")  # every ratio is taken against pyarrow's run
+        for name in names:
+            if not peer_available(name):
+                results["sharded"]["skipped"].append(name)
+        kept = [n for n in names if n not in results["sharded"]["skipped"]]
+        for case, (mode, cold) in SHARDED_MODES.items():
+            results["sharded"]["cases"].append(case)
+            cases[case] = [(name, {"loader": name, "data": sharded, "rows": total,
+                                   "mode": mode, "cold": cold}) for name in kept]
+    data = one_group_shard(args.rows) if {"one group", "batch"} & set(scenarios) else None
     for cold in (False, True):
         tag = "cold" if cold else "warm"
         if "one group" in scenarios:
@@ -224,11 +422,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for k in range(args.rounds):
             shift = k % len(loaders)
             rotated = loaders[shift:] + loaders[:shift]
-            runs.append({name: measure(data, "pyarrow" if name == "pyarrow" else "ours",
-                                       args.rows, **kw) for name, kw in rotated})
+            round_: dict[str, Any] = {}
+            for name, kw in rotated:
+                kw = dict(kw)
+                where = Path(kw.pop("data", data))
+                loader = kw.pop("loader", "pyarrow" if name == "pyarrow" else "ours")
+                round_[name] = measure(where, loader, kw.pop("rows", args.rows), **kw)
+            runs.append({name: round_[name] for name, _ in loaders})  # base first
             print(case, k, json.dumps(runs[-1]), flush=True)
         results["runs"][case] = runs
-    lines = ["| scenario | loader | rows/s | CPU us/row | peak RSS MiB | decodes | "
+    lines = ["| scenario | loader | rows/s | CPU us/row | peak RSS MiB | decodes / cache MiB | "
              "x rows/s | x CPU | x peak RSS | load |", "|---|---|---|---|---|---|---|---|---|---|"]
     for case, runs in results["runs"].items():
         names = list(runs[0])
@@ -237,9 +440,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             def med(key: str, name: str = name, runs: list[dict[str, Any]] = runs) -> float:
                 return float(statistics.median(r[name][key] for r in runs))
             decodes = runs[-1][name].get("decodes") or {}
+            extra = decodes.get("streams", "")
+            if "cache_held_mib" in runs[-1][name]:  # the Arrow bytes the cache holds at the end
+                extra = f"{med('cache_held_mib'):,.0f}"
             lines.append(
                 f"| {case} | {name} | {med('rate'):,.0f} | {med('cpu_us_per_row'):.2f} | "
-                f"{med('peak_rss_mib'):,.0f} | {decodes.get('streams', '')} | "
+                f"{med('peak_rss_mib'):,.0f} | {extra} | "
                 f"{median_ratio(runs, 'rate', name, base):.2f} | "
                 f"{median_ratio(runs, 'cpu_us_per_row', name, base):.2f} | "
                 f"{median_ratio(runs, 'peak_rss_mib', name, base):.2f} | "
@@ -250,9 +456,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(table)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "decode_floor.json").write_text(json.dumps(results, indent=1))
-    (out / "decode_floor.md").write_text(
-        f"`benchmarks/bench_decode_floor.py --rows {args.rows} --rounds {args.rounds}`, "
+    (out / f"{args.name}.json").write_text(json.dumps(results, indent=1, default=str))
+    (out / f"{args.name}.md").write_text(
+        f"`benchmarks/bench_decode_floor.py {' '.join(results['argv'])}`, "
         f"{results['machine']}; medians of rotated rounds, ratios against the first loader "
         "of each scenario in the same round; load = 1-minute load average.\n\n" + table + "\n")
     return results

@@ -17,7 +17,8 @@ def test_decode_floor_benchmark_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(common, "DATA", tmp_path / "data")
     results = bench_decode_floor.main([
-        "--rows", "3000", "--rounds", "1", "--out", str(tmp_path / "out"),
+        "--rows", "3000", "--rounds", "1", "--scenarios", "one group,batch",
+        "--out", str(tmp_path / "out"),
     ])
     runs = results["runs"]
     for case in ("one group, warm page cache", "one group, cold page cache"):
@@ -27,3 +28,25 @@ def test_decode_floor_benchmark_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
             assert run[name]["rows"] == 3000
             assert run[name]["decodes"]["streams"] <= 1  # one group: decoded once at most
     assert (tmp_path / "out" / "decode_floor.md").read_text().count("|") > 20
+
+
+@pytest.mark.heavy
+def test_decode_floor_sharded_scenario_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench_decode_floor
+    import common
+
+    monkeypatch.setattr(common, "DATA", tmp_path / "data")
+    results = bench_decode_floor.main([
+        "--scenarios", "sharded", "--shards", "2", "--shard-rows", "300", "--rounds", "1",
+        "--loaders", "ours", "--name", "sharded", "--out", str(tmp_path / "out"),
+    ])
+    assert list(results["runs"]) == results["sharded"]["cases"]
+    assert len(results["runs"]) == 4  # cold, warm, second, shuffled
+    for case, (run,) in results["runs"].items():
+        assert list(run) == ["pyarrow", "ours"], case  # pyarrow is the base of each ratio
+        assert all(r["rows"] == 600 for r in run.values())  # every row checked, once
+        assert run["ours"]["cache_held_mib"] >= 0
+    assert (tmp_path / "out" / "sharded.md").read_text().count("|") > 20
+    assert not [p for p in (tmp_path / "data").iterdir() if p.name.startswith("decode-floor-")]
