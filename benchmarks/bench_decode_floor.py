@@ -239,7 +239,8 @@ def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
             return
         # pyarrow's shuffle: the whole table read, batches taken by a permutation
         table = pa.concat_tables(pq.read_table(p, columns=COLUMNS)
-                                 for p in common.shard_paths(directory))
+                                 for p in common.shard_paths(directory)).combine_chunks()
+        # one chunk: a take from many chunks concatenates them all again on every call
         order = np.random.default_rng(0).permutation(table.num_rows)
         for a in range(0, len(order), batch):
             yield arrow_to_tensors(table.take(order[a:a + batch]))
@@ -315,11 +316,20 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
             for _ in epoch(False):
                 pass
         check = IdChecker(rows)
+        profile = None
+        if args.profile:  # where the CPU goes (the figures are then not comparable)
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
         usage = resource.getrusage(resource.RUSAGE_SELF)
         wall = time.perf_counter()
         for batch in epoch(args.mode == "shuffle"):
             check(batch)
         seconds = time.perf_counter() - wall
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(args.profile)
         after = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
         if check.rows != rows or not check.seen.all():
@@ -370,7 +380,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--shard-rows", type=int, default=25_000, help="sharded: rows each")
     parser.add_argument("--loaders", default=",".join(SHARDED_LOADERS),
                         help="sharded: loaders (peers not installed are skipped)")
+    parser.add_argument("--modes", default="cold,warm,second,shuffle",
+                        help="sharded: which rows of the table")
     parser.add_argument("--mode", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", default="", help="with --one --mode: cProfile output file")
     parser.add_argument("--out", default=str(common.RESULTS))
     parser.add_argument("--name", default="decode_floor", help="results' file name")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
@@ -402,7 +415,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if not peer_available(name):
                 results["sharded"]["skipped"].append(name)
         kept = [n for n in names if n not in results["sharded"]["skipped"]]
+        wanted = [m.strip() for m in args.modes.split(",")]
         for case, (mode, cold) in SHARDED_MODES.items():
+            if ("cold" if cold else mode if mode != "first" else "warm") not in wanted:
+                continue
             results["sharded"]["cases"].append(case)
             cases[case] = [(name, {"loader": name, "data": sharded, "rows": total,
                                    "mode": mode, "cold": cold}) for name in kept]
