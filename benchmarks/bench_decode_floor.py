@@ -301,9 +301,11 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
 
     directory = Path(args.data)
     rows = args.rows
-    for module in {"ours": ("undertale_duck",), "hf": ("datasets",), "lance": ("lance",)}.get(
-            args.loader, ()):
-        importlib.import_module(module)  # imported before the clock starts, as a user's is
+    # imported before the clock starts, as a user's are (ours: its lazily imported names too)
+    for module in {"hf": ("datasets",), "lance": ("lance",)}.get(args.loader, ()):
+        importlib.import_module(module)
+    if args.loader == "ours":
+        from undertale_duck import ChunkedSampler, ParquetDataset, collate  # noqa: F401
     scratch = Path(tempfile.mkdtemp(prefix="decode-floor-", dir=directory.parent))
     try:
         if args.cold:
