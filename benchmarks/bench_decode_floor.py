@@ -61,17 +61,6 @@ def one_group_shard(rows: int) -> Path:
     return directory
 
 
-def drop_cache(directory: Path) -> None:
-    """Drop the shards' pages from the page cache (a cold read)."""
-    for path in common.shard_paths(directory):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 # --------------------------------------------------------------------------- one measurement
 
 class Checker:
@@ -127,7 +116,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
 
     directory = Path(args.data)
     if args.cold:
-        drop_cache(directory)
+        common.drop_cache(directory)
     ds = None
     if args.loader == "pyarrow":
         def batches() -> Iterable[dict[str, Any]]:
@@ -309,7 +298,7 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
     scratch = Path(tempfile.mkdtemp(prefix="decode-floor-", dir=directory.parent))
     try:
         if args.cold:
-            drop_cache(directory)
+            common.drop_cache(directory)
         torch.set_num_threads(1)
         state: dict[str, Any] = {}
         epoch = sharded_epochs(args.loader, directory, args.batch,

@@ -47,17 +47,6 @@ COLUMNS = ["id", "tokens", "mask", "label"]
 LOADERS = ("ours", "hf")
 
 
-def drop_cache(directory: Path) -> None:
-    """Drop the shards' pages from the page cache (a cold read)."""
-    for path in common.shard_paths(directory):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def expected_tokens(index: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The ``tokens`` of rows ``index`` as :func:`common.make_table` writes them."""
     mixed = (index[:, None].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -90,7 +79,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     from torch.utils.data import DataLoader, RandomSampler
 
     directory = Path(args.data)
-    drop_cache(directory)
+    common.drop_cache(directory)
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="bench-random-first-"))
     out: dict[str, Any] = {}

@@ -85,6 +85,17 @@ def shard_paths(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.parquet"))
 
 
+def drop_cache(directory: Path) -> None:
+    """Drop the shards' pages from the page cache (a cold read)."""
+    for path in shard_paths(directory):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def dataset_bytes(directory: Path) -> int:
     """Uncompressed bytes of the dataset according to the footers."""
     total = 0

@@ -372,6 +372,11 @@ def test_full_pass_within_a_large_budget(
     )
     assert reader.direct is not None  # pyarrow's allocator keeps one more read's buffers
     expected_reserve += win.read_reserve(max_rows, reader.row_bytes, touched, 0)
+    # and the rows open group readers hold past their windows: two windows, or a floor
+    park = max(2 * reader.largest_window,
+               min(readermod.PARK_FLOOR_BYTES, ds.memory_bytes // 32))
+    assert reader.direct.park_cap == park
+    expected_reserve += park
     # a large budget reads two windows ahead at once where there are two cores: each
     # concurrent read has its own transient memory
     depth = 2 if read_ahead and usable_cores() >= 2 else 1

@@ -23,7 +23,8 @@ from .window_read import ViewWindows, WindowDecoder
 #: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
 #: 0.06 to 62 MiB (DESIGN.md, "Notes from the memory budget").
 READ_OVERHEAD_BYTES = 12 << 20
-#: Least bytes the open row-group readers may hold past their windows (``DirectReader.park_cap``).
+#: Least bytes older open row-group readers may hold past their windows (``DirectReader.park_cap``;
+#: a 32nd of the budget where that is less).
 PARK_FLOOR_BYTES = 4 << 20
 
 
@@ -162,8 +163,9 @@ class WindowReader:
             # read instead of returning them (handing them back after each read costs more
             # CPU than the decode saves): counted as one more read's transient memory; and
             # the rows that group readers left open by earlier windows decoded past them
-            # are bounded by two windows (at least PARK_FLOOR_BYTES)
-            park = max(2 * window, PARK_FLOOR_BYTES)
+            # are bounded by two windows (at least PARK_FLOOR_BYTES, or a 32nd of a small
+            # budget: at memory=16 a fixed 4 MiB left the cache too few windows)
+            park = max(2 * window, min(PARK_FLOOR_BYTES, cache.budget // 32))
             reserve += one + park
             self.direct.park_cap = park
         # Reading ahead more than one window at once: each concurrent read has its own
