@@ -85,26 +85,32 @@ class Checker:
         self.rows += n
 
 
-def pyarrow_batches(directory: Path, batch: int) -> Iterable[dict[str, Any]]:
-    """The floor: ``read_table`` per shard, sliced into batches turned into tensors."""
+def arrow_to_tensors(part: pa.Table | pa.RecordBatch) -> dict[str, Any]:
+    """One Arrow batch of the four columns as tensors (strings as a list), fresh copies."""
     import torch
 
+    out: dict[str, Any] = {}
+    for name in COLUMNS:
+        col = part.column(name)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if pa.types.is_list(col.type):
+            offsets = col.offsets.to_numpy()
+            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
+            out[name] = torch.from_numpy(values.reshape(len(col), -1).copy())
+        elif pa.types.is_integer(col.type):
+            out[name] = torch.from_numpy(col.to_numpy().copy())
+        else:
+            out[name] = col.to_pylist()
+    return out
+
+
+def pyarrow_batches(directory: Path, batch: int) -> Iterable[dict[str, Any]]:
+    """The floor: ``read_table`` per shard, sliced into batches turned into tensors."""
     for path in common.shard_paths(directory):
         table = pq.read_table(path, columns=COLUMNS)
         for a in range(0, table.num_rows, batch):
-            part = table.slice(a, batch)
-            out: dict[str, Any] = {}
-            for name in COLUMNS:
-                col = part.column(name).combine_chunks()
-                if pa.types.is_list(col.type):
-                    offsets = col.offsets.to_numpy()
-                    values = col.values.to_numpy()[offsets[0]:offsets[-1]]
-                    out[name] = torch.from_numpy(values.reshape(len(col), -1).copy())
-                elif pa.types.is_integer(col.type):
-                    out[name] = torch.from_numpy(col.to_numpy().copy())
-                else:
-                    out[name] = col.to_pylist()
-            yield out
+            yield arrow_to_tensors(table.slice(a, batch))
 
 
 def run_one(args: argparse.Namespace) -> dict[str, Any]:
@@ -192,26 +198,6 @@ class IdChecker:
             raise AssertionError(f"a row served twice near row {int(index[0])}")
         self.seen[numbers] = True
         self.rows += n
-
-
-def arrow_to_tensors(part: pa.Table | pa.RecordBatch) -> dict[str, Any]:
-    """One Arrow batch of the four columns as tensors (strings as a list), fresh copies."""
-    import torch
-
-    out: dict[str, Any] = {}
-    for name in COLUMNS:
-        col = part.column(name)
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        if pa.types.is_list(col.type):
-            offsets = col.offsets.to_numpy()
-            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
-            out[name] = torch.from_numpy(values.reshape(len(col), -1).copy())
-        elif pa.types.is_integer(col.type):
-            out[name] = torch.from_numpy(col.to_numpy().copy())
-        else:
-            out[name] = col.to_pylist()
-    return out
 
 
 def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
