@@ -26,6 +26,13 @@ VECTOR_ROWS = 2048
 #: Row-group readers kept open between window reads (one per stream of windows being read).
 MAX_STREAMS = 4
 
+#: Most bytes (by the page headers' bound) pyarrow decodes in one batch. Its readers grow a
+#: batch's buffers by doubling, so a batch of tens of MiB is reallocated and faulted in
+#: again several times over: a window of 63 MiB decoded as one batch cost twice the CPU of
+#: the same rows in batches of one row group or less (and 150 MiB more peak RSS); the
+#: batches of a window are then joined in one copy.
+DECODE_BATCH_BYTES = 32 << 20
+
 
 class DirectReader:
     """Read plain windows of local shards with pyarrow, within the read limit.
@@ -159,13 +166,10 @@ class DirectReader:
             stream.close()  # it went past this window: decode the groups again
             stream = None
         if stream is None:
-            # batches of the window's rows when the windows cut from the groups line up
-            # with them (equal pieces from the groups' first row): each window is then one
-            # batch, kept as decoded rather than copied out of two
-            aligned = (window.start - first) % window.rows == 0
             stream = _GroupStream(
                 pages, groups, self.columns, self._text, first, expected,
-                batch_rows=window.rows if aligned else VECTOR_ROWS, threads=self.threads,
+                batch_rows=_batch_rows(pages, groups, window, first, expected),
+                threads=self.threads,
             )
             self.stats["streams"] += 1
         # DuckDB decodes a row group in vectors of VECTOR_ROWS rows from its start, and
@@ -242,6 +246,25 @@ class DirectReader:
             if stream is not None and stream.start <= window.start and self._pid == os.getpid():
                 return stream.start
         return first
+
+
+def _batch_rows(
+    pages: ShardPages, groups: list[int], window: Window, first: int, expected: int
+) -> int:
+    """Rows per batch of a read of ``groups`` for ``window``.
+
+    The window's rows when the windows cut from the groups line up with them (equal pieces
+    from the groups' first row) and that many rows fit in :data:`DECODE_BATCH_BYTES`: each
+    window is then one batch, kept as decoded rather than copied out of two. Else batches of
+    at most that many bytes (at least :data:`VECTOR_ROWS` rows), joined into the window.
+    """
+    bound = sum(pages.bound(g) or 0 for g in groups)
+    per_row = bound / expected if expected else 0.0
+    fit = int(DECODE_BATCH_BYTES // per_row) if per_row > 0 else window.rows
+    aligned = (window.start - first) % window.rows == 0
+    if aligned and window.rows <= fit:
+        return window.rows
+    return max(VECTOR_ROWS, min(fit, window.rows)) if aligned else VECTOR_ROWS
 
 
 class _GroupStream:
