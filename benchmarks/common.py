@@ -85,15 +85,25 @@ def shard_paths(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.parquet"))
 
 
+def _drop(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def drop_cache(directory: Path) -> None:
     """Drop the shards' pages from the page cache (a cold read)."""
     for path in shard_paths(directory):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        _drop(path)
+
+
+def drop_tree(root: Path) -> None:
+    """Drop every file under ``root`` from the page cache (a peer's converted copy)."""
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        _drop(path)
 
 
 def dataset_bytes(directory: Path) -> int:
