@@ -43,10 +43,34 @@ def test_decode_floor_sharded_scenario_runs(
         "--loaders", "ours", "--name", "sharded", "--out", str(tmp_path / "out"),
     ])
     assert list(results["runs"]) == results["sharded"]["cases"]
-    assert len(results["runs"]) == 4  # cold, warm, second, shuffled
+    # cold, warm, second, shuffled, and cold with the peers' conversions untimed
+    assert len(results["runs"]) == 5
     for case, (run,) in results["runs"].items():
         assert list(run) == ["pyarrow", "ours"], case  # pyarrow is the base of each ratio
         assert all(r["rows"] == 600 for r in run.values())  # every row checked, once
         assert run["ours"]["cache_held_mib"] >= 0
     assert (tmp_path / "out" / "sharded.md").read_text().count("|") > 20
     assert not [p for p in (tmp_path / "data").iterdir() if p.name.startswith("decode-floor-")]
+
+
+@pytest.mark.heavy
+def test_a_peers_conversion_is_left_out_of_the_converted_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench_decode_floor
+    import common
+
+    peers = [p for p in ("lance", "hf") if bench_decode_floor.peer_available(p)]
+    if not peers:
+        pytest.skip("no peer installed (the bench extra)")
+    monkeypatch.setattr(common, "DATA", tmp_path / "data")
+    results = bench_decode_floor.main([
+        "--scenarios", "sharded", "--shards", "2", "--shard-rows", "300", "--rounds", "1",
+        "--loaders", peers[0], "--modes", "converted", "--name", "converted",
+        "--out", str(tmp_path / "out"),
+    ])
+    (case,) = results["runs"]
+    assert "conversion done untimed" in case
+    ((run,),) = results["runs"].values()
+    assert list(run) == ["pyarrow", peers[0]]
+    assert all(r["rows"] == 600 for r in run.values())  # every row checked, once
