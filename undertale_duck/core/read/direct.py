@@ -148,11 +148,11 @@ class DirectReader:
             total += bound
         if not groups or total > self.cap:
             return None
-        return self._iterate(pages, groups, window, first, expected, spare)
+        return self._iterate(pages, groups, window, first, expected, total, spare)
 
     def _iterate(
         self, pages: ShardPages, groups: list[int], window: Window, first: int, expected: int,
-        spare: Spare | None,
+        bound: int, spare: Spare | None,
     ) -> Iterator[pa.RecordBatch]:
         key = (pages.path, tuple(groups))
         with self._guard:
@@ -168,7 +168,7 @@ class DirectReader:
         if stream is None:
             stream = _GroupStream(
                 pages, groups, self.columns, self._text, first, expected,
-                batch_rows=_batch_rows(pages, groups, window, first, expected),
+                batch_rows=_batch_rows(window, first, expected, bound),
                 threads=self.threads,
             )
             self.stats["streams"] += 1
@@ -248,17 +248,17 @@ class DirectReader:
         return first
 
 
-def _batch_rows(
-    pages: ShardPages, groups: list[int], window: Window, first: int, expected: int
-) -> int:
-    """Rows per batch of a read of ``groups`` for ``window``.
+def _batch_rows(window: Window, first: int, expected: int, bound: int) -> int:
+    """Rows per batch of a read of row groups for ``window``.
+
+    ``first`` is the groups' first shard-local row, ``expected`` their rows and ``bound``
+    the page headers' bound of their decoded bytes.
 
     The window's rows when the windows cut from the groups line up with them (equal pieces
     from the groups' first row) and that many rows fit in :data:`DECODE_BATCH_BYTES`: each
     window is then one batch, kept as decoded rather than copied out of two. Else batches of
     at most that many bytes (at least :data:`VECTOR_ROWS` rows), joined into the window.
     """
-    bound = sum(pages.bound(g) or 0 for g in groups)
     per_row = bound / expected if expected else 0.0
     fit = int(DECODE_BATCH_BYTES // per_row) if per_row > 0 else window.rows
     aligned = (window.start - first) % window.rows == 0
