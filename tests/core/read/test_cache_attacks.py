@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 import warnings
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +29,8 @@ from pydantic import Field
 from support import datagen
 
 from undertale_duck import ArgumentError, ParquetDataset, SchemaError, schema
-from undertale_duck.core.read.disk_tier import TRAILER_MAGIC
+from undertale_duck.core.read.disk_tier import DIGEST_BYTES, TRAILER_MAGIC
+from undertale_duck.core.read.disk_tier import digest as window_digest
 from undertale_duck.core.runtime import cachedir
 from undertale_duck.core.source.remote.shard_cache import key_of
 from undertale_duck.errors import SourceError
@@ -123,14 +123,16 @@ def _forge(path: Path) -> None:
     With a valid checksum trailer too: only the other defences (a file of ours, in a private
     directory, not a link) can refuse it.
     """
-    body = path.read_bytes()[: -len(TRAILER_MAGIC) - 4]
+    body = path.read_bytes()[: -len(TRAILER_MAGIC) - DIGEST_BYTES]
     table = ipc.open_file(pa.BufferReader(body)).read_all()
     forged = table.set_column(0, "id", pa.array(["PLANTED"] * table.num_rows, pa.string()))
     forged_path = path.with_name("forged.ipc")
     with pa.OSFile(str(forged_path), "wb") as sink, ipc.new_file(sink, forged.schema) as out:
         out.write_table(forged)
     written = forged_path.read_bytes()
-    forged_path.write_bytes(written + TRAILER_MAGIC + zlib.crc32(written).to_bytes(4, "big"))
+    forged_path.write_bytes(
+        written + TRAILER_MAGIC + window_digest(written).to_bytes(DIGEST_BYTES, "big")
+    )
     os.chmod(forged_path, 0o644)
     path.unlink()
     forged_path.rename(path)

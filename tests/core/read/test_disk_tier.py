@@ -3,11 +3,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -18,6 +20,7 @@ from support.datagen import plain
 from undertale_duck import ArgumentError, ParquetDataset, ShardChangedError
 from undertale_duck.core.read.disk_tier import (
     CACHE_ENV,
+    OLD_TRAILERS,
     DiskTier,
     default_directory,
     prepare_directory,
@@ -248,6 +251,71 @@ def test_least_recently_used_files_go_first(tmp_path: Path) -> None:
     assert other.get(0) is not None  # reading window 0 makes it the most recent
     assert other.put(3, tables[3])
     assert [os.path.exists(other.path(k)) for k in range(4)] == [True, False, True, True]
+
+
+@settings(max_examples=40, deadline=None)
+@given(where=st.floats(0, 1, exclude_max=True), mask=st.integers(1, 255),
+       rows=st.integers(1, 300))
+def test_a_file_with_any_byte_changed_is_refused_and_written_anew(
+    tmp_path_factory: pytest.TempPathFactory, where: float, mask: int, rows: int
+) -> None:
+    """Body, magic or digest: a file another process wrote is checked whole when mapped."""
+    directory = str(tmp_path_factory.mktemp("tier"))
+    windows = [Window(0, 0, rows, 0)]
+    keys = ["a" * 64]
+    table = _table(3, rows)
+    assert _tier(directory, 1 << 30, keys, windows).put(0, table)
+    path = Path(directory) / f"{keys[0]}.arrow"
+    data = bytearray(path.read_bytes())
+    at = int(where * len(data))
+    data[at] ^= mask
+    path.unlink()
+    path.write_bytes(bytes(data))  # a new inode: the check runs, as in another process
+    other = _tier(directory, 1 << 30, keys, windows)
+    assert other.get(0) is None
+    assert not path.exists()  # removed, then written anew from the shard
+    assert other.put(0, table)
+    got = _tier(directory, 1 << 30, keys, windows).get(0)
+    assert got is not None and got.equals(table)
+
+
+def _old_file(path: Path, table: pa.Table, mtime_ns: int) -> None:
+    """A window file as the previous version wrote it: Arrow IPC, then its CRC-32 trailer."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, table.schema) as out:
+        out.write_table(table)
+    body = sink.getvalue().to_pybytes()
+    magic, width = OLD_TRAILERS[0]
+    path.write_bytes(body + magic + zlib.crc32(body).to_bytes(width, "big"))
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_files_an_earlier_version_wrote_are_never_read_and_leave_with_the_bound(
+    tmp_path: Path,
+) -> None:
+    windows = [Window(0, 0, 200, 0) for _ in range(3)]
+    keys = [f"{k:064x}" for k in range(3)]
+    tables = [_table(k + 1, 200) for k in range(3)]
+    probe = _tier(str(tmp_path / "probe"), 1 << 30, keys, windows)
+    probe.put(0, tables[0])
+    size = os.path.getsize(probe.path(0))
+    directory = tmp_path / "t"
+    directory.mkdir(mode=0o700)
+    stale = directory / f"{'e' * 64}.arrow"  # another window of an older version
+    _old_file(stale, tables[2], 10**18)
+    tier = _tier(str(directory), 3 * size, keys, windows)
+    _old_file(Path(tier.path(0)), tables[1], 10**18 + 1)  # our name, older format, other rows
+    held, files = tier.scan()
+    assert len(files) == 2 and held == sum(os.path.getsize(p) for _, _, p in files)
+    assert tier.get(0) is None  # never served: its trailer is not this version's
+    assert not os.path.exists(tier.path(0))
+    for k in range(3):
+        assert tier.put(k, tables[k])
+        got = _tier(str(directory), 3 * size, keys, windows).get(k)
+        assert got is not None and got.equals(tables[k])
+    assert not stale.exists()  # the least recently used file made room for ours
+    held, files = tier.scan()
+    assert held <= 3 * size and len(files) == 3
 
 
 # --------------------------------------------------------------------------- processes

@@ -24,7 +24,7 @@ from support.storage_server import S3Server
 
 from undertale_duck import ParquetDataset
 from undertale_duck.core.runtime import cachedir
-from undertale_duck.core.source.remote.shard_cache import DATA_SUFFIX, file_crc32
+from undertale_duck.core.source.remote.shard_cache import DATA_SUFFIX, file_xxh3
 
 SIZES = [30, 20]
 
@@ -80,7 +80,7 @@ def plant(directory: Path, ds: ParquetDataset, shard: int) -> None:
     assert pq.read_table(path).column("id")[0].as_py() == "PLANTED0"
     st = path.stat()
     record = {"format": cachedir.RECORD_FORMAT, "entry": key + DATA_SUFFIX, "size": st.st_size,
-              "inode": [st.st_dev, st.st_ino], "crc32": file_crc32(str(path)),
+              "inode": [st.st_dev, st.st_ino], "xxh3": file_xxh3(str(path)),
               "url": target.path}
     (directory / (key + DATA_SUFFIX + cachedir.RECORD_SUFFIX)).write_text(json.dumps(record))
     (directory / cachedir.TAG_NAME).write_bytes(cachedir.TAG)

@@ -9,6 +9,7 @@ the user's) files are hashed before and after every attack.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import zlib
 from collections.abc import Iterator
@@ -17,12 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 from support import datagen
 from support.storage_server import S3Server
 
 from undertale_duck import ParquetDataset
 from undertale_duck.core.runtime import cachedir
-from undertale_duck.core.source.remote.shard_cache import file_crc32
+from undertale_duck.core.source.remote.shard_cache import DATA_SUFFIX, file_crc32, file_xxh3
 from undertale_duck.errors import ArgumentError, SourceError
 
 SIZES = [30, 20]
@@ -206,7 +208,41 @@ def test_a_damaged_copy_fails_its_checksum_and_is_downloaded_again(
     assert [fresh[i] for i in range(len(fresh))] == datagen.expected(sum(SIZES))
     assert fresh.source.store.cache.stats.downloads >= 1
     assert copy.read_bytes() == good
+    assert file_xxh3(copy) == xxhash.xxh3_64_intdigest(good)
     assert file_crc32(copy) == zlib.crc32(good)
+
+
+def test_a_copy_an_earlier_version_recorded_is_checked_by_its_crc(
+    s3: S3Server, url: str, tmp_path: Path
+) -> None:
+    """Records with a CRC-32 (before XXH3): the copy is still used, and still checked."""
+    from undertale_duck.core.source.remote import shard_cache
+
+    directory = tmp_path / "c"
+    ds = remote(s3, url, cache_dir=directory)
+    expected = datagen.expected(sum(SIZES))
+    assert [ds[i] for i in range(len(ds))] == expected
+    cache = ds.source.store.cache
+    copies = [Path(cache.path(shard)) for shard in ds.source.shards]
+    for shard, copy in zip(ds.source.shards, copies, strict=True):
+        record_path = cache.directory / (cache.key(shard) + DATA_SUFFIX + cachedir.RECORD_SUFFIX)
+        record = json.loads(record_path.read_text())
+        assert record.pop("xxh3") == file_xxh3(copy)
+        record["crc32"] = file_crc32(copy)
+        record_path.write_text(json.dumps(record))
+    shard_cache._verified.clear()  # as a new process
+    fresh = remote(s3, url, cache_dir=directory)
+    assert [fresh[i] for i in range(len(fresh))] == expected
+    assert fresh.source.store.cache.stats.downloads == 0  # the old copies are used
+    good = copies[1].read_bytes()
+    with open(copies[1], "r+b") as fh:  # one flipped byte in place (same inode, size)
+        fh.seek(len(good) // 3)
+        fh.write(bytes([good[len(good) // 3] ^ 0x01]))
+    shard_cache._verified.clear()
+    again = remote(s3, url, cache_dir=directory)
+    assert [again[i] for i in range(len(again))] == expected
+    assert again.source.store.cache.stats.downloads == 1  # the damaged one, again
+    assert copies[1].read_bytes() == good
 
 
 def test_an_old_layout_cache_is_left_alone(

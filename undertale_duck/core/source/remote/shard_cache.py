@@ -17,6 +17,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import xxhash
+
 from ....common.sizes import parse_size
 from ....common.text import first_line
 from ....errors import ArgumentError, ShardChangedError, SourceError
@@ -91,12 +93,25 @@ _verified: set[tuple[str, int, int, int, int]] = set()
 _verified_lock = threading.Lock()
 
 
-def file_crc32(path: str | os.PathLike[str]) -> int:
-    """The CRC-32 of a file's bytes (read in 1 MiB steps).
+def file_xxh3(path: str | os.PathLike[str]) -> int:
+    """The XXH3-64 of a file's bytes (read in 1 MiB steps): what a copy's record holds.
 
-    CRC-32 (zlib) is the fastest checksum the standard library has (benchmarks/
-    bench_checksum.py); it guards against damaged copies, not against forgery: only we
-    can write our private cache directories.
+    XXH3 (``xxhash``) runs at 2-3x the speed of the standard library's fastest checksum,
+    CRC-32 (benchmarks/bench_checksum.py); it guards against damaged copies, not against
+    forgery: only we can write our private cache directories.
+    """
+    digest = xxhash.xxh3_64()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return int(digest.intdigest())
+
+
+def file_crc32(path: str | os.PathLike[str]) -> int:
+    """The CRC-32 of a file's bytes (read in 1 MiB steps), as earlier versions' records hold.
+
+    A copy recorded by an earlier version is still checked (by this) rather than fetched
+    again.
     """
     crc = 0
     with open(path, "rb") as fh:
@@ -480,10 +495,13 @@ class ShardCache:
             if seen in _verified:
                 return st
         try:
-            crc = file_crc32(data)
+            if "xxh3" in record:
+                ok = file_xxh3(data) == record["xxh3"]
+            else:  # recorded by an earlier version
+                ok = "crc32" in record and file_crc32(data) == record["crc32"]
         except OSError:
             return None
-        if crc != record.get("crc32"):
+        if not ok:
             return None  # damaged: downloaded again under the exclusive lock
         with _verified_lock:
             _verified.add(seen)
@@ -531,14 +549,14 @@ class ShardCache:
                     f"{shard.size}; call refresh() to reopen the dataset as it is now",
                     shard.path,
                 )
-            crc = file_crc32(part)
+            digest = file_xxh3(part)
             with open(part, "rb") as fh:  # on disk before it is published
                 os.fsync(fh.fileno())
             st = os.stat(part)
             # the record names the part's inode, which the rename keeps (a file at the key's
             # name without our record, in our own tagged directory, is a leftover: replaced)
             write_record(self.directory, key + DATA_SUFFIX, {
-                "size": got, "inode": [st.st_dev, st.st_ino], "crc32": crc,
+                "size": got, "inode": [st.st_dev, st.st_ino], "xxh3": digest,
                 "url": shard.path,
             })
             os.replace(part, data)
