@@ -236,13 +236,20 @@ def test_bound_and_values_under_any_sequence(
     assert not [n for n in os.listdir(directory) if n.endswith(".tmp")]
 
 
-def test_least_recently_used_files_go_first(tmp_path: Path) -> None:
-    windows = [Window(0, 0, 200, 0) for _ in range(4)]
-    keys = [f"{k:064x}" for k in range(4)]
-    tables = [_table(k + 1, 200) for k in range(4)]
+def _equal_windows(
+    count: int, tmp_path: Path
+) -> tuple[list[Window], list[str], list[pa.Table], int]:
+    """``count`` windows of 200 rows, their keys and tables, and the size of one's file."""
+    windows = [Window(0, 0, 200, 0) for _ in range(count)]
+    keys = [f"{k:064x}" for k in range(count)]
+    tables = [_table(k + 1, 200) for k in range(count)]
     probe = _tier(str(tmp_path / "probe"), 1 << 30, keys, windows)
     probe.put(0, tables[0])
-    size = os.path.getsize(probe.path(0))
+    return windows, keys, tables, os.path.getsize(probe.path(0))
+
+
+def test_least_recently_used_files_go_first(tmp_path: Path) -> None:
+    windows, keys, tables, size = _equal_windows(4, tmp_path)
     tier = _tier(str(tmp_path / "t"), 3 * size, keys, windows)
     for k in range(3):
         assert tier.put(k, tables[k])
@@ -293,12 +300,7 @@ def _old_file(path: Path, table: pa.Table, mtime_ns: int) -> None:
 def test_files_an_earlier_version_wrote_are_never_read_and_leave_with_the_bound(
     tmp_path: Path,
 ) -> None:
-    windows = [Window(0, 0, 200, 0) for _ in range(3)]
-    keys = [f"{k:064x}" for k in range(3)]
-    tables = [_table(k + 1, 200) for k in range(3)]
-    probe = _tier(str(tmp_path / "probe"), 1 << 30, keys, windows)
-    probe.put(0, tables[0])
-    size = os.path.getsize(probe.path(0))
+    windows, keys, tables, size = _equal_windows(3, tmp_path)
     directory = tmp_path / "t"
     directory.mkdir(mode=0o700)
     stale = directory / f"{'e' * 64}.arrow"  # another window of an older version
