@@ -12,6 +12,8 @@ from ..runtime import lifecycle
 
 #: Seconds an idle read-ahead thread waits for a hint before it ends (a hint restarts it).
 IDLE_SECONDS = 5.0
+#: Seconds between the calls of ``stop``'s ``poke`` while a read is awaited.
+POKE_SECONDS = 0.1
 
 #: ``fetch(position, keep)`` reads window ``position`` into the cache, sparing window
 #: ``keep`` when making room; it returns whether it read (False: already cached).
@@ -106,16 +108,27 @@ class ReadAhead:
         with self._cond:
             self._running = True
 
-    def stop(self) -> None:
-        """Refuse hints, drop queued ones, and wait for the reads in flight to end."""
+    def stop(self, poke: Callable[[], None] | None = None) -> None:
+        """Refuse hints, drop queued ones, and wait for the reads in flight to end.
+
+        Args:
+            poke: Called every :data:`POKE_SECONDS` while a read is awaited (at exit: the
+                interrupt of the DuckDB work in flight, sent until the reads end).
+        """
         with self._cond:
             threads = list(self._threads)
             self._running = False
             self._drop_queued()
             self._cond.notify_all()
         for thread in threads:
-            if thread is not threading.current_thread():
+            if thread is threading.current_thread():
+                continue
+            if poke is None:
                 thread.join()
+                continue
+            while thread.is_alive():
+                poke()
+                thread.join(POKE_SECONDS)
         with self._cond:
             self._threads = [t for t in self._threads if t not in threads]
 

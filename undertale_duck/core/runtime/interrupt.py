@@ -11,6 +11,9 @@ import duckdb
 
 T = TypeVar("T")
 
+#: Seconds between the interrupts sent to DuckDB work after Ctrl-C, until it stops.
+INTERRUPT_EVERY = 0.1
+
 #: DuckDB connections running work in other threads (read-ahead), interrupted at exit.
 _BACKGROUND: set[duckdb.DuckDBPyConnection] = set()
 _BACKGROUND_LOCK = threading.Lock()
@@ -34,8 +37,9 @@ def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T
 
     DuckDB checks for Ctrl-C only now and then (an aggregate over many rows can ignore it for
     minutes), so in the main thread the work runs in a helper thread while the main thread
-    waits; on ``KeyboardInterrupt`` the cursor's query is interrupted, the helper is
-    awaited, and ``KeyboardInterrupt`` is raised again. Other threads run the work directly,
+    waits; on ``KeyboardInterrupt`` the cursor's queries are interrupted until the helper
+    ends (a query it starts after the first interrupt is stopped too), and
+    ``KeyboardInterrupt`` is raised again. Other threads run the work directly,
     registered for :func:`interrupt_background`.
 
     Args:
@@ -73,11 +77,14 @@ def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T
         while not done.wait(0.25):
             pass
     except KeyboardInterrupt:
-        with contextlib.suppress(duckdb.Error):
-            cursor.interrupt()
+        # Interrupted again at every wait until the work ends: DuckDB drops an interrupt
+        # that finds no query running, so one sent before the helper began its query (a
+        # loaded machine) or between two of its queries would leave the next to run on
         while not done.is_set():
+            with contextlib.suppress(duckdb.Error):
+                cursor.interrupt()
             with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: still stopping
-                done.wait(0.25)
+                done.wait(INTERRUPT_EVERY)
         raise KeyboardInterrupt from None
     if "error" in box:
         raise box["error"]

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from .locks import acquire, try_acquire
@@ -59,8 +59,11 @@ class ReadAheadLike(Protocol):
     def start(self) -> None:
         """Accept hints (the thread starts on the next one)."""
 
-    def stop(self) -> None:
-        """Refuse hints, drop queued ones, and wait for the read in flight to end."""
+    def stop(self, poke: Callable[[], None] | None = None) -> None:
+        """Refuse hints, drop queued ones, and wait for the read in flight to end.
+
+        ``poke`` is called while waiting, again and again, until the reads end.
+        """
 
     def reset_in_child(self) -> None:
         """Forget the parent's thread and locks (called in a forked child)."""
@@ -91,15 +94,18 @@ def track_connection(obj: Closable) -> None:
 _paused: list[ReadAheadLike] = []
 
 
-def quiesce() -> list[ReadAheadLike]:
+def quiesce(poke: Callable[[], None] | None = None) -> list[ReadAheadLike]:
     """Stop every read-ahead thread, then close every connection: steps 1 and 2 above.
+
+    Args:
+        poke: Called again and again while a thread's read is awaited (see :func:`shutdown`).
 
     Returns:
         The read-ahead threads that were running (and are now stopped).
     """
     running = [reader for reader in list(_READ_AHEADS) if reader.running]
     for reader in running:
-        reader.stop()
+        reader.stop(poke)
     for con in list(_CONNECTIONS):
         con.close()
     return running
@@ -136,9 +142,13 @@ def shutdown() -> None:
     and a long one would hold up the exit (after Ctrl-C, too) until it ends.
     """
     running = sys.modules.get(f"{__package__}.interrupt")  # loaded if any read ran
+    poke = None
     if running is not None:
-        running.interrupt_background()
-    quiesce()
+        # interrupted again while awaited: a read may begin a query after the first
+        # interrupt, which DuckDB drops when it finds no query running
+        poke = running.interrupt_background
+        poke()
+    quiesce(poke)
     remove_spill_directory()
 
 
