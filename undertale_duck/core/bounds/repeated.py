@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...common.arrays import numpy_of
 from ...common.sizes import format_size
 from ...common.text import first_line
 from ...errors import ArgumentError, MemoryBudgetError
@@ -160,15 +161,14 @@ def _row_bytes(array: pa.Array) -> np.ndarray[Any, np.dtype[np.int64]]:
     if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.MapArray)):
         values = _row_bytes(array.values)
         ends = np.concatenate([[0], np.cumsum(values)])
-        offsets = np.asarray(array.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        offsets = np.asarray(numpy_of(array.offsets), dtype=np.int64)
         return np.asarray(ends[offsets[1:]] - ends[offsets[:-1]], dtype=np.int64)
     return np.zeros(len(array), dtype=np.int64)
 
 
 def _filled(array: pa.Array) -> np.ndarray[Any, np.dtype[np.int64]]:
     """An integer array as int64 numbers, nulls as 0."""
-    filled = pc.fill_null(array.cast(pa.int64()), 0)
-    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.asarray(numpy_of(array.cast(pa.int64()), zero_nulls=True), dtype=np.int64)
 
 
 def csv_values(name: str, path: str, size: int) -> RepeatedValues:

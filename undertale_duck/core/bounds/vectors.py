@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ...common.arrays import numpy_of
 from ...common.sizes import MIB, format_size
 from ...errors import MemoryBudgetError, SourceError
 from ..parquet import Page
@@ -342,8 +343,7 @@ def _row_lengths(array: pa.Array) -> np.ndarray[Any, np.dtype[np.int64]] | None:
         lengths = pc.binary_length(array)
     else:
         return None
-    filled = pc.fill_null(lengths.cast(pa.int64()), 0)
-    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.asarray(numpy_of(lengths.cast(pa.int64()), zero_nulls=True), dtype=np.int64)
 
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ...common.arrays import numpy_of
 from .plan import BlockPlan, Int64Array, list_lengths
 from .spec import Pack
 
@@ -217,10 +218,10 @@ def _copy_tokens(
     before = ends - lengths  # each segment's place among the window's tokens
     begin = cut.starts - starts[cut.documents]  # its first position in its document
     for k, array in enumerate(sources):
-        values = array.values.to_numpy(zero_copy_only=False)
+        values = numpy_of(array.values)
         column = out.columns[k].reshape(-1)
         if len(values):
-            at = np.repeat(np.asarray(array.offsets)[cut.documents] + begin - before, lengths)
+            at = np.repeat(numpy_of(array.offsets)[cut.documents] + begin - before, lengths)
             at += ramp
             np.take(values, at, mode="clip", out=column[span])  # an eod's place: below
         if spec.eod is not None:  # a segment reaching its document's end ends with eod

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...common.arrays import numpy_of
 from ...common.progress import progress_bar
 from ...errors import OutOfRangeError
 from ..runtime import process_cache_dir, read_cached, write_atomic
@@ -195,10 +196,10 @@ def count_tokens(
 
 def list_lengths(column: pa.ChunkedArray | pa.Array) -> Int64Array:
     """Each list's length, 0 for a null list."""
-    lengths = pc.fill_null(pc.list_value_length(column), 0)
+    lengths = pc.list_value_length(column)
     if isinstance(lengths, pa.ChunkedArray):
         lengths = lengths.combine_chunks()
-    return np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return np.asarray(numpy_of(lengths, zero_nulls=True), dtype=np.int64)
 
 
 def check_values(column: pa.ChunkedArray, name: str, window: Window, path: str) -> None:
@@ -206,8 +207,8 @@ def check_values(column: pa.ChunkedArray, name: str, window: Window, path: str) 
     for chunk, base in zip(column.chunks, _chunk_starts(column), strict=True):
         values = pc.list_flatten(chunk)
         if values.null_count:
-            parents = pc.list_parent_indices(chunk).to_numpy(zero_copy_only=False)
-            nulls = np.flatnonzero(~values.is_valid().to_numpy(zero_copy_only=False))
+            parents = numpy_of(pc.list_parent_indices(chunk))
+            nulls = np.flatnonzero(~numpy_of(values.is_valid()))
             row = window.offset + base + int(parents[nulls[0]])
             raise OutOfRangeError(
                 f"shard {os.path.basename(path)} ({path}), row {row}: column {name!r} holds a "

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 from torch import from_numpy as torch_from_numpy
 
+from ...common.arrays import int64_array, numpy_of
 from .row_batch import Row, RowBatch
 from .rows import Format, Selection, _convert, merge, select, to_tensor
 
@@ -63,19 +64,19 @@ def _view(array: pa.Array) -> View | None:
         return None
     view: View
     if _numeric(dtype):
-        view = array.to_numpy(zero_copy_only=True)
+        view = numpy_of(array)
         return view
     if pa.types.is_fixed_size_list(dtype) and _numeric(dtype.value_type):
         flat = array.flatten()
         if flat.null_count or dtype.list_size == 0:
             return None
-        view = flat.to_numpy(zero_copy_only=True).reshape(n, dtype.list_size)
+        view = numpy_of(flat).reshape(n, dtype.list_size)
         return view
     if not (pa.types.is_list(dtype) or pa.types.is_large_list(dtype)):
         return None
     if not _numeric(dtype.value_type):
         return None
-    offsets = array.offsets.to_numpy()
+    offsets = numpy_of(array.offsets)
     base = int(offsets[0])
     width = int(offsets[1]) - base
     if width == 0 or int(offsets[-1]) - base != n * width:
@@ -85,7 +86,7 @@ def _view(array: pa.Array) -> View | None:
     values = array.values.slice(base, n * width)
     if values.null_count:
         return None
-    view = values.to_numpy(zero_copy_only=True).reshape(n, width)
+    view = numpy_of(values).reshape(n, width)
     return view
 
 
@@ -291,7 +292,7 @@ def _convert_slow(
         else:
             pieces = [_rows(col, sel) for col, sel in zip(columns, selections, strict=True)]
             column = pa.chunked_array([ch for p in pieces for ch in p.chunks], type=kind)
-            column = column.take(pa.array(order))
+            column = column.take(int64_array(order))
         converted = _convert(name, column, fmt)
         if isinstance(converted, list):
             values[name] = converted
@@ -309,7 +310,7 @@ def _chunk(array: pa.Array | pa.ChunkedArray, row: int) -> pa.Array:
 def _rows(column: pa.ChunkedArray, sel: Selection) -> pa.ChunkedArray:
     if isinstance(sel, slice):
         return column.slice(sel.start, sel.stop - sel.start)
-    return column.take(pa.array(sel, type=pa.int64()))
+    return column.take(int64_array(sel))
 
 
 def _tensor(array: View) -> Any:

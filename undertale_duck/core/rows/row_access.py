@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from ...common.arrays import int64_array
 from ...errors import OutOfRangeError
 from ..read import AccessMonitor, WindowReader
 from ..source import windows as win
@@ -156,7 +157,7 @@ class RowAccess:
             selections.append(sel)
             if many or (not mapped and position not in cache):
                 rows = np.arange(sel.start, sel.stop) if isinstance(sel, slice) else sel
-                table = table.take(pa.array(rows, type=pa.int64()))
+                table = table.take(int64_array(rows))
                 sel = slice(0, b - a)
             cut.append(sel)
             tables.append(table)

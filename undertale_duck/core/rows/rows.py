@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from ...common.arrays import int64_array, numpy_of
 from .row_batch import Row, RowBatch
 
 __all__ = [
@@ -59,7 +60,7 @@ Selection = slice | np.ndarray[Any, np.dtype[np.int64]]
 def _part(data: pa.Table | pa.ChunkedArray, sel: Selection) -> Any:
     if isinstance(sel, slice):
         return data.slice(sel.start, sel.stop - sel.start)
-    return data.take(pa.array(sel, type=pa.int64()))
+    return data.take(int64_array(sel))
 
 
 def select(table: pa.Table, sel: Selection, fmt: Format) -> MutableSequence[Row]:
@@ -112,14 +113,14 @@ def _gather(chunked: pa.ChunkedArray, sel: Selection, fmt: Format) -> Any | None
     if array.null_count or pa.types.is_boolean(dtype):
         return None
     if pa.types.is_integer(dtype) or pa.types.is_floating(dtype):
-        data = np.array(array.to_numpy(zero_copy_only=False)[sel], copy=True)
+        data = np.array(numpy_of(array)[sel], copy=True)
         return to_tensor(data) if fmt == "torch" else data
     if not (pa.types.is_list(dtype) or pa.types.is_large_list(dtype)):
         return None
     child = dtype.value_type
     if not (pa.types.is_integer(child) or pa.types.is_floating(child)):
         return None
-    offsets = array.offsets.to_numpy()
+    offsets = numpy_of(array.offsets)
     if isinstance(sel, slice):  # only the selected rows' lengths matter
         bounds = offsets[sel.start:sel.stop + 1]
         if len(bounds) < 2:
@@ -130,7 +131,7 @@ def _gather(chunked: pa.ChunkedArray, sel: Selection, fmt: Format) -> Any | None
         flat = array.values.slice(int(bounds[0]), int(bounds[-1] - bounds[0]))
         if flat.null_count:
             return None
-        matrix = flat.to_numpy(zero_copy_only=False).reshape(len(bounds) - 1, width)
+        matrix = numpy_of(flat).reshape(len(bounds) - 1, width)
         data = np.array(matrix, copy=True)
         return to_tensor(data) if fmt == "torch" else data
     if len(sel) == 0 or array.values.null_count:
@@ -147,7 +148,7 @@ def _gather(chunked: pa.ChunkedArray, sel: Selection, fmt: Format) -> Any | None
         or not (starts - base == sel * width).all()
     ):
         return None
-    values = array.values.to_numpy(zero_copy_only=False)[base:base + rows * width]
+    values = numpy_of(array.values)[base:base + rows * width]
     data = np.array(values.reshape(rows, width)[sel], copy=True)
     return to_tensor(data) if fmt == "torch" else data
 
@@ -248,7 +249,7 @@ def to_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
 
 
 def _with_nulls(values: list[Any], array: pa.Array) -> list[Any]:
-    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    valid = numpy_of(array.is_valid())
     for k in np.flatnonzero(~valid).tolist():
         values[k] = None
     return values
@@ -257,11 +258,7 @@ def _with_nulls(values: list[Any], array: pa.Array) -> list[Any]:
 def _scalars(array: pa.Array, fmt: Format) -> Any:
     """Numbers as one array/tensor; with nulls, a list of scalars and None."""
     nulls = array.null_count
-    if nulls:
-        filled = array.fill_null(False if pa.types.is_boolean(array.type) else 0)
-        data = np.array(filled.to_numpy(zero_copy_only=False), copy=True)
-    else:
-        data = np.array(array.to_numpy(zero_copy_only=False), copy=True)
+    data = np.array(numpy_of(array, zero_nulls=True), copy=True)  # nulls: 0 (False) there
     whole: Any = to_tensor(data) if fmt == "torch" else data
     if not nulls:
         return whole
@@ -281,18 +278,16 @@ def _lists(array: pa.Array, fmt: Format) -> Any:
         size = array.type.list_size
         offsets = (np.arange(n + 1, dtype=np.int64) + array.offset) * size
     else:
-        offsets = array.offsets.to_numpy().astype(np.int64, copy=False)
+        offsets = numpy_of(array.offsets).astype(np.int64, copy=False)
     first, last = int(offsets[0]), int(offsets[-1])
     flat = array.values.slice(first, last - first)
     holes = None  # rows whose list holds a null element
     if flat.null_count:
-        missing = ~flat.is_valid().to_numpy(zero_copy_only=False)
+        missing = ~numpy_of(flat.is_valid())
         counts = np.concatenate(([0], np.cumsum(missing, dtype=np.int64)))
         local = offsets - first
         holes = np.flatnonzero(counts[local[1:]] - counts[local[:-1]])
-        flat = flat.fill_null(pa.scalar(False if pa.types.is_boolean(flat.type) else 0,
-                                        flat.type))
-    data = np.array(flat.to_numpy(zero_copy_only=False), copy=True)
+    data = np.array(numpy_of(flat, zero_nulls=True), copy=True)
     lengths = np.diff(offsets)
     values: list[Any]
     if n and (lengths == lengths[0]).all():

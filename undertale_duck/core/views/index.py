@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ...common.arrays import numpy_of
 from ...common.progress import Progress, progress_bar
 from ...common.text import first_line
 from ...errors import QueryError, SourceError
@@ -227,7 +228,7 @@ def _count_shard(
         reader = _start(cursor, sql, params)
         per_window = np.zeros(len(starts), dtype=np.int64)
         while (batch := _next_batch(cursor, reader)) is not None:
-            rows = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            rows = numpy_of(batch.column(0)).astype(np.int64)
             if rows.size == 0:
                 continue
             if rows.min() < 0 or rows.max() >= shard.rows:
