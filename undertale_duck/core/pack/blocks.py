@@ -244,5 +244,5 @@ def _copy_tokens(
 def _list_array(column: pa.ChunkedArray) -> pa.ListArray | pa.LargeListArray:
     array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     if column.num_chunks == 0:
-        array = pa.array([], column.type)
+        array = pa.nulls(0, column.type)  # pa.array([]) would import pandas
     return array
