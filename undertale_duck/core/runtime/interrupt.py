@@ -79,7 +79,7 @@ def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T
     except KeyboardInterrupt:
         # Interrupted again at every wait until the work ends: DuckDB drops an interrupt
         # that finds no query running, so one sent before the helper began its query (a
-        # loaded machine) or between two of its queries would leave the next to run on
+        # loaded machine) or between two of its queries would let the next run to its end
         while not done.is_set():
             with contextlib.suppress(duckdb.Error):
                 cursor.interrupt()
