@@ -11,6 +11,11 @@ checked (its label and its mask's length are functions of the row index). The lo
 is recorded beside every figure. Writes ``decode_floor.json`` and ``decode_floor.md`` to
 ``benchmarks/results``.
 
+Loaders of the sharded scenario: ``pyarrow`` (``read_table`` per shard, sliced into fresh
+tensors: the floor every ratio is taken against), ``pyarrow-views`` (the strictest floor:
+``ParquetFile.read`` per shard, batches as tensor views of its buffers, no copy, no pandas),
+``ours``, ``hf`` and ``lance`` (skipped when not installed).
+
 Scenarios:
 
 - ``one group``: one shard written with pyarrow's defaults (``--rows`` rows, one row group),

@@ -40,13 +40,14 @@ def test_decode_floor_sharded_scenario_runs(
     monkeypatch.setattr(common, "DATA", tmp_path / "data")
     results = bench_decode_floor.main([
         "--scenarios", "sharded", "--shards", "2", "--shard-rows", "300", "--rounds", "1",
-        "--loaders", "ours", "--name", "sharded", "--out", str(tmp_path / "out"),
+        "--loaders", "pyarrow-views,ours", "--name", "sharded", "--out", str(tmp_path / "out"),
     ])
     assert list(results["runs"]) == results["sharded"]["cases"]
     # cold, warm, second, shuffled, and cold with the peers' conversions untimed
     assert len(results["runs"]) == 5
     for case, (run,) in results["runs"].items():
-        assert list(run) == ["pyarrow", "ours"], case  # pyarrow is the base of each ratio
+        # pyarrow is the base of each ratio; the strictest floor checked like the others
+        assert list(run) == ["pyarrow", "pyarrow-views", "ours"], case
         assert all(r["rows"] == 600 for r in run.values())  # every row checked, once
         assert run["ours"]["cache_held_mib"] >= 0
     assert (tmp_path / "out" / "sharded.md").read_text().count("|") > 20
