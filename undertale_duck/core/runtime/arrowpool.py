@@ -53,12 +53,12 @@ def fit_arrow_pool(budget: int) -> str:
 def held_pool() -> pa.MemoryPool:
     """The pool a window's buffers are copied into when they are joined to be held.
 
-    pyarrow's jemalloc pool rather than the default mimalloc one. mimalloc maps buffers of
-    tens of MiB afresh, backed by transparent huge pages, and a first epoch's held windows
-    are all fresh memory: on the shared virtual machines measured, first touching them in
-    huge pages cost more kernel time than in jemalloc's 4 KiB pages (200,000 rows of 2.6 KB,
-    495 MiB held: 1.5-1.95 s of system time for the process against 0.84-1.24 s, and a
-    quarter of the epoch's CPU; decision 0020). Only the held copy moves: decoding stays in
+    pyarrow's jemalloc pool rather than the default mimalloc one. In pyarrow's wheels
+    mimalloc backs such buffers with transparent huge pages, and a first epoch's held
+    windows are all fresh memory: on the shared virtual machines measured, first touching
+    them in huge pages cost more kernel time than in jemalloc's 4 KiB pages (200,000 rows of
+    2.6 KB, 495 MiB held: 1.5-1.95 s of system time for the process against 0.84-1.24 s, and
+    a quarter of the epoch's CPU; decision 0020). Only the held copy moves: decoding stays in
     the default pool, which reuses its pages from one batch to the next (decoding into
     jemalloc too was slower). A pool chosen with ``ARROW_DEFAULT_MEMORY_POOL`` is used as it
     is, and so is the default pool of a pyarrow built without jemalloc.
