@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -118,13 +119,6 @@ def pyarrow_batches(directory: Path, batch: int) -> Iterable[dict[str, Any]]:
             yield arrow_to_tensors(table.slice(a, batch))
 
 
-def _numbers(array: pa.Array) -> np.ndarray[Any, Any]:
-    """A fixed-width Arrow array without nulls as a numpy view of its data buffer."""
-    dtype = np.dtype(array.type.to_pandas_dtype())
-    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array) + array.offset)[
-        array.offset:]
-
-
 def pyarrow_views_batches(directory: Path, batch: int) -> Iterable[dict[str, Any]]:
     """The strictest floor: each shard decoded whole, batches as tensor views of its buffers.
 
@@ -138,24 +132,29 @@ def pyarrow_views_batches(directory: Path, batch: int) -> Iterable[dict[str, Any
     """
     import torch
 
+    from undertale_duck.common.arrays import numpy_of  # buffers read without pandas
+
+    def tensor(values: np.ndarray[Any, Any]) -> Any:
+        with warnings.catch_warnings():  # read-only views on purpose: nothing writes them
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(values)
+
     for path in common.shard_paths(directory):
-        table = pq.ParquetFile(path).read(columns=COLUMNS).combine_chunks()
+        table = pq.ParquetFile(path).read(columns=COLUMNS)
         n = table.num_rows
         views: dict[str, Any] = {}
         for name in COLUMNS:
-            col = table.column(name).chunk(0) if table.column(name).num_chunks else None
-            if col is None:
-                views[name] = table.column(name)
-            elif pa.types.is_list(col.type):
-                offsets = _numbers(col.offsets)
-                values = _numbers(col.values)[offsets[0]:offsets[-1]]
-                views[name] = torch.from_numpy(values.reshape(n, -1))
+            col = table.column(name).combine_chunks()
+            if pa.types.is_list(col.type):
+                offsets = numpy_of(col.offsets)
+                values = numpy_of(col.values)[offsets[0]:offsets[-1]]
+                views[name] = tensor(values.reshape(n, -1))
             elif pa.types.is_integer(col.type):
-                views[name] = torch.from_numpy(_numbers(col))
+                views[name] = tensor(numpy_of(col))
             else:
                 views[name] = col
         for a in range(0, n, batch):
-            yield {name: (v.slice(a, batch).to_pylist() if isinstance(v, pa.Array | pa.ChunkedArray)
+            yield {name: (v.slice(a, batch).to_pylist() if isinstance(v, pa.Array)
                           else v[a:a + batch]) for name, v in views.items()}
 
 

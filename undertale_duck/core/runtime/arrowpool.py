@@ -38,16 +38,25 @@ def fit_arrow_pool(budget: int) -> str:
     """
     with _lock:
         pool = pa.default_memory_pool()
-        if budget >= TIGHT_BUDGET or os.environ.get(POOL_ENV):
+        if budget >= TIGHT_BUDGET:
+            return str(pool.backend_name)
+        jemalloc = _our_jemalloc()
+        if jemalloc is None:
             return str(pool.backend_name)
         if pool.backend_name != "jemalloc":
-            try:
-                pool = pa.jemalloc_memory_pool()
-            except NotImplementedError:  # a pyarrow built without jemalloc
-                return str(pool.backend_name)
-            pa.set_memory_pool(pool)
+            pa.set_memory_pool(jemalloc)
         pa.jemalloc_set_decay_ms(0)
-        return str(pool.backend_name)
+        return str(jemalloc.backend_name)
+
+
+def _our_jemalloc() -> pa.MemoryPool | None:
+    """The jemalloc pool for us to use; None if the user chose a pool or pyarrow has none."""
+    if os.environ.get(POOL_ENV):
+        return None
+    try:
+        return pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without jemalloc
+        return None
 
 
 def held_pool() -> pa.MemoryPool:
@@ -63,12 +72,7 @@ def held_pool() -> pa.MemoryPool:
     jemalloc too was slower). A pool chosen with ``ARROW_DEFAULT_MEMORY_POOL`` is used as it
     is, and so is the default pool of a pyarrow built without jemalloc.
     """
-    if os.environ.get(POOL_ENV):
-        return pa.default_memory_pool()
-    try:
-        return pa.jemalloc_memory_pool()
-    except NotImplementedError:  # a pyarrow built without jemalloc
-        return pa.default_memory_pool()
+    return _our_jemalloc() or pa.default_memory_pool()
 
 
 __all__ = ["POOL_ENV", "TIGHT_BUDGET", "fit_arrow_pool", "held_pool"]
