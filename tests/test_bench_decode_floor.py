@@ -27,6 +27,8 @@ def test_decode_floor_benchmark_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
         for name in ("ours memory=256", "ours memory=4096"):
             assert run[name]["rows"] == 3000
             assert run[name]["decodes"]["streams"] <= 1  # one group: decoded once at most
+        for r in run.values():  # the main thread's CPU is a part of the process's
+            assert 0 < r["main_cpu_us_per_row"] <= r["cpu_us_per_row"] + 0.01, case
     assert (tmp_path / "out" / "decode_floor.md").read_text().count("|") > 20
 
 
@@ -50,6 +52,8 @@ def test_decode_floor_sharded_scenario_runs(
         assert list(run) == ["pyarrow", "pyarrow-views", "ours"], case
         assert all(r["rows"] == 600 for r in run.values())  # every row checked, once
         assert run["ours"]["cache_held_mib"] >= 0
+        for r in run.values():  # the main thread's CPU is a part of the process's
+            assert 0 < r["main_cpu_us_per_row"] <= r["cpu_us_per_row"] + 0.01, case
     assert (tmp_path / "out" / "sharded.md").read_text().count("|") > 20
     assert not [p for p in (tmp_path / "data").iterdir() if p.name.startswith("decode-floor-")]
 
