@@ -68,6 +68,24 @@ def test_column_spelled_in_another_case_by_a_later_shard(tmp_path: Path, fmt: st
         (pa.array([1, 2], pa.int32()), pa.array([1 << 40, 3], pa.int64()), "1099511627776"),
         (pa.array([1 << 63, 2], pa.uint64()), pa.array([-1, 3], pa.int64()), "-1"),
         (pa.array([1, 2], pa.int64()), pa.array(["x", "y"]), "x"),
+        # losses Arrow's safe cast lets through: rounding, overflow to inf, a dropped time
+        (pa.array([0.5, 1], pa.float32()), pa.array([1 / 3, 0.25], pa.float64()), "0.333333"),
+        (pa.array([0.5, 1], pa.float32()), pa.array([1e300, 0.25], pa.float64()), "1e+300"),
+        (
+            pa.array([[0.5], []], pa.list_(pa.float32())),
+            pa.array([[0.25, float("nan"), 0.1], None], pa.list_(pa.float64())),
+            "0.1",
+        ),
+        (
+            pa.array([{"f": 0.5}, {"f": 1.0}], pa.struct([("f", pa.float32())])),
+            pa.array([{"f": 2.0**-149 / 4}, {"f": 1.0}], pa.struct([("f", pa.float64())])),
+            "e-46",
+        ),
+        (
+            pa.array([dt.date(2020, 1, 1), dt.date(2020, 1, 2)], pa.date32()),
+            pa.array([dt.datetime(2020, 1, 2, 13, 45, 7), None], pa.timestamp("us")),
+            "13, 45, 7",
+        ),
     ],
 )
 def test_drifting_column_whose_values_do_not_fit_is_refused(
@@ -105,6 +123,36 @@ def test_drifting_column_whose_values_fit_keeps_one_type(tmp_path: Path, fmt: st
     if fmt == "numpy":
         assert rows[2]["v"].dtype == np.int32
     assert _count(ds) == 4
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_drifting_floats_and_dates_that_survive_the_cast_are_served(
+    tmp_path: Path, fmt: str
+) -> None:
+    # every value of the later shard is held exactly by the dataset's type: no refusal
+    nan, inf = float("nan"), float("inf")
+    root = _shards(
+        tmp_path / "d",
+        pa.table({"f": pa.array([0.5], pa.float32()),
+                  "l": pa.array([[1.5]], pa.list_(pa.float32())),
+                  "d": pa.array([dt.date(2020, 1, 1)], pa.date32())}),
+        pa.table({"f": pa.array([0.25, nan, -inf, None], pa.float64()),
+                  "l": pa.array([[nan, 2.0**-10], None, [], [inf]], pa.list_(pa.float64())),
+                  "d": pa.array([dt.datetime(2020, 1, 2), None, dt.datetime(1969, 12, 31),
+                                 dt.datetime(2000, 2, 29)], pa.timestamp("ms"))}),
+    )
+    ds = ParquetDataset(root, format=fmt, window_bytes=1, read_ahead=False)
+    rows = [ds[i] for i in range(5)]
+
+    def plain(value: Any) -> Any:
+        value = value.tolist() if hasattr(value, "tolist") else value
+        return "nan" if isinstance(value, float) and value != value else value
+
+    assert [plain(r["f"]) for r in rows] == [0.5, 0.25, "nan", -inf, None]
+    lists = [r["l"] if r["l"] is None else [plain(v) for v in plain(r["l"])] for r in rows]
+    assert lists == [[1.5], ["nan", 2.0**-10], None, [], [inf]]
+    assert [r["d"] for r in rows] == [dt.date(2020, 1, 1), dt.date(2020, 1, 2), None,
+                                      dt.date(1969, 12, 31), dt.date(2000, 2, 29)]
 
 
 def _int96(path: Path, seconds: list[int]) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...common.text import first_line
 from ...errors import SourceError, UnsupportedShardError
@@ -98,27 +99,82 @@ def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> p
     for column, field in zip(table.columns, schema, strict=True):
         target = _plain(field.type)
         if column.type != target:
+            drifting = shard is not None and _drifts(shard, field)
+            why = ""
             try:
-                column = _uuids(column, target) if isinstance(target, pa.UuidType) else (
+                cast = _uuids(column, target) if isinstance(target, pa.UuidType) else (
                     column.cast(target)
                 )
-                changed = True
+                if drifting:
+                    why = _lost(column, cast)
+                if not why:
+                    column = cast
+                    changed = True
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                if shard is not None and _drifts(shard, field):
-                    own = shard.schema.field(field.name).type
-                    raise SourceError(
-                        f"shard {shard.path}: column {field.name!r} is {own} there but "
-                        f"{field.type} in the dataset (its first shard), and its values do not "
-                        f"fit that type (schema drift between shards): {first_line(exc)}; "
-                        "rewrite the shard with the dataset's type, or leave the column out "
-                        "with columns=[...]",
-                        shard.path,
-                    ) from None
+                why = first_line(exc)
+            if why and shard is not None and drifting:
+                own = shard.schema.field(field.name).type
+                raise SourceError(
+                    f"shard {shard.path}: column {field.name!r} is {own} there but "
+                    f"{field.type} in the dataset (its first shard), and its values do not "
+                    f"fit that type (schema drift between shards): {why}; "
+                    "rewrite the shard with the dataset's type, or leave the column out "
+                    "with columns=[...]",
+                    shard.path,
+                )
         columns.append(column)
         fields.append(pa.field(field.name, column.type, nullable=field.nullable))
     if not changed and table.column_names == schema.names:
         return table
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def _lost(column: pa.ChunkedArray, cast: pa.ChunkedArray) -> str:
+    """How casting a drifting column changed a value ("" when every value survives).
+
+    Arrow's safe cast refuses integer overflow but not every loss: a float64 rounded to
+    float32 (or to infinity), a timestamp cast to a date (its time of day dropped). A value
+    survives when casting it back gives it again (NaN for NaN, null for null).
+    """
+    own = _plain(column.type)
+    try:
+        before = column.cast(own) if own != column.type else column
+        back = cast.cast(own)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return ""  # no way back to compare with: Arrow's safe cast is the check
+    for a, b in zip(before.chunks, back.chunks, strict=True):
+        found = _first_change(a, b)
+        if found is not None:
+            return f"the value {found} changes when cast"
+    return ""
+
+
+def _first_change(a: pa.Array, b: pa.Array) -> str | None:
+    """The first value of ``a`` that ``b`` (``a`` cast away and back) does not hold, or None."""
+    if a.equals(b):
+        return None
+    if len(a) != len(b) or a.null_count != b.null_count:
+        return "(a null or a length)"
+    typ = a.type
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        return _first_change(a.flatten(), b.flatten())
+    if pa.types.is_struct(typ):
+        for x, y in zip(a.flatten(), b.flatten(), strict=True):
+            found = _first_change(x, y)
+            if found is not None:
+                return found
+        return None
+    if pa.types.is_floating(typ):  # NaN is not equal to itself: compare it apart
+        same = pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_nan(a), pc.is_nan(b)))
+        changed = pc.invert(pc.fill_null(same, True))
+        if not pc.any(changed).as_py():
+            return None
+        return repr(a.filter(changed)[0].as_py())
+    try:
+        changed = pc.invert(pc.fill_null(pc.equal(a, b), True))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return "(a value)"
+    return repr(a.filter(changed)[0].as_py()) if pc.any(changed).as_py() else None
 
 
 def _plain(typ: pa.DataType) -> pa.DataType:
