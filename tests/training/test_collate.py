@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -137,3 +138,80 @@ def test_padding_and_mask_reconstruct_the_lists(lists: list[list[int]]) -> None:
         return
     values, mask = batch["x"], batch["x_mask"]
     assert [values[k][mask[k]].tolist() for k in range(len(lists))] == lists
+
+
+def test_python_floats_keep_float64_as_torchs_default_collate_does() -> None:
+    values = [1e10 + i / 3 for i in range(4)]
+    rows = [{"x": v, "v": [v, v + 1], "r": [v] * (i + 1)} for i, v in enumerate(values)]
+    batch = collate(rows)
+    assert batch["x"].dtype == torch.float64 == torch.utils.data.default_collate(values).dtype
+    assert batch["x"].tolist() == values  # not rounded to float32
+    assert batch["v"].dtype == torch.float64 and batch["v"][:, 0].tolist() == values
+    assert batch["r"].dtype == torch.float64
+    assert batch["r"][batch["r_mask"]].tolist() == [v for i, v in enumerate(values)
+                                                    for _ in range(i + 1)]
+    ints = collate([{"i": 2**40 + k, "b": k % 2 == 0} for k in range(3)])
+    assert ints["i"].dtype == torch.int64 and ints["i"].tolist() == [2**40, 2**40 + 1, 2**40 + 2]
+    assert ints["b"].dtype == torch.bool and ints["b"].tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [[[], [7]]],
+        [[[], [7]], [[], [8, 9]]],
+        [[[1], [2, 3]], [[4], [5, 6]]],
+        [[[1, 2], [3]], [[4, 5], [6, 7]]],
+    ],
+)
+def test_nested_lists_of_unequal_inner_lengths_keep_every_value(
+    rows: list[list[list[int]]],
+) -> None:
+    # torch.tensor([[[], [7]]]) is an empty (1, 2, 0) tensor: the values must not vanish
+    batch = collate([{"n": r} for r in rows])
+    assert batch["n"] == rows
+    assert list(batch) == ["n"]
+
+
+def test_nested_lists_of_one_shape_are_stacked() -> None:
+    rows = [[[i, i + 1], [i + 2, i + 3]] for i in range(3)]
+    batch = collate([{"n": r} for r in rows])
+    assert batch["n"].shape == (3, 2, 2) and batch["n"].tolist() == rows
+
+
+@pytest.mark.parametrize(
+    ("values", "padding", "dtype"),
+    [
+        ([np.array([1, 2], np.uint8), np.array([3], np.uint8)], -1, "uint8"),
+        ([np.array([1, 2], np.int8), np.array([3], np.int8)], 300, "int8"),
+        ([torch.tensor([1, 2]), torch.tensor([3])], 0.5, "int64"),
+        ([torch.tensor([1.0, 2.0], dtype=torch.float16), torch.tensor([3.0],
+                                                                     dtype=torch.float16)],
+         1e6, "float16"),
+        ([[True, False], [True]], 2, "bool"),
+        ([[1, 2], [3]], float("nan"), "int64"),
+    ],
+)
+def test_a_padding_value_the_dtype_cannot_hold_is_refused(
+    values: list[Any], padding: float, dtype: str,
+) -> None:
+    with pytest.raises(ArgumentError, match=rf"padding_value .* column 'x'.*{dtype}"):
+        collate([{"x": v} for v in values], padding_value=padding)
+
+
+@pytest.mark.parametrize(
+    ("values", "padding", "expected"),
+    [
+        ([np.array([1, 2], np.uint8), np.array([3], np.uint8)], 255, [[1, 2], [3, 255]]),
+        ([np.array([1, 2], np.int8), np.array([3], np.int8)], -128, [[1, 2], [3, -128]]),
+        ([[1.5, 2.0], [3.0]], float("-inf"), [[1.5, 2.0], [3.0, float("-inf")]]),
+        ([[True, False], [True]], 0, [[True, False], [True, False]]),
+        ([[1, 2], [3]], -1.0, [[1, 2], [3, -1]]),
+    ],
+)
+def test_a_padding_value_the_dtype_holds_pads(
+    values: list[Any], padding: float, expected: list[list[Any]],
+) -> None:
+    batch = collate([{"x": v} for v in values], padding_value=padding)
+    assert batch["x"].tolist() == expected
+    assert batch["x_mask"].tolist() == [[True, True], [True, False]]

@@ -28,12 +28,14 @@ def collate(
 
     Works on rows of every ``format`` of :class:`~undertale_duck.ParquetDataset`:
 
-    - numbers (Python, numpy or 0-d tensors) become a 1-d tensor;
+    - numbers (Python, numpy or 0-d tensors) become a 1-d tensor (Python floats as float64,
+      ints as int64, as torch's ``default_collate`` makes them);
     - lists, numpy arrays or tensors of numbers of one length become a stacked tensor
       ``[batch, length, ...]``;
     - lists, arrays or 1-d tensors of numbers of different lengths are padded at the end
       with ``padding_value`` to ``[batch, longest]``, and a boolean tensor
-      ``{column}{mask_suffix}`` (True on real values) is added;
+      ``{column}{mask_suffix}`` (True on real values) is added; nested lists are stacked
+      only where every level has one length, else kept as lists;
     - nested mappings (structs) are collated recursively;
     - rows from ``ParquetDataset(format="numpy" | "torch")`` (a ``RowBatch``) already carry
       their numeric columns batched: those are returned without stacking again;
@@ -52,7 +54,10 @@ def collate(
         The batch, with the rows' keys in order (each mask right after its column).
 
     Raises:
-        ArgumentError: If the rows' keys differ, or a mask key would overwrite a column.
+        ArgumentError: If the rows' keys differ, a mask key would overwrite a column, or
+            ``padding_value`` does not fit a padded column's dtype (-1 for uint8, 0.5 for
+            integers: torch would wrap or truncate it).
+        OutOfRangeError: If a column holds unsigned 64-bit integers of 2**63 or more.
     """
     if not rows:
         return {}
@@ -84,6 +89,12 @@ def collate(
             raise OutOfRangeError(
                 f"collate: column {key!r} holds unsigned 64-bit integers of 2**63 or more, "
                 "which no torch integer type holds (they would wrap to negative numbers)"
+            ) from None
+        except _PaddingError as exc:
+            raise ArgumentError(
+                f"collate: padding_value {padding_value!r} does not fit column {key!r}, whose "
+                f"values are {exc.dtype}: padding with it would change it; pass a padding "
+                "value that type holds (for example 0), or convert the column in a transform"
             ) from None
         out[key] = batch
         if mask is not None:
@@ -127,16 +138,31 @@ def _column(
     return values, None
 
 
-def _numbers(values: list[Any]) -> Any:
-    if any(isinstance(v, np.generic) for v in values):
-        array = np.asarray(values)
-        if array.dtype.kind in "biuf":
-            return _from_numpy(array)
-        return values
+class _PaddingError(Exception):
+    """The padding value does not fit a padded column's dtype (collate names the column)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__(str(dtype))
+        self.dtype = dtype
+
+
+def _numeric(values: list[Any]) -> np.ndarray[Any, Any] | None:
+    """Numbers (or equal-shaped nested lists of them) as one numpy array, else None.
+
+    numpy keeps what torch's ``default_collate`` keeps: Python floats as float64 (where
+    ``torch.tensor`` would round them to float32), ints as int64, bools as bool; nested lists
+    of unequal lengths are refused (``torch.tensor`` returns an empty tensor for some).
+    """
     try:
-        return torch.tensor(values)
-    except (TypeError, ValueError, RuntimeError, OverflowError):
-        return values
+        array = np.asarray(values)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return array if array.dtype.kind in "biuf" else None
+
+
+def _numbers(values: list[Any]) -> Any:
+    array = _numeric(values)
+    return values if array is None else _from_numpy(array)
 
 
 def _from_numpy(array: np.ndarray[Any, Any]) -> torch.Tensor:
@@ -170,7 +196,7 @@ def _pad(values: list[torch.Tensor], padding_value: float) -> tuple[torch.Tensor
     dtype = values[0].dtype
     for v in values[1:]:
         dtype = torch.promote_types(dtype, v.dtype)
-    out = torch.full((len(values), width), padding_value, dtype=dtype)
+    out = torch.full((len(values), width), _fits(padding_value, dtype), dtype=dtype)
     mask = torch.arange(width)[None, :] < lengths[:, None]
     if width:
         out[mask] = torch.cat([v.to(dtype) for v in values])
@@ -182,23 +208,38 @@ def _lists(values: list[Any], padding_value: float) -> tuple[Any, torch.Tensor |
     if all(n == lengths[0] for n in lengths):
         if lengths[0] and not isinstance(values[0][0], (*_NUMBER, list, tuple)):
             return values, None
-        try:
-            return torch.tensor(values), None
-        except (TypeError, ValueError, RuntimeError, OverflowError):
-            return values, None
+        array = _numeric(values)
+        return (values, None) if array is None else (_from_numpy(array), None)
     flat = list(itertools.chain.from_iterable(values))
     if not all(isinstance(v, _NUMBER) for v in flat):
         return values, None
-    try:
-        data = torch.tensor(flat)
-    except (TypeError, ValueError, RuntimeError, OverflowError):
+    numbers = _numeric(flat)
+    if numbers is None:
         return values, None
+    data = _from_numpy(numbers)
     width = max(lengths)
     size = torch.tensor(lengths, dtype=torch.int64)
     mask = torch.arange(width)[None, :] < size[:, None]
-    out = torch.full((len(values), width), padding_value, dtype=data.dtype)
+    out = torch.full((len(values), width), _fits(padding_value, data.dtype), dtype=data.dtype)
     out[mask] = data
     return out, mask
+
+
+def _fits(padding_value: float, dtype: torch.dtype) -> float:
+    """``padding_value`` if ``dtype`` holds it exactly (torch would wrap or truncate it)."""
+    value = float(padding_value)
+    if dtype == torch.bool:
+        ok = value in (0.0, 1.0)
+    elif dtype.is_floating_point:
+        ok = not np.isfinite(value) or abs(value) <= torch.finfo(dtype).max
+    elif dtype.is_complex:
+        ok = True
+    else:
+        info = torch.iinfo(dtype)
+        ok = value.is_integer() and info.min <= int(padding_value) <= info.max
+    if not ok:
+        raise _PaddingError(dtype)
+    return padding_value
 
 
 __all__ = ["MASK_SUFFIX", "collate"]
