@@ -131,7 +131,8 @@ def _forge(path: Path) -> None:
         out.write_table(forged)
     written = forged_path.read_bytes()
     forged_path.write_bytes(
-        written + TRAILER_MAGIC + window_digest(written).to_bytes(DIGEST_BYTES, "big")
+        written + TRAILER_MAGIC
+        + window_digest(path.name.removesuffix(".arrow"), written).to_bytes(DIGEST_BYTES, "big")
     )
     os.chmod(forged_path, 0o644)
     path.unlink()

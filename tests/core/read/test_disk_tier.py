@@ -377,3 +377,38 @@ def test_prepare_directory_refuses_overlap_and_creates(tmp_path: Path) -> None:
         prepare_directory(link / "cache", [str(shard)])
     made = prepare_directory(tmp_path / "c" / "windows", [str(shard)])
     assert os.path.isdir(made) and (os.stat(made).st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize("how", ["swap", "copy"])
+def test_window_files_swapped_or_copied_over_each_other_are_written_anew(
+    data: tuple[Path, int], tmp_path: Path, how: str
+) -> None:
+    """A window file is sound Arrow with the right row count, but another window's rows."""
+    root, total = data
+    cache = tmp_path / "cache"
+    expected = datagen.expected(total)
+    first = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache, read_ahead=False)
+    list(first.__getitems__(list(range(total))))
+    first.close()
+    # two windows of one row count (so only what the file is bound to can tell them apart)
+    by_rows: dict[int, list[int]] = {}
+    for position, window in enumerate(first.windows):
+        by_rows.setdefault(window.rows, []).append(position)
+    p, q = next(ps for ps in by_rows.values() if len(ps) >= 2)[:2]
+    keys = first.reader.cache.tier._keys  # type: ignore[attr-defined]
+    a, b = cache / f"{keys[p]}.arrow", cache / f"{keys[q]}.arrow"
+    if how == "swap":
+        a.rename(tmp_path / "a")
+        b.rename(a)
+        (tmp_path / "a").rename(b)
+    else:
+        a.write_bytes(b.read_bytes())
+    again = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache, read_ahead=False)
+    for position in (p, q):
+        window = again.windows[position]
+        rows = again.__getitems__(list(range(window.offset, window.end)))
+        assert [{k: plain(v) for k, v in r.items()} for r in rows] == expected[
+            window.offset:window.end
+        ]
+    stats = again.disk_stats
+    assert stats is not None and stats.writes == (2 if how == "swap" else 1)

@@ -274,3 +274,34 @@ def test_two_ddp_ranks_share_the_cache(tmp_path: Path) -> None:
             assert server.gets(f"s3://ddp/ds/part-{k:05d}.parquet") == 1
     finally:
         server.close()
+
+
+def test_footers_swapped_between_objects_are_read_again(
+    memory_dataset: tuple[str, list[int]], tmp_path: Path
+) -> None:
+    """A kept footer names its object: another object's (same cache, swapped) is not used."""
+    url, sizes = memory_dataset
+    first = ParquetDataset(url, memory=64, cache_dir=tmp_path)
+    expected = datagen.expected(sum(sizes))
+    assert {k: datagen.plain(v) for k, v in first[sizes[0]].items()} == expected[sizes[0]]
+    first.close()
+    footers = sorted(tmp_path.rglob("*.footer"), key=lambda p: p.stat().st_size)
+    assert len(footers) == len(sizes)
+    # shards of 120 and 60 rows: a swap would plan one's windows from the other's footer
+    one, other = footers[0], footers[-1]
+    a, b = one.read_bytes(), other.read_bytes()
+    assert a != b
+    one.write_bytes(b)
+    other.write_bytes(a)
+    for _ in range(2):  # read again, kept anew, and the next dataset uses the mended ones
+        again = ParquetDataset(url, memory=64, cache_dir=tmp_path)
+        assert len(again) == sum(sizes)
+        assert [again.source.shards[k].rows for k in range(len(sizes))] == sizes
+        order = [*range(0, sum(sizes), 7), sum(sizes) - 1]
+        rows = again.__getitems__(order)
+        assert [{k: datagen.plain(v) for k, v in r.items()} for r in rows] == [
+            expected[i] for i in order
+        ]
+        again.close()
+    assert {one.read_bytes(), other.read_bytes()} == {a, b}  # each object's own footer again
+    assert one.read_bytes() == a

@@ -40,21 +40,22 @@ OPEN_WINDOWS = 4096
 _HEX = frozenset("0123456789abcdef")
 _WRITE_OPTIONS = ipc.IpcWriteOptions(allow_64bit=True)
 
-#: A window file ends with this trailer: the magic, then the XXH3-64 of the bytes before it
-#: (8 bytes, big end), checked when a process first maps the file. XXH3 rather than the
+#: A window file ends with this trailer: the magic, then the XXH3-64 of the file's key and
+#: the bytes before it (8 bytes, big end; see :func:`digest`), checked when a process first
+#: maps the file. XXH3 rather than the
 #: standard library's CRC-32: 2.6x its speed here, and a pass that fills the tier spent
 #: 10-14% of its time in the CRC (docs/performance.md).
-TRAILER_MAGIC = b"UDWIN3\0\0"
+TRAILER_MAGIC = b"UDWIN4\0\0"
 #: Bytes of the digest after the magic.
 DIGEST_BYTES = 8
 _TRAILER = len(TRAILER_MAGIC) + DIGEST_BYTES
 #: ``(magic, digest bytes)`` of the trailers earlier versions wrote: their files are never
 #: read (their names hold an older :data:`FILE_VERSION`), but they count against the bound
 #: and are removed by it like ours.
-OLD_TRAILERS = ((b"UDWIN2\0\0", 4),)
+OLD_TRAILERS = ((b"UDWIN3\0\0", 8), (b"UDWIN2\0\0", 4))
 
 #: Bumped whenever what a window file holds changes, so older files are never read.
-FILE_VERSION = 3
+FILE_VERSION = 4
 
 
 def default_directory() -> Path:
@@ -266,7 +267,7 @@ class DiskTier:
                 mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)  # lives as long as the table
             finally:
                 os.close(fd)
-            body = _checked(mapped, verify=not ours)
+            body = _checked(mapped, self._keys[position], verify=not ours)
             if body is None:  # damaged (a flipped byte, a torn write): write it anew
                 self._discard(path)
                 return None
@@ -308,7 +309,7 @@ class DiskTier:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as raw:
-                sink = _SealingSink(raw)
+                sink = _SealingSink(raw, self._keys[position])
                 with pa.PythonFile(sink, mode="w") as stream, ipc.new_file(
                     stream, table.schema, options=_WRITE_OPTIONS
                 ) as writer:
@@ -397,9 +398,15 @@ class DiskTier:
             self._mapped.clear()
 
 
-def digest(data: Any) -> int:
-    """The checksum a window file's trailer records of ``data`` (XXH3-64)."""
-    return int(xxhash.xxh3_64_intdigest(data))
+def digest(key: str, data: Any) -> int:
+    """The checksum a window file's trailer records: the XXH3-64 of its key, then ``data``.
+
+    The key (the file's name) is part of it, so a sound file of another window at this name
+    (two files swapped or copied over each other) fails the check like a damaged one.
+    """
+    hasher = xxhash.xxh3_64(key.encode())
+    hasher.update(data)
+    return int(hasher.intdigest())
 
 
 class _SealingSink:
@@ -410,9 +417,9 @@ class _SealingSink:
     rebuild, and a file a crash left torn or zeroed fails its checksum and is written anew.
     """
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, key: str) -> None:
         self._raw = raw
-        self._hash = xxhash.xxh3_64()
+        self._hash = xxhash.xxh3_64(key.encode())  # as digest(key, ...)
         self.closed = False
 
     def write(self, data: Any) -> int:
@@ -450,11 +457,12 @@ def _sealed(path: str, size: int) -> bool:
         os.close(fd)
 
 
-def _checked(mapped: mmap.mmap, *, verify: bool = True) -> pa.Buffer | None:
+def _checked(mapped: mmap.mmap, key: str, *, verify: bool = True) -> pa.Buffer | None:
     """The Arrow IPC bytes of a mapped window file if its trailer checks out, else None.
 
-    ``verify=False``: only the trailer's magic is checked (a file this process wrote,
-    whose checksum it took as it wrote it).
+    ``key``: the file's key, which the checksum covers. ``verify=False``: only the
+    trailer's magic is checked (a file this process wrote, whose checksum it took as it
+    wrote it).
     """
     size = len(mapped)
     if size < _TRAILER or mapped[size - _TRAILER : size - DIGEST_BYTES] != TRAILER_MAGIC:
@@ -463,7 +471,7 @@ def _checked(mapped: mmap.mmap, *, verify: bool = True) -> pa.Buffer | None:
         return pa.py_buffer(mapped).slice(0, size - _TRAILER)
     body = memoryview(mapped)[: size - _TRAILER]
     try:
-        ok = digest(body) == int.from_bytes(mapped[size - DIGEST_BYTES :], "big")
+        ok = digest(key, body) == int.from_bytes(mapped[size - DIGEST_BYTES :], "big")
     finally:
         body.release()
     return pa.py_buffer(mapped).slice(0, size - _TRAILER) if ok else None

@@ -55,7 +55,8 @@ FOOTER_SUFFIX = ".footer"
 PART_MARK = ".part-"
 EVICT_LOCK = ".evict.lock"
 
-#: A kept footer starts with this, then the CRC-32 of the footer bytes (4 bytes, big end).
+#: A kept footer starts with this, then the CRC-32 of its key and the footer bytes (4 bytes,
+#: big end; see :func:`_footer_crc`).
 FOOTER_MAGIC = b"UDFOOT1\n"
 #: Bytes read per step when checksumming a shard copy.
 _CHUNK = 1 << 20
@@ -77,6 +78,15 @@ def default_directory() -> Path:
     (:func:`undertale_duck.core.runtime.kind_directory`).
     """
     return kind_directory("shards")
+
+
+def _footer_crc(key: str, data: bytes) -> int:
+    """The CRC-32 a kept footer records: of its key (its file's name), then its bytes.
+
+    With the key in it, the footer of another object at this name (two files swapped or
+    copied) fails the check like a damaged one, and is read from the store again.
+    """
+    return zlib.crc32(data, zlib.crc32(key.encode()))
 
 
 def key_of(path: str, version: str | None, size: int) -> str:
@@ -332,8 +342,8 @@ class ShardCache:
         if data is None or not data.startswith(FOOTER_MAGIC) or len(data) < head:
             return None
         body = data[head:]
-        if zlib.crc32(body) != int.from_bytes(data[len(FOOTER_MAGIC):head], "big"):
-            return None  # damaged: read from the store again (and kept anew)
+        if _footer_crc(key, body) != int.from_bytes(data[len(FOOTER_MAGIC):head], "big"):
+            return None  # damaged or another object's: read from the store again (kept anew)
         with contextlib.suppress(OSError):
             os.utime(path)  # last use, for LRU eviction
         return body
@@ -356,7 +366,7 @@ class ShardCache:
         part = f"{path}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
         try:
             with open(part, "wb") as fh:
-                fh.write(FOOTER_MAGIC + zlib.crc32(data).to_bytes(4, "big") + data)
+                fh.write(FOOTER_MAGIC + _footer_crc(key, data).to_bytes(4, "big") + data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(part, path)
