@@ -55,12 +55,28 @@ def test_byte_counts_stay_exact(count: int) -> None:
         ("GiB", "such as '4GiB'"),
         ("1e30GB", "too large"),
         ("-5GiB", "such as '4GiB'"),
+        # beyond any float, and beyond 4 EiB even as bytes: no OverflowError on the way
+        (10**400, "too large: 10000000... (401 digits)"),
+        ("1e400", "too large"),
+        (1e300, "too large"),
+        (1 << 62, "too large"),
     ],
 )
 def test_nonsense_is_refused_naming_the_argument(value: object, fragment: str) -> None:
     with pytest.raises(ArgumentError, match="memory") as info:
         parse_size(value, "memory", "MiB")
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("value", [10**400, "1e400", "9" * 500])
+def test_sizes_beyond_any_float_are_argument_errors_on_every_front(
+    tmp_path: Path, value: object
+) -> None:
+    datagen.write_shards(tmp_path / "d", [5])
+    with pytest.raises(ArgumentError, match="memory is too large"):
+        ParquetDataset(tmp_path / "d", memory=value)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="cache_limit is too large"):
+        parse_size(value, "cache_limit", "bytes")
 
 
 def test_a_byte_count_must_be_whole() -> None:

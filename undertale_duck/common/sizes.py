@@ -86,8 +86,13 @@ def parse_size(value: object, name: str, unit: SizeUnit) -> int:
         raise ArgumentError(
             f"{name} must be a number of {unit} or a size such as {example}, got {value!r}"
         )
+    # too large even as a byte count; checked before any float (no float holds 10**400)
+    if isinstance(value, int) and value >= _MOST:
+        raise ArgumentError(f"{name} is too large: {_shown(value)} {unit} (at most 4 EiB)")
     if not math.isfinite(value) or value < 0:
         raise ArgumentError(f"{name} must be a finite size >= 0 (in {unit}), got {value!r}")
+    if value >= _MOST:
+        raise ArgumentError(f"{name} is too large: {value!r} {unit} (at most 4 EiB)")
     if unit == "bytes" and not float(value).is_integer():
         raise ArgumentError(f"{name} is a whole number of bytes, got {value!r}")
     if unit == "MiB" and value >= _SUSPECT_MIB:
@@ -100,6 +105,12 @@ def parse_size(value: object, name: str, unit: SizeUnit) -> int:
     if scaled >= _MOST:
         raise ArgumentError(f"{name} is too large: {value!r} {unit} (at most 4 EiB)")
     return int(scaled)
+
+
+def _shown(value: int) -> str:
+    """A whole number for a message, its digits cut short when there are many."""
+    digits = str(value)
+    return digits if len(digits) <= 24 else f"{digits[:8]}... ({len(digits)} digits)"
 
 
 def format_size(size: float) -> str:
