@@ -150,6 +150,28 @@ def test_dates_python_cannot_hold_are_written_as_text(data: Path, fmt: str, want
     assert (status, out, err) == (0, want, "")
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json", "jsonl", "table"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT TIMESTAMP '294247-01-10 04:00:54' AS t",
+        "SELECT CAST(d AS DATE) AS t FROM (SELECT DATE '5881580-07-10' AS d)",
+    ],
+)
+def test_values_arrow_cannot_write_as_text_either_are_an_error(
+    data: Path, tmp_path: Path, fmt: str, query: str
+) -> None:
+    # Arrow writes "<value out of range: N>" for these: that text is not the value
+    status, out, err = invoke("sql", str(data), query, "-f", fmt)
+    assert status == 1, (out, err)
+    assert "value out of range" not in out
+    assert "column 't'" in err and "Arrow has no text for it" in err and "Traceback" not in err
+    status, _, err = invoke("sql", str(data), query, "-o", str(tmp_path / f"r.{fmt}"))
+    if fmt != "table":  # a table is for the terminal: no such output file
+        assert status == 1 and "Arrow has no text" in err, err
+        assert not list(tmp_path.iterdir())  # no partial file
+
+
 @pytest.mark.heavy
 def test_a_closed_pipe_is_not_an_error(data: Path) -> None:
     proc = start("sql", str(data), "SELECT x FROM range(3000000) t(x)")

@@ -80,6 +80,11 @@ def result_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[Any]]:
         yield from (list(r) for r in zip(*columns, strict=True))
 
 
+#: How Arrow's cast to text writes a date or timestamp it cannot format ("<value out of
+#: range: 106751991>").
+_NO_TEXT = "<value out of range"
+
+
 def _values(name: str, column: pa.Array) -> list[Any]:
     """A column's Python values; as Arrow's text where Python has none (a year past 9999)."""
     try:
@@ -89,6 +94,9 @@ def _values(name: str, column: pa.Array) -> list[Any]:
             values = column.cast(pa.string()).to_pylist()
         except pa.ArrowException:
             raise ValueError(f"column {name!r}: {exc}") from None
+        # Arrow's text for a value it cannot format either is a placeholder, not the value
+        if any(isinstance(v, str) and v.startswith(_NO_TEXT) for v in values):
+            raise ValueError(f"column {name!r}: {exc}, and Arrow has no text for it") from None
     return values
 
 
