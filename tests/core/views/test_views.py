@@ -287,3 +287,28 @@ def test_indexing_reports_progress_per_shard(data: Path) -> None:
         con.close()
     assert sum(counts) == len(ds)
     assert labels == [f"part-{k:05d}.parquet" for k, n in enumerate(SIZES) if n]
+
+
+def test_a_views_columns_have_duckdbs_types_as_docs_views_says(tmp_path: Path) -> None:
+    import datetime as dt
+
+    import torch
+
+    root = tmp_path / "d"
+    root.mkdir()
+    pq.write_table(pa.table({
+        "i": pa.array([0, 1, 2]),
+        "dur": pa.array([dt.timedelta(seconds=1), dt.timedelta(microseconds=5), None],
+                        pa.duration("us")),
+        "h": pa.array([1.5, -2.0, 0.25], pa.float16()),
+        "s": pa.array(["a", "b", "c"], pa.large_string()),
+    }), root / "a.parquet")
+    plain = ParquetDataset(root, format="torch")
+    view = ParquetDataset(root, format="torch", where="i >= 0")
+    assert [plain[k]["dur"] for k in range(3)] == [dt.timedelta(seconds=1),
+                                                   dt.timedelta(microseconds=5), None]
+    assert [view[k]["dur"] for k in range(3)] == [1_000_000, 5, None]  # the count of its unit
+    assert view.schema.field("dur").type == pa.int64()
+    assert plain[0]["h"].dtype == torch.float16 and view[0]["h"].dtype == torch.float32
+    assert [float(view[k]["h"]) for k in range(3)] == [1.5, -2.0, 0.25]
+    assert [view[k]["s"] for k in range(3)] == ["a", "b", "c"] == [plain[k]["s"] for k in range(3)]
