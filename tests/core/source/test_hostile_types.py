@@ -377,3 +377,32 @@ def test_cli_writes_timestamps_beyond_python_as_text(tmp_path: Path) -> None:
         done = _run("-m", "undertale_duck", "sql", str(path), "SELECT * FROM dataset", "-f", fmt)
         assert done.returncode == 0, done.stderr
         assert want in done.stdout and "1970-01-01" in done.stdout
+
+
+def test_the_drift_check_compares_float16_values_and_nans() -> None:
+    from undertale_duck.core.source.readable import _lost
+
+    half = pa.chunked_array([pa.array(np.array([1.5, np.nan, -2.0], np.float16)), pa.array(
+        np.array([np.inf], np.float16))])
+    assert _lost(half, half.cast(pa.float32())) == ""  # every value survives, NaN included
+    wide = pa.chunked_array([pa.array([0.5, float("nan"), 1 / 3])])
+    assert "0.333" in _lost(wide, wide.cast(pa.float16()))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_drifting_columns_of_many_chunks_are_served_whole(tmp_path: Path, fmt: str) -> None:
+    # DuckDB hands a window over in 2,048-row pieces, and a cast may join them
+    n = 5000
+    root = _shards(
+        tmp_path / "d",
+        pa.table({"v": pa.array(range(n), pa.int32()), "f": pa.array([0.5] * n, pa.float32())}),
+        pa.table({"v": pa.array(range(n, 2 * n), pa.int64()),
+                  "f": pa.array([k / 4 for k in range(n)], pa.float64())}),
+    )
+    pq.write_table(pa.table({"v": pa.array(range(n, 2 * n), pa.int64()),
+                             "f": pa.array([k / 4 for k in range(n)], pa.float64())}),
+                   root / "1.parquet", row_group_size=700)
+    ds = ParquetDataset(root, format=fmt)
+    rows = ds.__getitems__(list(range(n - 3, 2 * n)))
+    assert [int(r["v"]) for r in rows] == list(range(n - 3, 2 * n))
+    assert [float(r["f"]) for r in rows] == [0.5] * 3 + [k / 4 for k in range(n)]
