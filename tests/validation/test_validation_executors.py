@@ -337,3 +337,21 @@ def test_cli_ray_without_ray_names_the_extra(
     schema_arg = f"{Path(planted.__file__).resolve()}:Planted"
     assert main(["validate", str(plain), "--schema", schema_arg, "--ray"]) == 2
     assert "undertale_duck[ray]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("form", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}", "localhost:{port}"])
+def test_a_ray_address_nothing_answers_at_is_refused_at_once(plain: Path, form: str) -> None:
+    pytest.importorskip("ray")
+    import socket
+
+    from undertale_duck.validation.ray_executor import RayExecutor
+
+    with socket.socket() as probe:  # a port bound but not listening: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        address = form.format(port=probe.getsockname()[1])
+        with pytest.raises(ArgumentError, match="cannot reach the Ray cluster") as info:
+            runner.report_for(plain, planted.Planted, executor=RayExecutor(address))
+    assert address in str(info.value)
+    import ray
+
+    assert not ray.is_initialized()

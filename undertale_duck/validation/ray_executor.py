@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -51,6 +52,33 @@ def _task(plan: ValidationPlan, task: ShardTask, parts: int) -> tuple[Any, ...]:
 def _reduce(plan: ValidationPlan, *received: Mapping[int, pa.Table]) -> dict[int, UniquePartial]:
     """A Ray task: reduce one hash partition (its tables from every task arrive here only)."""
     return reduce_partition(plan, received)
+
+
+#: Seconds to wait for a Ray head's port to answer before the address is refused (Ray itself
+#: retries an unreachable head for a minute or more).
+CONNECT_SECONDS = 10.0
+
+
+def _reachable(address: str) -> None:
+    """Refuse a ``host:port`` (or ``ray://host:port``) address whose port does not answer.
+
+    Other forms (``"auto"``, ``"local"``) are left to Ray.
+
+    Raises:
+        ArgumentError: Naming the address and why it cannot be reached.
+    """
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except (OSError, ValueError, OverflowError) as exc:
+        raise ArgumentError(
+            f"cannot reach the Ray cluster at address {address!r}: {first_line(exc)}. Check "
+            "that its head is running ('ray start --head') and the address is the head's "
+            "'host:port' (or 'auto' on one of its nodes)"
+        ) from None
 
 
 class RayExecutor(TaskExecutor):
@@ -148,6 +176,8 @@ class RayExecutor(TaskExecutor):
             options = dict(self.init_options)
             if self.address is None:
                 options = {**LOCAL_DEFAULTS, **options}
+            else:
+                _reachable(self.address)
             try:
                 ray.init(address=self.address, **options)
             except (ConnectionError, ray.exceptions.RayError) as exc:  # e.g. no token
