@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from undertale_duck import ArgumentError
+from undertale_duck import ArgumentError, OutOfRangeError
 from undertale_duck.core.rows import RowBatch
 from undertale_duck.training.collate import collate
 
@@ -215,3 +215,26 @@ def test_a_padding_value_the_dtype_holds_pads(
     batch = collate([{"x": v} for v in values], padding_value=padding)
     assert batch["x"].tolist() == expected
     assert batch["x_mask"].tolist() == [[True, True], [True, False]]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [2**63, 1],  # numpy would make these float64, rounding 2**63 + 1
+        [2**63 + 1, 3],
+        [2**64, 1],
+        [2**63],
+        [[2**63 + 1, 1], [1, 2]],
+        [[2**63 + 1], [1, 2]],
+        [-(2**63) - 1, 0],
+    ],
+)
+def test_python_ints_beyond_int64_stay_exact_lists(values: list[Any]) -> None:
+    assert collate([{"x": v} for v in values])["x"] == values
+
+
+def test_large_floats_and_numpy_uint64_keep_their_rules() -> None:
+    assert collate([{"x": 1e19}, {"x": 2}])["x"].tolist() == [1e19, 2.0]
+    assert collate([{"x": [1e19, float("inf")]}, {"x": [1, 2]}])["x"].dtype == torch.float64
+    with pytest.raises(OutOfRangeError, match="2\\*\\*63"):
+        collate([{"x": np.uint64(2**63)}, {"x": np.uint64(1)}])

@@ -57,7 +57,8 @@ def collate(
         ArgumentError: If the rows' keys differ, a mask key would overwrite a column, or
             ``padding_value`` does not fit a padded column's dtype (-1 for uint8, 0.5 for
             integers: torch would wrap or truncate it).
-        OutOfRangeError: If a column holds unsigned 64-bit integers of 2**63 or more.
+        OutOfRangeError: If a column holds numpy or Arrow uint64 values of 2**63 or more
+            (Python ints beyond int64 stay a list, exact).
     """
     if not rows:
         return {}
@@ -152,12 +153,35 @@ def _numeric(values: list[Any]) -> np.ndarray[Any, Any] | None:
     numpy keeps what torch's ``default_collate`` keeps: Python floats as float64 (where
     ``torch.tensor`` would round them to float32), ints as int64, bools as bool; nested lists
     of unequal lengths are refused (``torch.tensor`` returns an empty tensor for some).
+    Python ints beyond int64 are refused too (kept as lists, as before): numpy would make
+    them uint64, or float64 beside other ints, rounding them.
     """
     try:
         array = np.asarray(values)
     except (TypeError, ValueError, OverflowError):
         return None
-    return array if array.dtype.kind in "biuf" else None
+    kind = array.dtype.kind
+    if kind not in "biuf":
+        return None
+    if kind == "u" and not _any_numpy(values):
+        return None
+    if kind == "f" and array.size and np.max(np.abs(array)) >= 2.0**63 and not _any_float(values):
+        return None  # only ints, yet float: some beyond int64 made numpy round them all
+    return array
+
+
+def _any_numpy(values: Any) -> bool:
+    """Whether ``values`` (nested lists) hold a numpy scalar."""
+    if isinstance(values, list | tuple):
+        return any(_any_numpy(v) for v in values)
+    return isinstance(values, np.generic)
+
+
+def _any_float(values: Any) -> bool:
+    """Whether ``values`` (nested lists) hold a float (Python or numpy)."""
+    if isinstance(values, list | tuple):
+        return any(_any_float(v) for v in values)
+    return isinstance(values, float | np.floating)
 
 
 def _numbers(values: list[Any]) -> Any:
