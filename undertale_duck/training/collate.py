@@ -163,25 +163,20 @@ def _numeric(values: list[Any]) -> np.ndarray[Any, Any] | None:
     kind = array.dtype.kind
     if kind not in "biuf":
         return None
-    if kind == "u" and not _any_numpy(values):
+    if kind == "u" and not _holds(values, np.generic):
         return None
-    if kind == "f" and array.size and np.max(np.abs(array)) >= 2.0**63 and not _any_float(values):
-        return None  # only ints, yet float: some beyond int64 made numpy round them all
+    # only ints, yet float: some beyond int64 made numpy round them all
+    beyond = kind == "f" and array.size and np.max(np.abs(array)) >= 2.0**63
+    if beyond and not _holds(values, (float, np.floating)):
+        return None
     return array
 
 
-def _any_numpy(values: Any) -> bool:
-    """Whether ``values`` (nested lists) hold a numpy scalar."""
+def _holds(values: Any, kind: type | tuple[type, ...]) -> bool:
+    """Whether ``values`` (nested lists) hold a value of ``kind``."""
     if isinstance(values, list | tuple):
-        return any(_any_numpy(v) for v in values)
-    return isinstance(values, np.generic)
-
-
-def _any_float(values: Any) -> bool:
-    """Whether ``values`` (nested lists) hold a float (Python or numpy)."""
-    if isinstance(values, list | tuple):
-        return any(_any_float(v) for v in values)
-    return isinstance(values, float | np.floating)
+        return any(_holds(v, kind) for v in values)
+    return isinstance(values, kind)
 
 
 def _numbers(values: list[Any]) -> Any:
