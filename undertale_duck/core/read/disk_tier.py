@@ -404,9 +404,14 @@ def digest(key: str, data: Any) -> int:
     The key (the file's name) is part of it, so a sound file of another window at this name
     (two files swapped or copied over each other) fails the check like a damaged one.
     """
-    hasher = xxhash.xxh3_64(key.encode())
+    hasher = _hasher(key)
     hasher.update(data)
     return int(hasher.intdigest())
+
+
+def _hasher(key: str) -> Any:
+    """An XXH3-64 that has taken in ``key``: the start of every window file's checksum."""
+    return xxhash.xxh3_64(key.encode())
 
 
 class _SealingSink:
@@ -419,7 +424,7 @@ class _SealingSink:
 
     def __init__(self, raw: Any, key: str) -> None:
         self._raw = raw
-        self._hash = xxhash.xxh3_64(key.encode())  # as digest(key, ...)
+        self._hash = _hasher(key)
         self.closed = False
 
     def write(self, data: Any) -> int:
