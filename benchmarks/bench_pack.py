@@ -21,11 +21,13 @@ and position), for each block length of the sweep, measures in one run:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,24 @@ def fetch_tokens(ds: ParquetDataset, batch: int, packed: int | None) -> float:
     return tokens / (time.perf_counter() - t0)
 
 
+@contextlib.contextmanager
+def fresh_cache(directory: str) -> Iterator[None]:
+    """``$UNDERTALE_DUCK_CACHE`` set to ``directory`` inside, as it was after.
+
+    Each packed run indexes anew; a caller running ``main`` in its own process (the tests)
+    keeps its own cache setting.
+    """
+    before = os.environ.get("UNDERTALE_DUCK_CACHE")
+    os.environ["UNDERTALE_DUCK_CACHE"] = directory
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["UNDERTALE_DUCK_CACHE"]
+        else:
+            os.environ["UNDERTALE_DUCK_CACHE"] = before
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=4)
@@ -134,8 +154,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for length in [int(x) for x in args.lengths.split(",")]:
         runs = []
         for r in range(args.repeat):
-            with tempfile.TemporaryDirectory() as cache:
-                os.environ["UNDERTALE_DUCK_CACHE"] = cache
+            with tempfile.TemporaryDirectory() as cache, fresh_cache(cache):
                 reference, prepare_s = reference_pack(data, length)
                 spec = Pack(column="tokens", length=length, eod=EOD)
                 t0 = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -499,6 +500,7 @@ def test_pack_benchmark_runs(tmp_path: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     import bench_pack
 
+    before = os.environ.get("UNDERTALE_DUCK_CACHE")
     results = bench_pack.main([
         "--shards", "2", "--rows", "300", "--longest", "64", "--lengths", "32,100",
         "--batch", "4", "--batches", "10", "--repeat", "1",
@@ -508,6 +510,8 @@ def test_pack_benchmark_runs(tmp_path: Path) -> None:
     for entry in results["entries"]:
         assert all(math.isfinite(v) and v > 0 for k, v in entry.items() if k != "length")
     assert (tmp_path / "out" / "pack.json").exists()
+    # its fresh caches are removed: the process's own setting must be back
+    assert os.environ.get("UNDERTALE_DUCK_CACHE") == before
 
 
 def test_numpy_integers_in_the_spec_and_empty_batches(shards: Path) -> None:
