@@ -152,7 +152,11 @@ class ParquetDataset(ShardDataset):
     __signature__: ClassVar[inspect.Signature] = _without_self(inspect.signature(__init__))
 
     def report(
-        self, schema: type[BaseModel], *, executor: Executor | None = None
+        self,
+        schema: type[BaseModel],
+        *,
+        executor: Executor | None = None,
+        examples: int = runner.DEFAULT_EXAMPLES,
     ) -> ValidationReport:
         """Check every shard against a schema and return the report (never raises for data).
 
@@ -168,12 +172,14 @@ class ParquetDataset(ShardDataset):
                 ``TorchDistributedExecutor()`` over the ranks of a ``torch.distributed``
                 job, or ``RayExecutor(address)`` on a Ray cluster (docs/validation.md). The
                 report is the same.
+            examples: Offending rows kept per failed check.
 
         Returns:
             A ``ValidationReport``: one ``CheckResult`` per check, with counts and examples.
 
         Raises:
-            ArgumentError: If ``schema`` is not a pydantic model class.
+            ArgumentError: If ``schema`` is not a pydantic model class, or ``examples`` is
+                not a whole number from 0.
         """
         with progress_bar("validating", unit=" queries") as progress:
             return runner.run(
@@ -181,6 +187,7 @@ class ParquetDataset(ShardDataset):
                 self.source.shards,
                 self.reader.connection.cursor(),
                 source=str(self.source.spec),
+                examples=examples,
                 progress=progress,
                 relation=None if self.view is None else view_rows(self.view, self.source.columns),
                 memory_bytes=self.memory_bytes,
@@ -365,10 +372,14 @@ class PackedDataset(ParquetDataset):
         return self.documents.reader_settings()
 
     def report(
-        self, schema: type[BaseModel], *, executor: Executor | None = None
+        self,
+        schema: type[BaseModel],
+        *,
+        executor: Executor | None = None,
+        examples: int = runner.DEFAULT_EXAMPLES,
     ) -> ValidationReport:
         """Check the documents against a schema (see :meth:`ParquetDataset.report`)."""
-        return self.documents.report(schema, executor=executor)
+        return self.documents.report(schema, executor=executor, examples=examples)
 
     def refresh(self) -> None:
         """Reopen the documents as they are on disk now, and index the blocks again if needed."""

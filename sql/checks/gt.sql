@@ -1,2 +1,2 @@
--- violation of Field(gt=...)
-{value} <= {bound}
+-- violation of Field(gt=...) (the nan part: as in ge.sql)
+{nan}{value} <= {bound}

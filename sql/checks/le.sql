@@ -1,2 +1,2 @@
--- violation of Field(le=...)
-{value} > {bound}
+-- violation of Field(le=...) (the nan part: as in ge.sql)
+{nan}{value} > {bound}

@@ -1,2 +1,2 @@
--- violation of Field(lt=...)
-{value} >= {bound}
+-- violation of Field(lt=...) (the nan part: as in ge.sql)
+{nan}{value} >= {bound}

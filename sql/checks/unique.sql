@@ -5,6 +5,6 @@ FROM (
     SELECT {value} AS v, count(*) AS n
     FROM {rows}
     WHERE {value} IS NOT NULL
-    GROUP BY v
+    GROUP BY {value}
     HAVING count(*) > 1
 )

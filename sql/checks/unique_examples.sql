@@ -3,7 +3,7 @@ WITH duplicated AS (
     SELECT {value} AS v
     FROM {rows}
     WHERE {value} IS NOT NULL
-    GROUP BY v
+    GROUP BY {value}
     HAVING count(*) > 1
 )
 SELECT

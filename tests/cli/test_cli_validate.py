@@ -185,3 +185,19 @@ def test_progress_bar_only_on_a_terminal(clean: Path) -> None:
     assert proc.returncode == 0
     assert "queries" in drawn  # the bar went to the terminal ...
     assert b"queries" not in proc.stdout and b"PASSED" in proc.stdout  # ... not to stdout
+
+
+@pytest.mark.parametrize("view", [[], ["--where", "label >= 0"]])
+def test_examples_option_holds_for_a_view_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], view: list[str]
+) -> None:
+    """--examples N was ignored with --where/--query (the view's report kept 5 examples)."""
+    pq.write_table(pa.table({"id": [f"r{i % 7}" for i in range(20)], "label": list(range(20))}),
+                   tmp_path / "a.parquet")
+    for n in (0, 1, 3):
+        code = main(["validate", str(tmp_path), "-s", "Dataset", "-f", "json",
+                     "--examples", str(n), *view])
+        assert code == 1
+        unique = next(c for c in json.loads(capsys.readouterr().out)["checks"]
+                      if c["check"] == "unique")
+        assert unique["violations"] == 20 and len(unique["examples"]) == n

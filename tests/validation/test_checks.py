@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import decimal
+import enum
 import os
 import shutil
 from collections.abc import Callable
@@ -14,10 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, conint, constr
 from support import datagen
 
-from undertale_duck import ParquetDataset, SchemaError, schema
+from undertale_duck import ArgumentError, ParquetDataset, SchemaError, schema
+from undertale_duck.validation.executors import SerialExecutor
 from undertale_duck.validation.model import CheckResult, ValidationReport
 from undertale_duck.validation.runner import report_for
 
@@ -588,3 +592,226 @@ def test_example_values_follow_the_one_json_convention(tmp_path: Path) -> None:
     assert all(e.value == jsonable(e.value) for c in report.checks for e in c.examples)
     # strict JSON: no bare NaN/Infinity constants anywhere in the report
     json.loads(report.model_dump_json(), parse_constant=lambda c: pytest.fail(f"bare {c}"))
+
+
+# ---------------------------------------------------------------- verdicts as pydantic's own
+class _Kind(enum.IntEnum):
+    A = 1
+    B = 2
+
+
+def _offenders_by_pydantic(model: type[BaseModel], table: pa.Table) -> set[int]:
+    """Rows that ``model.model_validate`` refuses (the reference the checks must equal)."""
+    bad = set()
+    for i, row in enumerate(table.to_pylist()):
+        try:
+            model.model_validate(row)
+        except ValidationError:
+            bad.add(i)
+    return bad
+
+
+def _offenders_by_report(report: ValidationReport) -> set[int]:
+    assert [c.error for c in report.checks if c.error] == []
+    assert all(c.passed for c in report.checks if c.check in ("present", "type", "readable"))
+    return {e.index for c in report.failed for e in c.examples if e.index is not None}
+
+
+FLOATS = [k / 10 for k in range(-30, 31)] + [0.25, -0.35, 1e-10, float("nan"), float("inf"),
+                                              -float("inf"), 1e300, 5e-324]
+UNICODE = ["fn-123", "fn-\u0663\u0664\u0665", "fn-12", "caf\u00e9", "\u65e5\u672c", "a b",
+           "\u00a0", "\u2003x", "", "x_1", "fn-123\n", "\u0661"]
+
+
+class _NanBounds(BaseModel):
+    ge: float = Field(ge=0)
+
+
+class _NanGt(BaseModel):
+    gt: float = Field(gt=-1)
+
+
+class _Multiple(BaseModel):
+    m: float = Field(multiple_of=0.1)
+
+
+class _Multiple32(BaseModel):
+    m: float = Field(multiple_of=0.3, le=2)
+
+
+class _DecimalBounds(BaseModel):
+    d: decimal.Decimal = Field(ge=decimal.Decimal("1.00000000000000001"))
+
+
+class _DecimalMultiple(BaseModel):
+    d: decimal.Decimal = Field(multiple_of=decimal.Decimal("0.1"))
+
+
+class _MixedLiteral(BaseModel):
+    v: Literal[1, "a"]
+
+
+class _Digits(BaseModel):
+    s: str = Field(pattern=r"^fn-\d{3}$")
+
+
+class _Word(BaseModel):
+    s: str = Field(pattern=r"^[\w]+$")
+
+
+class _Space(BaseModel):
+    s: str = Field(pattern=r"\s|^\S*\d$")
+
+
+class _Tuple(BaseModel):
+    t: tuple[int, ...] = Field(max_length=3)
+
+
+class _Set(BaseModel):
+    t: set[int] = Field(min_length=2, max_length=2)
+
+
+class _Enum(BaseModel):
+    e: _Kind
+
+
+class _InsideOptional(BaseModel):
+    """Constraints inside an optional type: pydantic applies them, FieldInfo.metadata lacks them."""
+
+    a: Annotated[int, Field(ge=0)] | None
+    b: conint(lt=3) | None = None  # type: ignore[valid-type]
+    c: constr(pattern=r"^x") | None = None  # type: ignore[valid-type]
+
+
+class _NoneAllowed(BaseModel):
+    """None allowed without Optional; a column read through its validation alias."""
+
+    lit: Literal[None, "a"]
+    anything: object
+    v: int = Field(validation_alias="v col", ge=0)
+
+
+DEC = pa.decimal128(38, 17)
+CASES: dict[str, tuple[type[BaseModel], pa.Table]] = {
+    "nan-ge": (_NanBounds, pa.table({"ge": FLOATS})),
+    "nan-gt-float32": (_NanGt, pa.table({"gt": pa.array(FLOATS, pa.float32())})),
+    "multiple-of-float": (_Multiple, pa.table({"m": FLOATS + [k * 0.1 for k in range(200)]})),
+    "multiple-of-float32": (_Multiple32, pa.table({"m": pa.array(FLOATS, pa.float32())})),
+    "multiple-of-float-on-ints": (_Multiple, pa.table({"m": pa.array(range(-5, 5), pa.int16())})),
+    "decimal-bound": (_DecimalBounds, pa.table({"d": pa.array(
+        [decimal.Decimal("1.00000000000000001"), decimal.Decimal(1), decimal.Decimal(2)], DEC)})),
+    "decimal-multiple": (_DecimalMultiple, pa.table({"d": pa.array(
+        [decimal.Decimal(k) / 100 for k in range(0, 120, 5)], pa.decimal128(10, 2))})),
+    "literal-mixed-text": (_MixedLiteral, pa.table({"v": ["a", "1", "b", "a"]})),
+    "literal-mixed-int": (_MixedLiteral, pa.table({"v": [1, 2, 1, 0]})),
+    "int-enum": (_Enum, pa.table({"e": pa.array([1, 2, 3, 0], pa.int8())})),
+    "pattern-digits": (_Digits, pa.table({"s": UNICODE})),
+    "pattern-word": (_Word, pa.table({"s": UNICODE})),
+    "pattern-space": (_Space, pa.table({"s": UNICODE})),
+    "tuple-elements": (_Tuple, pa.table({"t": [[1], [1, None], [None], [1, 2, 3, 4], []]})),
+    "set-length": (_Set, pa.table({"t": [[1, 1, 2], [1, 2], [1, 1], [1, 2, 3], [3, 3, 3, 4]]})),
+    "none-allowed-and-validation-alias": (_NoneAllowed, pa.table({
+        "lit": ["a", None, "b"], "anything": [None, 1, None], "v col": [0, -1, 1]})),
+    "inside-optional": (_InsideOptional, pa.table({
+        "a": [0, -1, None, 2, 5], "b": [0, 1, 2, 3, None], "c": ["x", "y", None, "xy", "ax"]})),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_offending_rows_are_the_rows_pydantic_refuses(tmp_path: Path, case: str) -> None:
+    """NaN against a bound, float multiples, exact decimals, mixed literals, Unicode classes
+    in patterns, tuple elements and set lengths: each row fails exactly when pydantic says so."""
+    model, table = CASES[case]
+    pq.write_table(table, tmp_path / "a.parquet")
+    report = report_for(tmp_path, model, examples=table.num_rows)
+    expected = _offenders_by_pydantic(model, table)
+    assert _offenders_by_report(report) == expected
+    assert report.passed == (not expected)
+    tasks = report_for(tmp_path, model, examples=table.num_rows, executor=SerialExecutor())
+    assert tasks.model_dump(exclude={"seconds"}) == report.model_dump(exclude={"seconds"})
+
+
+@pytest.mark.parametrize("examples", [-1, True, 2.5, 1 << 63])
+def test_examples_must_be_a_whole_number(tmp_path: Path, examples: Any) -> None:
+    """A negative count was DuckDB's LIMIT error (in the report, or raised by task executors)."""
+    pq.write_table(pa.table({"id": ["a", "a", "b"]}), tmp_path / "a.parquet")
+    for executor in (None, SerialExecutor()):
+        with pytest.raises(ArgumentError, match="examples must be a whole number"):
+            report_for(tmp_path, schema.Dataset, examples=examples, executor=executor)
+    report = report_for(tmp_path, schema.Dataset, examples=0)
+    assert by(report, "unique", "id").violations == 2 and by(report, "unique", "id").examples == []
+
+
+@pytest.mark.parametrize("name", ["file_row_number", "__Undertale_Shard"])
+def test_a_shard_with_a_column_the_scan_adds_is_unreadable_alone(tmp_path: Path, name: str) -> None:
+    """Such a column made every check query fail to bind: every check was an error."""
+
+    class S(BaseModel):
+        id: Annotated[int, schema.Unique]
+        x: int = Field(ge=0)
+
+    pq.write_table(pa.table({"id": [0, 1, 1], "x": [0, -1, 2]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": [3, 4], "x": [-3, 4], name: [0, 1]}), tmp_path / "b.parquet")
+    for executor in (None, SerialExecutor()):
+        report = report_for(tmp_path, S, executor=executor)
+        assert [c.error for c in report.checks if c.error] == []
+        readable = by(report, "readable")
+        assert readable.violations == 1
+        assert readable.examples[0].shard == str(tmp_path / "b.parquet")
+        assert name in readable.examples[0].value and "rename" in readable.examples[0].value
+        assert by(report, "range", "x").violations == 1  # the other shard is still checked
+        assert by(report, "unique", "id").violations == 2
+        assert report.rows == 3
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])
+def test_datetime_bounds_of_the_other_awareness_compare_as_pydantic(
+    tmp_path: Path, zone: str
+) -> None:
+    """A naive bound against instants, or an aware bound against naive times, was converted
+    in DuckDB's session time zone (the machine's): the verdict changed with the machine."""
+    utc, plus5 = dt.UTC, dt.timezone(dt.timedelta(hours=5))
+    times = [dt.datetime(2019, 12, 31, 18) + dt.timedelta(hours=i) for i in range(12)]
+    naive = pa.table({"t": pa.array(times, pa.timestamp("us"))})
+    aware = pa.table({"t": pa.array([t.replace(tzinfo=utc) for t in times],
+                                    pa.timestamp("us", tz="UTC"))})
+
+    class AwareBound(BaseModel):
+        t: dt.datetime = Field(ge=dt.datetime(2020, 1, 1, tzinfo=plus5))
+
+    class NaiveBound(BaseModel):
+        t: dt.datetime = Field(lt=dt.datetime(2020, 1, 1, 3))
+
+    for model, table in ((AwareBound, naive), (NaiveBound, aware), (AwareBound, aware)):
+        shutil.rmtree(tmp_path / "d", ignore_errors=True)
+        (tmp_path / "d").mkdir()
+        pq.write_table(table, tmp_path / "d" / "a.parquet")
+        report = report_for(tmp_path / "d", model, examples=12,
+                            duckdb_config={"TimeZone": zone})
+        assert _offenders_by_report(report) == _offenders_by_pydantic(model, table)
+
+
+def test_unique_inside_an_optional_type_is_checked(tmp_path: Path) -> None:
+    class S(BaseModel):
+        id: Annotated[str, schema.Unique] | None
+
+    pq.write_table(pa.table({"id": ["a", "b", "a", None, None]}), tmp_path / "a.parquet")
+    unique = by(report_for(tmp_path, S), "unique", "id")
+    assert unique.violations == 2 and [e.index for e in unique.examples] == [0, 2]
+
+
+@pytest.mark.parametrize("name", ["v", "V", "n", "index", "value"])
+def test_unique_beside_a_column_named_like_the_query_aliases(tmp_path: Path, name: str) -> None:
+    """A data column `v` was what `GROUP BY v` bound to: the uniqueness query failed."""
+    table = pa.table({"id": [i % 4 for i in range(10)], name: [i * 7 for i in range(10)]})
+    pq.write_table(table, tmp_path / "a.parquet")
+    for executor in (None, SerialExecutor()):
+        unique = by(report_for(tmp_path, _IntId, executor=executor),
+                    "unique", "id")
+        assert unique.error is None and unique.violations == 10
+        assert [(e.index, e.value) for e in unique.examples] == [(0, 0), (4, 0), (8, 0), (1, 1),
+                                                                 (5, 1)]
+
+
+class _IntId(BaseModel):
+    id: Annotated[int, schema.Unique]

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         # a view: its rows are checked (computed and joined columns included)
         with open_dataset(args.source, None, storage_options(args), view,
                           memory=args.memory) as ds:
-            result = ds.report(model, executor=executor)
+            result = ds.report(model, executor=executor, examples=args.examples)
     else:
         with progress_bar("validating", unit=" queries") as progress:
             result = runner.report_for(

@@ -14,14 +14,21 @@ from .model import Example
 from .state import PRESENT, PRESENT_OPTIONAL, SAME_LAYOUT, RunState, ShardGroup, Tally
 from .targets import Target, describe_type, field_type, mismatch
 
+#: Columns the checks' ``read_parquet`` adds to every shard's rows (``sql/checks/rows.sql``),
+#: case-folded as DuckDB matches names: a shard holding one of them cannot be scanned.
+ADDED_COLUMNS = {
+    "file_row_number": "holding each row's number",
+    "__undertale_shard": "holding the shard's path",
+}
+
 
 def shard_groups(state: RunState) -> list[ShardGroup]:
     """Group readable shards by their DuckDB schema (one footer bind per Arrow schema).
 
     The schema is that of the rows checked: a shard's own columns, or for a view the view's
-    columns over that shard. Shards whose schema DuckDB cannot bind are recorded in
-    ``state.errors``. Columns are compared by name, so shards with the same columns in
-    another order share a group.
+    columns over that shard. Shards whose schema DuckDB cannot bind, or that hold a column
+    the checks' scan adds (:data:`ADDED_COLUMNS`), are recorded in ``state.errors``. Columns
+    are compared by name, so shards with the same columns in another order share a group.
 
     Args:
         state: The run.
@@ -33,6 +40,13 @@ def shard_groups(state: RunState) -> list[ShardGroup]:
     for i in state.readable():
         shard = state.shards[i]
         assert shard is not None
+        clash = next((n for n in shard.schema.names if n.casefold() in ADDED_COLUMNS), None)
+        if clash is not None:  # every query of the checks would fail to bind on this shard
+            state.errors[i] = (
+                f"its column {clash!r} clashes with the column DuckDB adds to the checked rows "
+                f"({ADDED_COLUMNS[clash.casefold()]}): rename that column"
+            )
+            continue
         key = tuple((f.name, str(f.type)) for f in shard.schema)
         by_arrow.setdefault(key, []).append(i)
     sql = state.relation.types

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import decimal
+import datetime as dt
 import enum
 import typing
 from collections.abc import Sequence
@@ -11,10 +11,16 @@ from typing import Any, Literal
 
 from ..core.runtime import sqlfiles
 from .model import CheckKind
-from .targets import LIST_TYPES, Target, is_sequence, strip_optional
+from .targets import LIST_TYPES, SCALAR_TYPES, Target, is_sequence, strip_optional
 
 #: DuckDB type ids on which comparisons (ranges, multiples) do not apply.
 _NESTED_TYPES = frozenset({"list", "array", "struct", "map", "union"})
+
+#: DuckDB type ids of binary floating-point numbers (NaN and infinities; pydantic's float rules).
+_FLOAT_KINDS = frozenset({"float", "double"})
+
+#: DuckDB type ids of timestamps with a time zone (UTC instants).
+_TIMESTAMPS_WITH_ZONE = frozenset({"timestamp with time zone", "timestamptz_ns"})
 
 #: Templates of null checks (the footers' statistics can prove these without a scan).
 NULL_TEMPLATES = frozenset({"not_null", "not_null_elements"})
@@ -103,9 +109,18 @@ def condition(check: RowCheck, dtype: Any, bound_name: str | None) -> str | None
         return None
     if check.template in ("min_length", "max_length"):
         length = _length_function(dtype)
+        if length == "len" and typing.get_origin(check.target.annotation) in (set, frozenset):
+            length = "list_unique"  # pydantic counts a set's distinct items
         if length is None:
             return None
         return _fragment(check.template, value=value, bound=bound, length=length)
+    if check.template in ("ge", "gt", "le", "lt"):
+        # pydantic refuses NaN against any bound; DuckDB sorts NaN above every number
+        nan = f"isnan({value}) OR " if kind in _FLOAT_KINDS else ""
+        return _fragment(check.template, value=value, bound=bound, nan=nan)
+    floating = check.target.annotation is float or kind in _FLOAT_KINDS
+    if check.template == "multiple_of" and floating:  # pydantic's float rule, not a remainder
+        return _fragment("multiple_of_float", value=value, bound=bound)
     return _fragment(check.template, value=value, bound=bound)
 
 
@@ -167,10 +182,80 @@ def row_checks(target: Target) -> list[RowCheck]:
     return out
 
 
+#: RE2 spellings of the Unicode classes pydantic's regular expressions (Rust's ``regex``, like
+#: Python's ``re``) give ``\d``, ``\s`` and ``\w``; RE2's own are ASCII only, so a digit such as
+#: U+0663 or a letter such as ``é`` would fail a pattern that pydantic accepts. Each is the
+#: inside of a character class.
+_UNICODE_CLASSES = {
+    "d": r"\p{Nd}",
+    "s": r"\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}",
+    "w": r"\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149}"
+    r"\x{1F150}-\x{1F169}\x{1F170}-\x{1F189}",
+}
+
+
+def re2_pattern(pattern: str) -> str:
+    r"""A pydantic ``pattern`` as DuckDB's RE2 reads it with the same meaning.
+
+    ``\d``, ``\s``, ``\w`` and their negations ``\D``, ``\S``, ``\W`` become their Unicode
+    classes (:data:`_UNICODE_CLASSES`); inside ``[...]`` a negation is kept as written (RE2
+    cannot subtract classes there). Everything else is passed through; ``\b`` stays RE2's
+    ASCII word boundary.
+
+    Args:
+        pattern: The field's pattern.
+
+    Returns:
+        The pattern for ``regexp_matches``.
+    """
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            i += 2
+            if nxt.lower() in _UNICODE_CLASSES and not (in_class and nxt.isupper()):
+                inner = _UNICODE_CLASSES[nxt.lower()]
+                if in_class:
+                    out.append(inner)
+                else:
+                    out.append(f"[{'^' if nxt.isupper() else ''}{inner}]")
+            else:
+                out.append(ch + nxt)
+            continue
+        if ch == "[" and not in_class:
+            in_class = True
+            out.append(ch)
+            i += 1
+            if pattern[i : i + 1] == "^":  # a negated class
+                out.append("^")
+                i += 1
+            if pattern[i : i + 1] == "]":  # a leading ']' is a literal
+                out.append("]")
+                i += 1
+            continue
+        if ch == "]" and in_class:
+            in_class = False
+        elif ch == "[" and pattern[i : i + 2] == "[:":  # [[:alpha:]] inside a class
+            end = pattern.find(":]", i + 2)
+            if end != -1:
+                out.append(pattern[i : end + 2])
+                i = end + 2
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def _list_element(annotation: Any) -> Any | None:
     origin = typing.get_origin(annotation)
-    if origin in (list, set, frozenset) or (is_sequence(origin) and origin is not tuple):
-        args = typing.get_args(annotation)
+    args = typing.get_args(annotation)
+    if origin is tuple:  # tuple[X, ...] or tuple[X, X]: every element is an X
+        items = [a for a in args if a is not Ellipsis]
+        return items[0] if items and all(a == items[0] for a in items) else None
+    if origin in (list, set, frozenset) or is_sequence(origin):
         return args[0] if args else Any
     return None
 
@@ -183,11 +268,56 @@ def _literal_values(annotation: Any) -> list[Any] | None:
     return None
 
 
-def bound_value(value: Any) -> Any:
-    """A constraint's bound as a query parameter (decimals as floats, which DuckDB compares)."""
-    if isinstance(value, decimal.Decimal):
-        return float(value)
+def bound_value(check: RowCheck, dtype: Any) -> Any:
+    """A check's bound as a query parameter for a value of DuckDB type ``dtype``.
+
+    A ``Decimal`` stays one (DuckDB binds it as an exact ``DECIMAL``; as a float it would be
+    rounded). A literal keeps only the allowed values of the column's kind: pydantic never
+    takes the text ``'1'`` for the int ``1`` of ``Literal[1, "a"]``, and DuckDB cannot hold
+    both kinds in one list. A pattern is given RE2's spelling of pydantic's meaning
+    (:func:`re2_pattern`), and a datetime the column's awareness (:func:`_same_awareness`).
+
+    Args:
+        check: The check (its ``bound``).
+        dtype: The DuckDB type of the checked value in this group of shards.
+
+    Returns:
+        The parameter's value.
+    """
+    value = check.bound
+    if check.template == "literal":
+        kind = str(dtype.id)
+        fitting = [v for v in value if kind in SCALAR_TYPES.get(type(v), frozenset())]
+        return fitting or value  # none fits: the type check fails these shards anyway
+    if check.template == "pattern":
+        return re2_pattern(value)
+    if isinstance(value, dt.datetime):
+        return _same_awareness(value, str(dtype.id))
     return value
 
 
-__all__ = ["NULL_TEMPLATES", "RowCheck", "bound_value", "condition", "row_checks", "value_sql"]
+def _same_awareness(bound: dt.datetime, kind: str) -> dt.datetime:
+    """A datetime bound as aware or naive as the column, compared as pydantic compares them.
+
+    pydantic compares a naive datetime with an aware one by their wall-clock times; DuckDB
+    would convert one to the other in the session's time zone (the machine's), so the verdict
+    would change with the machine. A naive column takes the aware bound's wall-clock time; an
+    aware column (UTC instants) takes a naive bound as UTC.
+    """
+    aware = bound.tzinfo is not None and bound.utcoffset() is not None
+    if kind in _TIMESTAMPS_WITH_ZONE and not aware:
+        return bound.replace(tzinfo=dt.UTC)
+    if kind not in _TIMESTAMPS_WITH_ZONE and aware:
+        return bound.replace(tzinfo=None)
+    return bound
+
+
+__all__ = [
+    "NULL_TEMPLATES",
+    "RowCheck",
+    "bound_value",
+    "condition",
+    "re2_pattern",
+    "row_checks",
+    "value_sql",
+]

@@ -14,7 +14,15 @@ from ..core.bounds import VectorBound
 from ..core.runtime import sqlfiles
 from ..errors import SourceError
 from .layout import compatible_type
-from .plan import NULL_TEMPLATES, RowCheck, bound_value, condition, row_checks, value_sql
+from .plan import (
+    NULL_TEMPLATES,
+    RowCheck,
+    bound_value,
+    condition,
+    re2_pattern,
+    row_checks,
+    value_sql,
+)
 from .state import CheckKey, RunState, ShardGroup, Tally
 
 #: Checks that a failing row scan does not touch (they are decided from footers or elsewhere).
@@ -110,7 +118,7 @@ def plan_group(state: RunState, group: ShardGroup) -> GroupScan | None:
                     f"{check.template} does not apply to {target.label} of type {dtype}"
                 )
                 continue
-            bound = {name: bound_value(check.bound)} if name else {}
+            bound = {name: bound_value(check, dtype)} if name else {}
             if check.kind == "pattern" and not _pattern_ok(state, check, tally):
                 continue
             statistics = state.relation.statistics
@@ -224,7 +232,8 @@ def _pattern_ok(state: RunState, check: RowCheck, tally: Tally) -> bool:
 
     def compile_pattern() -> str | None:
         try:
-            state.query(sqlfiles.sql_text("checks/pattern_valid"), {"pattern": check.bound})
+            pattern = re2_pattern(check.bound)
+            state.query(sqlfiles.sql_text("checks/pattern_valid"), {"pattern": pattern})
         except duckdb.Error as exc:
             return first_line(exc)
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import time
@@ -15,7 +16,7 @@ from ..common.progress import Progress
 from ..core.query import memory_limit
 from ..core.runtime import connect, threads_of
 from ..core.source import Shard, SourceFiles, SourceLike
-from ..errors import SourceError
+from ..errors import ArgumentError, SourceError
 from . import schemas
 from .executors import Executor, InProcessExecutor
 from .layout import layout_checks, shard_groups
@@ -42,6 +43,23 @@ def schema_name(model: type[BaseModel]) -> str:
     if model.__module__.startswith(schemas.FILE_MODULE_PREFIX) and path:
         return f"{path}:{model.__qualname__}"
     return f"{model.__module__}.{model.__qualname__}"
+
+
+def _example_count(examples: object) -> int:
+    """Check ``examples`` (a whole number of rows, 0 to 2**63 - 1); return it.
+
+    Raises:
+        ArgumentError: If it is not one (a negative ``LIMIT`` is a DuckDB error).
+    """
+    try:
+        number = -1 if isinstance(examples, bool) else operator.index(examples)  # type: ignore[arg-type]
+    except TypeError:
+        number = -1
+    if not 0 <= number < 1 << 63:
+        raise ArgumentError(
+            f"examples must be a whole number of rows from 0 to 2**63 - 1, not {examples!r}"
+        )
+    return number
 
 
 def _validate(state: RunState, executor: Executor | None = None) -> ValidationReport:
@@ -138,9 +156,11 @@ def run(
         The report; problems in the data are failed checks, never exceptions.
 
     Raises:
-        ArgumentError: If ``schema`` is not a pydantic model class.
+        ArgumentError: If ``schema`` is not a pydantic model class, or ``examples`` is not a
+            whole number from 0.
     """
     model = schemas.check_schema(schema)
+    examples = _example_count(examples)
     paths = [s.path for s in shards]
     state = RunState(model, shards, paths, {}, cursor, examples, progress, relation,
                      memory_bytes=memory_bytes, threads=threads, config=config,
@@ -181,9 +201,11 @@ def report_for(
 
     Raises:
         SourceError: If the source itself cannot be resolved (no such path, no Parquet files).
-        ArgumentError: If ``schema`` is not a pydantic model class.
+        ArgumentError: If ``schema`` is not a pydantic model class, or ``examples`` is not a
+            whole number from 0.
     """
     model = schemas.check_schema(schema)
+    examples = _example_count(examples)
     files = SourceFiles(source, storage_options)  # local paths or URLs
     paths = files.paths
     shards: list[Shard | None] = []

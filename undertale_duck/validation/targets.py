@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import duckdb
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 INTEGER_TYPES = frozenset(
     {
@@ -95,7 +96,52 @@ def strip_optional(annotation: Any) -> tuple[Any, bool]:
         return typing.Union[tuple(rest)], nullable  # noqa: UP007
     if origin is typing.Annotated:
         return strip_optional(typing.get_args(annotation)[0])
-    return annotation, annotation is type(None) or annotation is Any
+    if origin is Literal:  # Literal[None, "a"] allows None as Optional does
+        return annotation, None in typing.get_args(annotation)
+    return annotation, annotation is type(None) or annotation is Any or annotation is object
+
+
+def column_name(name: str, info: FieldInfo) -> str:
+    """The column a field reads: its validation alias when one name, else its alias or name.
+
+    Args:
+        name: The field's name in the model.
+        info: The field.
+
+    Returns:
+        The column (or struct field) name, as ``model_validate`` looks it up.
+    """
+    if isinstance(info.validation_alias, str):
+        return info.validation_alias
+    return info.alias or name
+
+
+def inner_metadata(annotation: Any) -> tuple[Any, ...]:
+    """Constraints written inside a field's optional type (pydantic applies them).
+
+    ``FieldInfo.metadata`` lacks them: ``Annotated[int, Field(ge=0)] | None``,
+    ``Optional[conint(ge=0)]``, ``Optional[Annotated[str, Unique]]``.
+
+    Args:
+        annotation: A field's annotation as pydantic keeps it (``FieldInfo.annotation``).
+
+    Returns:
+        The constraint objects, ``Field(...)`` unpacked into its own constraints.
+    """
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return inner_metadata(rest[0]) if len(rest) == 1 else ()
+    if origin is typing.Annotated:
+        items: list[Any] = []
+        for item in args[1:]:
+            if isinstance(item, FieldInfo):
+                items.extend(item.metadata)
+            elif item is not None:
+                items.append(item)
+        return (*inner_metadata(args[0]), *items)
+    return ()
 
 
 def model_class(annotation: Any) -> type[BaseModel] | None:
@@ -117,7 +163,7 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
     """
     out: list[Target] = []
     for name, info in model.model_fields.items():
-        column = info.alias or name
+        column = column_name(name, info)
         annotation, nullable = strip_optional(info.annotation)
         path = (*prefix, column)
         out.append(
@@ -127,7 +173,7 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
                 annotation=annotation,
                 nullable=nullable,
                 required=info.is_required(),
-                metadata=tuple(info.metadata),
+                metadata=(*info.metadata, *inner_metadata(info.annotation)),
             )
         )
         nested = model_class(annotation)
@@ -260,7 +306,7 @@ def mismatch(annotation: Any, dtype: Any) -> str | None:
             return f"found {found}, expected {describe_type(annotation)}"
         fields = dict(_children(dtype))
         for name, info in model.model_fields.items():
-            column = info.alias or name
+            column = column_name(name, info)
             if column not in fields:
                 if info.is_required():
                     return f"STRUCT {found} has no field {column!r}"
@@ -298,8 +344,10 @@ __all__ = [
     "SCALAR_TYPES",
     "TIMESTAMP_TYPES",
     "Target",
+    "column_name",
     "describe_type",
     "field_type",
+    "inner_metadata",
     "is_sequence",
     "mismatch",
     "model_class",
