@@ -250,3 +250,49 @@ def test_a_loader_state_resumes_with_other_workers_and_batch(uneven: tuple[Path,
     assert len(second) == 5 + len(rest) // 5 + (len(rest) % 5 > 0)  # batches before + the rest
     second.sampler.set_epoch(1)
     assert [i for batch in second for i in batch] == second.sampler.order(1).tolist()
+
+
+def test_a_shuffled_state_over_other_windows_is_refused(uneven: tuple[Path, int]) -> None:
+    # the shuffled sequence permutes the windows: the same rows cut into other windows
+    # (window_bytes=, or memory= which sets its default) give another sequence, so the saved
+    # position would serve rows twice and skip others. The fingerprint (the data) is equal.
+    root, total = uneven
+    first = load(root, None, ids, 8, shuffle=True, seed=2)
+    it = iter(first)
+    seen = [i for _ in range(6) for i in next(it)]
+    state = first.state_dict()
+    del it
+    other = load(root, None, ids, 8, shuffle=True, seed=2, window_bytes=200)
+    assert len(other.dataset.windows) != len(first.dataset.windows)
+    assert other.dataset.fingerprint == state["data"]
+    with pytest.raises(ArgumentError, match="window_bytes"):
+        other.load_state_dict(state)
+    same = load(root, None, ids, 8, shuffle=True, seed=2)  # the same windows resume exactly
+    same.load_state_dict(state)
+    rest = [i for batch in same for i in batch]
+    assert sorted(seen + rest) == list(range(total))
+    # without shuffle the sequence is the rows in order, whatever the windows
+    plain = load(root, None, ids, 8)
+    it = iter(plain)
+    head = [i for _ in range(3) for i in next(it)]
+    narrow = load(root, None, ids, 8, window_bytes=200)
+    narrow.load_state_dict(plain.state_dict())
+    assert head + [i for batch in narrow for i in batch] == list(range(total))
+    # check_data=False takes the saved position anyway, as for other data
+    lenient = load(root, None, ids, 8, shuffle=True, seed=2, window_bytes=200, check_data=False)
+    lenient.load_state_dict(state)
+    assert lenient.sampler.resume_at == 48
+
+
+def test_an_open_dataset_with_a_view_option_is_refused(uneven: tuple[Path, int]) -> None:
+    # load() opens no dataset then: a where=/query=/tables= was ignored, and the loader
+    # served the rows the view leaves out
+    root, total = uneven
+    ds = ParquetDataset(root)
+    for option in ({"where": "label <> 2"}, {"query": "SELECT id FROM dataset"},
+                   {"tables": {"names": str(root / "part-00000.parquet")}}):
+        name = next(iter(option))
+        with pytest.raises(ArgumentError, match=f"{name}= applies when load"):
+            load(ds, None, ids, 8, **option)  # type: ignore[arg-type]
+    assert sorted(i for batch in load(ds, None, ids, 8, drop_last=False) for i in batch) == list(
+        range(total))

@@ -309,3 +309,66 @@ def test_a_mixture_where_a_path_is_expected_is_one_clear_line(two: tuple[Path, P
         load(Stream(a), None, None, 8)  # type: ignore[arg-type]
     with pytest.raises(SourceError, match="not int"):
         ParquetDataset(3)  # type: ignore[arg-type]
+
+
+def test_a_mixture_of_plain_datasets_resumes_in_another_process(two: tuple[Path, Path]) -> None:
+    # a stream without a fingerprint counts by its type and length, not its repr (which
+    # names its address: another one in the process that resumes, so the state was refused)
+    class Rows:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def __len__(self) -> int:
+            return self.n
+
+        def __getitem__(self, i: int) -> int:
+            return i
+
+    def mixture() -> Mixture:
+        return Mixture([Stream(Rows(50), proportion=0.5), Stream(Rows(30), proportion=0.5)])
+
+    saved = mixture()
+    sampler = ChunkedSampler(saved, 4, 0, shuffle=True, seed=1)
+    seen = [i for _, i in zip(range(12), sampler, strict=False)]
+    again = ChunkedSampler(mixture(), 4, 0, shuffle=True, seed=1)  # new objects, new addresses
+    again.load_state_dict(sampler.state_dict())
+    assert seen + list(again) == sampler.order().tolist()
+    other = ChunkedSampler(Mixture([Stream(Rows(51), proportion=0.5),
+                                    Stream(Rows(30), proportion=0.5)]), 4, 0, shuffle=True,
+                           seed=1)
+    with pytest.raises(ArgumentError, match="other"):
+        other.load_state_dict(sampler.state_dict())
+
+
+def test_a_mixture_with_an_empty_epoch_yields_nothing_and_says_so() -> None:
+    empty = Mixture([Stream(list(range(30)), choose=0)])
+    sampler = ChunkedSampler(empty, 4, 0)
+    assert empty.epoch_size == 0 and len(sampler) == 0 and list(sampler) == []
+
+
+def test_a_shuffled_mixture_over_other_windows_is_refused(two: tuple[Path, Path]) -> None:
+    a, b = two
+
+    def mixture(window_bytes: int | None) -> Mixture:
+        return Mixture([Stream(ParquetDataset(a, window_bytes=window_bytes), proportion=0.5),
+                        Stream(ParquetDataset(b), proportion=0.5)], epoch_size=90)
+
+    state = load(mixture(None), None, None, 8, shuffle=True).state_dict()
+    other = load(mixture(300), None, None, 8, shuffle=True)
+    assert other.dataset.fingerprint == state["data"]
+    with pytest.raises(ArgumentError, match="windows"):
+        other.load_state_dict(state)
+
+
+def test_a_stream_without_rows_cannot_be_asked_for_rows(two: tuple[Path, Path]) -> None:
+    # its share of the epoch would be missing: a sequence shorter than the epoch, samplers
+    # whose length is not what they yield, and ranks running different numbers of batches
+    a, b = two
+    empty = ParquetDataset(a, where="label > 100")
+    assert len(empty) == 0
+    for stream in (Stream(empty, proportion=0.5), Stream(empty, choose=3)):
+        other = Stream(ParquetDataset(b), proportion=0.5 if stream.proportion else None)
+        with pytest.raises(ArgumentError, match=r"stream 0 .* no rows"):
+            Mixture([stream, other])
+    mix = Mixture([Stream(empty, repeat=2.0), Stream(ParquetDataset(b), choose=5)])
+    assert mix.counts == [0, 5] and len(list(ChunkedSampler(mix, 2, 0))) == 5

@@ -260,8 +260,11 @@ def load(
     """
     dataset: ParquetDataset | Mixture
     if isinstance(path, ParquetDataset | Mixture):
+        # what defines the rows is the given dataset's: a view of it here would be ignored,
+        # serving the rows the view leaves out
         given = [name for name, value in
-                 (("pack", pack), ("split", split), ("index_executor", index_executor))
+                 (("query", query), ("where", where), ("tables", tables), ("pack", pack),
+                  ("split", split), ("index_executor", index_executor))
                  if value is not None]
         if given:
             named = " and ".join(f"{name}=" for name in given)

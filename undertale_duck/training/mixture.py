@@ -140,6 +140,19 @@ def _units(dataset: Any, chunk: int) -> list[tuple[int, int]]:
     return [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
 
 
+def _fingerprint_of(dataset: Any) -> Any:
+    """A stream's part of the mixture's fingerprint: its own, else its type and length.
+
+    Not its ``repr``: a plain object's names its address (another in every process, so a
+    state saved in one would be refused in the next) and a list's spells out every item.
+    """
+    fingerprint = getattr(dataset, "fingerprint", None)
+    if fingerprint is not None:
+        return fingerprint
+    kind = type(dataset)
+    return [f"{kind.__module__}.{kind.__qualname__}", len(dataset)]
+
+
 def take(units: Sequence[tuple[int, int]], count: int, start: int) -> list[tuple[int, int]]:
     """``count`` rows of a source as ranges: whole passes, then a contiguous run from ``start``.
 
@@ -229,6 +242,13 @@ class Mixture(Dataset[Any]):
                 self.offsets.append(self.offsets[-1] + n)
             self.names = [s.name or f"stream{k}" for k, s in enumerate(self.streams)]
             self.counts = self._counts(lengths, epoch_size)
+            for k, (n, count) in enumerate(zip(lengths, self.counts, strict=True)):
+                if n == 0 and count > 0:  # its rows would be missing from every epoch
+                    raise ArgumentError(
+                        f"stream {k} ({self.names[k]}) has no rows (a view that keeps none?) "
+                        f"but its {'choose' if self.streams[k].choose else 'proportion'} "
+                        f"asks for {count} per epoch; remove the stream or give it rows"
+                    )
             self.chunk = chunk
             self._units = [_units(s.dataset, chunk) for s in self.streams]
         except BaseException:
@@ -290,6 +310,17 @@ class Mixture(Dataset[Any]):
             out.extend((base + a, base + b) for a, b in take(units, count, start))
         return out
 
+    @property
+    def units(self) -> list[tuple[int, int]]:
+        """Every source's contiguous ranges (windows, or chunks), as mixture indices.
+
+        An epoch's ranges (:meth:`epoch_units`) are cut from these, so a shuffled order is a
+        function of them: the sampler's saved state carries their hash.
+        """
+        return [(base + a, base + b)
+                for base, units in zip(self.offsets, self._units, strict=False)
+                for a, b in units]
+
     def source_of(self, index: int) -> tuple[int, int]:
         """``(stream number, index in that stream)`` of a mixture index."""
         if not 0 <= index < self.offsets[-1]:
@@ -307,7 +338,7 @@ class Mixture(Dataset[Any]):
     def fingerprint(self) -> str:
         """A short hash of the streams (their fingerprints where they have one) and counts."""
         parts = [
-            [getattr(s.dataset, "fingerprint", repr(s.dataset)), c, name]
+            [_fingerprint_of(s.dataset), c, name]
             for s, c, name in zip(self.streams, self.counts, self.names, strict=True)
         ]
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence, Sized
 
@@ -89,6 +90,23 @@ def units_of(dataset: Sized, chunk: int) -> list[tuple[int, int]]:
         return [(w.offset, w.offset + w.rows) for w in dataset.windows]
     length = len(dataset)
     return [(start, min(start + chunk, length)) for start in range(0, length, chunk)]
+
+
+def units_digest(units: Sequence[tuple[int, int]]) -> str:
+    """Return a short hash of shuffle units: the shuffled sequence is a function of them.
+
+    A saved position points into the sequence the units gave; the same dataset cut into
+    other windows (``window_bytes=``, or ``memory=`` which sets its default) is shuffled
+    into another sequence, so a resumed state compares this hash.
+
+    Args:
+        units: ``(start, stop)`` row ranges, as :func:`units_of` returns them.
+
+    Returns:
+        16 hex digits.
+    """
+    bounds = np.asarray(units, dtype=np.int64).reshape(-1)
+    return hashlib.sha256(bounds.tobytes()).hexdigest()[:16]
 
 
 def shuffled_sequence(

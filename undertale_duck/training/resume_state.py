@@ -48,6 +48,9 @@ class SamplerState(BaseModel):
     before: list[dict[str, Any]]
     #: Rows of the epoch this topology leaves out (its tail).
     tail: int = Field(ge=0)
+    #: Hash of the shuffle units (the dataset's windows) of a shuffled sequence; None
+    #: without shuffle, and in states saved before it was recorded (then not checked).
+    units: str | None = None
 
 
 #: What a state saved before versions existed lacks, and what its sampler then did: it

@@ -22,6 +22,7 @@ from .order import (
     deliver,
     rank_bounds,
     shuffled_sequence,
+    units_digest,
     units_of,
 )
 from .resume_state import STATE_VERSION, check_sampler_state
@@ -29,9 +30,16 @@ from .resume_state import STATE_VERSION, check_sampler_state
 _log = logging.getLogger(__name__)
 
 #: Settings that define an epoch's sequence; a state saved with others cannot resume.
-_SEQUENCE = ("length", "shuffle", "seed", "mix", "chunk")
+#: ``units`` hashes the shuffle units (the dataset's windows) of a shuffled sequence; a state
+#: saved before it existed has none, and is not checked for it.
+_SEQUENCE = ("length", "shuffle", "seed", "mix", "chunk", "units")
 #: Settings that only partition the sequence; a state saved with others resumes elastically.
 _TOPOLOGY = ("ranks", "workers", "batch", "drop_last")
+
+_UNITS_CHANGED = (
+    "the dataset's windows (its shuffle units): they differ from the saved run's; open the "
+    "dataset with the window_bytes= it had (memory= sets the default window size)"
+)
 
 #: Indices converted to Python integers at a time while iterating.
 _YIELD_STEP = 1 << 16
@@ -124,7 +132,8 @@ class ChunkedSampler(DistributedSampler[int]):
         drop_last: bool = True,
     ) -> None:
         try:
-            length = int(getattr(dataset, "epoch_size", None) or len(dataset))
+            size = getattr(dataset, "epoch_size", None)  # a Mixture's (0 is a length too)
+            length = int(len(dataset) if size is None else size)
         except TypeError as exc:
             raise ArgumentError(
                 f"ChunkedSampler needs a dataset with a length; {type(dataset).__name__} has none"
@@ -161,6 +170,7 @@ class ChunkedSampler(DistributedSampler[int]):
         self._before: list[dict[str, Any]] = []
         self._units: list[tuple[int, int]] | None = None
         self._data: tuple[Any] | None = None  # the dataset's fingerprint, once computed
+        self._unit_hash: tuple[str | None] | None = None  # units_digest, once computed
         self._memo: tuple[tuple[int, bool], Order] | None = None  # a shuffled/elastic order
         first, stop = rank_bounds(length, self.workers, ranks, rank, drop_last)
         self.num_samples = stop - first
@@ -341,8 +351,25 @@ class ChunkedSampler(DistributedSampler[int]):
             "seed": self.seed,
             "mix": self.mix,
             "chunk": self.chunk,
+            "units": self._units_fingerprint(),
             "data": self._data_fingerprint(),
         }
+
+    def _units_fingerprint(self) -> str | None:
+        # a shuffled sequence permutes the dataset's windows: the same rows cut into other
+        # windows (window_bytes=, or memory= setting its default) give another sequence.
+        # Without shuffle the sequence is the rows in order, whatever the windows.
+        if not self.shuffle:
+            return None
+        if self._unit_hash is None:
+            if callable(getattr(self._sized, "epoch_units", None)):  # a Mixture's sources'
+                units = getattr(self._sized, "units", None)
+            else:
+                if self._units is None:
+                    self._units = units_of(self._sized, self.chunk)
+                units = self._units
+            self._unit_hash = (None if units is None else units_digest(units),)
+        return self._unit_hash[0]
 
     def _data_fingerprint(self) -> Any:
         # computed once: torchdata's StatefulDataLoader asks for the state with every batch,
@@ -417,7 +444,9 @@ class ChunkedSampler(DistributedSampler[int]):
             state: A dict from :meth:`state_dict`.
             check_data: Refuse a state saved over other data: its ``data`` fingerprint (the
                 dataset's ``fingerprint``: view query, columns, every shard's identity)
-                differs from this dataset's. False resumes at the saved position anyway.
+                differs from this dataset's, or a shuffled state over other windows (the
+                shuffle units; ``window_bytes=``, or ``memory=`` setting its default). False
+                resumes at the saved position anyway.
 
         Raises:
             ArgumentError: If the state is malformed or was saved by a sampler whose epoch
@@ -436,9 +465,10 @@ class ChunkedSampler(DistributedSampler[int]):
                 "check_data=False)) to continue at that position anyway"
             )
         different = [
-            f"{key}: saved {state[key]!r}, now {mine[key]!r}"
+            _UNITS_CHANGED if key == "units" else f"{key}: saved {state[key]!r}, now {mine[key]!r}"
             for key in _SEQUENCE
-            if key in state and state[key] != mine[key]
+            if state.get(key) is not None and mine[key] is not None and state[key] != mine[key]
+            and (check_data or key != "units")  # other windows of other data: accepted then
         ]
         if different:
             raise ArgumentError(

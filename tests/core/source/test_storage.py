@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,6 +190,32 @@ def test_store_stopped_then_restarted(tmp_path: Path) -> None:
         assert ds[5] == datagen.row(5)  # cached shards are still served
         server.start()
         assert [ds[i] for i in range(len(ds))] == [datagen.row(i) for i in range(120)]
+    finally:
+        server.close()
+
+
+def test_a_view_of_cached_shards_is_served_while_the_store_is_down(tmp_path: Path) -> None:
+    # a database opened while the store is down (a DataLoader worker forked for the next
+    # epoch, or after close()) cannot bind the ``dataset`` view over the URLs; the view's
+    # dataset_view, defined over it, failed too and took every window read down with it
+    server = S3Server()
+    try:
+        server.bucket("down")
+        datagen.write_shards(tmp_path / "src", [30, 30], row_group_size=10)
+        url = server.upload(tmp_path / "src", "s3://down/ds")
+        ds = ParquetDataset(url, where="label <> 2", storage_options=server.options(),
+                            cache_dir=tmp_path / "c", retries=0, read_ahead=False)
+        expected = [r for r in (datagen.row(i) for i in range(60)) if r["label"] != 2]
+        assert [ds[i] for i in range(len(ds))] == expected
+        deadline = time.monotonic() + 30  # the shards download whole behind the range reads
+        while len(list(cached_files(tmp_path / "c"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(list(cached_files(tmp_path / "c"))) == 2
+        server.stop()
+        ds.close()  # the next read opens a new database, as a forked worker does
+        assert [ds[i] for i in range(len(ds))] == expected
+        with pytest.raises(SourceError):  # ad hoc SQL needs the store: it says so
+            ds.sql("SELECT count(*) FROM dataset_view")
     finally:
         server.close()
 

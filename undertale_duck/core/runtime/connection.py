@@ -76,8 +76,16 @@ class Connection:
                 # must not stop window reads, which read each shard by itself. ds.sql
                 # reports it.
                 self.view_error = exc
-        if self._setup is not None:  # a view's side tables
-            self._setup(db)
+        if self._setup is not None:  # a view's side tables, then its dataset_view
+            try:
+                self._setup(db)
+            except duckdb.CatalogException:
+                if self.view_error is None:
+                    raise
+                # dataset_view is defined over ``dataset``, which could not be created (its
+                # first shard unreachable: a store down, though the shards are cached). Window
+                # reads define their own ``dataset`` and need only the side tables, registered
+                # before it; ds.sql reports view_error.
         return db
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
