@@ -101,6 +101,55 @@ def test_bad_streams(two: tuple[Path, Path]) -> None:
         Mixture([Stream(ds)], epoch_size=10)
 
 
+def test_a_stream_without_rows_cannot_be_asked_for_rows(two: tuple[Path, Path]) -> None:
+    a, _ = two
+    ds, empty = ParquetDataset(a), ParquetDataset(a, where="false")
+    # its share of the epoch would be missing: ranks would get unequal counts (DDP hangs)
+    with pytest.raises(ArgumentError, match=r"stream 1 \(none\) has no rows"):
+        Mixture([Stream(ds, proportion=0.5), Stream(empty, proportion=0.5, name="none")])
+    with pytest.raises(ArgumentError, match=r"stream 1 .* has no rows"):
+        Mixture([Stream(ds), Stream(empty, choose=10)])
+    mix = Mixture([Stream(ds, proportion=1), Stream(empty, proportion=0)], epoch_size=50)
+    assert mix.counts == [50, 0]
+    mix = Mixture([Stream(ds), Stream(empty, repeat=3)])
+    assert mix.counts == [100, 0]
+
+
+def test_every_rank_gets_what_its_length_says_for_any_epoch_size(two: tuple[Path, Path]) -> None:
+    a, b = two
+    ds, other = ParquetDataset(a), ParquetDataset(b)
+    for streams, epoch_size, counts in (
+        ([Stream(ds, choose=0), Stream(other, choose=0)], None, [0, 0]),
+        ([Stream(ds, proportion=0), Stream(other, proportion=1)], 0, [0, 0]),
+        # huge proportions do not add up to inf; tiny ones are not lost
+        ([Stream(ds, proportion=1e308), Stream(other, proportion=1e308)], 60, [30, 30]),
+        ([Stream(ds, proportion=5e-324), Stream(other, proportion=1e-323)], 60, [20, 40]),
+    ):
+        mix = Mixture(streams, epoch_size=epoch_size)
+        assert mix.counts == counts
+        for shuffle in (False, True):
+            seen: list[int] = []
+            for rank in range(2):
+                sampler = ChunkedSampler(mix, 4, 2, 2, rank, shuffle=shuffle, drop_last=False)
+                order = list(sampler)
+                assert len(order) == len(sampler)
+                seen += order
+            assert len(seen) == sum(counts)
+
+
+@pytest.mark.parametrize("options", [{"epoch_size": -10}, {"epoch_size": 10.5},
+                                     {"epoch_size": True}, {"chunk": 0}])
+def test_bad_epoch_sizes_and_chunks_are_our_error(
+    two: tuple[Path, Path], options: dict[str, object]
+) -> None:
+    a, b = two
+    streams = [Stream(ParquetDataset(a), proportion=1), Stream(ParquetDataset(b), proportion=1)]
+    with pytest.raises(ArgumentError, match=next(iter(options))):
+        Mixture(streams, **options)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="choose"):
+        Mixture([Stream(ParquetDataset(a), choose=True)])  # type: ignore[arg-type]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 9), min_size=1, max_size=6),
@@ -360,7 +409,7 @@ def test_a_shuffled_mixture_over_other_windows_is_refused(two: tuple[Path, Path]
         other.load_state_dict(state)
 
 
-def test_a_stream_without_rows_cannot_be_asked_for_rows(two: tuple[Path, Path]) -> None:
+def test_an_empty_view_stream_cannot_be_asked_for_rows_either(two: tuple[Path, Path]) -> None:
     # its share of the epoch would be missing: a sequence shorter than the epoch, samplers
     # whose length is not what they yield, and ranks running different numbers of batches
     a, b = two

@@ -227,8 +227,17 @@ class Mixture(Dataset[Any]):
                 if value is not None and not (isinstance(value, int | float) and value >= 0
                                               and math.isfinite(value)):
                     raise ArgumentError(f"stream {k}: {name} must be a number >= 0, got {value!r}")
-            if s.choose is not None and (not isinstance(s.choose, int) or s.choose < 0):
+            if s.choose is not None and (
+                isinstance(s.choose, bool) or not isinstance(s.choose, int) or s.choose < 0
+            ):
                 raise ArgumentError(f"stream {k}: choose must be an integer >= 0")
+        for name, value in (("epoch_size", epoch_size), ("chunk", chunk)):
+            low = 1 if name == "chunk" else 0
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low
+            ):
+                raise ArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
+        epoch_size = None if epoch_size is None else int(epoch_size)
         with_proportion = [s.proportion is not None for s in self.streams]
         if any(with_proportion) and not all(with_proportion):
             raise ArgumentError("either every stream gives a proportion or none does")
@@ -245,11 +254,11 @@ class Mixture(Dataset[Any]):
             for k, (n, count) in enumerate(zip(lengths, self.counts, strict=True)):
                 if n == 0 and count > 0:  # its rows would be missing from every epoch
                     raise ArgumentError(
-                        f"stream {k} ({self.names[k]}) has no rows (a view that keeps none?) "
-                        f"but its {'choose' if self.streams[k].choose else 'proportion'} "
-                        f"asks for {count} per epoch; remove the stream or give it rows"
+                        f"stream {k} ({self.names[k]}) has no rows (an empty dataset, or a "
+                        f"view that keeps none), so it cannot give {count} rows per epoch; "
+                        "leave it out of the mixture or give it proportion=0"
                     )
-            self.chunk = chunk
+            self.chunk = int(chunk)
             self._units = [_units(s.dataset, chunk) for s in self.streams]
         except BaseException:
             self.close()
@@ -264,11 +273,14 @@ class Mixture(Dataset[Any]):
 
     def _counts(self, lengths: list[int], epoch_size: int | None) -> list[int]:
         if all(s.proportion is not None for s in self.streams):
-            total = sum(s.proportion or 0 for s in self.streams)
-            if total <= 0:
+            top = max(s.proportion or 0 for s in self.streams)
+            if top <= 0:
                 raise ArgumentError("the streams' proportions add up to 0")
+            # relative to the largest, so that huge proportions do not add up to inf
+            weights = [(s.proportion or 0) / top for s in self.streams]
+            total = math.fsum(weights)
             size = sum(lengths) if epoch_size is None else epoch_size
-            exact = [size * (s.proportion or 0) / total for s in self.streams]
+            exact = [size * w / total for w in weights]
             counts = [math.floor(x) for x in exact]
             # hand the rounding remainder to the largest fractions, so counts add up to size
             for k in sorted(range(len(exact)), key=lambda k: counts[k] - exact[k])[

@@ -132,7 +132,7 @@ class ChunkedSampler(DistributedSampler[int]):
         drop_last: bool = True,
     ) -> None:
         try:
-            size = getattr(dataset, "epoch_size", None)  # a Mixture's (0 is a length too)
+            size = getattr(dataset, "epoch_size", None)  # a Mixture's (0 is an epoch too)
             length = int(len(dataset) if size is None else size)
         except TypeError as exc:
             raise ArgumentError(

@@ -184,6 +184,26 @@ def test_random_access_and_batches_equal_sequential(shards: Path) -> None:
             np.testing.assert_array_equal(row[name], sequential[k][name])
 
 
+def test_a_block_asked_for_twice_in_a_batch_is_the_same_block(shards: Path) -> None:
+    from undertale_duck import Mixture, Stream
+
+    spec = Pack(column="tokens", length=13, eod=30_001, alongside=("mask",), fill=-1)
+    ds = ParquetDataset(shards, pack=spec, window_bytes=300)
+    expected = as_rows(reference(shards, spec))
+    crossing = [k for k in range(len(ds)) if len(ds.blocks.plan.spans(k)) > 1]
+    assert crossing  # blocks whose tokens come from two windows or more
+    for picks in ([crossing[0]] * 2, [crossing[0], 1, crossing[0]], crossing[:5] * 3,
+                  [len(ds) - 1, -1, 0, 0]):
+        assert ds.__getitems__(picks) == [expected[k] for k in picks]
+    # an upsampled mixture of packed blocks serves a block twice in one batch
+    mix = Mixture([Stream(ds, repeat=3)])
+    sampler = ChunkedSampler(mix, 64, workers=0, shuffle=True, seed=0)
+    order = list(sampler)
+    for start in range(0, len(order), 64):
+        picks = order[start : start + 64]
+        assert mix.__getitems__(picks) == [expected[k] for k in picks]
+
+
 def test_torch_format_and_collate(shards: Path) -> None:
     spec = Pack(column="tokens", length=32, eod=30_001, last="pad")
     ds = ParquetDataset(shards, pack=spec, format="torch", window_bytes=300)

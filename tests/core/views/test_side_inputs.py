@@ -135,6 +135,15 @@ def test_reserved_side_table_names_are_refused(data: Path, name: str) -> None:
         ParquetDataset(data, query="SELECT * FROM dataset", tables={name: pa.table({"a": [1]})})
 
 
+def test_side_table_names_differing_only_in_case_are_refused(data: Path) -> None:
+    # DuckDB's names are case-insensitive: one table would have served both names
+    tables = {"n": pa.table({"label": [0, 1], "name": ["a", "b"]}),
+              "N": pa.table({"label": [0, 1], "name": ["y", "z"]})}
+    with pytest.raises(ArgumentError, match="'N' and 'n' differ only in case"):
+        ParquetDataset(data, query="SELECT d.id, x.name FROM dataset d JOIN N x "
+                       "ON d.label = x.label", tables=tables)
+
+
 def test_a_damaged_window_file_is_never_served(data: Path, tmp_path: Path) -> None:
     before = digest(data)
     directory = tmp_path / "windows"

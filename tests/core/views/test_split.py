@@ -142,6 +142,24 @@ def test_unusable_keys_and_combinations(data: Path) -> None:
         ParquetDataset(data, split=0.5)  # type: ignore[arg-type]
 
 
+def test_a_where_cannot_take_the_split_apart(data: Path) -> None:
+    # "(true) OR (true) AND (<split>)" would put every row in both parts
+    for part in ("train", "validation"):
+        with pytest.raises(QueryError, match="syntax error"):
+            ParquetDataset(data, split=Split(key="id", fraction=0.3, part=part),
+                           where="true) OR (true")
+    with pytest.raises(ArgumentError, match="where must be an SQL condition"):
+        ParquetDataset(data, split=Split(key="id", fraction=0.3), where=" ")
+    # a filter ending in a comment works as it does without a split
+    parts = {}
+    for part in ("train", "validation"):
+        split = Split(key="id", fraction=0.3, part=part)
+        parts[part] = set(ids(ParquetDataset(data, split=split, where="id < 500 -- why")))
+        assert all(split.part_of(g) == part for g in parts[part])
+    assert not parts["train"] & parts["validation"]
+    assert parts["train"] | parts["validation"] == set(range(500))
+
+
 def test_datamodule_serves_both_parts_of_one_source(data: Path) -> None:
     split = Split(key="id", fraction=0.25, seed=3)
     module = DataModule(data, data, None, None, 64, split=split, columns=["id"])

@@ -151,6 +151,20 @@ def test_large_window_keeps_source_order(tmp_path: Path) -> None:
     assert list(got) == expected
 
 
+def test_source_order_whatever_duckdb_config_says(tmp_path: Path) -> None:
+    # the scan queries do not sort: they need DuckDB to keep insertion order, which a
+    # duckdb_config must not turn off for window reads (rows came back shuffled)
+    datagen.write_shards(tmp_path / "d", [30_000], row_group_size=1_000)
+    config = {"preserve_insertion_order": False, "threads": 4}
+    for select, where in (("id, score, tokens", "label % 3 <> 1"), ("id, label", "true")):
+        ds = ParquetDataset(tmp_path / "d", memory=512, duckdb_config=config,
+                            window_bytes="256MiB",
+                            query=f"SELECT {select} FROM dataset WHERE {where}")
+        assert len(ds.windows) == 1  # one window of many row groups, several threads
+        expected = _reference(tmp_path / "d", select, where)
+        assert list(ds.__getitems__(list(range(len(ds))))) == expected
+
+
 def test_cache_planted_symlink_or_shared_directory_is_refused(
     tmp_path: Path, private_cache: Path
 ) -> None:

@@ -159,6 +159,10 @@ REFUSED = {
     "SELECT id, random() AS r FROM dataset": "non-deterministic function random",
     "SELECT id FROM dataset WHERE now() > TIMESTAMP '2000-01-01'": "non-deterministic",
     "SELECT id, uuid() AS u FROM dataset": "non-deterministic",
+    # SQL's clock values without parentheses: DuckDB parses them as column names
+    "SELECT id FROM dataset WHERE current_date > DATE '2000-01-01'": "non-deterministic",
+    "SELECT id, CURRENT_TIMESTAMP AS t FROM dataset": "non-deterministic",
+    "SELECT id FROM dataset WHERE localtimestamp IS NOT NULL": "non-deterministic",
     "SELECT id FROM dataset WHERE label IN (SELECT label FROM dataset)": "subquery",
     "WITH x AS (SELECT 1) SELECT * FROM dataset": "WITH",
     "SELECT * FROM dataset USING SAMPLE 10": "SAMPLE",
@@ -170,6 +174,9 @@ REFUSED = {
     "SELECT 1; SELECT 2": "one SELECT",
     "SELECT id, $1 AS p FROM dataset": "parameters",
     "SELECT id, label AS __ud_row FROM dataset WHERE __ud_row > 1": "reserved",
+    # an alias the rewrite orders by (rows came in its order) or drops from the schema
+    'SELECT *, label AS "__UD_ORDER" FROM dataset WHERE label > 1': "reserved",
+    "SELECT id AS __ud_row, label FROM dataset WHERE label > 1": "reserved",
 }
 
 
@@ -271,6 +278,32 @@ def test_hostile_literals_stay_values(name: str) -> None:
     con.execute("CREATE TABLE dataset AS SELECT 'x' AS id, 'c' AS category, 1 AS __ud_row")
     rows = con.sql(checked.window_sql).fetchall()
     assert rows == ([("x", name, 1)] if name != "c" else [])
+
+
+def test_input_columns_named_like_the_views_own_are_refused(tmp_path: Path) -> None:
+    # the view carries the source row as __ud_row and orders by __ud_order: an input
+    # column of either name was read in their place (other rows, in another order)
+    root = tmp_path / "reserved"
+    root.mkdir()
+    n = 40
+    pq.write_table(pa.table({"id": list(range(n)), "k": [g % 4 for g in range(n)],
+                             "__UD_row": [7] * n, "__ud_order": [n - g for g in range(n)]}),
+                   root / "part-0.parquet", row_group_size=6)
+    with pytest.raises(QueryError, match="column '__UD_row' starts with '__ud_'"):
+        ParquetDataset(root, where="k = 1")
+    kept = ParquetDataset(root, where="k = 1", columns=["id", "k"])
+    assert [kept[i]["id"] for i in range(len(kept))] == list(range(1, n, 4))
+    side = pa.table({"k": [0, 1, 2, 3], "__ud_order": [5, 1, 3, 2]})
+    for select in ("d.id, s.*", "*", "s.*, d.*"):
+        with pytest.raises(QueryError, match=r"'__ud_order.*reserved"):
+            ParquetDataset(root, columns=["id", "k"], tables={"s": side},
+                           query=f"SELECT {select} FROM dataset d JOIN s ON d.k = s.k "
+                                 "WHERE d.id % 3 = 0")
+    joined = ParquetDataset(root, columns=["id", "k"], tables={"s": side},
+                            query="SELECT d.id, s.k FROM dataset d JOIN s ON d.k = s.k "
+                                  "WHERE d.id % 3 = 0")
+    assert [joined[i] for i in range(len(joined))] == [
+        {"id": g, "k": g % 4} for g in range(0, n, 3)]
 
 
 def test_indexing_reports_progress_per_shard(data: Path) -> None:

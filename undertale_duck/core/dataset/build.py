@@ -87,7 +87,9 @@ def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None
         The reader (its order hint set if the dataset has one), and the monitor (None with
         a disk tier or no windows).
     """
-    config = dict(ds.duckdb_config)
+    # windows come back in source row order only with this on (read_window.sql and a
+    # view's *_scan.sql do not sort), whatever duckdb_config says
+    config = {**ds.duckdb_config, "preserve_insertion_order": True}
     info = torch.utils.data.get_worker_info()
     budget = ds.memory_bytes  # this process's share of the budget
     if info is not None:  # a DataLoader worker process: share the cores and memory

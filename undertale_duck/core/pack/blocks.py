@@ -102,7 +102,10 @@ def gather(
         The arrays in ``spec.outputs`` order.
     """
     spec = plan.spec
-    n, size = len(blocks), spec.length
+    # each block built once, in ascending order (a block asked for twice, as an upsampled
+    # mixture may, would break the contiguous fill below); rows put back at the end
+    wanted, back = np.unique(blocks, return_inverse=True)
+    n, size = len(wanted), spec.length
     out = Outputs(
         [
             np.full((n, size), spec.pad if k == 0 else spec.fill, dtype=dtype)
@@ -114,8 +117,7 @@ def gather(
     )
     # built in ascending block order, where the pieces of each window fill one contiguous
     # range of the flattened arrays; rows are put in the order asked for at the end
-    order = np.argsort(blocks, kind="stable")
-    found = pieces(plan, blocks[order])
+    found = pieces(plan, wanted)
     for j, group in zip(found.windows, found.groups, strict=True):
         table, starts = window(j)
         sources = [_list_array(table.column(name)) for name in spec.inputs]
@@ -128,10 +130,8 @@ def gather(
     if out.segments is not None:
         result.append(out.segments)
     result += out.columns[1:]
-    if n > 1 and bool((order[1:] < order[:-1]).any()):
-        back = np.empty(n, dtype=np.int64)
-        back[order] = np.arange(n, dtype=np.int64)
-        result = [a[back] for a in result]
+    if n != len(blocks) or bool((blocks[1:] < blocks[:-1]).any()):
+        result = [a[back.reshape(-1)] for a in result]
     return result
 
 

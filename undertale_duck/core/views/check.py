@@ -43,6 +43,10 @@ _MODIFIERS = {
     "DISTINCT_MODIFIER": "DISTINCT",
 }
 _JOINS = {"LEFT", "INNER"}
+#: SQL's clock values, written without parentheses: DuckDB parses them as column names.
+_CLOCK = frozenset(
+    {"current_date", "current_time", "current_timestamp", "localtime", "localtimestamp"}
+)
 
 
 @functools.cache
@@ -262,6 +266,9 @@ def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
             "dataset other than once as the first table",
             "write SELECT ... FROM dataset [LEFT JOIN side ON ...] [WHERE ...]",
         )
+    for item in node["select_list"]:
+        if str(item.get("alias") or "").lower().startswith(RESERVED_PREFIX):
+            raise QueryError(f"column names starting with {RESERVED_PREFIX!r} are reserved")
     aggregates, unstable = _function_kinds()
     for item in syntax_nodes([node["select_list"], node.get("where_clause"), node["from_table"]]):
         cls = item.get("class")
@@ -275,6 +282,14 @@ def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
             RESERVED_PREFIX
         ):
             raise QueryError(f"column names starting with {RESERVED_PREFIX!r} are reserved")
+        if cls == "COLUMN_REF" and len(item["column_names"]) == 1 and (
+            str(item["column_names"][0]).lower() in _CLOCK
+        ):  # DuckDB parses these as names and binds them to the clock's functions
+            raise _refuse(
+                f"the non-deterministic value {item['column_names'][0]}",
+                "rows must be the same every time a window is read (a column of that name "
+                "is read as dataset.<name>)",
+            )
         if cls == "FUNCTION":
             name = str(item.get("function_name", "")).lower()
             if name in aggregates or item.get("distinct") or item.get("filter") is not None:

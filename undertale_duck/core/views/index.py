@@ -33,7 +33,7 @@ from ..runtime import (
     write_atomic,
 )
 from ..source import Shard, Window
-from .check import ViewQuery
+from .check import ORDER_COLUMN, RESERVED_PREFIX, ROW_COLUMN, ViewQuery
 from .kept import BitmapWriter, KeptRows
 from .sides import Side
 
@@ -460,7 +460,8 @@ def _index(
     except duckdb.Error as exc:
         text = first_line(exc, limit=4000)
         raise QueryError(f"view query cannot run over the dataset: {text}") from None
-    schema = pa.schema([f for f in schema if not f.name.startswith("__ud_")])
+    _check_reserved(columns, schema.names)
+    schema = pa.schema([f for f in schema if not f.name.startswith(RESERVED_PREFIX)])
     stored = load_counts(key, protected)
     reused = stored is not None and len(stored[0]) == len(windows)
     if stored is not None and reused:
@@ -481,6 +482,37 @@ def _index(
         serve_sql,
         kept,
     )
+
+
+def _check_reserved(columns: Sequence[str], names: Sequence[str]) -> None:
+    """Refuse input columns whose names would be taken for the view's own row numbers.
+
+    The rewritten query carries the source row as ``__ud_row`` and orders by
+    ``__ud_order``; a dataset column named so (in any case: DuckDB's names are
+    case-insensitive) or a side table's column selected under such a name would be read
+    in their place, serving other rows in another order.
+
+    Args:
+        columns: The dataset's columns.
+        names: The columns of the view's window query (its ``__ud_order`` last).
+
+    Raises:
+        QueryError: Naming the column.
+    """
+    for name in columns:
+        if name.lower().startswith(RESERVED_PREFIX):
+            raise QueryError(
+                f"the dataset's column {name!r} starts with {RESERVED_PREFIX!r}, which views "
+                "reserve for their own columns; leave it out with columns=[...]"
+            )
+    own = [n for n in names if n.lower().startswith(RESERVED_PREFIX)]
+    if sorted(n.lower() for n in own) not in ([ORDER_COLUMN], sorted([ORDER_COLUMN, ROW_COLUMN])):
+        other = [n for n in own if n not in (ORDER_COLUMN, ROW_COLUMN)] or own
+        raise QueryError(
+            f"view query's result holds a column named {other[0]!r} (from a side table's "
+            f"*?); names starting with {RESERVED_PREFIX!r} are reserved for views: select "
+            "the side table's columns by name"
+        )
 
 
 @dataclass(frozen=True)

@@ -125,12 +125,19 @@ def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
         ArgumentError: If a name or a table is not usable.
     """
     out = []
+    seen: dict[str, str] = {}
     for name, value in sorted((tables or {}).items()):
         if not isinstance(name, str) or not name or name.lower() in RESERVED:
             raise ArgumentError(
                 "tables= names must be non-empty and not 'dataset' or 'dataset_view' (in any "
                 f"case), got {name!r}"
             )
+        if name.lower() in seen:  # one table in DuckDB: the last registered would serve both
+            raise ArgumentError(
+                f"tables= names {seen[name.lower()]!r} and {name!r} differ only in case, and "
+                "DuckDB's names are case-insensitive; give the tables distinct names"
+            )
+        seen[name.lower()] = name
         if isinstance(value, pa.Table):
             digest = hashlib.sha256()
             sink = pa.BufferOutputStream()

@@ -6,10 +6,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
+import duckdb
 import pyarrow as pa
 
 from ...errors import ArgumentError
 from ..runtime import sqlfiles
+from .check import check
 
 #: The parts of a split.
 PARTS = ("train", "validation")
@@ -83,10 +85,23 @@ class Split:
 
         Returns:
             The filter with comment lines removed.
+
+        Raises:
+            ArgumentError: If ``where`` is not SQL text.
+            QueryError: If ``where`` is not one whole condition on its own (``"a) OR (b"``
+                would otherwise take the split's condition apart and serve every row).
         """
         lines = [ln for ln in self.condition().splitlines() if not ln.lstrip().startswith("--")]
         mine = " ".join(ln.strip() for ln in lines if ln.strip())
-        return mine if where is None else f"({where}) AND ({mine})"
+        if where is None:
+            return mine
+        if not isinstance(where, str) or not where.strip():
+            raise ArgumentError(f"where must be an SQL condition, got {where!r}")
+        # parsed alone first: its parentheses then nest, so "(where)" holds all of it
+        check(f"SELECT * FROM dataset WHERE {where}")
+        # a comment ending the filter ("x > 0 -- why") ends at the line break
+        end = "\n" if _has_comment(where) else ""
+        return f"({where}{end}) AND ({mine})"
 
     def part_of(self, key: int | str | None) -> str:
         """The part a key belongs to, computed in Python (the rule the SQL implements)."""
@@ -117,6 +132,11 @@ class Split:
                 "strings (their text form, which the hash reads, is the same in every DuckDB "
                 "version)"
             )
+
+
+def _has_comment(text: str) -> bool:
+    """Whether SQL text holds a comment (DuckDB's tokenizer decides)."""
+    return any(kind == duckdb.token_type.comment for _, _, kind in sqlfiles.tokens(text))
 
 
 def check_split(value: object) -> Split | None:
