@@ -264,3 +264,27 @@ def test_group_reads_release_each_window_as_written(fails_at: int | None) -> Non
     else:
         assert written == [0, 3, 4]
     assert ahead.stats["scheduled"] == 2
+
+
+def test_an_interrupted_read_is_dropped_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # stop()'s poke interrupts DuckDB work in flight (at exit, before a fork); a read ended
+    # so comes back as KeyboardInterrupt, which must not escape the thread as a traceback
+    escaped: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+    calls: list[int] = []
+
+    def fetch(position: int, keep: int | None) -> bool:
+        calls.append(position)
+        if position == 1:
+            raise KeyboardInterrupt
+        return True
+
+    ahead = ReadAhead(fetch, depth=1)
+    ahead.schedule([1], keep=None)
+    ahead.settle()
+    ahead.schedule([2], keep=None)  # the thread goes on with the next hint
+    ahead.settle()
+    ahead.stop()
+    assert calls == [1, 2]
+    assert escaped == []
+    assert not ahead.reading(1) and not ahead.reading(2)

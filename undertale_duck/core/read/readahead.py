@@ -270,7 +270,10 @@ class ReadAhead:
             try:
                 if self._fetch(position, keep):
                     self.stats["read"] += 1
-            except Exception:  # the consumer reads it again and gets the error itself
+            except (Exception, KeyboardInterrupt):
+                # the consumer reads it again and gets the error itself. KeyboardInterrupt:
+                # DuckDB's interrupt of the read, which stop()'s poke sends (at exit, before a
+                # fork): the read is dropped, not a traceback printed from this thread
                 pass
             finally:
                 with self._cond:
