@@ -21,7 +21,7 @@ from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
 from .core.rows import Format, Row
-from .core.runtime import TaskMap, threads_of
+from .core.runtime import TaskMap, nan_safe, threads_of
 from .core.source import SourceLike, StorageStats
 from .core.source import windows as win
 from .core.views import SideTable, Split, check_split
@@ -181,21 +181,29 @@ class ParquetDataset(ShardDataset):
             ArgumentError: If ``schema`` is not a pydantic model class, or ``examples`` is
                 not a whole number from 0.
         """
-        with progress_bar("validating", unit=" queries") as progress:
-            return runner.run(
-                schema,
-                self.source.shards,
-                self.reader.connection.cursor(),
-                source=str(self.source.spec),
-                examples=examples,
-                progress=progress,
-                relation=None if self.view is None else view_rows(self.view, self.source.columns),
-                memory_bytes=self.memory_bytes,
-                threads=threads_of(self.duckdb_config.get("threads")),
-                executor=executor,
-                config=self.duckdb_config,
-                storage_options=self._remote.get("storage_options"),
-            )
+        # a database of its own, whose scans see NaN whatever the footers' statistics say
+        # (nan_safe); the reader's keeps the optimizers its row-number filters need
+        connection = self.reader.connection.sibling(nan_safe)
+        try:
+            with progress_bar("validating", unit=" queries") as progress:
+                return runner.run(
+                    schema,
+                    self.source.shards,
+                    connection.cursor(),
+                    source=str(self.source.spec),
+                    examples=examples,
+                    progress=progress,
+                    relation=(
+                        None if self.view is None else view_rows(self.view, self.source.columns)
+                    ),
+                    memory_bytes=self.memory_bytes,
+                    threads=threads_of(self.duckdb_config.get("threads")),
+                    executor=executor,
+                    config=nan_safe(self.duckdb_config),
+                    storage_options=self._remote.get("storage_options"),
+                )
+        finally:
+            connection.close()
 
     def validate(self, schema: type[BaseModel], *, executor: Executor | None = None) -> None:
         """Validate every shard of this dataset against a schema.

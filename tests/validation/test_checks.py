@@ -815,3 +815,36 @@ def test_unique_beside_a_column_named_like_the_query_aliases(tmp_path: Path, nam
 
 class _IntId(BaseModel):
     id: Annotated[int, schema.Unique]
+
+
+class _NanEveryBound(BaseModel):
+    ge: float = Field(ge=-3)
+    gt: float = Field(gt=-3)
+    le: float = Field(le=3)
+    lt: float = Field(lt=3)
+
+
+@pytest.mark.parametrize("dtype", [pa.float64(), pa.float32()])
+@pytest.mark.parametrize("group", [2, 3, 7])
+def test_nan_beside_finite_values_in_a_row_group_is_counted(
+    tmp_path: Path, dtype: pa.DataType, group: int
+) -> None:
+    """Writers leave NaN out of a row group's min/max; DuckDB's optimizers trusted those and
+    counted no NaN (every bound passed). Each NaN row fails each bound, as pydantic says."""
+    values = [float("nan") if k % 5 == 1 else (k % 5) - 2.0 for k in range(40)]  # within bounds
+    table = pa.table({name: pa.array(values, dtype) for name in ("ge", "gt", "le", "lt")})
+    for k in range(2):  # two shards: every group holds finite values beside its NaN
+        pq.write_table(table, tmp_path / f"part-{k}.parquet", row_group_size=group)
+    both = pa.concat_tables([table, table])
+    expected = _offenders_by_pydantic(_NanEveryBound, both)
+    assert expected  # the NaN rows
+    report = report_for(tmp_path, _NanEveryBound, examples=both.num_rows)
+    assert _offenders_by_report(report) == expected
+    assert sorted(c.violations for c in report.failed) == [len(expected)] * 4  # every bound
+    tasks = report_for(tmp_path, _NanEveryBound, examples=both.num_rows, executor=SerialExecutor())
+    assert _offenders_by_report(tasks) == expected
+    ds = ParquetDataset(tmp_path, memory=1)  # the dataset's own database too
+    assert _offenders_by_report(ds.report(_NanEveryBound, examples=both.num_rows)) == expected
+    assert len(ds) == both.num_rows
+    assert ds[0]["ge"] == values[0] and ds[len(ds) - 1]["lt"] == values[-1]  # reads served
+    ds.close()

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ..common.progress import Progress
 from ..core.query import memory_limit
-from ..core.runtime import connect, threads_of
+from ..core.runtime import connect, nan_safe, threads_of
 from ..core.source import Shard, SourceFiles, SourceLike
 from ..errors import ArgumentError, SourceError
 from . import schemas
@@ -226,6 +226,7 @@ def report_for(
     budget = int(memory * (1 << 20))
     if budget > 0:
         config.setdefault("memory_limit", memory_limit(budget))
+    config = nan_safe(config)  # every scan sees NaN, whatever the statistics say
     connection = connect(config)
     files.attach(connection)
     try:

@@ -56,6 +56,7 @@ def _fragments(placeholders: set[str], a: str, b: str) -> dict[str, str]:
         "counts": f'count_if({value} IS NULL) AS "c0", count_if({value} < $p1) AS "c1"',
         "value": value,
         "violation": f"{value} IS NULL",
+        "nan": f"isnan({value}) OR ",  # a float bound's NaN part (validation/plan.py)
         "bound": "$p0",
         "length": "length",
         "guard": f"{quote_identifier(a)} IS NOT NULL AND ",

@@ -26,7 +26,7 @@ from ..read import (
     prepare_directory,
 )
 from ..rows import ROW_FORMATS, Format, Row, RowAccess
-from ..runtime import TaskMap, default_duckdb_config, duckdb_path, fit_arrow_pool
+from ..runtime import TaskMap, default_duckdb_config, duckdb_path, fit_arrow_pool, nan_safe
 from ..source import Source, SourceLike, StorageStats
 from ..source import windows as win
 from ..views import IndexedView, SideTable, index_view, side_tables
@@ -320,8 +320,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
     def _connect(
         self, setup: Callable[[duckdb.DuckDBPyConnection], None]
     ) -> duckdb.DuckDBPyConnection:
-        """Open a database with the ``dataset`` view for one-off work (a view's indexing)."""
-        return self.source.connection(self.duckdb_config, setup).cursor()
+        """Open a database with the ``dataset`` view for one-off work (a view's indexing).
+
+        Its scans see NaN whatever the footers' statistics say (:func:`nan_safe`).
+        """
+        return self.source.connection(nan_safe(self.duckdb_config), setup).cursor()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

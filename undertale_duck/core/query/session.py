@@ -20,6 +20,7 @@ from ..runtime import (
     duckdb_path,
     failures,
     lifecycle,
+    nan_safe,
     sqlfiles,
     threads_of,
 )
@@ -149,7 +150,8 @@ class QuerySession:
         self.memory_bytes = memory_bytes
         self.source = source
         self._vectors: VectorBound | None = None
-        settings = dict(config or {})
+        # every query sees NaN rows, whatever the footers' statistics say (nan_safe)
+        settings = nan_safe(config)
         self._threads = threads_of(settings.get("threads"))
         settings.pop("lock_configuration", None)  # locked after setup, whatever it says
         self._connection = _QueryConnection(

@@ -36,6 +36,7 @@ from .duck import (
     connect,
     default_duckdb_config,
     duckdb_path,
+    nan_safe,
     threads_of,
     worker_duckdb_config,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "interruptible",
     "kind_directory",
     "lifecycle",
+    "nan_safe",
     "open_cached",
     "peak_rss",
     "private_directory",

@@ -88,6 +88,20 @@ class Connection:
                 # before it; ds.sql reports view_error.
         return db
 
+    def sibling(self, settings: Callable[[dict[str, Any]], dict[str, Any]]) -> Connection:
+        """A new connection over the same shards, view and side tables, with other settings.
+
+        Args:
+            settings: Given this connection's DuckDB settings, returns the new one's.
+
+        Returns:
+            The connection (opened on first use); the caller closes it.
+        """
+        return Connection(
+            self._files, self._columns, settings(dict(self._config)), self._setup,
+            filesystem=self._filesystem, view=self._view,
+        )
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """Return this thread's cursor on the process's database, opening it if needed.
 

@@ -195,6 +195,34 @@ def _spill_directory() -> str:
         return ""  # DuckDB's way to turn spilling off: a query beyond memory_limit fails
 
 
+#: DuckDB optimizers that trust a Parquet float column's min/max statistics to cover every
+#: value. Writers leave NaN out of them (as the Parquet spec says), so with these on DuckDB
+#: drops NaN rows: ``isnan(x)``, ``x > 10`` (NaN sorts above every number in DuckDB) and a
+#: check's ``count_if`` skip row groups holding NaN beside finite values (DuckDB issue 25521).
+NAN_UNSAFE_OPTIMIZERS = ("filter_pushdown", "statistics_propagation")
+
+
+def nan_safe(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``config`` with :data:`NAN_UNSAFE_OPTIMIZERS` disabled, beside any it disables already.
+
+    For a database whose queries must see every row whatever the footers' statistics say:
+    validation's checks and a view's indexing pass, which scan their shards (or row ranges)
+    whole anyway. Window reads keep the optimizers: their row-number filter needs pushdown.
+
+    Args:
+        config: DuckDB settings.
+
+    Returns:
+        A new mapping.
+    """
+    settings = dict(config or {})
+    given = str(settings.get("disabled_optimizers") or "")
+    names = [n.strip() for n in given.split(",") if n.strip()]
+    names += [n for n in NAN_UNSAFE_OPTIMIZERS if n not in names]
+    settings["disabled_optimizers"] = ",".join(names)
+    return settings
+
+
 def connect(config: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB database: every DuckDB database of this package opens here.
 

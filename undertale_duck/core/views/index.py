@@ -27,6 +27,7 @@ from ..runtime import (
     connect,
     duckdb_path,
     interruptible,
+    nan_safe,
     process_cache_dir,
     read_cached,
     sqlfiles,
@@ -40,8 +41,9 @@ from .sides import Side
 #: Logs under ``undertale_duck`` (silent unless the application configures logging).
 _log = logging.getLogger(__name__)
 
-#: Bumped whenever the index format or the meaning of a count changes.
-INDEX_VERSION = 3
+#: Bumped whenever the index format or the meaning of a count changes. 4: indexes counted
+#: NaN rows whatever the footers' statistics say (earlier ones could miss them).
+INDEX_VERSION = 4
 #: Source rows fetched per batch while counting (bounds the pass's memory).
 INDEX_BATCH_ROWS = 1 << 16
 
@@ -282,7 +284,7 @@ def index_task(task: IndexTask) -> tuple[list[int], np.ndarray]:
     Returns:
         The counts of the shard's windows, and its kept rows packed by ``np.packbits``.
     """
-    con = connect(task.config)
+    con = connect(nan_safe(task.config))  # NaN rows whatever the statistics say
     try:
         for side in task.sides:
             side.register(con)
@@ -322,13 +324,15 @@ class IndexedView:
     def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
         """How to read one window: the SQL, and parameters besides the path (and overrides).
 
-        A window that drops rows is read through the query without its filter, restricted
-        to the source rows the index found kept (``$keep``, one bit per source row), so the
-        columns only the filter needs are not read. Otherwise (no filter, every row kept,
+        A window of a filtered view is read through the query without its filter,
+        restricted to the source rows the index found kept (``$keep``, one bit per source
+        row), so the columns only the filter needs are not read, and the filter is not run
+        again in the reader's database, whose optimizers would drop NaN rows it keeps
+        (:func:`nan_safe`), even where every row of the window is kept. Otherwise (no filter,
         or the bitmap unusable) the whole query is run over the window.
         """
-        rows = self.kept_rows(window) if self.serve_sql and window.rows < window.span else None
-        if rows is not None:
+        rows = self.kept_rows(window) if self.serve_sql else None
+        if rows is not None and rows.size:
             # from the first to the last kept row: row groups outside are not read
             first, last = int(rows[0]), int(rows[-1])
             flags = np.full(last - first + 1, ord("0"), dtype=np.uint8)
