@@ -691,6 +691,43 @@ class _NoneAllowed(BaseModel):
     v: int = Field(validation_alias="v col", ge=0)
 
 
+class _Finite(BaseModel):
+    f: float = Field(allow_inf_nan=False)
+
+
+class _FiniteByConfig(BaseModel):
+    """The model's config refuses NaN and infinities; a field's own setting wins."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+    f: float
+    g: float = Field(allow_inf_nan=True)
+
+
+class _DecimalDigits(BaseModel):
+    d: decimal.Decimal = Field(max_digits=4, decimal_places=2)
+
+
+class _DecimalPlaces(BaseModel):
+    d: decimal.Decimal | None = Field(decimal_places=1)
+
+
+class _Stripped(BaseModel):
+    s: constr(strip_whitespace=True, min_length=2, max_length=3, pattern=r"^a")  # type: ignore[valid-type]
+
+
+class _StrippedByConfig(BaseModel):
+    """The config strips and bounds every str; a field's own length wins over the config's."""
+
+    model_config = ConfigDict(str_strip_whitespace=True, str_max_length=2)
+    s: str
+    t: str = Field(max_length=4)
+
+
+#: Unicode White_Space (what pydantic strips) and characters that are not (U+200B, U+FEFF).
+SPACED = ["a", " a ", "\u3000ab\t", "\u0085abc\u00a0", "ab\u200b", "\ufeffab", "  ", "",
+          "\u2028a\u2029", "\u1680abcd", "b  ", "\x0ba\x0c", "\u202fab\u205f"]
+DECIMALS = [decimal.Decimal(v) for v in ("0.000", "0.5", "1.250", "12.5", "99.99", "100", "-12.34",
+                                         "-0.001", "0.010", "123.4", "1000", "-99.999", "10.1")]
 DEC = pa.decimal128(38, 17)
 CASES: dict[str, tuple[type[BaseModel], pa.Table]] = {
     "nan-ge": (_NanBounds, pa.table({"ge": FLOATS})),
@@ -712,6 +749,18 @@ CASES: dict[str, tuple[type[BaseModel], pa.Table]] = {
     "set-length": (_Set, pa.table({"t": [[1, 1, 2], [1, 2], [1, 1], [1, 2, 3], [3, 3, 3, 4]]})),
     "none-allowed-and-validation-alias": (_NoneAllowed, pa.table({
         "lit": ["a", None, "b"], "anything": [None, 1, None], "v col": [0, -1, 1]})),
+    "finite": (_Finite, pa.table({"f": FLOATS})),
+    "finite-float32": (_Finite, pa.table({"f": pa.array(FLOATS, pa.float32())})),
+    "finite-on-ints": (_Finite, pa.table({"f": pa.array(range(-3, 3), pa.int64())})),
+    "finite-by-config": (_FiniteByConfig, pa.table({"f": FLOATS[-8:], "g": FLOATS[-8:][::-1]})),
+    "decimal-digits": (_DecimalDigits, pa.table({"d": pa.array(DECIMALS, pa.decimal128(10, 3))})),
+    "decimal-digits-scale-0": (_DecimalDigits, pa.table({"d": pa.array(
+        [decimal.Decimal(v) for v in (0, 5, 10, 99, 100, 1000, -10, 12345)],
+        pa.decimal128(8, 0))})),
+    "decimal-places": (_DecimalPlaces, pa.table({"d": pa.array([*DECIMALS, None],
+                                                                 pa.decimal128(12, 4))})),
+    "strip-whitespace": (_Stripped, pa.table({"s": SPACED})),
+    "strip-whitespace-by-config": (_StrippedByConfig, pa.table({"s": SPACED, "t": SPACED[::-1]})),
     "inside-optional": (_InsideOptional, pa.table({
         "a": [0, -1, None, 2, 5], "b": [0, 1, 2, 3, None], "c": ["x", "y", None, "xy", "ax"]})),
 }
@@ -729,6 +778,34 @@ def test_offending_rows_are_the_rows_pydantic_refuses(tmp_path: Path, case: str)
     assert report.passed == (not expected)
     tasks = report_for(tmp_path, model, examples=table.num_rows, executor=SerialExecutor())
     assert tasks.model_dump(exclude={"seconds"}) == report.model_dump(exclude={"seconds"})
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    digits=st.none() | st.integers(1, 8),
+    places=st.none() | st.integers(0, 5),
+    scale=st.integers(0, 6),
+    values=st.lists(st.integers(-(10**9), 10**9) | st.sampled_from([0, 10, 100, -1000]),
+                    min_size=1, max_size=25),
+)
+def test_decimal_digits_are_counted_as_pydantic_counts_them(
+    tmp_path: Path, digits: int | None, places: int | None, scale: int, values: list[int]
+) -> None:
+    """max_digits/decimal_places over DECIMAL(p, s) columns: trailing zeros, zeros, negative
+    values, places beyond max_digits: each row fails exactly when pydantic refuses it."""
+
+    class D(BaseModel):
+        d: decimal.Decimal = Field(max_digits=digits, decimal_places=places)
+
+    column = pa.array([decimal.Decimal(v).scaleb(-scale) for v in values],
+                      pa.decimal128(10 + scale, scale))
+    path = tmp_path / f"{digits}-{places}-{scale}-{len(values)}"
+    path.mkdir(exist_ok=True)
+    pq.write_table(pa.table({"d": column}), path / "a.parquet")
+    report = report_for(path, D, examples=len(values))
+    assert _offenders_by_report(report) == _offenders_by_pydantic(D, pa.table({"d": column}))
+    shutil.rmtree(path)
 
 
 @pytest.mark.parametrize("examples", [-1, True, 2.5, 1 << 63])

@@ -19,6 +19,8 @@ CheckKind = Literal[
     "pattern",
     "literal",
     "multiple_of",
+    "finite",
+    "digits",
 ]
 
 
@@ -44,8 +46,8 @@ class CheckResult(BaseModel):
 
     Attributes:
         check: Kind of check: ``readable``, ``shard_schema``, ``present``, ``type``,
-            ``not_null``, ``unique``, ``range``, ``length``, ``pattern``, ``literal`` or
-            ``multiple_of``.
+            ``not_null``, ``unique``, ``range``, ``length``, ``pattern``, ``literal``,
+            ``multiple_of``, ``finite`` or ``digits``.
         column: The column (``parent.child`` inside structs), or None for dataset-wide checks.
         description: What the check requires, e.g. ``label >= 0``.
         passed: Whether no row (and no shard) violates it.

@@ -25,6 +25,12 @@ _TIMESTAMPS_WITH_ZONE = frozenset({"timestamp with time zone", "timestamptz_ns"}
 #: Templates of null checks (the footers' statistics can prove these without a scan).
 NULL_TEMPLATES = frozenset({"not_null", "not_null_elements"})
 
+#: Templates of ``max_digits``/``decimal_places`` (DECIMAL columns only).
+_DIGIT_TEMPLATES = frozenset({"max_digits", "decimal_places", "whole_digits"})
+
+#: Templates pydantic applies to the stripped string when ``strip_whitespace`` is set.
+_STRIPPED_TEMPLATES = frozenset({"min_length", "max_length", "pattern"})
+
 
 @dataclasses.dataclass(frozen=True)
 class RowCheck:
@@ -107,6 +113,19 @@ def condition(check: RowCheck, dtype: Any, bound_name: str | None) -> str | None
         return None
     if check.template == "pattern" and kind not in ("varchar", "enum"):
         return None
+    if check.template == "finite":  # integers and DECIMAL hold no NaN or infinity
+        return _fragment("finite" if kind in _FLOAT_KINDS else "never", value=value)
+    if check.template in _DIGIT_TEMPLATES:
+        if kind != "decimal":
+            return None
+        return _fragment(
+            check.template,
+            digits=_fragment("digits_of", value=value),
+            places=_fragment("decimal_places_of", value=value),
+            bound=bound,
+        )
+    if check.template in _STRIPPED_TEMPLATES and _strips(check.target) and kind == "varchar":
+        value = _fragment("stripped", value=value)  # pydantic strips before these checks
     if check.template in ("min_length", "max_length"):
         length = _length_function(dtype)
         if length == "len" and typing.get_origin(check.target.annotation) in (set, frozenset):
@@ -143,6 +162,7 @@ def row_checks(target: Target) -> list[RowCheck]:
             RowCheck("not_null", target, "not_null_elements", None, f"{label} has no null elements")
         )
     operators = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    stripped = " (whitespace stripped)" if _strips(target) else ""
     for item in target.metadata:
         for attr, op in operators.items():
             bound = getattr(item, attr, None)
@@ -151,12 +171,12 @@ def row_checks(target: Target) -> list[RowCheck]:
         for attr, op in (("min_length", ">="), ("max_length", "<=")):
             bound = getattr(item, attr, None)
             if bound is not None:
-                out.append(RowCheck("length", target, attr, bound, f"length({label}) {op} {bound}"))
+                what = f"length({label}){stripped} {op} {bound}"
+                out.append(RowCheck("length", target, attr, bound, what))
         pattern = getattr(item, "pattern", None)
         if isinstance(pattern, str):
-            out.append(
-                RowCheck("pattern", target, "pattern", pattern, f"{label} matches {pattern!r}")
-            )
+            what = f"{label}{stripped} matches {pattern!r}"
+            out.append(RowCheck("pattern", target, "pattern", pattern, what))
         multiple = getattr(item, "multiple_of", None)
         if multiple is not None:
             out.append(
@@ -168,6 +188,9 @@ def row_checks(target: Target) -> list[RowCheck]:
                     f"{label} is a multiple of {multiple!r}",
                 )
             )
+    if _last(target, "allow_inf_nan") is False:
+        out.append(RowCheck("finite", target, "finite", None, f"{label} is finite"))
+    out.extend(_digit_checks(target))
     values = _literal_values(target.annotation)
     if values is not None:
         out.append(
@@ -179,6 +202,40 @@ def row_checks(target: Target) -> list[RowCheck]:
                 f"{label} in {{{', '.join(repr(v) for v in values)}}}",
             )
         )
+    return out
+
+
+def _last(target: Target, attr: str) -> Any:
+    """The last setting of ``attr`` among a field's constraints (pydantic keeps the last)."""
+    found = None
+    for item in target.metadata:
+        value = getattr(item, attr, None)
+        if value is not None:
+            found = value
+    return found
+
+
+def _strips(target: Target) -> bool:
+    """Whether pydantic strips the field's string before its length and pattern checks."""
+    return _last(target, "strip_whitespace") is True
+
+
+def _digit_checks(target: Target) -> list[RowCheck]:
+    """``max_digits``/``decimal_places`` as pydantic counts a normalized ``Decimal``."""
+    label = target.label
+    digits = _last(target, "max_digits")
+    places = _last(target, "decimal_places")
+    out: list[RowCheck] = []
+    if digits is not None:
+        out.append(RowCheck("digits", target, "max_digits", int(digits),
+                            f"{label} has at most {digits} digits"))
+    if places is not None:
+        out.append(RowCheck("digits", target, "decimal_places", int(places),
+                            f"{label} has at most {places} decimal places"))
+    if digits is not None and places is not None:
+        whole = max(int(digits) - int(places), 0)
+        out.append(RowCheck("digits", target, "whole_digits", whole,
+                            f"{label} has at most {whole} digits before the point"))
     return out
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import duckdb
-from pydantic import BaseModel
+from pydantic import AllowInfNan, BaseModel, StringConstraints
 from pydantic.fields import FieldInfo
 
 INTEGER_TYPES = frozenset(
@@ -151,6 +151,43 @@ def model_class(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def config_metadata(model: type[BaseModel], annotation: Any, info: FieldInfo) -> tuple[Any, ...]:
+    """The constraints a model's config gives a field (the field's own come after and win).
+
+    ``allow_inf_nan=False`` applies to every float field; ``str_strip_whitespace``,
+    ``str_min_length`` and ``str_max_length`` to every ``str`` field, a length only where
+    the field sets none of its own, as pydantic applies them.
+
+    Args:
+        model: The model the field belongs to (its ``model_config``).
+        annotation: The field's type with ``None`` removed.
+        info: The field.
+
+    Returns:
+        Constraint objects of the kinds ``FieldInfo.metadata`` holds.
+    """
+    config = model.model_config
+    out: list[Any] = []
+    if annotation is float and config.get("allow_inf_nan") is False:
+        out.append(AllowInfNan(False))
+    if annotation is str:
+        own = (*info.metadata, *inner_metadata(info.annotation))
+
+        def length(attr: str) -> int | None:
+            if any(getattr(item, attr, None) is not None for item in own):
+                return None  # the field's own length wins
+            value = config.get(f"str_{attr}")
+            return value if isinstance(value, int) else None
+
+        shortest, longest = length("min_length"), length("max_length")
+        strip = config.get("str_strip_whitespace") is True or None
+        if strip or shortest is not None or longest is not None:
+            out.append(
+                StringConstraints(strip_whitespace=strip, min_length=shortest, max_length=longest)
+            )
+    return tuple(out)
+
+
 def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target]:
     """List the columns (and nested struct fields) a schema describes, in field order.
 
@@ -173,7 +210,11 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
                 annotation=annotation,
                 nullable=nullable,
                 required=info.is_required(),
-                metadata=(*info.metadata, *inner_metadata(info.annotation)),
+                metadata=(
+                    *config_metadata(model, annotation, info),
+                    *info.metadata,
+                    *inner_metadata(info.annotation),
+                ),
             )
         )
         nested = model_class(annotation)

@@ -58,6 +58,10 @@ def _fragments(placeholders: set[str], a: str, b: str) -> dict[str, str]:
         "violation": f"{value} IS NULL",
         "nan": f"isnan({value}) OR ",  # a float bound's NaN part (validation/plan.py)
         "bound": "$p0",
+        # a DECIMAL's digits and places (validation/plan.py: the digits_of and
+        # decimal_places_of fragments rendered around the value)
+        "digits": f"length(CAST(abs({value}) AS VARCHAR))",
+        "places": f"length(split_part(CAST(abs({value}) AS VARCHAR), '.', 2))",
         "length": "length",
         "guard": f"{quote_identifier(a)} IS NOT NULL AND ",
         "rows": "read_parquet($files, filename = '__undertale_shard', file_row_number = true)",
