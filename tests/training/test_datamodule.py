@@ -203,6 +203,26 @@ def test_loaders(splits: dict[str, Path]) -> None:
     assert is_overridden("val_dataloader", dm) and is_overridden("predict_dataloader", dm)
 
 
+def test_opening_options_apply_to_the_splits_given_as_paths(splits: dict[str, Path]) -> None:
+    """An open training split keeps its own options; the validation path opens with them.
+
+    load() now refuses opening options with an open dataset, so the DataModule must not pass
+    them there; columns/format that the open split does not serve are refused, not ignored.
+    """
+    from undertale_duck import ArgumentError, DataModule, ParquetDataset
+
+    train = ParquetDataset(splits["train"], format="torch")
+    dm = DataModule(train, splits["val"], None, _ids, 10, shuffle=False, window_bytes=200,
+                    retries=1, format="torch")
+    assert [i for b in dm.train_dataloader() for i in b] == list(range(400))
+    val = dm.val_dataloader()
+    assert [i for b in val for i in b] == list(range(61))
+    assert len(val.dataset.windows) > len(ParquetDataset(splits["val"]).windows)
+    wrong = DataModule(train, splits["val"], None, _ids, 10, format="numpy")
+    with pytest.raises(ArgumentError, match="format='numpy', but the open dataset"):
+        wrong.train_dataloader()
+
+
 def test_schema_is_checked(splits: dict[str, Path]) -> None:
     from undertale_duck import DataModule, SchemaError
 

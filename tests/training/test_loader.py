@@ -11,7 +11,14 @@ import torch
 from support import datagen
 from torch.utils.data import get_worker_info
 
-from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, SchemaError, load
+from undertale_duck import (
+    ArgumentError,
+    ChunkedSampler,
+    Mixture,
+    ParquetDataset,
+    SchemaError,
+    load,
+)
 from undertale_duck import schema as schemas
 from undertale_duck.training.loader import ChunkedLoader, default_start_method
 from undertale_duck.training.order import worker_windows
@@ -296,3 +303,27 @@ def test_an_open_dataset_with_a_view_option_is_refused(uneven: tuple[Path, int])
             load(ds, None, ids, 8, **option)  # type: ignore[arg-type]
     assert sorted(i for batch in load(ds, None, ids, 8, drop_last=False) for i in batch) == list(
         range(total))
+
+
+def test_an_open_dataset_serves_only_its_own_columns_and_format(uneven: tuple[Path, int]) -> None:
+    # load(open dataset, format="numpy") served python rows and columns= served every column,
+    # silently: the collator got rows it was not written for
+    root, total = uneven
+    ds = ParquetDataset(root, columns=["id"], format="torch")
+    mixed = Mixture([ds, ParquetDataset(root, columns=["id"], format="torch")])
+    for given in (ds, mixed):
+        with pytest.raises(ArgumentError, match=r"format='numpy', but the open dataset .* serves "
+                           r"format='torch'"):
+            load(given, None, None, 8, format="numpy")
+        with pytest.raises(ArgumentError, match=r"columns=\['id', 'label'\], but the open"):
+            load(given, None, None, 8, columns=["id", "label"])
+        for option in ({"storage_options": {"anon": True}}, {"cache_dir": str(root)},
+                       {"retries": 2}, {"window_bytes": 100}, {"duckdb_config": {"threads": 1}},
+                       {"cache_limit": "1GB"}):
+            name = next(iter(option))
+            with pytest.raises(ArgumentError, match=f"{name}= applies when load"):
+                load(given, None, None, 8, **option)  # type: ignore[arg-type]
+    # what the dataset serves is accepted as asked
+    loader = load(ds, None, ids, 8, format="torch", columns=["id"], drop_last=False)
+    assert sorted(i for batch in loader for i in batch) == list(range(total))
+    assert list(loader.dataset[0]) == ["id"]

@@ -14,6 +14,7 @@ from ..common.keywords import refuse_unknown
 from ..common.sizes import DEFAULT_MEMORY
 from ..core.source import SourceLike
 from ..core.views import check_split
+from ..dataset import ParquetDataset
 from .loader import ChunkedLoader, load
 from .mixture import Mixture
 from .resume_state import check_module_state
@@ -28,6 +29,10 @@ _OPTIONS = frozenset(
     for name, p in inspect.signature(load).parameters.items()
     if p.kind is inspect.Parameter.KEYWORD_ONLY
 ) - _OWN
+#: Options about opening a source (where and how to read it); a split given as an open
+#: dataset or a Mixture was opened with its own, so they apply to the splits given as paths.
+_OPENING = frozenset({"window_bytes", "duckdb_config", "storage_options", "cache_dir",
+                      "cache_limit", "retries"})
 #: Evaluation hooks and the attribute holding each one's path.
 _SPLITS = {"val_dataloader": "validation", "test_dataloader": "test",
            "predict_dataloader": "predict"}
@@ -72,6 +77,10 @@ class DataModule(lightning.LightningDataModule):
             ``split=Split(...)``
             serves its train part for training and its validation part for validation
             (``validation`` may then be the training path itself; docs/packing.md#splits).
+            The options about opening a source (``storage_options``, ``cache_dir``,
+            ``cache_limit``, ``retries``, ``window_bytes``, ``duckdb_config``) apply to the
+            splits given as paths; a split given as an open dataset or a Mixture keeps its
+            own, and ``columns``/``format`` must match what it serves.
 
     Raises:
         ArgumentError: If an option is not one ``load()`` accepts.
@@ -142,6 +151,9 @@ class DataModule(lightning.LightningDataModule):
         evaluation: bool = False,
     ) -> ChunkedLoader:
         options = dict(self.options)
+        if isinstance(path, ParquetDataset | Mixture):  # opened with its own options
+            for name in _OPENING:
+                options.pop(name, None)
         split = check_split(options.pop("split", None))
         if split is not None and part is not None:  # test and predict are not split
             options["split"] = dataclasses.replace(split, part=part)

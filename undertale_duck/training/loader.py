@@ -185,7 +185,7 @@ def load(
     query: str | None = None,
     where: str | None = None,
     tables: Mapping[str, Any] | None = None,
-    format: Format = "python",
+    format: Format | None = None,
     check_data: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -236,7 +236,7 @@ def load(
         query: Serve a view: SQL over ``dataset`` (see ``ParquetDataset`` and docs/views.md).
         where: Shorthand for a view keeping the rows matching this SQL condition.
         tables: Side tables the view joins (``{name: path or pyarrow.Table}``).
-        format: Row value format (``"python"``, ``"numpy"``, ``"torch"``).
+        format: Row value format (``"python"``, the default, ``"numpy"``, ``"torch"``).
         check_data: When resuming (``load_state_dict``), refuse a state saved over other
             data (a different dataset fingerprint); False resumes at the saved position
             anyway.
@@ -264,7 +264,10 @@ def load(
         # serving the rows the view leaves out
         given = [name for name, value in
                  (("query", query), ("where", where), ("tables", tables), ("pack", pack),
-                  ("split", split), ("index_executor", index_executor))
+                  ("split", split), ("index_executor", index_executor),
+                  ("window_bytes", window_bytes), ("duckdb_config", duckdb_config),
+                  ("storage_options", storage_options), ("cache_dir", cache_dir),
+                  ("cache_limit", cache_limit), ("retries", retries))
                  if value is not None]
         if given:
             named = " and ".join(f"{name}=" for name in given)
@@ -274,6 +277,7 @@ def load(
                 f"{'it' if len(given) == 1 else 'them'} to the {type(path).__name__} passed "
                 "as path instead"
             )
+        _check_served_as_asked(path, columns, format)
         dataset = path
     else:
         dataset = ParquetDataset(
@@ -285,7 +289,7 @@ def load(
             query=query,
             where=where,
             tables=tables,
-            format=format,
+            format="python" if format is None else format,
             storage_options=storage_options,
             cache_dir=cache_dir,
             cache_limit=cache_limit,
@@ -336,6 +340,31 @@ def load(
     )
     loader.check_data = bool(check_data)
     return loader
+
+
+def _check_served_as_asked(
+    dataset: ParquetDataset | Mixture, columns: Sequence[str] | None, format: Format | None
+) -> None:
+    """Refuse ``columns=``/``format=`` that an open dataset (or a mixture's) does not serve.
+
+    The open dataset serves its own columns in its own format: a differing request would
+    otherwise be ignored, and the collator handed rows it was not written for.
+    """
+    parts = [s.dataset for s in dataset.streams] if isinstance(dataset, Mixture) else [dataset]
+    for part in parts:
+        if not isinstance(part, ParquetDataset):
+            continue  # a map-style dataset of the user's: its rows are its own
+        if format is not None and part.format != format:
+            raise ArgumentError(
+                f"format={format!r}, but the open dataset {part.source.spec!r} serves "
+                f"format={part.format!r}: open it with format={format!r}, or leave format= "
+                "out of load()"
+            )
+        if columns is not None and list(columns) != part.columns:
+            raise ArgumentError(
+                f"columns={list(columns)!r}, but the open dataset {part.source.spec!r} serves "
+                f"{part.columns!r}: open it with these columns, or leave columns= out of load()"
+            )
 
 
 def _as_list(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
