@@ -132,3 +132,19 @@ def test_pack_peers_benchmark_runs(tmp_path: Path) -> None:
         assert entry[system]["checked"] is True, entry[system]
         assert math.isfinite(entry[system]["tokens_s"]) and entry[system]["tokens_s"] > 0
     assert (tmp_path / "out" / "pack_peers.json").exists()
+
+
+@pytest.mark.heavy
+def test_bare_decode_benchmark_runs(tmp_path: Path) -> None:
+    import bench_bare_decode
+
+    results = bench_bare_decode.main([
+        "--shards", "2", "--shard-rows", "300", "--rounds", "2",
+        "--decoders", "pyarrow-iter,pyarrow-groups,lance",
+        "--root", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    assert set(results["runs"]) | set(results["skipped"]) == {
+        "pyarrow-iter", "pyarrow-groups", "lance"}
+    for found in results["runs"].values():
+        assert len(found) == 2 and all(r["rows"] == 600 and r["rate"] > 0 for r in found)
+    assert (tmp_path / "out" / "bare_decode.md").read_text().count("|") > 10
