@@ -20,6 +20,7 @@ The tree (documented in docs/errors.md)::
 
     MemoryBudgetWarning (UserWarning)  `memory` is too small for one read and one cached window
     RandomAccessWarning (UserWarning)  uniform random access over data larger than `memory`
+    EmptyEpochWarning (UserWarning)    the tail rule leaves a rank's epoch without a row
 """
 
 from __future__ import annotations
@@ -175,4 +176,12 @@ class RandomAccessWarning(UserWarning):
 
     Each window read then serves only a few rows before it is evicted, so nearly every row
     costs a window decode. Emitted once per process.
+    """
+
+
+class EmptyEpochWarning(UserWarning):
+    """A dataset has fewer rows than ranks x workers: with ``drop_last=True`` no rank gets one.
+
+    The original tail rule drops fewer than ranks x workers rows per epoch, here every row,
+    so each epoch would run without a batch.
     """

@@ -238,3 +238,30 @@ def test_large_floats_and_numpy_uint64_keep_their_rules() -> None:
     assert collate([{"x": [1e19, float("inf")]}, {"x": [1, 2]}])["x"].dtype == torch.float64
     with pytest.raises(OutOfRangeError, match="2\\*\\*63"):
         collate([{"x": np.uint64(2**63)}, {"x": np.uint64(1)}])
+
+
+@pytest.mark.parametrize(
+    ("options", "word"),
+    [({"padding_value": None}, "padding_value"), ({"padding_value": "-1"}, "padding_value"),
+     ({"mask_suffix": 1}, "mask_suffix"), ({"mask_suffix": ""}, "mask_suffix")],
+)
+def test_bad_options_are_refused_before_any_batch(options: dict[str, Any], word: str) -> None:
+    # torch's float() would fail only on a ragged batch; an int suffix made the key "tokens1"
+    rows = [{"tokens": [1]}, {"tokens": [1, 2]}]
+    with pytest.raises(ArgumentError, match=word):
+        collate(rows, **options)
+    with pytest.raises(ArgumentError, match=word):
+        collate([{"n": 1}], **options)
+
+
+def test_what_is_not_a_list_of_rows_is_named() -> None:
+    # DataLoader(batch_size=None) hands collate_fn one row, a dict
+    with pytest.raises(ArgumentError, match="batch_size"):
+        collate({"tokens": [1, 2], "label": 3})  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="list of rows"):
+        collate(iter([{"label": 3}]))  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="row 1 is int"):
+        collate([{"label": 3}, 4])  # type: ignore[list-item]
+    assert collate(({"label": 3}, {"label": 4}))["label"].tolist() == [3, 4]
+    assert collate([{"flag": [True]}, {"flag": [True, True]}], padding_value=False)[
+        "flag"].tolist() == [[True, False], [True, True]]

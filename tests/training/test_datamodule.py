@@ -238,6 +238,24 @@ def test_unknown_option(splits: dict[str, Path]) -> None:
         DataModule(splits["train"], None, None, _ids, 10, suffle=True)
 
 
+def test_a_split_over_another_validation_source_is_refused(splits: dict[str, Path]) -> None:
+    from undertale_duck import DataModule, Split
+
+    # the split cut the validation source too: 61 validation rows silently became ~15
+    split = Split(key="id", fraction=0.25)
+    with pytest.raises(ArgumentError, match=r"validation .* is not the training source"):
+        DataModule(splits["train"], splits["val"], None, _ids, 16, split=split)
+    # one source, however spelled, serves both parts; without split= every validation row
+    same = DataModule(splits["train"], f"{splits['train']}/", None, _ids, 16, split=split,
+                      shuffle=False)
+    train = [i for b in same.train_dataloader() for i in b]
+    validation = [i for b in same.val_dataloader() for i in b]
+    assert sorted(train + validation) == list(range(400))
+    assert all(split.part_of(f"row-{i:08d}") == "validation" for i in validation)
+    whole = DataModule(splits["train"], splits["val"], None, _ids, 16)
+    assert sorted(i for b in whole.val_dataloader() for i in b) == list(range(61))
+
+
 def test_state_dict_round_trip(splits: dict[str, Path]) -> None:
     from undertale_duck import DataModule
 
@@ -276,6 +294,28 @@ def test_fit_without_validation(splits: dict[str, Path], tmp_path: Path) -> None
         assert _flat(_read(tmp_path, f"train-0-{epoch}.txt")) == sampler.order(epoch).tolist()
     assert _read(tmp_path, "train-0-0.txt") != _read(tmp_path, "train-0-1.txt")
     assert not list(tmp_path.glob("val-*"))
+
+
+def test_a_validation_mixture_evaluates_the_same_rows_every_epoch(splits: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    import lightning
+
+    from undertale_duck import DataModule, Mixture, Stream
+
+    _module(tmp_path)
+    from recorder import Recorder, collate
+
+    # 20 of the 61 validation rows: a contiguous run whose start Lightning's set_epoch moved
+    validation = Mixture([Stream(ParquetDataset(splits["val"], memory=1), choose=20)])
+    dm = DataModule(splits["train"], validation, None, collate, 50, seed=1)
+    trainer = lightning.Trainer(accelerator="cpu", devices=1, max_epochs=3, logger=False,
+                                enable_checkpointing=False, enable_progress_bar=False,
+                                enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(Recorder(tmp_path), datamodule=dm)
+    rows = [_flat(_read(tmp_path, f"val-0-{epoch}.txt")) for epoch in range(3)]
+    expected = list(ChunkedSampler(validation, 50, 0, 1, 0, seed=1, drop_last=False))
+    assert rows == [expected] * 3 and len(expected) == 20
+    assert _read(tmp_path, "train-0-0.txt") != _read(tmp_path, "train-0-1.txt")
 
 
 # ---------------------------------------------------------------------- DDP and resume
@@ -545,3 +585,23 @@ def test_ddp_validation_sees_every_row_once_and_epoch_end_sync_does_not_hang(
         for rank in (0, 1):
             metric = json.loads((tmp_path / f"metric-{rank}-{epoch}.json").read_text())
             assert metric == 61.0  # summed over both ranks at epoch end
+
+
+@pytest.mark.heavy
+def test_ddp_training_with_drop_last_false_and_unequal_batches_is_refused(
+        tmp_path: Path) -> None:
+    # 17 rows over 2 ranks: 9 and 8, so 2 and 1 batches of 8; rank 0's second step waited
+    # for gradients rank 1 never sent (a gloo "Connection closed by peer", or a hang)
+    datagen.write_shards(tmp_path / "train", [17], row_group_size=8)
+    (tmp_path / "recorder.py").write_text(MODULE)
+    (tmp_path / "fit.py").write_text(DDP_SCRIPT)
+    cfg = {"train": str(tmp_path / "train"), "val": None, "batch": 8, "workers": 0,
+           "seed": 0, "epochs": 1, "uds": True, "out": str(tmp_path),
+           "view": {"drop_last": False}}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    result = subprocess.run([sys.executable, str(tmp_path / "fit.py"), json.dumps(cfg)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "ArgumentError: drop_last=False gives the 2 ranks 1 to 2 training batches" in (
+        result.stderr), result.stderr[-4000:]
+    assert not _read(tmp_path, "train-0-0.txt")  # refused before any step

@@ -185,3 +185,13 @@ def test_a_state_saved_before_elastic_resume_existed_still_loads() -> None:
            if k not in ("version", "before", "tail", "drop_last")}  # as saved then
     (t,) = _resumed(100, (1, 2, 4), 0, old, shuffle=True)
     assert list(t) == s.order().tolist()[16:]
+
+
+def test_rank_batches_tell_whether_ranks_run_equal_steps() -> None:
+    def steps(n: int, drop_last: bool, ranks: int = 2) -> list[int]:
+        return ChunkedSampler(Sized(n), 8, 0, ranks, 0, drop_last=drop_last).rank_batches()
+
+    assert steps(17, False) == [2, 1]
+    assert steps(17, True) == [1, 1]
+    assert steps(16, False) == [1, 1] and steps(32, False, 4) == [1] * 4
+    assert steps(33, False, 4) == [2, 1, 1, 1]

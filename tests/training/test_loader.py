@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -327,3 +328,63 @@ def test_an_open_dataset_serves_only_its_own_columns_and_format(uneven: tuple[Pa
     loader = load(ds, None, ids, 8, format="torch", columns=["id"], drop_last=False)
     assert sorted(i for batch in loader for i in batch) == list(range(total))
     assert list(loader.dataset[0]) == ["id"]
+
+
+def test_numpy_integers_for_batch_and_workers_serve_every_row(uneven: tuple[Path, int]) -> None:
+    # sizes read from a numpy config: DataLoader itself refuses a numpy batch_size
+    root, total = uneven
+    loader = load(root, None, ids, np.int64(7), workers=np.int64(1))
+    assert loader.batch_size == 7 and type(loader.batch_size) is int
+    assert [i for b in loader for i in b] == list(range(total))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "word"),
+    [
+        ({"timeout": -1}, "timeout"),
+        ({"timeout": "30"}, "timeout"),
+        ({"timeout": float("nan")}, "timeout"),
+        ({"pin_memory": "yes"}, "pin_memory"),
+        # "no" is truthy: DataLoader would keep its workers
+        ({"workers": 1, "persistent_workers": "no"}, "persistent_workers"),
+        ({"check_data": "no"}, "check_data"),
+        ({"worker_init_fn": 5}, "worker_init_fn"),
+        ({"collator": "collate"}, "collator"),
+    ],
+)
+def test_options_torch_would_take_silently_or_fail_on_later(
+    uneven: tuple[Path, int], kwargs: dict[str, Any], word: str
+) -> None:
+    root, _ = uneven
+    args: dict[str, Any] = {"collator": ids, "batch": 8, **kwargs}
+    with pytest.raises(ArgumentError, match=word):
+        load(root, None, **args)
+
+
+def test_spawned_workers_need_a_collator_they_can_receive(uneven: tuple[Path, int]) -> None:
+    # pickle's own error would come at the first batch, from inside DataLoader
+    root, total = uneven
+    for method in ("spawn", "forkserver"):
+        with pytest.raises(ArgumentError, match=r"collator .* module level"):
+            load(root, None, lambda rows: rows, 8, workers=1, multiprocessing_context=method)
+        with pytest.raises(ArgumentError, match="worker_init_fn"):
+            load(root, None, ids, 8, workers=1, multiprocessing_context=method,
+                 worker_init_fn=lambda worker: None)
+    # fork sends nothing: a lambda is fine there, and a context object is taken as DataLoader
+    # takes it
+    context = multiprocessing.get_context("fork")
+    loader = load(root, None, lambda rows: ids(rows), 8, workers=2,
+                  multiprocessing_context=context)
+    assert loader.multiprocessing_context is context
+    assert sorted(i for b in loader for i in b) == list(range(total - total % 2))
+
+
+def test_a_loader_state_that_is_not_a_dict_is_refused(uneven: tuple[Path, int]) -> None:
+    # checkpoint.get("loader") of a checkpoint without it: None restarted the epoch quietly
+    root, total = uneven
+    loader = load(root, None, ids, 100)
+    for bad in (None, [], ""):
+        with pytest.raises(ArgumentError, match="dict from state_dict"):
+            loader.load_state_dict(bad)  # type: ignore[arg-type]
+    loader.load_state_dict({})  # documented: changes nothing
+    assert [i for b in loader for i in b] == list(range(total))

@@ -4,6 +4,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -421,3 +422,32 @@ def test_an_empty_view_stream_cannot_be_asked_for_rows_either(two: tuple[Path, P
             Mixture([stream, other])
     mix = Mixture([Stream(empty, repeat=2.0), Stream(ParquetDataset(b), choose=5)])
     assert mix.counts == [0, 5] and len(list(ChunkedSampler(mix, 2, 0))) == 5
+
+
+def test_numpy_weights_count_as_numbers_and_bools_do_not(two: tuple[Path, Path]) -> None:
+    # weights computed with numpy (np.float32 is no float subclass, np.int64 no int)
+    a, b = two
+    ds, other = ParquetDataset(a), ParquetDataset(b)
+    plain = Mixture([Stream(ds, proportion=0.25), Stream(other, proportion=0.75)],
+                    epoch_size=80)
+    numpy = Mixture([Stream(ds, proportion=np.float32(0.25)),
+                     Stream(other, proportion=np.float16(0.75))], epoch_size=np.int64(80))
+    assert numpy.counts == plain.counts == [20, 60]
+    assert numpy.fingerprint == plain.fingerprint
+    chosen = Mixture([Stream(ds, choose=np.int64(7)), Stream(other, repeat=np.float32(2))])
+    assert chosen.counts == [7, 60]
+    sampler = ChunkedSampler(chosen, 4, 0, shuffle=True, seed=np.int64(2), drop_last=False)
+    assert Counter(chosen.source_of(i)[0] for i in sampler) == {0: 7, 1: 60}
+    for bad in (Stream(ds, proportion=True), Stream(ds, repeat=np.bool_(True)),
+                Stream(ds, choose=np.float64(3))):
+        with pytest.raises(ArgumentError, match="stream 0"):
+            Mixture([bad, Stream(other, proportion=1) if bad.proportion else other])
+
+
+@pytest.mark.parametrize("stream", [None, object(), 42, Stream(3.5)])
+def test_a_stream_that_is_neither_a_source_nor_a_dataset_is_our_error(
+    two: tuple[Path, Path], stream: object
+) -> None:
+    a, _ = two
+    with pytest.raises(ArgumentError, match=r"stream 1: .* neither a source .* nor a map-style"):
+        Mixture([ParquetDataset(a), stream])

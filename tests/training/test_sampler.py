@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 from torch.utils.data.distributed import DistributedSampler
 
-from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset
+from undertale_duck import ArgumentError, ChunkedSampler, EmptyEpochWarning, ParquetDataset
 from undertale_duck.training.order import interleave, shuffled_sequence
 
 
@@ -525,3 +526,17 @@ def test_a_pass_taken_by_islice_and_by_next_shares_one_position(
             assert list(itertools.islice(resumed, 50)) == full[start + len(got):][:50]
     assert got + list(live) == full[start:]
     assert live.state_dict()["consumed"] == length  # type: ignore[attr-defined]
+
+
+def test_an_epoch_the_tail_rule_leaves_empty_is_said() -> None:
+    # 5 rows, 8 workers: undertale's rule drops the 5, and an epoch passed with no batch
+    with pytest.warns(EmptyEpochWarning, match=r"5 rows are fewer than ranks x workers \(1 x 8\)"):
+        sampler = ChunkedSampler(Sized(5), 2, 8)
+    assert list(sampler) == []
+    with pytest.warns(EmptyEpochWarning, match=r"\(4 x 1\)"):
+        ChunkedSampler(Sized(3), 2, 0, 4, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(list(ChunkedSampler(Sized(5), 2, 8, drop_last=False))) == 5
+        assert len(list(ChunkedSampler(Sized(0), 2, 8))) == 0  # nothing to drop
+        assert len(list(ChunkedSampler(Sized(8), 2, 8))) == 8

@@ -60,12 +60,24 @@ def collate(
         OutOfRangeError: If a column holds numpy or Arrow uint64 values of 2**63 or more
             (Python ints beyond int64 stay a list, exact).
     """
+    _check_options(padding_value, mask_suffix)
+    if isinstance(rows, Mapping) or not isinstance(rows, Sequence) or isinstance(rows, str):
+        raise ArgumentError(
+            f"collate takes a list of rows, got {type(rows).__name__}: a DataLoader with "
+            "batch_size=None hands its collate_fn one row at a time; give it a batch_size"
+        )
     if not rows:
         return {}
     columnar = rows if isinstance(rows, RowBatch) else None
     if columnar is not None and not columnar.materialized:
         keys = columnar.keys()
     else:
+        for k, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                raise ArgumentError(
+                    f"collate: row {k} is {type(row).__name__}, not a mapping of column to "
+                    "value; collate takes the rows of a ParquetDataset"
+                )
         first = rows[0].keys()
         for k, row in enumerate(rows):
             if row.keys() != first:
@@ -137,6 +149,19 @@ def _column(
                 return values, None
         return values, None
     return values, None
+
+
+def _check_options(padding_value: object, mask_suffix: object) -> None:
+    """Refuse options torch would fail on mid-batch (or turn into a surprising key)."""
+    if not isinstance(padding_value, int | float | np.integer | np.floating):
+        raise ArgumentError(
+            f"collate: padding_value must be a number (such as 0 or -100), got {padding_value!r}"
+        )
+    if not isinstance(mask_suffix, str) or not mask_suffix:
+        raise ArgumentError(
+            f"collate: mask_suffix must be a non-empty string (such as '_mask'), got "
+            f"{mask_suffix!r}"
+        )
 
 
 class _PaddingError(Exception):

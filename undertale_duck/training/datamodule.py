@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import types
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -15,6 +16,7 @@ from ..common.sizes import DEFAULT_MEMORY
 from ..core.source import SourceLike
 from ..core.views import check_split
 from ..dataset import ParquetDataset
+from ..errors import ArgumentError
 from .loader import ChunkedLoader, load
 from .mixture import Mixture
 from .resume_state import check_module_state
@@ -104,6 +106,17 @@ class DataModule(lightning.LightningDataModule):
         super().__init__()
         named = {"batch", "workers", "memory", "collator", "test", "predict", "shuffle"}
         refuse_unknown("DataModule()", sorted(options), _OPTIONS | named)
+        split = options.get("split")
+        if split is not None and validation is not None and (
+            _source_key(validation) != _source_key(training)
+        ):
+            # the split would cut the other dataset too, validating on a fraction of it
+            raise ArgumentError(
+                f"split= serves the train and validation parts of one source, but validation "
+                f"({validation!r:.100}) is not the training source ({training!r:.100}); pass "
+                "the training source as validation too, or leave split= out to validate on "
+                "every row of the validation source"
+            )
         self.training = training
         self.validation = validation
         self.test = test
@@ -159,7 +172,7 @@ class DataModule(lightning.LightningDataModule):
             options["split"] = dataclasses.replace(split, part=part)
         if evaluation:  # every row once over the ranks: no tail dropped
             options["drop_last"] = False
-        return load(
+        loader = load(
             path,
             self.schema,
             self.collator,
@@ -169,6 +182,12 @@ class DataModule(lightning.LightningDataModule):
             shuffle=shuffle,
             **options,
         )
+        sampler = loader.chunked_sampler
+        if evaluation and sampler is not None:
+            # Lightning sets the epoch of evaluation samplers too: a Mixture would then
+            # evaluate other rows of a downsampled stream each epoch, metrics of other data
+            sampler.fixed_epoch = True
+        return loader
 
     def __iter__(self) -> Iterator[Any]:
         """Yield the training split's collated batches, one epoch (as undertale's scripts do).
@@ -188,8 +207,12 @@ class DataModule(lightning.LightningDataModule):
 
         Returns:
             A :class:`~undertale_duck.loader.ChunkedLoader`.
+
+        Raises:
+            ArgumentError: If ``drop_last=False`` gives the ranks different numbers of batches.
         """
         loader = self._load(self.training, self.shuffle, "train")
+        _check_equal_steps(loader)
         if self._pending:
             loader.load_state_dict(self._pending)
             self._pending = {}
@@ -270,3 +293,35 @@ class DataModule(lightning.LightningDataModule):
             self._train_loader.load_state_dict(state)
         else:
             self._pending = dict(state)
+
+
+def _check_equal_steps(loader: ChunkedLoader) -> None:
+    """Refuse a training loader whose ranks would run different numbers of steps.
+
+    ``drop_last=False`` shares every row, so a rank may get one batch more; under DDP that
+    rank's extra backward pass waits for gradients no other rank sends: a hang, or a raw
+    gloo/NCCL error once a peer has left.
+    """
+    sampler = loader.chunked_sampler
+    if sampler is None or sampler.drop_last or sampler.ranks == 1:
+        return
+    steps = sampler.rank_batches()
+    if len(set(steps)) > 1:
+        raise ArgumentError(
+            f"drop_last=False gives the {sampler.ranks} ranks {min(steps)} to {max(steps)} "
+            f"training batches per epoch ({sampler.length} rows, batch={sampler.batch}): under "
+            "DDP a rank with one step more waits for the others' gradients (a hang or a "
+            "gloo/NCCL error). Keep drop_last=True for training (the default: fewer than "
+            "ranks x workers rows are left out of an epoch), or choose a batch size that "
+            "gives every rank the same number of batches"
+        )
+
+
+def _source_key(source: object) -> object:
+    """What tells two split sources apart: paths made absolute, other values by identity."""
+    if isinstance(source, str | os.PathLike):
+        text = str(os.fspath(source))
+        return text if "://" in text else os.path.abspath(text)
+    if isinstance(source, list | tuple):
+        return tuple(_source_key(s) for s in source)
+    return id(source)

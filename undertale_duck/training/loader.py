@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.context
 import os
+import pickle
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -105,6 +107,10 @@ class ChunkedLoader(DataLoader[Any]):
             ArgumentError: If the state does not fit this loader's sampler, or was saved over
                 other data (see ``check_data`` of :func:`load`).
         """
+        if not isinstance(state, dict):  # None (a checkpoint key missing) would restart quietly
+            raise ArgumentError(
+                f"a loader state must be a dict from state_dict(), got {type(state).__name__}"
+            )
         sampler = self.chunked_sampler
         if state and sampler is not None:
             sampler.load_state_dict(state, check_data=self.check_data)
@@ -176,7 +182,7 @@ def load(
     pin_memory: bool = False,
     persistent_workers: bool = False,
     prefetch_factor: int | None = None,
-    multiprocessing_context: str | None = None,
+    multiprocessing_context: str | multiprocessing.context.BaseContext | None = None,
     timeout: float = 0,
     worker_init_fn: Callable[[int], None] | None = None,
     columns: Sequence[str] | None = None,
@@ -227,7 +233,9 @@ def load(
         pin_memory: Passed to ``DataLoader``.
         persistent_workers: Passed to ``DataLoader`` (needs ``workers > 0``).
         prefetch_factor: Passed to ``DataLoader`` (needs ``workers > 0``).
-        multiprocessing_context: Worker start method (``fork``, ``spawn``, ``forkserver``).
+        multiprocessing_context: Worker start method (``fork``, ``spawn``, ``forkserver``)
+            or a ``multiprocessing`` context; under ``spawn`` and ``forkserver``
+            ``collator`` and ``worker_init_fn`` must pickle (module-level functions).
         timeout: Passed to ``DataLoader``.
         worker_init_fn: Passed to ``DataLoader``.
         columns: Columns to read (all by default).
@@ -307,6 +315,8 @@ def load(
         dataset, batch, workers, ranks, rank, shuffle=shuffle, seed=seed, mix=mix,
         drop_last=drop_last,
     )
+    _check_loader_options(collator, worker_init_fn, timeout, pin_memory=pin_memory,
+                          persistent_workers=persistent_workers, check_data=check_data)
     if workers == 0 and (persistent_workers or prefetch_factor is not None):
         raise ArgumentError(
             "persistent_workers and prefetch_factor need workers > 0; got workers=0"
@@ -318,18 +328,15 @@ def load(
         raise ArgumentError(f"prefetch_factor must be an integer >= 1, got {prefetch_factor!r}")
     context = None
     if workers > 0:
-        method = multiprocessing_context or default_start_method()
-        if method not in multiprocessing.get_all_start_methods():
-            raise ArgumentError(
-                f"multiprocessing_context must be one of "
-                f"{multiprocessing.get_all_start_methods()}, got {method!r}"
-            )
-        context = multiprocessing.get_context(method)
+        context = _context(multiprocessing_context)
+        if context.get_start_method() != "fork":
+            _check_picklable(collator=collator, worker_init_fn=worker_init_fn)
     loader = ChunkedLoader(
         dataset,
-        batch_size=batch,
+        # the sampler's checked ints: DataLoader refuses numpy integers with its own error
+        batch_size=sampler.batch,
         sampler=sampler,
-        num_workers=workers,
+        num_workers=sampler.workers,
         collate_fn=collator if collator is not None else _as_list,
         pin_memory=pin_memory,
         persistent_workers=persistent_workers,
@@ -338,7 +345,7 @@ def load(
         timeout=timeout,
         worker_init_fn=WorkerHints(worker_init_fn) if workers > 0 else worker_init_fn,
     )
-    loader.check_data = bool(check_data)
+    loader.check_data = check_data
     return loader
 
 
@@ -365,6 +372,66 @@ def _check_served_as_asked(
                 f"columns={list(columns)!r}, but the open dataset {part.source.spec!r} serves "
                 f"{part.columns!r}: open it with these columns, or leave columns= out of load()"
             )
+
+
+def _check_loader_options(
+    collator: object, worker_init_fn: object, timeout: object, **flags: object
+) -> None:
+    """Refuse what DataLoader would take silently or only fail on at the first batch.
+
+    ``DataLoader`` calls ``collate_fn`` and ``worker_init_fn`` only when batches flow (a
+    worker's ``TypeError`` then arrives as a traceback from another process) and tests its
+    flags for truth (``persistent_workers="no"`` would keep workers).
+    """
+    for name, value in (("collator", collator), ("worker_init_fn", worker_init_fn)):
+        if value is not None and not callable(value):
+            raise ArgumentError(
+                f"{name} must be a function (or None), got {type(value).__name__} {value!r}"
+            )
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+        timeout >= 0 and timeout < float("inf")
+    ):
+        raise ArgumentError(
+            f"timeout must be a number of seconds >= 0 (0: wait forever), got {timeout!r}"
+        )
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ArgumentError(f"{name} must be True or False, got {flag!r}")
+
+
+def _context(method: object) -> multiprocessing.context.BaseContext:
+    """The workers' start method: a name, a ``multiprocessing`` context, or ours."""
+    if isinstance(method, multiprocessing.context.BaseContext):  # as DataLoader takes it
+        return method
+    name = method or default_start_method()
+    if name not in multiprocessing.get_all_start_methods():
+        raise ArgumentError(
+            f"multiprocessing_context must be one of "
+            f"{multiprocessing.get_all_start_methods()} (or a multiprocessing context), "
+            f"got {name!r}"
+        )
+    return multiprocessing.get_context(str(name))
+
+
+def _check_picklable(**functions: object) -> None:
+    """Refuse functions a spawned worker cannot receive, before any worker starts.
+
+    Under ``spawn`` and ``forkserver`` the DataLoader pickles ``collate_fn`` and
+    ``worker_init_fn`` to each worker when the first epoch starts; a lambda or a local
+    function then fails there with pickle's error, far from the call that set it.
+    """
+    for name, function in functions.items():
+        if function is None:
+            continue
+        try:
+            pickle.dumps(function)
+        except Exception as exc:  # pickle raises several types (PicklingError, AttributeError)
+            raise ArgumentError(
+                f"{name} {function!r} cannot be sent to worker processes started with spawn "
+                f"or forkserver ({type(exc).__name__}: {exc}); define it at module level "
+                "(not a lambda or a local function), or start workers with "
+                "multiprocessing_context='fork' (Linux)"
+            ) from None
 
 
 def _as_list(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

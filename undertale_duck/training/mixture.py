@@ -223,14 +223,37 @@ class Mixture(Dataset[Any]):
             given = [x is not None for x in (s.proportion, s.repeat, s.choose)]
             if sum(given) > 1:
                 raise ArgumentError(f"stream {k}: give at most one of proportion, repeat, choose")
+            # numpy numbers (weights from a config computed with numpy) count as numbers;
+            # bools do not (True would silently weigh 1)
             for name, value in (("proportion", s.proportion), ("repeat", s.repeat)):
-                if value is not None and not (isinstance(value, int | float) and value >= 0
-                                              and math.isfinite(value)):
+                if value is not None and not (
+                    isinstance(value, int | float | np.integer | np.floating)
+                    and not isinstance(value, bool | np.bool_)
+                    and value >= 0 and math.isfinite(value)
+                ):
                     raise ArgumentError(f"stream {k}: {name} must be a number >= 0, got {value!r}")
             if s.choose is not None and (
-                isinstance(s.choose, bool) or not isinstance(s.choose, int) or s.choose < 0
+                isinstance(s.choose, bool) or not isinstance(s.choose, int | np.integer)
+                or s.choose < 0
             ):
-                raise ArgumentError(f"stream {k}: choose must be an integer >= 0")
+                raise ArgumentError(f"stream {k}: choose must be an integer >= 0, got {s.choose!r}")
+            if not is_source(s.dataset) and not (
+                hasattr(s.dataset, "__len__") and hasattr(s.dataset, "__getitem__")
+            ):
+                raise ArgumentError(
+                    f"stream {k}: {type(s.dataset).__name__} {s.dataset!r:.80} is neither a "
+                    "source (a path, URL, glob or list of them) nor a map-style dataset (with "
+                    "__len__ and __getitem__)"
+                )
+        self.streams = [
+            dataclasses.replace(
+                s,
+                proportion=None if s.proportion is None else float(s.proportion),
+                repeat=None if s.repeat is None else float(s.repeat),
+                choose=None if s.choose is None else int(s.choose),
+            )
+            for s in self.streams
+        ]
         for name, value in (("epoch_size", epoch_size), ("chunk", chunk)):
             low = 1 if name == "chunk" else 0
             if value is not None and (

@@ -6,6 +6,7 @@ import itertools
 import logging
 import math
 import operator
+import warnings
 from collections.abc import Iterator, Sized
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import torch.distributed as dist
 from torch.utils.data.distributed import DistributedSampler
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, EmptyEpochWarning
 from .order import (
     DEFAULT_CHUNK,
     Order,
@@ -159,6 +160,10 @@ class ChunkedSampler(DistributedSampler[int]):
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.epoch = 0
+        #: When True, :meth:`set_epoch` changes nothing: every iteration serves the same
+        #: rows (a DataModule's evaluation loaders, whose Mixture would otherwise take
+        #: other rows of a downsampled stream each epoch).
+        self.fixed_epoch = False
         #: Samples of this epoch consumed so far (kept up to date by ``load()``'s loader).
         self.consumed = 0
         #: Whether a driver (``load()``'s loader) counts :attr:`consumed` batch by batch.
@@ -175,6 +180,16 @@ class ChunkedSampler(DistributedSampler[int]):
         first, stop = rank_bounds(length, self.workers, ranks, rank, drop_last)
         self.num_samples = stop - first
         self.total_size = length if not drop_last else self.num_samples * ranks
+        if drop_last and length and not self.num_samples:
+            # the tail rule drops fewer than ranks x workers rows: here that is every row, and
+            # an epoch of no batches would otherwise pass without a word
+            warnings.warn(
+                f"ChunkedSampler: the dataset's {length} rows are fewer than ranks x workers "
+                f"({ranks} x {max(self.workers, 1)}), so with drop_last=True every rank gets "
+                "none and an epoch has no batches; use fewer workers, or drop_last=False",
+                EmptyEpochWarning,
+                stacklevel=2,
+            )
         check_order_memory(self.num_samples, length)
 
     @property
@@ -217,6 +232,26 @@ class ChunkedSampler(DistributedSampler[int]):
             return self.num_samples
         steps = sum(math.ceil(int(p["consumed"]) / int(p["batch"])) for p in self._before)
         return steps * self.batch + self._rows_now()
+
+    def rank_batches(self) -> list[int]:
+        """Return the batches each rank's loader runs in the current epoch, rank by rank.
+
+        Without ``drop_last`` the rank shares differ by up to one row, which may be one batch
+        more on some ranks: fine for evaluation, a hang under DDP training (a rank running
+        one more step waits for gradients no other rank sends).
+
+        Returns:
+            For each rank, the batches of its rows of the current epoch (after an elastic
+            resume, of the rows left).
+        """
+        rest = self._rest_length()
+        return [
+            math.ceil((stop - first) / self.batch)
+            for first, stop in (
+                rank_bounds(rest, self.workers, self.num_replicas, r, self.drop_last)
+                for r in range(self.num_replicas)
+            )
+        ]
 
     def _rows_now(self) -> int:
         """Indices the current epoch's order holds on this rank."""
@@ -323,7 +358,7 @@ class ChunkedSampler(DistributedSampler[int]):
         """Select the epoch whose order the next iteration yields.
 
         Setting the epoch a restored state is in keeps its resume position; any other epoch
-        starts from its beginning.
+        starts from its beginning. With :attr:`fixed_epoch` set it changes nothing.
 
         Args:
             epoch: Epoch number (>= 0).
@@ -332,7 +367,7 @@ class ChunkedSampler(DistributedSampler[int]):
             ArgumentError: If ``epoch`` is not an integer >= 0.
         """
         epoch = _check_int("epoch", epoch, 0)
-        if epoch != self.epoch:
+        if epoch != self.epoch and not self.fixed_epoch:
             self.epoch = epoch
             self.consumed = 0
             self._resume = 0

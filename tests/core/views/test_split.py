@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -196,3 +197,16 @@ def test_the_hash_rule_holds_for_any_text_and_large_integers(tmp_path: Path) -> 
         ds = ParquetDataset(tmp_path / "n", split=split_n)
         assert {ds[i]["n"] for i in range(len(ds))} == {
             n for n in numbers if split_n.part_of(n) == "validation"}
+
+
+def test_numpy_seeds_and_fractions_split_as_the_equal_python_values(data: Path) -> None:
+    # a seed from a numpy config was refused ("must be an integer")
+    given = Split(key="id", fraction=np.float64(0.25), seed=np.int64(3), part="validation")
+    plain = Split(key="id", fraction=0.25, seed=3, part="validation")
+    assert given == plain and type(given.seed) is int and type(given.fraction) is float
+    ours, theirs = ParquetDataset(data, split=given), ParquetDataset(data, split=plain)
+    assert [r["id"] for r in ours] == [r["id"] for r in theirs] and len(ours) > 0
+    assert ours.fingerprint == theirs.fingerprint
+    for bad in ({"seed": np.int64(-1)}, {"fraction": np.bool_(True)}, {"seed": np.float64(3)}):
+        with pytest.raises(ArgumentError, match="split"):
+            Split(key="id", **{"fraction": 0.25, **bad})  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ...errors import ArgumentError
@@ -46,16 +47,22 @@ class Split:
         if not isinstance(self.key, str) or not self.key:
             raise ArgumentError(f"split.key must be a column name, got {self.key!r}")
         fraction = self.fraction
-        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not (
-            0 < fraction < 1
-        ):
+        if isinstance(fraction, bool | np.bool_) or not isinstance(
+            fraction, int | float | np.integer | np.floating
+        ) or not (0 < fraction < 1):
             raise ArgumentError(
                 f"split.fraction must be a number strictly between 0 and 1, got {fraction!r}"
             )
         if self.part not in PARTS:
             raise ArgumentError(f"split.part must be 'train' or 'validation', got {self.part!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or (
+            self.seed < 0
+        ):
             raise ArgumentError(f"split.seed must be an integer >= 0, got {self.seed!r}")
+        # numpy values (a seed from a numpy config) as Python numbers: the hash prefix,
+        # fingerprints and saved states then read the same as for the equal Python value
+        object.__setattr__(self, "fraction", float(fraction))
+        object.__setattr__(self, "seed", int(self.seed))
 
     @property
     def threshold(self) -> int:
