@@ -28,6 +28,24 @@ def test_missing_path(tmp_path: Path) -> None:
         ParquetDataset([missing])
 
 
+def test_a_glob_through_a_directory_named_with_brackets_says_how_to_escape(
+    tmp_path: Path,
+) -> None:
+    # "data[1]/*.parquet" looks in "data1": "no Parquet files match" alone left the user
+    # staring at a directory that does exist
+    data = tmp_path / "data[1]"
+    datagen.write_shards(data, [4, 3])
+    with pytest.raises(SourceError, match="no Parquet files match") as info:
+        ParquetDataset(str(data / "*.parquet"))
+    escaped = str(tmp_path / "data[[]1]" / "*.parquet")
+    assert f"{data} exists, but [ and ] are glob characters" in str(info.value)
+    assert repr(escaped) in str(info.value)
+    assert len(ParquetDataset(escaped)) == 7  # the hint's pattern reads the directory
+    with pytest.raises(SourceError, match="no Parquet files match") as info:
+        ParquetDataset(str(tmp_path / "other[1]" / "*.parquet"))
+    assert "glob characters" not in str(info.value)  # no such directory: no hint
+
+
 def test_empty_directory_and_empty_glob(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="holds no Parquet files") as info:
         ParquetDataset(tmp_path)

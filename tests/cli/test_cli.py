@@ -315,6 +315,15 @@ def test_head_rows_and_columns(data: Path) -> None:
     assert len(list(csv.reader(io.StringIO(everything.stdout)))) == TOTAL + 1
 
 
+def test_row_of_an_empty_view_says_no_index_is_valid(data: Path) -> None:
+    # it said "(valid: 0..-1, or -0..-1 from the end)"
+    for index in ("0", "-1"):
+        result = invoke("row", str(data), index, "--where", "label < 0")
+        assert result.returncode == 2 and result.stdout == ""
+        assert "the dataset has 0 rows (no index is valid)" in result.stderr, result.stderr
+        assert "0..-1" not in result.stderr
+
+
 def test_row_matches_the_dataset_with_its_shard(data: Path) -> None:
     # index 30 is the first row after the empty shard: row 0 of the third file
     result = run_cli("row", str(data), "31", "--format", "json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from support import datagen
 
@@ -108,6 +111,26 @@ def test_query_text_is_capped_and_endless_input_fails_at_once(data: Path, tmp_pa
     assert invoke("sql", str(data), f"@{small}") == (0, "a\n1\n", "")
 
 
+def test_an_at_sign_alone_asks_for_a_file_name(data: Path) -> None:
+    # "@" opened the working directory: "cannot read the QUERY file : Is a directory"
+    for args in (["sql", str(data), "@"], ["sql", str(data), "--query", "@", "SELECT 1"]):
+        status, out, err = invoke(*args)
+        assert (status, out) == (2, "")
+        assert "'@' needs a file name after it" in err and "directory" not in err, err
+
+
+@pytest.mark.parametrize(("name", "says"), [("x.xlsx", ".xlsx is none of them"),
+                                            (".csv", "the name has no suffix"),
+                                            ("report", "the name has no suffix")])
+def test_an_output_name_without_a_known_suffix_is_named_plainly(
+    data: Path, tmp_path: Path, name: str, says: str
+) -> None:
+    # a name without a suffix (".csv" is a hidden file's name) said "no suffix is none of them"
+    status, out, err = invoke("sql", str(data), "SELECT 1 AS a", "-o", str(tmp_path / name))
+    assert (status, out) == (2, "") and says in err and "no suffix is none" not in err, err
+    assert not list(tmp_path.iterdir())
+
+
 def test_endless_standard_input_fails_at_once(
     data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -182,3 +205,28 @@ def test_a_closed_pipe_is_not_an_error(data: Path) -> None:
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 0
     assert err == ""
+
+
+def test_describe_leaves_min_max_unknown_for_dates_python_cannot_hold(tmp_path: Path) -> None:
+    # row i holds day -2_500_000 + i * 1_000_000 (years -4875 to 8814) and, as DuckDB writes
+    # 'infinity', day 2**31 - 1 in its last row: Python's date holds neither the first nor
+    # the last; describe showed "unexpected OverflowError" and exit status 2
+    rows = 6
+    days = [-2_500_000 + i * 1_000_000 for i in range(rows - 1)] + [(1 << 31) - 1]
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(
+        pa.table({"i": list(range(rows)), "d": pa.array(days, pa.date32())}),
+        data / "part-0.parquet",
+    )
+    for extra in ([], ["--scan"], ["--where", "i >= 0", "--scan"]):
+        status, out, err = invoke("describe", str(data), *extra)
+        assert (status, err) == (0, ""), err
+        lines = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
+        assert lines["i"] == ["BIGINT", "0", "0", str(rows - 1)]
+        assert lines["d"] == ["DATE", "0", "?", "?"]
+    status, out, err = invoke("describe", str(data), "--scan", "-f", "json")
+    assert (status, err) == (0, "")
+    columns = {c["name"]: c for c in json.loads(out)["columns"]}
+    assert (columns["i"]["min"], columns["i"]["max"]) == (0, rows - 1)
+    assert (columns["d"]["null_count"], columns["d"]["min"], columns["d"]["max"]) == (0, None, None)

@@ -142,6 +142,27 @@ def test_schema_from_a_file(
     assert "label < 2" in text and "60" in text  # labels 2 and 3: half of 120 rows
 
 
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_schema_file_that_exits_at_import_is_an_error_not_its_status(
+    clean: Path, tmp_path: Path, status: int
+) -> None:
+    # a training script's argument parser, or sys.exit(0) at import, made validate exit with
+    # the script's status, 0 meaning "passed", having validated nothing
+    file = tmp_path / "train.py"
+    file.write_text(
+        "import sys\n"
+        "from undertale_duck.schema import TokenizedDataset\n"
+        "class Small(TokenizedDataset):\n"
+        "    pass\n"
+        f"sys.exit({status})\n"
+    )
+    done = _cli("validate", str(clean), "--schema", f"{file}:Small", "-o", str(tmp_path / "r.json"))
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert done.stdout == "" and done.stderr.count("\n") == 1
+    assert f"called sys.exit({status})" in done.stderr and "nothing was validated" in done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["train.py"]  # no report, no temporary file
+
+
 def test_truncated_shard_and_input_errors(
     clean: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

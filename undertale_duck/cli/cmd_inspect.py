@@ -62,9 +62,12 @@ def run_row(args: argparse.Namespace) -> int:
         try:
             shard, local = ds.locate(args.index)
         except IndexError:
+            valid = (
+                f"(valid: 0..{total - 1}, or -{total}..-1 from the end)" if total
+                else "(no index is valid)"  # not "0..-1, or -0..-1"
+            )
             raise ArgumentError(
-                f"INDEX {args.index} is out of range: the dataset has {total} rows "
-                f"(valid: 0..{total - 1}, or -{total}..-1 from the end)"
+                f"INDEX {args.index} is out of range: the dataset has {total} rows {valid}"
             ) from None
         index = args.index % total
         values = ds[index]

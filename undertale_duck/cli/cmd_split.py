@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Any
 
+from ..common.text import terminal_safe
 from .command import (
     EXIT_OK,
     Command,
@@ -52,15 +53,41 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_OK
-    print(f"split of {args.source} by {args.key!r}, fraction {args.fraction}, seed {args.seed}")
+    print(terminal_safe(
+        f"split of {args.source} by {args.key!r}, fraction {args.fraction}, seed {args.seed}"
+    ))
     for part, info in parts.items():
         share = info["rows"] / rows if rows else 0.0
         print(f"  {part:<10} {info['rows']:>12,} rows ({share:.2%})  fingerprint "
               f"{info['fingerprint']}")
-        print(f"             --where {shlex.quote(info['where'])}")
+        print(f"             --where {_shell_word(info['where'])}")
     print("Counts are exact for these shards; adding shards adds rows to both parts but "
           "moves none.")
     return EXIT_OK
+
+
+def _shell_word(text: str) -> str:
+    r"""``text`` as one shell word to paste, and safe to print on a terminal.
+
+    A key whose name holds a control character (ESC, a line break, U+202E) goes in
+    bash's ``$'...'`` quoting with that character escaped (``\x1b``), so the condition
+    neither rewrites the screen nor breaks the line, and pastes as the same text.
+    """
+    if text.isprintable():
+        return shlex.quote(text)
+    out = []
+    for c in text:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        elif ord(c) < 0x100:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    return "$'" + "".join(out) + "'"
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:

@@ -246,6 +246,8 @@ def read_text_argument(value: str, what: str) -> str:
         raw: bytes | str = (stream or sys.stdin).read(limit + 1)
     elif value.startswith("@"):
         name = value[1:]
+        if not name:  # Path("") is the working directory: "Is a directory" would puzzle
+            raise ArgumentError(f"{what} '@' needs a file name after it, as in @query.sql")
         where = f"the {what} file {name}"
         try:
             with open(Path(name).expanduser(), "rb") as fh:

@@ -55,7 +55,10 @@ def to_text(description: Description) -> str:
         crows.append(row)
     out += aligned(["name", "type", "nulls", "min", "max"], crows).splitlines()
     if not d.scanned and any("?" in row[2:] for row in crows):
-        out.append("  (? = not in the footers: a nested column, or no statistics written)")
+        out.append(
+            "  (? = unknown: a nested column, no statistics written, a type that differs "
+            "between shards, or a date or time outside Python's range)"
+        )
     out.append("")
     if not d.drift:
         out.append("schema drift: none (every readable shard has the same columns and types)")

@@ -85,8 +85,9 @@ def choose_format(requested: str | None, output: str | None, stdout_is_tty: bool
             if suffix not in SUFFIX_FORMATS:
                 raise ArgumentError(
                     f"--output {output}: the format follows the file's suffix "
-                    f"({', '.join(SUFFIX_FORMATS)}), and {suffix or 'no suffix'} is none of "
-                    "them: rename the file or give --format"
+                    f"({', '.join(SUFFIX_FORMATS)}), and "
+                    + (f"{suffix} is none of them" if suffix else "the name has no suffix")
+                    + ": rename the file or give --format"
                 )
             fmt = SUFFIX_FORMATS[suffix]
         else:

@@ -220,6 +220,9 @@ def _import(where: str, spec: str) -> Any:
         sys.modules[name] = module
         try:
             module_spec.loader.exec_module(module)
+        except SystemExit as exc:
+            sys.modules.pop(name, None)
+            raise _exited(spec, where, exc) from None
         except Exception as exc:
             sys.modules.pop(name, None)
             raise ArgumentError(
@@ -239,10 +242,25 @@ def _import(where: str, spec: str) -> Any:
             finally:
                 if cwd in sys.path:
                     sys.path.remove(cwd)
+    except SystemExit as exc:
+        raise _exited(spec, where, exc) from None
     except Exception as exc:
         raise ArgumentError(
             f"schema {spec!r}: cannot import module {where!r}: {type(exc).__name__}: {exc}"
         ) from None
+
+
+def _exited(spec: str, where: str, exc: SystemExit) -> ArgumentError:
+    """The error for a schema module that called ``sys.exit`` while being imported.
+
+    Left alone, its status would become the command's: ``sys.exit(0)`` at import (a script's
+    main code, an argument parser's ``--help``) would end ``validate`` with "passed".
+    """
+    return ArgumentError(
+        f"schema {spec!r}: importing {where} called sys.exit({exc.code!r}) (a script's code "
+        "or argument parser run at import?): nothing was validated; move the schema to a "
+        "module without such code, or guard it with if __name__ == '__main__'"
+    )
 
 
 __all__ = [

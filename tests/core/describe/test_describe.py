@@ -183,3 +183,28 @@ def test_missing_source_is_an_input_error(tmp_path: Path) -> None:
     result = run_cli("describe", str(tmp_path / "nothing"))
     assert result.returncode == 2
     assert result.stdout == "" and "does not exist" in result.stderr
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_columns_duckdb_would_rename_are_not_described_under_its_names(
+    tmp_path: Path, scan: bool
+) -> None:
+    # DuckDB reads "A" beside "a" as "A_1", a second "a" as "a_1", and "" as "column1":
+    # describe listed those names (with their statistics), which no shard has
+    root = tmp_path / "data"
+    root.mkdir()
+    names = {"a": ["a", "b"], "b": ["a", "A"], "c": ["a", "a"], "d": ["a", ""]}
+    for k, (shard, columns) in enumerate(names.items()):
+        rows = range(3 * k, 3 * k + 3)  # row i: i, then 10 * i
+        arrays = [pa.array(rows), pa.array([10 * i for i in rows])]
+        pq.write_table(pa.Table.from_arrays(arrays, names=columns), root / f"{shard}.parquet")
+    d = describe.describe(root, scan=scan)
+    assert [c.name for c in d.columns] == ["a", "b"]
+    assert [(c.min, c.max) for c in d.columns] == [(0, 2), (0, 20)]
+    errors = {os.path.basename(s.path): s.error for s in d.shards if s.error}
+    assert sorted(errors) == ["b.parquet", "c.parquet", "d.parquet"]
+    assert "'a' and 'A', which differ at most in case" in str(errors["b.parquet"])
+    assert "two columns named 'a' and 'a'" in str(errors["c.parquet"])
+    assert "a column with an empty name" in str(errors["d.parquet"])
+    result = run_cli("describe", str(root), *(["--scan"] if scan else []))
+    assert result.returncode == 2 and "_1" not in result.stdout and "column1" not in result.stdout

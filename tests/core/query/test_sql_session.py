@@ -21,7 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import datagen
 
-from undertale_duck import ArgumentError, ParquetDataset, QueryError, ReadOnlyError
+from undertale_duck import (
+    ArgumentError,
+    ParquetDataset,
+    QueryError,
+    ReadOnlyError,
+    SourceError,
+)
 from undertale_duck.core.query import readonly
 from undertale_duck.core.query.session import QuerySession
 from undertale_duck.core.runtime.sqlfiles import quote_literal
@@ -450,3 +456,60 @@ def test_nan_beside_finite_values_in_a_row_group_is_seen(tmp_path: Path) -> None
     counted = ds.sql("SELECT count_if(isnan(f)) AS n FROM dataset").to_pylist()
     assert counted == [{"n": len(nan)}]
     ds.close()
+
+
+@pytest.mark.parametrize(
+    ("second", "column", "own", "wanted"),
+    [
+        # text where the first shard has numbers
+        ({"label": pa.array([f"x{i}" for i in range(4, 8)])}, "label", "VARCHAR", "BIGINT"),
+        # a hostile column name, in a first shard written empty from Python lists (type null)
+        ({'we"ird': pa.array([f"v{i}" for i in range(4, 8)])}, 'we"ird', "VARCHAR", '"NULL"'),
+    ],
+)
+def test_a_shard_whose_column_does_not_cast_names_shard_and_column(
+    tmp_path: Path, second: dict[str, pa.Array], column: str, own: str, wanted: str
+) -> None:
+    # the view reads every shard with the first one's types; a cast that fails was DuckDB's
+    # raw "Conversion Error" text in a QueryError (and an exit status of 1 from the CLI)
+    data = tmp_path / "data"
+    data.mkdir()
+    first: dict[str, pa.Array] = {"i": pa.array(range(4), pa.int64())}
+    first.update(
+        {"label": pa.array([i % 3 for i in range(4)], pa.int64())}
+        if column == "label"
+        else {column: pa.array([None] * 4, pa.null())}
+    )
+    pq.write_table(pa.table(first), data / "part-0.parquet")
+    pq.write_table(
+        pa.table({"i": pa.array(range(4, 8), pa.int64()), **second}), data / "part-1.parquet"
+    )
+    ds = ParquetDataset(data)
+    assert ds.sql("SELECT sum(i) AS s FROM dataset").column("s").to_pylist() == [28]
+    bad = str(data / "part-1.parquet")
+    for run in (
+        lambda: ds.sql("SELECT * FROM dataset"),
+        lambda: ds.sql_batches("SELECT * FROM dataset").read_all(),
+    ):
+        with pytest.raises(SourceError) as caught:
+            run()
+        text = str(caught.value)
+        assert caught.value.path == bad and "Conversion Error" not in text
+        assert f"column {column!r} is {own} there but {wanted} in the dataset" in text
+        assert "schema drift between shards" in text
+
+
+def test_params_that_duckdb_would_misread_are_refused(shared: ParquetDataset) -> None:
+    # a string is a sequence to DuckDB: "3" bound ? to "3", "fn-000001" failed with "excess
+    # parameters: 2, 3, ..."; a set gave ? its values in no set order
+    query = "SELECT count(*) AS n FROM dataset WHERE id = ?"
+    assert shared.sql(query, ["row-00000003"]).column("n").to_pylist() == [1]
+    assert shared.sql(query, ("row-00000003",)).column("n").to_pylist() == [1]
+    for bad in ("row-00000003", b"row-00000003", {"row-00000003"}, 3):
+        with pytest.raises(ArgumentError, match="params must be a mapping"):
+            shared.sql(query, bad)  # type: ignore[arg-type]
+        with pytest.raises(ArgumentError, match="params must be a mapping"):
+            shared.sql_batches(query, bad)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="names of \\$name placeholders are strings"):
+        shared.sql("SELECT $1 AS x", {1: 5})  # type: ignore[dict-item]
+    assert shared.sql("SELECT $1 AS x", {"1": 5}).column("x").to_pylist() == [5]

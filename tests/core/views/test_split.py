@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.cli_run import invoke
 
 from undertale_duck import (
     ArgumentError,
@@ -210,3 +212,32 @@ def test_numpy_seeds_and_fractions_split_as_the_equal_python_values(data: Path) 
     for bad in ({"seed": np.int64(-1)}, {"fraction": np.bool_(True)}, {"seed": np.float64(3)}):
         with pytest.raises(ArgumentError, match="split"):
             Split(key="id", **{"fraction": 0.25, **bad})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("key", ["new\nline", "a\n-- b", "k\x1b[31mred\u202e"])
+def test_a_key_named_with_line_breaks_or_controls_splits_and_prints_safely(
+    tmp_path: Path, key: str
+) -> None:
+    # the key's line break became a space when the condition's comment lines were dropped
+    # ("Referenced column "new line" not found"), a line starting "--" inside its quotes was
+    # dropped as a comment, and `split` printed its control characters raw to the terminal
+    root = tmp_path / "data"
+    root.mkdir()
+    pq.write_table(pa.table({"id": pa.array(range(40), pa.int64()),
+                             key: pa.array([f"k{g}" for g in range(40)])}), root / "p.parquet")
+    parts = {part: ParquetDataset(root, split=Split(key, 0.3, part, 5))
+             for part in ("train", "validation")}
+    for part, ds in parts.items():
+        want = [g for g in range(40) if Split(key, 0.3, part, 5).part_of(f"k{g}") == part]
+        assert ids(ds) == want
+    assert len(parts["train"]) + len(parts["validation"]) == 40
+    status, out, err = invoke("split", str(root), "--key", key, "--fraction", "0.3",
+                              "--seed", "5")
+    assert (status, err) == (0, "")
+    assert out.isascii() and all(c.isprintable() for line in out.splitlines() for c in line)
+    printed = [ln.split("--where ", 1)[1] for ln in out.splitlines() if "--where " in ln]
+    for part, word in zip(("train", "validation"), printed, strict=True):
+        # what the line says is the condition, once a shell (bash) has read it
+        pasted = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True,
+                                text=True, check=True).stdout
+        assert pasted == Split(key, 0.3, part, 5).where(None)

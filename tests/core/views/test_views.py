@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from support import datagen
 from torch.utils.data import DataLoader
 
-from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, QueryError
+from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, QueryError, SourceError
 from undertale_duck.core.source import windows as win
 from undertale_duck.core.views import check as viewmod
 from undertale_duck.core.views import index as view_index
@@ -384,3 +384,30 @@ def test_nan_beside_finite_values_in_a_row_group_is_kept(
     ds = ParquetDataset(data, query=f"SELECT id, f * 2 AS g FROM dataset WHERE {condition}")
     assert [row["id"] for row in ds.__getitems__(list(range(len(ds))))] == want
     ds.close()
+
+
+@pytest.mark.parametrize("where", [None, "i >= 0"])
+def test_a_view_serves_a_drifting_column_in_the_datasets_type_or_fails(
+    tmp_path: Path, where: str | None
+) -> None:
+    # row i: i, and label i % 3, as int64 in part-0 but as int32 (castable) in part-1 and as
+    # text "x<i>" in part-2; a view served part-2's text as is (ds[7] == {"label": "x7"}),
+    # and head --where died with "unexpected ArrowInvalid"
+    data = tmp_path / "data"
+    data.mkdir()
+    for k, typ in enumerate([pa.int64(), pa.int32(), pa.string()]):
+        rows = range(4 * k, 4 * k + 4)
+        labels = [f"x{i}" for i in rows] if typ == pa.string() else [i % 3 for i in rows]
+        pq.write_table(
+            pa.table({"i": pa.array(rows, pa.int64()), "label": pa.array(labels, typ)}),
+            data / f"part-{k}.parquet",
+        )
+    ds = ParquetDataset(data, where=where)
+    assert len(ds) == 12
+    for i in range(8):
+        row = ds[i]
+        assert row == {"i": i, "label": i % 3} and type(row["label"]) is int
+    for i in (8, 11, -1):
+        with pytest.raises(SourceError, match="is string there but int64 in the dataset") as info:
+            ds[i]
+        assert info.value.path == str(data / "part-2.parquet")

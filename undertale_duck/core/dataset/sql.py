@@ -76,7 +76,8 @@ class SqlAccess:
             The result as an Arrow table.
 
         Raises:
-            ArgumentError: If ``query`` is not a string.
+            ArgumentError: If ``query`` is not a string, or ``params`` neither a mapping nor
+                a list or tuple.
             QueryError: If the SQL fails, holds more than one statement, or its result is
                 larger than ``max_bytes``.
             ReadOnlyError: If the SQL would write or change state (``COPY``, ``ATTACH`` ...).

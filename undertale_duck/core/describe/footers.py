@@ -16,7 +16,7 @@ import pyarrow as pa
 from ...common.jsonvalue import jsonable
 from ...common.progress import Progress
 from ...common.text import first_line
-from ...errors import SourceError
+from ...errors import ColumnError, SourceError
 from ..bounds import VectorBound
 from ..parquet import footers
 from ..runtime import (
@@ -28,7 +28,14 @@ from ..runtime import (
     sqlfiles,
     threads_of,
 )
-from ..source import Shard, ShardDrift, SourceFiles, reference_columns, schema_drift
+from ..source import (
+    Shard,
+    ShardDrift,
+    SourceFiles,
+    check_column_names,
+    reference_columns,
+    schema_drift,
+)
 
 
 @dataclass
@@ -235,6 +242,18 @@ def _read_shard(
         info.error = "DuckDB cannot read its schema: " + first_line(exc, limit=4000)
         return info, None
     info.columns = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
+    renamed = [name for name, _ in info.columns] != list(shard.schema.names)
+    if renamed:
+        # DuckDB renames a column whose name another one shares (ignoring case) or that is
+        # empty ("A" beside "a" becomes "A_1"): its statistics would be shown, and scanned,
+        # under a name the file does not have, so say why the shard cannot be served
+        try:
+            check_column_names([shard], shard.schema.names)
+            why = f"DuckDB reads its columns under other names: {[n for n, _ in info.columns]}"
+        except ColumnError as exc:
+            why = str(exc)
+        info.columns, info.error = [], _reason(why.replace(f"shard {path} ", ""), path)
+        return info, None
     return info, shard
 
 
@@ -268,7 +287,9 @@ def _footer_stats(path: str, files: SourceFiles) -> dict[str, tuple[int | None, 
                 try:
                     lo = st.min if lo is None else min(lo, st.min)
                     hi = st.max if hi is None else max(hi, st.max)
-                except TypeError:
+                except (TypeError, OverflowError, ValueError):
+                    # TypeError: drifting types; the others: a date or time Python cannot
+                    # hold (DuckDB's 'infinity', a year past 9999), so min/max are unknown
                     known = False
             elif st is None or st.null_count != chunk.num_values:
                 known = known and group.num_rows == 0
@@ -299,10 +320,39 @@ def scan_aggregates(columns: list[tuple[str, str]]) -> str:
     return ", ".join(parts)
 
 
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+#: A scanned min or max with no Python value (a date or time out of Python's range): the
+#: column's min/max are then unknown, never taken for "every value NULL".
+UNKNOWN = _Unknown()
+
+
+def scan_row(table: pa.Table) -> dict[str, Any]:
+    """The one row of a :func:`scan_aggregates` result as Python values.
+
+    Args:
+        table: The scan's one-row result.
+
+    Returns:
+        ``{column name: value}``, with :data:`UNKNOWN` for a value Python cannot hold (a
+        date such as DuckDB's ``'infinity'``, a timestamp past year 9999).
+    """
+    row: dict[str, Any] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        try:
+            row[name] = column.to_pylist()[0]
+        except (OverflowError, ValueError):
+            row[name] = UNKNOWN
+    return row
+
+
 def scan_values(
     row: Mapping[str, Any], columns: list[tuple[str, str]]
 ) -> dict[str, tuple[int, Any, Any, bool]]:
-    """``{name: (nulls, min, max, is a list)}`` from a row of :func:`scan_aggregates`."""
+    """``{name: (nulls, min, max, is a list)}`` from :func:`scan_row`'s row."""
     return {
         name: (int(row[f"n_{k}"]), row[f"lo_{k}"], row[f"hi_{k}"], _is_list(duck_type))
         for k, (name, duck_type) in enumerate(columns)
@@ -316,7 +366,7 @@ def _scan_stats(
     params = {"path": duckdb_path(path)}
     # Ctrl-C stops the scan at once (core/interrupt.py), not after it
     table = interruptible(con, lambda: con.sql(text, params=params).to_arrow_table())
-    return scan_values(table.to_pylist()[0], columns)
+    return scan_values(scan_row(table), columns)
 
 
 def _check_vectors(files: SourceFiles, path: str, limit: int, threads: int) -> None:
@@ -496,7 +546,7 @@ def describe(
                         c.max_length = hi if c.max_length is None else max(c.max_length, hi)
                     c._known = False
                     continue
-                if not scan and not flag:
+                if (not scan and not flag) or lo is UNKNOWN or hi is UNKNOWN:
                     c._known = False
                 if c._known:
                     c._merge_min_max(lo, hi)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ...common.jsonvalue import jsonable
 from ...errors import ArgumentError, ShardChangedError
 from ..runtime import sqlfiles
-from .footers import ColumnInfo, is_nested, scan_aggregates, scan_values
+from .footers import UNKNOWN, ColumnInfo, is_nested, scan_aggregates, scan_row, scan_values
 
 if TYPE_CHECKING:
     from ..dataset import ShardDataset
@@ -83,7 +83,7 @@ def describe_view(ds: ShardDataset, *, scan: bool = False) -> ViewDescription:
             c._known = False
         return ViewDescription(ds.query, len(ds), columns, scanned=False)
     text = sqlfiles.render("describe_view_scan", aggregates=scan_aggregates(layout))
-    row = ds.sql(text).to_pylist()[0]
+    row = scan_row(ds.sql(text))
     if int(row["rows"]) != len(ds):
         raise ShardChangedError(
             f"the view has {row['rows']} rows now but {len(ds)} when it was indexed: a side "
@@ -96,7 +96,7 @@ def describe_view(ds: ShardDataset, *, scan: bool = False) -> ViewDescription:
         if is_list:
             c.min_length, c.max_length = lo, hi
             c._known = False
-        elif is_nested(c.type):
+        elif is_nested(c.type) or lo is UNKNOWN or hi is UNKNOWN:
             c._known = False  # structs and maps have no min/max here, as in describe
         else:
             c.min, c.max = lo, hi

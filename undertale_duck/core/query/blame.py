@@ -80,6 +80,50 @@ def view_failure(
     return failures.shard_error(error, path, "its footer and schema")
 
 
+def drift_failure(source: Source, exc: BaseException) -> SourceError | None:
+    """Our error for a shard whose column the ``dataset`` view cannot cast, or None.
+
+    The view reads every shard with the first shard's types; DuckDB's cast of a drifting
+    column (text for a number, any values for a column all NULL in the first shard) fails
+    with a ``ConversionException`` naming the file and the column.
+
+    Args:
+        source: The dataset's shards.
+        exc: The error an ad hoc query raised.
+
+    Returns:
+        The error naming the shard, the column and both types, or None.
+    """
+    if not isinstance(exc, duckdb.ConversionException):
+        return None
+    text = str(exc)
+    for shard in source.shards:
+        if f'file "{shard.path}"' not in text:
+            continue
+        for name in source.columns:
+            if "\x00" in name:  # no view holds such a column: quote_identifier refuses it
+                continue
+            # DuckDB names the column as an identifier in SQL, quotes doubled
+            marker = f"failed to cast column {sqlfiles.quote_identifier(name)} from type "
+            if marker not in text:
+                continue
+            # the types are DuckDB's names, which hold no " to " themselves (the column's
+            # name, which might, ends before the marker)
+            types, _, why = text.split(marker, 1)[1].partition(":")
+            own, _, wanted = types.partition(" to ")
+            # DuckDB's own reason is the first line; its advice after it is about its options
+            why = (why.strip(" :").splitlines() or ["no cast"])[0].strip()
+            return SourceError(
+                f"shard {shard.path}: column {name!r} is {own} there but {wanted} in the "
+                "dataset (its first shard), and its values do not fit that type (schema "
+                f"drift between shards): {why}; rewrite the shard with the "
+                "dataset's type, or leave the column out of the query (a ParquetDataset: "
+                "columns=[...])",
+                shard.path,
+            )
+    return None
+
+
 def query_failure(
     source: Source, cursor: duckdb.DuckDBPyConnection, exc: BaseException | None
 ) -> SourceError | None:

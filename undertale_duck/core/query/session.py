@@ -230,6 +230,7 @@ class QuerySession:
     def _start(self, query: str, params: Params, batch_rows: int) -> Stream:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ArgumentError(f"batch_rows must be a positive integer, got {batch_rows!r}")
+        _check_params(params)
         found = statements(query)
         self.source.check_unchanged()
         try:
@@ -325,6 +326,9 @@ class QuerySession:
                 "refused: ad hoc SQL is confined to the dataset's own files (sql_files="
                 f"'dataset'; the shell's --sql-files any lifts it): {failures.message(exc)}"
             )
+        drift = blame.drift_failure(self.source, exc)
+        if drift is not None:
+            return drift
         if failures.is_fatal(exc):
             self._connection.close()  # DuckDB invalidated the database: reopened next time
         else:
@@ -353,6 +357,34 @@ class QuerySession:
         self._connection.close()
 
 
+
+
+def _check_params(params: object) -> None:
+    """Refuse parameters DuckDB would misread rather than reject.
+
+    A string is a sequence to DuckDB (``"abc"`` binds ``?`` to ``"a"``, ``"b"``, ``"c"``),
+    and a set has no order for ``?`` to follow.
+
+    Raises:
+        ArgumentError: If ``params`` is not None, a mapping with string keys, or a list or
+            tuple.
+    """
+    if params is None or isinstance(params, list | tuple):
+        return
+    if isinstance(params, Mapping):
+        bad = [k for k in params if not isinstance(k, str)]
+        if bad:
+            raise ArgumentError(
+                f"params: the names of $name placeholders are strings, got {bad[0]!r}"
+            )
+        return
+    raise ArgumentError(
+        "params must be a mapping (for $name placeholders) or a list or tuple (for ?), got "
+        f"{type(params).__name__}" + (
+            f" {params!r}: wrap a single value in a list, [value]"
+            if isinstance(params, str | bytes) else ""
+        )
+    )
 
 
 def result_limit(memory_bytes: int) -> int:

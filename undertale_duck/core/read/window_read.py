@@ -382,7 +382,9 @@ class WindowDecoder:
                 shard.path,
                 (win.offset, win.end),
             )
-        table = conform(table, self.schema, shard if self._view is None else None)
+        # a view's rows too: a window reads its shard with the shard's own types, and a
+        # drifting column whose values do not fit the view's type was served uncast
+        table = conform(table, self.schema, shard)
         if not exact:
             # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
             # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row

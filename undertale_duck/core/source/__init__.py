@@ -13,7 +13,7 @@ from .remote.fsclient import parse_storage_options
 from .remote.listing import SourceFiles, remote_metadata
 from .remote.store import is_remote
 from .remote.traffic import StorageStats
-from .shard import Shard, read_footer
+from .shard import Shard, check_column_names, read_footer
 from .source import Source
 from .windows import (
     Window,
@@ -32,6 +32,7 @@ __all__ = [
     "SourceLike",
     "StorageStats",
     "Window",
+    "check_column_names",
     "conform",
     "is_remote",
     "local_paths",

@@ -98,8 +98,31 @@ def _glob_files(pattern: str) -> list[str]:
             raise SourceError(_not_regular(m), m)
         files.append(os.path.abspath(m))
     if not files:
-        raise SourceError(f"no Parquet files match the pattern {pattern!r}", pattern)
+        raise SourceError(
+            f"no Parquet files match the pattern {pattern!r}{_bracket_hint(pattern)}", pattern
+        )
     return files
+
+
+def _bracket_hint(pattern: str) -> str:
+    """A hint for a pattern whose ``[...]`` a directory's own name holds (``data[1]/*``).
+
+    In a glob ``[1]`` matches the character ``1``, so ``data[1]/*.parquet`` looks in
+    ``data1``; the escaped pattern reads the directory that exists.
+    """
+    head, rest = pattern, ""
+    while head and "[" in head:
+        if os.path.exists(head):
+            escaped = globlib.escape(head) + rest
+            return (
+                f" ({head} exists, but [ and ] are glob characters in a pattern: escape them "
+                f"as [[] and []], {escaped!r})"
+            )
+        head, tail = os.path.split(head)
+        if not tail:
+            break
+        rest = os.sep + tail + rest
+    return ""
 
 
 def local_paths(source: SourceLike) -> list[str]:

@@ -82,9 +82,9 @@ def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> p
     Args:
         table: A window as DuckDB returned it, columns in ``schema`` order.
         schema: The dataset's reference schema.
-        shard: The window's shard, for a plain dataset (not a view): a column whose type in
-            that shard differs from the reference type (schema drift between shards) must
-            cast to it, so that a column has one type whatever shard a row comes from.
+        shard: The window's shard: a column whose type in that shard differs from the
+            reference type (schema drift between shards) must cast to it, so that a column
+            has one type whatever shard a row comes from (in a view too).
 
     Returns:
         The table with each column cast to the reference type where that cast is safe.

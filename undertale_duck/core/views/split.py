@@ -98,8 +98,15 @@ class Split:
             QueryError: If ``where`` is not one whole condition on its own (``"a) OR (b"``
                 would otherwise take the split's condition apart and serve every row).
         """
-        lines = [ln for ln in self.condition().splitlines() if not ln.lstrip().startswith("--")]
-        mine = " ".join(ln.strip() for ln in lines if ln.strip())
+        # the template's comments go by DuckDB's tokens, not by lines: a key named "a\nb"
+        # (or "a\n-- b") keeps its line break inside its quotes, where lines were joined
+        # with a space (naming no column) and a line starting "--" inside them dropped
+        text = self.condition()
+        mine = "".join(
+            text[start:end]
+            for start, end, kind in sqlfiles.tokens(text)
+            if kind != duckdb.token_type.comment
+        ).strip()
         if where is None:
             return mine
         if not isinstance(where, str) or not where.strip():
