@@ -4,8 +4,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,3 +72,19 @@ def test_batches_across_windows_equal_the_python_rows(indices: list[int], fmt: s
     if len(widths) == 1:  # one width: one matrix, whatever windows the rows came from
         tokens = again.batched("tokens")
         assert tokens is not None and tuple(tokens.shape) == (len(indices), widths.pop())
+
+
+@pytest.mark.parametrize("fmt", ["python", "numpy", "torch"])
+@pytest.mark.parametrize(
+    "indices",
+    [
+        np.array([2**64 - 1], np.uint64),  # as int64: -1, the last row
+        np.array([3, 2**64 - 185], np.uint64),  # as int64: -185, the first row
+        [np.uint64(2**63)],
+        [2**64 - 2],  # numpy reads a list of such Python ints as uint64
+    ],
+)
+def test_unsigned_indices_of_2_63_or_more_are_out_of_range(indices: Any, fmt: str) -> None:
+    # they wrapped to negative int64 indices and served rows counted from the end
+    with pytest.raises(IndexError, match=f"dataset index {int(max(indices))} out of range"):
+        dataset(fmt).__getitems__(indices)

@@ -86,6 +86,19 @@ def test_column_spelled_in_another_case_by_a_later_shard(tmp_path: Path, fmt: st
             pa.array([dt.datetime(2020, 1, 2, 13, 45, 7), None], pa.timestamp("us")),
             "13, 45, 7",
         ),
+        # a zone given or taken away: every value survives the cast back, yet a local wall
+        # time would be served as a UTC instant (and the other way round)
+        (
+            pa.array([None, dt.datetime(2020, 1, 1)], pa.timestamp("us", "UTC")),
+            pa.array([dt.datetime(2020, 1, 2, 12), None], pa.timestamp("us")),
+            "time zone",
+        ),
+        (
+            pa.array([None, [dt.datetime(2020, 1, 1)]], pa.list_(pa.timestamp("ms"))),
+            pa.array([[dt.datetime(2020, 1, 2, 12)], None],
+                     pa.list_(pa.timestamp("ms", "America/New_York"))),
+            "time zone",
+        ),
     ],
 )
 def test_drifting_column_whose_values_do_not_fit_is_refused(
@@ -106,6 +119,60 @@ def test_drifting_column_whose_values_do_not_fit_is_refused(
         with pytest.raises(SourceError, match="schema drift"):
             ds.__getitems__([0, 2])
     assert hf.sha256s(root) == before
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "culprit"),
+    [
+        (pa.array([0.5, 1], pa.float32()), pa.array([0.1, 0.25], pa.float64()), "0.1"),
+        (
+            pa.array([[0.5], []], pa.list_(pa.float32())),
+            pa.array([[0.25, 0.1], None], pa.list_(pa.float64())),
+            "0.1",
+        ),
+        (
+            pa.array([dt.date(2020, 1, 1), dt.date(2020, 1, 2)], pa.date32()),
+            pa.array([dt.datetime(2020, 1, 2, 13, 45, 7), None], pa.timestamp("us")),
+            "13, 45, 7",
+        ),
+        (
+            pa.array([None, dt.datetime(2020, 1, 1)], pa.timestamp("us", "UTC")),
+            pa.array([dt.datetime(2020, 1, 2, 12), None], pa.timestamp("us")),
+            "time zone",
+        ),
+    ],
+)
+@pytest.mark.parametrize("view", [{"where": "true"}, {"query": "SELECT v, 1 AS k FROM dataset"}])
+def test_a_view_over_drifting_shards_refuses_a_cast_that_changes_values(
+    tmp_path: Path, first: pa.Array, second: pa.Array, culprit: str, view: dict[str, str]
+) -> None:
+    # a view takes DuckDB's types for its first shard; a later shard's values cast to them
+    # were served rounded, without their time of day or with a guessed zone
+    root = _shards(tmp_path / "d", pa.table({"v": first}), pa.table({"v": second}))
+    for fmt in FORMATS:
+        ds = ParquetDataset(root, format=fmt, window_bytes=1, read_ahead=False, **view)
+        assert ds[1]["v"] is not None
+        for index in (2, -2):
+            with pytest.raises(SourceError, match="schema drift") as info:
+                ds[index]
+            assert info.value.path == str(root / "1.parquet")
+            assert "'v'" in str(info.value) and culprit in str(info.value)
+        with pytest.raises(SourceError, match="schema drift"):
+            ds.__getitems__([0, 2])
+
+
+def test_a_view_over_drifting_shards_refuses_values_no_cast_holds(tmp_path: Path) -> None:
+    # no cast to the first shard's type fits: as the plain dataset does, the view refuses
+    # the shard rather than serve one column in two types
+    root = _shards(
+        tmp_path / "d",
+        pa.table({"v": pa.array([1, 2], pa.int32())}),
+        pa.table({"v": pa.array([1 << 40, 3], pa.int64())}),
+    )
+    ds = ParquetDataset(root, where="v > 0", window_bytes=1, read_ahead=False)
+    assert [ds[i]["v"] for i in range(2)] == [1, 2]
+    with pytest.raises(SourceError, match=r"1.parquet.*'v' is int64 there but int32 in the view"):
+        ds[2]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -157,18 +157,25 @@ def _leaves(
     lowered = [name.lower() for name in arrow.names]
     if len(set(lowered)) != len(lowered):
         return None  # DuckDB may bind such names differently
+    # Leaves by top-level column, and the dataset's names, found once: a lookup per column
+    # over every leaf (or ``schema.names``, a fresh list per call) is quadratic, minutes
+    # on a shard of 5,000 columns
+    by_column: dict[str, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        by_column.setdefault(leaf.path.split(".")[0], []).append(i)
+    wanted = set(schema.names)
     out = []
     for name in columns:
         if "." in name or arrow.get_all_field_indices(name) != [arrow.get_field_index(name)]:
             return None
         field = arrow.field(name)
-        want = schema.field(name) if name in schema.names else None
+        want = schema.field(name) if name in wanted else None
         if want is None or field.type != want.type or not allowed_type(field.type):
             return None
-        mine = [(i, leaf) for i, leaf in enumerate(leaves) if leaf.path.split(".")[0] == name]
+        mine = by_column.get(name, [])
         if len(mine) != 1:
             return None
-        index, leaf = mine[0]
+        index, leaf = mine[0], leaves[mine[0]]
         parts = leaf.path.split(".")
         listed = pa.types.is_list(field.type) or pa.types.is_large_list(field.type)
         shape = (

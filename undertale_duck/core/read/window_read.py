@@ -384,7 +384,7 @@ class WindowDecoder:
             )
         # a view's rows too: a window reads its shard with the shard's own types, and a
         # drifting column whose values do not fit the view's type was served uncast
-        table = conform(table, self.schema, shard)
+        table = conform(table, self.schema, shard, view=self._view is not None)
         if not exact:
             # One contiguous, exactly sized buffer per column, owned by Arrow: rows are then
             # sliced or gathered without per-chunk work (gathers across DuckDB's 2048-row

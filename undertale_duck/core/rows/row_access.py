@@ -211,6 +211,10 @@ class RowAccess:
             return np.fromiter(
                 (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
             )
+        if array.dtype.kind == "u" and array.size and int(array.max()) >= n:
+            # checked before the int64 cast: 2**63 or more would wrap to a negative index
+            bad = next(int(i) for i in array if i >= n)
+            raise IndexError(f"dataset index {bad} out of range for {n} rows")
         index = array.astype(np.int64, copy=False)
         if index.size and (index.min() < -n or index.max() >= n):
             bad = next(int(i) for i in index if not -n <= i < n)

@@ -70,7 +70,9 @@ def check_types(shards: Sequence[Shard], columns: Sequence[str]) -> None:
                 )
 
 
-def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> pa.Table:
+def conform(
+    table: pa.Table, schema: pa.Schema, shard: Shard | None = None, *, view: bool = False
+) -> pa.Table:
     """Give a DuckDB result the Arrow types pyarrow reads from the footer, where they differ.
 
     DuckDB returns, for example, plain strings for dictionary-encoded columns and its own
@@ -85,13 +87,17 @@ def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> p
         shard: The window's shard: a column whose type in that shard differs from the
             reference type (schema drift between shards) must cast to it, so that a column
             has one type whatever shard a row comes from (in a view too).
+        view: Whether ``schema`` is a view's (DuckDB's types for its first shard): then
+            any column DuckDB gives another type for ``shard`` drifts (DuckDB typed it from
+            that shard's columns, which a computed column may not name).
 
     Returns:
         The table with each column cast to the reference type where that cast is safe.
 
     Raises:
         SourceError: If a drifting column's values do not fit the reference type (an
-            int64 value beyond int32, a negative value for uint64, text for a number).
+            int64 value beyond int32, a negative value for uint64, text for a number), or
+            a cast would change them (rounding, a dropped time of day, a time zone).
     """
     columns = []
     fields = []
@@ -99,24 +105,26 @@ def conform(table: pa.Table, schema: pa.Schema, shard: Shard | None = None) -> p
     for column, field in zip(table.columns, schema, strict=True):
         target = _plain(field.type)
         if column.type != target:
-            drifting = shard is not None and _drifts(shard, field)
+            drifting = shard is not None and (view or _drifts(shard, field))
             why = ""
             try:
                 cast = _uuids(column, target) if isinstance(target, pa.UuidType) else (
                     column.cast(target)
                 )
                 if drifting:
-                    why = _lost(column, cast)
+                    why = _zone_change(column.type, target) or _lost(column, cast)
                 if not why:
                     column = cast
                     changed = True
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                why = first_line(exc)
+                why = first_line(exc)  # a view too: one type per column, as the dataset
             if why and shard is not None and drifting:
-                own = shard.schema.field(field.name).type
+                # a view's column may be computed: its type there is DuckDB's for the shard
+                own = column.type if view else shard.schema.field(field.name).type
+                where = "the view over its first shard" if view else "the dataset (its first shard)"
                 raise SourceError(
                     f"shard {shard.path}: column {field.name!r} is {own} there but "
-                    f"{field.type} in the dataset (its first shard), and its values do not "
+                    f"{field.type} in {where}, and its values do not "
                     f"fit that type (schema drift between shards): {why}; "
                     "rewrite the shard with the dataset's type, or leave the column out "
                     "with columns=[...]",
@@ -145,6 +153,29 @@ def _lost(column: pa.ChunkedArray, cast: pa.ChunkedArray) -> str:
     # one array each: a cast may join chunks (drifting columns only pay for it)
     found = _first_change(before.combine_chunks(), back.combine_chunks())
     return "" if found is None else f"the value {found} changes when cast"
+
+
+def _zones(typ: pa.DataType) -> Iterator[str | None]:
+    """The time zone of each timestamp in ``typ`` (nested ones too), in schema order."""
+    if pa.types.is_timestamp(typ):
+        yield typ.tz
+    for child in _children(typ):
+        yield from _zones(child)
+
+
+def _zone_change(own: pa.DataType, target: pa.DataType) -> str:
+    """Why casting ``own`` to ``target`` gives or takes away a time zone ("" if it does not).
+
+    Arrow's cast reads a timestamp without a zone as UTC (and drops the zone the other way):
+    every value passes a cast back, yet a local wall time would be served as a UTC instant.
+    """
+    for mine, theirs in zip(_zones(own), _zones(target), strict=False):
+        if (mine is None) != (theirs is None):
+            return (
+                "a timestamp with a time zone and one without are different values (the "
+                "cast would guess UTC for the zone-less one)"
+            )
+    return ""
 
 
 def _first_change(a: pa.Array, b: pa.Array) -> str | None:
