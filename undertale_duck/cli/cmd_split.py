@@ -75,19 +75,8 @@ def _shell_word(text: str) -> str:
     """
     if text.isprintable():
         return shlex.quote(text)
-    out = []
-    for c in text:
-        if c in "\\'":
-            out.append("\\" + c)
-        elif c.isprintable():
-            out.append(c)
-        elif ord(c) < 0x100:
-            out.append(f"\\x{ord(c):02x}")
-        elif ord(c) < 0x10000:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(f"\\U{ord(c):08x}")
-    return "$'" + "".join(out) + "'"
+    # terminal_safe's escapes (\x1b, \n, \u202e) are ones bash's $'...' reads back
+    return "$'" + "".join("\\" + c if c in "\\'" else terminal_safe(c) for c in text) + "'"
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:

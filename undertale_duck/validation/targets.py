@@ -151,7 +151,9 @@ def model_class(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def config_metadata(model: type[BaseModel], annotation: Any, info: FieldInfo) -> tuple[Any, ...]:
+def _config_metadata(
+    model: type[BaseModel], annotation: Any, own: tuple[Any, ...]
+) -> tuple[Any, ...]:
     """The constraints a model's config gives a field (the field's own come after and win).
 
     ``allow_inf_nan=False`` applies to every float field; ``str_strip_whitespace``,
@@ -161,7 +163,8 @@ def config_metadata(model: type[BaseModel], annotation: Any, info: FieldInfo) ->
     Args:
         model: The model the field belongs to (its ``model_config``).
         annotation: The field's type with ``None`` removed.
-        info: The field.
+        own: The field's own constraints (``FieldInfo.metadata`` and those inside an
+            optional type).
 
     Returns:
         Constraint objects of the kinds ``FieldInfo.metadata`` holds.
@@ -171,7 +174,6 @@ def config_metadata(model: type[BaseModel], annotation: Any, info: FieldInfo) ->
     if annotation is float and config.get("allow_inf_nan") is False:
         out.append(AllowInfNan(False))
     if annotation is str:
-        own = (*info.metadata, *inner_metadata(info.annotation))
 
         def length(attr: str) -> int | None:
             if any(getattr(item, attr, None) is not None for item in own):
@@ -203,6 +205,7 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
         column = column_name(name, info)
         annotation, nullable = strip_optional(info.annotation)
         path = (*prefix, column)
+        own = (*info.metadata, *inner_metadata(info.annotation))
         out.append(
             Target(
                 label=".".join(path),
@@ -210,11 +213,7 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
                 annotation=annotation,
                 nullable=nullable,
                 required=info.is_required(),
-                metadata=(
-                    *config_metadata(model, annotation, info),
-                    *info.metadata,
-                    *inner_metadata(info.annotation),
-                ),
+                metadata=(*_config_metadata(model, annotation, own), *own),
             )
         )
         nested = model_class(annotation)

@@ -62,6 +62,32 @@ def test_column_spelled_in_another_case_by_a_later_shard(tmp_path: Path, fmt: st
     assert {_kind(r["id"]) for r in [*rows, *batch]} == {_kind(rows[0]["id"])}
 
 
+#: A later shard's timestamps cast to the first shard's dates: the time of day is lost.
+TIME_OF_DAY_DROPPED = (
+    pa.array([dt.date(2020, 1, 1), dt.date(2020, 1, 2)], pa.date32()),
+    pa.array([dt.datetime(2020, 1, 2, 13, 45, 7), None], pa.timestamp("us")),
+    "13, 45, 7",
+)
+#: A zone-less shard after a zoned one: Arrow's cast would read its wall times as UTC.
+ZONE_GUESSED = (
+    pa.array([None, dt.datetime(2020, 1, 1)], pa.timestamp("us", "UTC")),
+    pa.array([dt.datetime(2020, 1, 2, 12), None], pa.timestamp("us")),
+    "time zone",
+)
+
+
+def _refuses_the_second_shard(ds: ParquetDataset, root: Path, culprit: str) -> None:
+    """Rows of shard 1 are refused as schema drift naming it, the column and the culprit."""
+    for index in (2, -2):
+        with pytest.raises(SourceError, match="schema drift") as info:
+            ds[index]
+        assert info.value.path == str(root / "1.parquet")
+        assert "'v'" in str(info.value) and culprit in str(info.value)
+        assert not isinstance(info.value, CorruptShardError)
+    with pytest.raises(SourceError, match="schema drift"):
+        ds.__getitems__([0, 2])
+
+
 @pytest.mark.parametrize(
     ("first", "second", "culprit"),
     [
@@ -81,18 +107,10 @@ def test_column_spelled_in_another_case_by_a_later_shard(tmp_path: Path, fmt: st
             pa.array([{"f": 2.0**-149 / 4}, {"f": 1.0}], pa.struct([("f", pa.float64())])),
             "e-46",
         ),
-        (
-            pa.array([dt.date(2020, 1, 1), dt.date(2020, 1, 2)], pa.date32()),
-            pa.array([dt.datetime(2020, 1, 2, 13, 45, 7), None], pa.timestamp("us")),
-            "13, 45, 7",
-        ),
+        TIME_OF_DAY_DROPPED,
         # a zone given or taken away: every value survives the cast back, yet a local wall
         # time would be served as a UTC instant (and the other way round)
-        (
-            pa.array([None, dt.datetime(2020, 1, 1)], pa.timestamp("us", "UTC")),
-            pa.array([dt.datetime(2020, 1, 2, 12), None], pa.timestamp("us")),
-            "time zone",
-        ),
+        ZONE_GUESSED,
         (
             pa.array([None, [dt.datetime(2020, 1, 1)]], pa.list_(pa.timestamp("ms"))),
             pa.array([[dt.datetime(2020, 1, 2, 12)], None],
@@ -110,14 +128,7 @@ def test_drifting_column_whose_values_do_not_fit_is_refused(
         ds = ParquetDataset(root, format=fmt, window_bytes=1, read_ahead=False)
         if fmt != "torch" or first.type != pa.uint64():
             assert ds[1]["v"] is not None
-        for index in (2, -2):
-            with pytest.raises(SourceError, match="schema drift") as info:
-                ds[index]
-            assert info.value.path == str(root / "1.parquet")
-            assert "'v'" in str(info.value) and culprit in str(info.value)
-            assert not isinstance(info.value, CorruptShardError)
-        with pytest.raises(SourceError, match="schema drift"):
-            ds.__getitems__([0, 2])
+        _refuses_the_second_shard(ds, root, culprit)
     assert hf.sha256s(root) == before
 
 
@@ -130,16 +141,8 @@ def test_drifting_column_whose_values_do_not_fit_is_refused(
             pa.array([[0.25, 0.1], None], pa.list_(pa.float64())),
             "0.1",
         ),
-        (
-            pa.array([dt.date(2020, 1, 1), dt.date(2020, 1, 2)], pa.date32()),
-            pa.array([dt.datetime(2020, 1, 2, 13, 45, 7), None], pa.timestamp("us")),
-            "13, 45, 7",
-        ),
-        (
-            pa.array([None, dt.datetime(2020, 1, 1)], pa.timestamp("us", "UTC")),
-            pa.array([dt.datetime(2020, 1, 2, 12), None], pa.timestamp("us")),
-            "time zone",
-        ),
+        TIME_OF_DAY_DROPPED,
+        ZONE_GUESSED,
     ],
 )
 @pytest.mark.parametrize("view", [{"where": "true"}, {"query": "SELECT v, 1 AS k FROM dataset"}])
@@ -152,13 +155,7 @@ def test_a_view_over_drifting_shards_refuses_a_cast_that_changes_values(
     for fmt in FORMATS:
         ds = ParquetDataset(root, format=fmt, window_bytes=1, read_ahead=False, **view)
         assert ds[1]["v"] is not None
-        for index in (2, -2):
-            with pytest.raises(SourceError, match="schema drift") as info:
-                ds[index]
-            assert info.value.path == str(root / "1.parquet")
-            assert "'v'" in str(info.value) and culprit in str(info.value)
-        with pytest.raises(SourceError, match="schema drift"):
-            ds.__getitems__([0, 2])
+        _refuses_the_second_shard(ds, root, culprit)
 
 
 def test_a_view_over_drifting_shards_refuses_values_no_cast_holds(tmp_path: Path) -> None:
