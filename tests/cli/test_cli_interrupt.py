@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -206,6 +207,32 @@ def test_ctrl_c_stops_a_window_read_at_once(slow: Path, command: str) -> None:
     out, err = _interrupt(proc)
     _assert_interrupted(proc, out, err)
     assert hf.sha256s(slow) == before
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("command", ["describe", "head"])
+def test_ctrl_c_pressed_again_while_exiting_changes_nothing(slow: Path, command: str) -> None:
+    # The second Ctrl-C is sent as soon as the first one's line is read: the command is then
+    # still leaving main(), or running its exit hooks; it once printed the line twice, or a
+    # traceback from threading's exit hook, or died by SIGINT instead of exiting 130
+    args = {
+        "describe": ["describe", str(slow), "--where", "NOT regexp_full_match(s, 'x*z')"],
+        "head": ["head", str(slow), "-n", "1", "--query", SLOW_VIEW],
+    }[command]
+    proc = _start(_cli(*args))
+    try:
+        _wait_for_cpu(proc.pid, READING_CPU if command == "head" else 4.0)
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        with contextlib.suppress(ProcessLookupError):  # it may have exited already
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    _assert_interrupted(proc, out, first + err)
 
 
 def _interrupt_python(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -21,18 +22,33 @@ def entry() -> None:
     while a command runs, never with a traceback.
     """
     try:
-        from .app import main
+        try:
+            from .app import main
 
-        status = main()
-    except KeyboardInterrupt:
-        status = _interrupted()
+            status = main()
+        finally:
+            # From here on the process only exits: a Ctrl-C pressed again (or one that
+            # arrives late) must not print a second line or a traceback from the exit hooks,
+            # nor turn status 130 into death by SIGINT
+            _ignore_interrupts()
+    except KeyboardInterrupt:  # before main() could say so (the imports) or while it did
+        _interrupted()
+        status = _INTERRUPTED
     sys.exit(status)
 
 
-def _interrupted() -> int:
+def _ignore_interrupts() -> None:
+    with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+        signal.signal(signal.SIGINT, _ignore)
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """A SIGINT handler that does nothing (a Python one: a pending signal then runs it)."""
+
+
+def _interrupted() -> None:
     with contextlib.suppress(OSError, ValueError, KeyboardInterrupt):
         print("undertale-duck: interrupted", file=sys.stderr, flush=True)
-    return _INTERRUPTED
 
 
 def __getattr__(name: str) -> Any:

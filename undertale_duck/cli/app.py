@@ -93,6 +93,12 @@ def _say(message: str) -> None:
         print(f"undertale-duck: {terminal_safe(message)}", file=sys.stderr, flush=True)
 
 
+def _say_interrupted() -> int:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C again: still one line
+        _say("interrupted")
+    return EXIT_INTERRUPTED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; never raises (except ``SystemExit`` from ``--help``/usage).
 
@@ -116,8 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = next(c.run for c in COMMANDS if c.name == name)
         return run(args)
     except KeyboardInterrupt:
-        _say("interrupted")
-        return EXIT_INTERRUPTED
+        return _say_interrupted()
     except Exception as exc:
         return _report(exc)
 
@@ -125,8 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _report(exc: Exception) -> int:
     """Say what went wrong in one line and return the exit status for it."""
     if _interrupted(exc):  # DuckDB reported Ctrl-C as its own error
-        _say("interrupted")
-        return EXIT_INTERRUPTED
+        return _say_interrupted()
     if isinstance(exc, QueryError | MemoryBudgetError):  # failed or refused (docs/cli.md)
         _say(f"error: {first_line(exc, ERROR_LENGTH)}")
         return EXIT_FAILED
