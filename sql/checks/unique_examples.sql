@@ -2,7 +2,7 @@
 WITH duplicated AS (
     SELECT {value} AS v
     FROM {rows}
-    WHERE {value} IS NOT NULL
+    WHERE {value} IS NOT NULL AND NOT ({holds_nan})
     GROUP BY {value}
     HAVING count(*) > 1
 )

@@ -9,4 +9,4 @@ SELECT
     $numbers[list_position($paths, "__undertale_shard")] AS shard,
     hash({value}) % $parts AS part
 FROM {rows}
-WHERE {value} IS NOT NULL
+WHERE {value} IS NOT NULL AND NOT ({holds_nan})

@@ -11,7 +11,15 @@ from ..common.text import first_line
 from ..core.runtime import duckdb_path
 from ..core.source import schema_drift
 from .model import Example
-from .state import PRESENT, PRESENT_OPTIONAL, SAME_LAYOUT, RunState, ShardGroup, Tally
+from .state import (
+    NO_EXTRA,
+    PRESENT,
+    PRESENT_OPTIONAL,
+    SAME_LAYOUT,
+    RunState,
+    ShardGroup,
+    Tally,
+)
 from .targets import Target, describe_type, field_type, mismatch
 
 #: Columns the checks' ``read_parquet`` adds to every shard's rows (``sql/checks/rows.sql``),
@@ -118,10 +126,22 @@ def layout_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
                 for i in group.indices:
                     _fail_shard(state, present, i, "column missing")
                 continue
-            reason = mismatch(target.annotation, group.types[column])
+            reason = mismatch(
+                target.annotation, group.types[column], target.strict, target.strict_inside
+            )
             if reason is not None:
                 for i in group.indices:
                     _fail_shard(state, typed, i, reason)
+    if state.model.model_config.get("extra") == "forbid":
+        # pydantic refuses a row holding a key the model does not name, and each row holds
+        # every column of its shard
+        named = {t.path[0] for t in state.targets if len(t.path) == 1}
+        extra = state.tally("extra", None, NO_EXTRA)
+        extra.sql.append(sql)
+        for group in groups:
+            beyond = [name for name in group.types if name not in named]
+            for i in group.indices if beyond else ():
+                _fail_shard(state, extra, i, f"columns the schema forbids: {', '.join(beyond)}")
 
 
 def compatible_type(state: RunState, target: Target, group: ShardGroup) -> Any | None:
@@ -140,6 +160,7 @@ def compatible_type(state: RunState, target: Target, group: ShardGroup) -> Any |
     if root is None:
         return None
     top = next((t for t in state.targets if t.path == target.path[:1]), None)
-    if top is not None and mismatch(top.annotation, root) is not None:
+    strict = (top.strict, top.strict_inside) if top is not None else (False, False)
+    if top is not None and mismatch(top.annotation, root, *strict) is not None:
         return None
     return field_type(root, target.path[1:])

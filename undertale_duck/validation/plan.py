@@ -9,6 +9,8 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import duckdb
+
 from ..core.runtime import sqlfiles
 from .model import CheckKind
 from .targets import LIST_TYPES, SCALAR_TYPES, Target, is_sequence, strip_optional
@@ -29,7 +31,7 @@ NULL_TEMPLATES = frozenset({"not_null", "not_null_elements"})
 _DIGIT_TEMPLATES = frozenset({"max_digits", "decimal_places", "whole_digits"})
 
 #: Templates pydantic applies to the stripped string when ``strip_whitespace`` is set.
-_STRIPPED_TEMPLATES = frozenset({"min_length", "max_length", "pattern"})
+_STRIPPED_TEMPLATES = frozenset({"min_length", "max_length", "pattern", "ascii_only"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +69,7 @@ def value_sql(path: Sequence[str]) -> str:
     """
     expr = sqlfiles.quote_identifier(path[0])
     for name in path[1:]:
-        expr = f"struct_extract({expr}, {sqlfiles.quote_literal(name)})"
+        expr = value_sql_of(expr, name)
     return expr
 
 
@@ -75,6 +77,63 @@ def _fragment(name: str, **parts: str) -> str:
     text = sqlfiles.render(f"checks/{name}", **parts)
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("--")]
     return " ".join(line.strip() for line in lines)
+
+
+def holds_nan(value: str, dtype: Any, depth: int = 0) -> str | None:
+    """SQL true for a value that holds a float NaN, itself or in a list, array, map or struct.
+
+    Python finds such a value equal to no other (``float('nan') != float('nan')``, and lists,
+    dicts and tuples compare their items), so a uniqueness check must never count it as a
+    duplicate, although DuckDB groups NaN with NaN.
+
+    Args:
+        value: SQL of the value.
+        dtype: Its DuckDB type.
+        depth: Nesting level (names the lambda's item).
+
+    Returns:
+        The condition, or None when the type can hold no NaN.
+    """
+    kind = str(dtype.id)
+    if kind in _FLOAT_KINDS:
+        return _fragment("holds_nan", value=value)
+    children = _type_children(dtype)
+    item = sqlfiles.quote_identifier(f"item{depth}")
+    if kind in LIST_TYPES:
+        inner = holds_nan(item, children["child"], depth + 1)
+        if inner is None:
+            return None
+        return _fragment("holds_nan_list", value=value, item=item, test=inner)
+    if kind == "map":
+        key = holds_nan(item, children["key"], depth + 1)
+        inner = holds_nan(item, children["value"], depth + 1)
+        if key is None and inner is None:
+            return None
+        return _fragment(
+            "holds_nan_map", value=value, item=item, key_test=key or "false", test=inner or "false"
+        )
+    if kind == "struct":
+        tests = [
+            found
+            for name, child in children.items()
+            if (found := holds_nan(value_sql_of(value, name), child, depth)) is not None
+        ]
+        if not tests:
+            return None
+        return _fragment("holds_nan_struct", test=" OR ".join(f"({t})" for t in tests))
+    return None
+
+
+def value_sql_of(parent: str, name: str) -> str:
+    """The SQL expression of a struct's field ``name`` (``parent`` already SQL)."""
+    return f"struct_extract({parent}, {sqlfiles.quote_literal(name)})"
+
+
+def _type_children(dtype: Any) -> dict[str, Any]:
+    try:
+        return dict(dtype.children)
+    except (duckdb.Error, AttributeError):
+        return {}
 
 
 def _length_function(dtype: Any) -> str | None:
@@ -109,9 +168,12 @@ def condition(check: RowCheck, dtype: Any, bound_name: str | None) -> str | None
         guard = f"{value_sql(parent)} IS NOT NULL AND " if parent else ""
         return _fragment("not_null", value=value, guard=guard)
     kind = str(dtype.id)
+    if check.template == "not_null_items":
+        item = sqlfiles.quote_identifier("item0")
+        return _fragment("not_null_items", value=value, bound=bound, item=item)
     if check.template in ("ge", "gt", "le", "lt", "multiple_of") and kind in _NESTED_TYPES:
         return None
-    if check.template == "pattern" and kind not in ("varchar", "enum"):
+    if check.template in ("pattern", "ascii_only") and kind not in ("varchar", "enum"):
         return None
     if check.template == "finite":  # integers and DECIMAL hold no NaN or infinity
         return _fragment("finite" if kind in _FLOAT_KINDS else "never", value=value)
@@ -126,7 +188,7 @@ def condition(check: RowCheck, dtype: Any, bound_name: str | None) -> str | None
         )
     if check.template in _STRIPPED_TEMPLATES and _strips(check.target) and kind == "varchar":
         value = _fragment("stripped", value=value)  # pydantic strips before these checks
-    if check.template in ("min_length", "max_length"):
+    if check.template in ("min_length", "max_length", "tuple_length"):
         length = _length_function(dtype)
         if length == "len" and typing.get_origin(check.target.annotation) in (set, frozenset):
             length = "list_unique"  # pydantic counts a set's distinct items
@@ -161,6 +223,15 @@ def row_checks(target: Target) -> list[RowCheck]:
         out.append(
             RowCheck("not_null", target, "not_null_elements", None, f"{label} has no null elements")
         )
+    items = _tuple_items(target.annotation)
+    if items is not None:  # pydantic refuses a tuple[X, Y] of another length
+        out.append(RowCheck("length", target, "tuple_length", items,
+                            f"length({label}) == {items} (a tuple of {items} items)"))
+        positions = [k + 1 for k, a in enumerate(typing.get_args(target.annotation))
+                     if not strip_optional(a)[1]]
+        if element is None and positions:  # tuple[X, Y | None]: per position
+            out.append(RowCheck("not_null", target, "not_null_items", positions,
+                                f"{label} has no null items at positions {positions}"))
     operators = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
     stripped = " (whitespace stripped)" if _strips(target) else ""
     for item in target.metadata:
@@ -188,6 +259,9 @@ def row_checks(target: Target) -> list[RowCheck]:
                     f"{label} is a multiple of {multiple!r}",
                 )
             )
+    if _last(target, "ascii_only") is True:
+        what = f"{label}{stripped} is ASCII"
+        out.append(RowCheck("ascii", target, "ascii_only", None, what))
     if _last(target, "allow_inf_nan") is False:
         out.append(RowCheck("finite", target, "finite", None, f"{label} is finite"))
     out.extend(_digit_checks(target))
@@ -306,6 +380,14 @@ def re2_pattern(pattern: str) -> str:
     return "".join(out)
 
 
+def _tuple_items(annotation: Any) -> int | None:
+    """How many items a fixed-length ``tuple[X, Y, ...]`` holds, or None for other types."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is tuple and args and Ellipsis not in args:
+        return len(args)
+    return None
+
+
 def _list_element(annotation: Any) -> Any | None:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -374,6 +456,7 @@ __all__ = [
     "RowCheck",
     "bound_value",
     "condition",
+    "holds_nan",
     "re2_pattern",
     "row_checks",
     "value_sql",

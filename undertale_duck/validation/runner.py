@@ -156,8 +156,10 @@ def run(
         The report; problems in the data are failed checks, never exceptions.
 
     Raises:
-        ArgumentError: If ``schema`` is not a pydantic model class, or ``examples`` is not a
-            whole number from 0.
+        ArgumentError: If ``schema`` is not a pydantic model class or has a field whose
+            verdict the checks cannot give (a validation alias naming several columns, a
+            pattern pydantic matches with Python's ``re``), or ``examples`` is not a whole
+            number from 0.
     """
     model = schemas.check_schema(schema)
     examples = _example_count(examples)
@@ -201,8 +203,10 @@ def report_for(
 
     Raises:
         SourceError: If the source itself cannot be resolved (no such path, no Parquet files).
-        ArgumentError: If ``schema`` is not a pydantic model class, or ``examples`` is not a
-            whole number from 0.
+        ArgumentError: If ``schema`` is not a pydantic model class or has a field whose
+            verdict the checks cannot give (a validation alias naming several columns, a
+            pattern pydantic matches with Python's ``re``), or ``examples`` is not a whole
+            number from 0.
     """
     model = schemas.check_schema(schema)
     examples = _example_count(examples)

@@ -28,6 +28,9 @@ SAME_LAYOUT = "every shard has the same columns and types"
 PRESENT = "column in every shard"
 PRESENT_OPTIONAL = "column in every shard or in none (the field has a default)"
 
+#: Description of the ``extra`` check (a model with ``ConfigDict(extra="forbid")``).
+NO_EXTRA = "no column the schema does not name (extra='forbid')"
+
 #: Longest JSON text of an example value kept in a report (longer values are cut).
 MAX_VALUE_CHARS = 120
 

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import re
 import types
 import typing
 import uuid
@@ -13,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import duckdb
-from pydantic import AllowInfNan, BaseModel, StringConstraints
+from pydantic import AliasChoices, AliasPath, AllowInfNan, BaseModel, StringConstraints
 from pydantic.fields import FieldInfo
+
+from ..errors import ArgumentError
 
 INTEGER_TYPES = frozenset(
     {
@@ -66,6 +69,10 @@ class Target:
         nullable: Whether ``None`` is allowed.
         required: Whether the field has no default (a column with a default may be absent).
         metadata: Pydantic constraint objects of the field.
+        strict: Whether pydantic validates the field's value in strict mode (its own
+            ``strict`` setting, else its model's ``ConfigDict(strict=...)``).
+        strict_inside: Whether items inside it (list elements, map keys and values) are
+            validated in strict mode where they set none of their own: the model's config.
     """
 
     label: str
@@ -74,6 +81,8 @@ class Target:
     nullable: bool
     required: bool
     metadata: tuple[Any, ...]
+    strict: bool = False
+    strict_inside: bool = False
 
 
 def strip_optional(annotation: Any) -> tuple[Any, bool]:
@@ -101,18 +110,45 @@ def strip_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, annotation is type(None) or annotation is Any or annotation is object
 
 
-def column_name(name: str, info: FieldInfo) -> str:
+def column_name(name: str, info: FieldInfo, model: type[BaseModel] | None = None) -> str:
     """The column a field reads: its validation alias when one name, else its alias or name.
+
+    ``AliasChoices`` and ``AliasPath`` naming one column are that column. With
+    ``validate_by_alias=False`` in the model's config, pydantic reads only the name.
 
     Args:
         name: The field's name in the model.
         info: The field.
+        model: The model it belongs to (its config), or None.
 
     Returns:
         The column (or struct field) name, as ``model_validate`` looks it up.
+
+    Raises:
+        ArgumentError: If the validation alias names several columns (a row's first present
+            one is read, so the column differs between shards) or a value inside a column;
+            the checks read one whole column per field and could not give pydantic's verdict.
     """
-    if isinstance(info.validation_alias, str):
-        return info.validation_alias
+    alias = info.validation_alias
+    if model is not None and model.model_config.get("validate_by_alias") is False:
+        return name
+    if isinstance(alias, str):
+        return alias
+    if isinstance(alias, AliasChoices | AliasPath):
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        paths = [[c] if isinstance(c, str) else c.path for c in choices]
+        columns = list(dict.fromkeys(p[0] for p in paths if len(p) == 1 and isinstance(p[0], str)))
+        owner = f"schema {model.__name__}: " if model is not None else ""
+        if len(columns) != 1 or len(columns) != len(dict.fromkeys(map(repr, paths))):
+            raise ArgumentError(
+                f"{owner}field {name!r} has validation_alias={alias!r}, which reads "
+                + ("the first of several columns that a row holds" if len(paths) > 1
+                   else "a value inside a column")
+                + "; validation checks one whole column per field and cannot give pydantic's "
+                "verdict for it. Give the field one column name (validation_alias='column') "
+                "for validation"
+            )
+        return columns[0]
     return info.alias or name
 
 
@@ -142,6 +178,57 @@ def inner_metadata(annotation: Any) -> tuple[Any, ...]:
                 items.append(item)
         return (*inner_metadata(args[0]), *items)
     return ()
+
+
+def strict_setting(items: Sequence[Any]) -> bool | None:
+    """The last ``strict`` setting among a field's constraint objects (pydantic keeps the last).
+
+    Args:
+        items: Constraint objects (``Strict``, ``StringConstraints``, ``Field(...)``, ...).
+
+    Returns:
+        True or False when one sets it, else None.
+    """
+    found = None
+    for item in items:
+        value = strict_setting(item.metadata) if isinstance(item, FieldInfo) else getattr(
+            item, "strict", None
+        )
+        if isinstance(value, bool):
+            found = value
+    return found
+
+
+def _annotated_strict(annotation: Any) -> bool | None:
+    """The ``strict`` setting written in an annotation's own ``Annotated`` (inside ``| None``)."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return _annotated_strict(rest[0]) if len(rest) == 1 else None
+    if origin is typing.Annotated:
+        own = strict_setting(args[1:])
+        return own if own is not None else _annotated_strict(args[0])
+    return None
+
+
+def _strict_refusal(annotation: Any) -> str | None:
+    """Why strict pydantic refuses every value a compatible Parquet column gives, or None.
+
+    Rows are Python values as Arrow gives them: a list column gives lists and an enum is
+    stored as its values, and strict mode takes only a tuple, a set or an enum member.
+    """
+    origin = typing.get_origin(annotation) or annotation  # bare `tuple` too
+    if origin in (tuple, set, frozenset):
+        return (
+            f"strict mode takes only a Python {origin.__name__}, and a list column gives lists"
+        )
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return (
+            f"strict mode takes only members of {annotation.__name__}, and a column holds "
+            "their values"
+        )
+    return None
 
 
 def model_class(annotation: Any) -> type[BaseModel] | None:
@@ -190,6 +277,30 @@ def _config_metadata(
     return tuple(out)
 
 
+def _refuse_python_patterns(model: type[BaseModel], name: str, items: Sequence[Any]) -> None:
+    r"""Refuse patterns pydantic matches with Python's ``re``: RE2 cannot give its verdict.
+
+    pydantic uses Python's ``re`` for a compiled ``re.Pattern`` and for every pattern of a
+    model with ``regex_engine='python-re'``; its meaning differs from RE2's (``$`` also
+    matches before a final newline, ``\w`` is Unicode, flags, lookarounds), so a check would
+    refuse rows pydantic takes or take rows it refuses.
+    """
+    python_re = model.model_config.get("regex_engine") == "python-re"
+    for item in items:
+        pattern = getattr(item, "pattern", None)
+        if isinstance(pattern, re.Pattern) or (isinstance(pattern, str) and python_re):
+            why = (
+                "a compiled re.Pattern" if isinstance(pattern, re.Pattern)
+                else "regex_engine='python-re' in its model's config"
+            )
+            raise ArgumentError(
+                f"schema {model.__name__}: field {name!r} has pattern {pattern!r} matched with "
+                f"Python's re ({why}); validation matches patterns as pydantic's default "
+                "engine (rust-regex) does and cannot give that verdict. Give the pattern as a "
+                "string, without regex_engine='python-re'"
+            )
+
+
 def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target]:
     """List the columns (and nested struct fields) a schema describes, in field order.
 
@@ -202,10 +313,13 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
     """
     out: list[Target] = []
     for name, info in model.model_fields.items():
-        column = column_name(name, info)
+        column = column_name(name, info, model)
         annotation, nullable = strip_optional(info.annotation)
         path = (*prefix, column)
         own = (*info.metadata, *inner_metadata(info.annotation))
+        _refuse_python_patterns(model, name, own)
+        config_strict = model.model_config.get("strict") is True  # a nested model has its own
+        own_strict = strict_setting(own)
         out.append(
             Target(
                 label=".".join(path),
@@ -214,6 +328,8 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
                 nullable=nullable,
                 required=info.is_required(),
                 metadata=(*_config_metadata(model, annotation, own), *own),
+                strict=config_strict if own_strict is None else own_strict,
+                strict_inside=config_strict,
             )
         )
         nested = model_class(annotation)
@@ -288,21 +404,32 @@ def _children(dtype: Any) -> list[tuple[str, Any]]:
         return []
 
 
-def mismatch(annotation: Any, dtype: Any) -> str | None:
+def mismatch(
+    annotation: Any, dtype: Any, strict: bool = False, strict_inside: bool = False
+) -> str | None:
     """Tell why a DuckDB type does not satisfy a Python type.
 
     Args:
         annotation: The Python type (``X | None`` allowed).
         dtype: A ``duckdb.DuckDBPyType``.
+        strict: Whether pydantic validates this value in strict mode (an ``Annotated``
+            ``Strict`` in ``annotation`` wins).
+        strict_inside: Whether it validates the items inside in strict mode (the model's
+            config), where they set none of their own.
 
     Returns:
         None when compatible, else a short reason.
     """
+    own = _annotated_strict(annotation)
+    strict = strict if own is None else own
     annotation, _ = strip_optional(annotation)
     kind = str(dtype.id)
     if kind == "null" or annotation is Any or annotation is object:
         return None  # an all-NULL column is compatible with anything (not_null decides)
     found = str(dtype)
+    refusal = _strict_refusal(annotation) if strict else None
+    if refusal is not None:
+        return f"found {found}, expected {describe_type(annotation)}: {refusal}"
     if annotation in SCALAR_TYPES:
         if kind in SCALAR_TYPES[annotation]:
             return None
@@ -320,10 +447,14 @@ def mismatch(annotation: Any, dtype: Any) -> str | None:
     if origin in (list, set, frozenset, tuple) or is_sequence(origin):
         if kind not in LIST_TYPES:
             return f"found {found}, expected {describe_type(annotation)}"
-        inner = args[0] if args else Any
+        # every item of tuple[X, Y] must satisfy the one element type of the list
+        items = [a for a in args if a is not Ellipsis] if origin is tuple else args[:1]
         child = dict(_children(dtype)).get("child")
-        reason = None if child is None else mismatch(inner, child)
-        return None if reason is None else f"list element: {reason}"
+        for inner in items or [Any]:
+            reason = None if child is None else mismatch(inner, child, strict_inside, strict_inside)
+            if reason is not None:
+                return f"list element: {reason}"
+        return None
     if origin is dict or _is_mapping(origin):
         if kind != "map":
             return f"found {found}, expected {describe_type(annotation)}"
@@ -331,12 +462,12 @@ def mismatch(annotation: Any, dtype: Any) -> str | None:
         children = dict(_children(dtype))
         for part, python, duck in (("key", key, children.get("key")), ("value", value, None)):
             duck = children.get(part) if duck is None else duck
-            reason = None if duck is None else mismatch(python, duck)
+            reason = None if duck is None else mismatch(python, duck, strict_inside, strict_inside)
             if reason is not None:
                 return f"map {part}: {reason}"
         return None
     if origin in (typing.Union, types.UnionType):
-        reasons = [mismatch(a, dtype) for a in args]
+        reasons = [mismatch(a, dtype, strict, strict_inside) for a in args]
         if any(r is None for r in reasons):
             return None
         return f"found {found}, expected {describe_type(annotation)}"
@@ -345,15 +476,27 @@ def mismatch(annotation: Any, dtype: Any) -> str | None:
         if kind != "struct":
             return f"found {found}, expected {describe_type(annotation)}"
         fields = dict(_children(dtype))
+        inner_strict = model.model_config.get("strict") is True  # its own config, not ours
         for name, info in model.model_fields.items():
-            column = column_name(name, info)
+            column = column_name(name, info, model)
             if column not in fields:
                 if info.is_required():
                     return f"STRUCT {found} has no field {column!r}"
                 continue
-            reason = mismatch(info.annotation, fields[column])
+            field_strict = strict_setting(info.metadata)
+            reason = mismatch(
+                info.annotation,
+                fields[column],
+                inner_strict if field_strict is None else field_strict,
+                inner_strict,
+            )
             if reason is not None:
                 return f"field {column!r}: {reason}"
+        if model.model_config.get("extra") == "forbid":  # pydantic refuses a key it does not name
+            named = {column_name(n, i, model) for n, i in model.model_fields.items()}
+            beyond = [name for name in fields if name not in named]
+            if beyond:
+                return f"STRUCT {found} has fields {model.__name__} forbids: {', '.join(beyond)}"
         return None
     return None  # types we cannot judge are accepted (described as "not checked")
 
@@ -391,6 +534,7 @@ __all__ = [
     "is_sequence",
     "mismatch",
     "model_class",
+    "strict_setting",
     "strip_optional",
     "targets",
 ]

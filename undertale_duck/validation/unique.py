@@ -15,8 +15,9 @@ from ..common.text import first_line
 from ..core.runtime import connect, sqlfiles
 from . import schemas
 from .layout import compatible_type
-from .plan import value_sql
+from .plan import holds_nan, value_sql
 from .state import RunState, ShardGroup
+from .targets import Target
 
 
 def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
@@ -39,8 +40,9 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
             continue
         indices = sorted(i for g in members for i in g.indices if i not in state.errors)
         value = value_sql(target.path)
+        nan = _nan_sql(state, target, members)
         rows_sql = state.relation.rows
-        sql = sqlfiles.render("checks/unique", value=value, rows=rows_sql)
+        sql = sqlfiles.render("checks/unique", value=value, rows=rows_sql, holds_nan=nan)
         tally.sql.append(sql)
         tally.condition = f"{value} occurs in more than one row"
         state.step(f"unique {target.label}")
@@ -61,8 +63,12 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
         if not duplicated:
             continue
         state.step(f"unique {target.label} per shard")
-        per_shard_sql = sqlfiles.render("checks/unique_shards", value=value, rows=rows_sql)
-        examples_sql = sqlfiles.render("checks/unique_examples", value=value, rows=rows_sql)
+        per_shard_sql = sqlfiles.render(
+            "checks/unique_shards", value=value, rows=rows_sql, holds_nan=nan
+        )
+        examples_sql = sqlfiles.render(
+            "checks/unique_examples", value=value, rows=rows_sql, holds_nan=nan
+        )
         try:
             for shard, count in state.query(per_shard_sql, {"files": files}):
                 tally.add(shard, int(count))
@@ -83,6 +89,20 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
             tally.examples.append(state.example(index, shard, row, val))
 
 
+def _nan_sql(state: RunState, target: Target, members: Sequence[ShardGroup]) -> str:
+    """SQL true for a value that holds a float NaN in any of the groups' types.
+
+    Uniqueness compares values as Python does: a NaN (or a list, map or struct holding one)
+    equals no other value, so it is never a duplicate; DuckDB would group NaN with NaN.
+    """
+    tests: list[str] = []
+    for group in members:
+        found = holds_nan(value_sql(target.path), compatible_type(state, target, group))
+        if found is not None and found not in tests:
+            tests.append(found)
+    return " OR ".join(f"({t})" for t in tests) or "false"
+
+
 # ---------------------------------------------------------------- the partitioned exchange
 @dataclasses.dataclass(frozen=True)
 class UniquePlan:
@@ -95,6 +115,7 @@ class UniquePlan:
     Attributes:
         label: The field's label.
         value: SQL of the value.
+        nan: SQL true for a value holding a NaN (never a duplicate; see :func:`_nan_sql`).
         members: Shard numbers whose type of the field is compatible (the shards checked).
         sql: The single query of the in-process check (the report shows it).
         per_shard_sql: Its per-shard query, shown when there are duplicates.
@@ -103,6 +124,7 @@ class UniquePlan:
 
     label: str
     value: str
+    nan: str
     members: frozenset[int]
     sql: str
     per_shard_sql: str
@@ -139,15 +161,18 @@ def plan_unique(state: RunState, groups: Sequence[ShardGroup]) -> list[UniquePla
             continue
         members = [g for g in groups if compatible_type(state, target, g) is not None]
         value = value_sql(target.path)
+        nan = _nan_sql(state, target, members)
         rows_sql = state.relation.rows
+        parts = {"value": value, "rows": rows_sql, "holds_nan": nan}
         plans.append(
             UniquePlan(
                 label=target.label,
                 value=value,
+                nan=nan,
                 members=frozenset(i for g in members for i in g.indices),
-                sql=sqlfiles.render("checks/unique", value=value, rows=rows_sql),
-                per_shard_sql=sqlfiles.render("checks/unique_shards", value=value, rows=rows_sql),
-                examples_sql=sqlfiles.render("checks/unique_examples", value=value, rows=rows_sql),
+                sql=sqlfiles.render("checks/unique", **parts),
+                per_shard_sql=sqlfiles.render("checks/unique_shards", **parts),
+                examples_sql=sqlfiles.render("checks/unique_examples", **parts),
             )
         )
     return plans
@@ -174,7 +199,9 @@ def unique_keys(
     kept = [i for i in indices if i in plan.members and i not in state.errors]
     if not kept:
         return [], None
-    sql = sqlfiles.render("checks/unique_keys", value=plan.value, rows=state.relation.rows)
+    sql = sqlfiles.render(
+        "checks/unique_keys", value=plan.value, rows=state.relation.rows, holds_nan=plan.nan
+    )
 
     def keys(numbers: Sequence[int]) -> pa.Table:
         state.step(f"unique {plan.label} keys")

@@ -57,6 +57,12 @@ def _fragments(placeholders: set[str], a: str, b: str) -> dict[str, str]:
         "value": value,
         "violation": f"{value} IS NULL",
         "nan": f"isnan({value}) OR ",  # a float bound's NaN part (validation/plan.py)
+        # a unique value's NaN test (validation/plan.py holds_nan: the holds_nan fragments)
+        "holds_nan": f"isnan({value}) OR coalesce(list_bool_or(list_transform({value}, "
+        f"lambda {quote_identifier(b)}: isnan({quote_identifier(b)}))), false)",
+        "item": quote_identifier(a),
+        "test": f"isnan({quote_identifier(a)})",
+        "key_test": f"isnan(struct_extract({quote_identifier(a)}, {quote_literal(b)}))",
         "bound": "$p0",
         # a DECIMAL's digits and places (validation/plan.py: the digits_of and
         # decimal_places_of fragments rendered around the value)
