@@ -303,6 +303,25 @@ def test_decompression_bomb_stops_at_the_budget(tmp_path: Path, understate: bool
     assert hf.sha256s(tmp_path) == before
 
 
+def test_shard_too_wide_for_the_budget_is_not_called_a_bomb(tmp_path: Path) -> None:
+    # an honest shard whose 5,000 columns need more DuckDB working memory than the budget
+    # holds: the error says so and what to do, not "decompression bomb"
+    n = 5000
+    path = tmp_path / "wide.parquet"
+    table = pa.table({f"c{i}": pa.array([r * n + i for r in range(4)], pa.int64())
+                      for i in range(n)})
+    pq.write_table(table, path, compression="lz4")  # lz4: read by DuckDB, not pyarrow
+    with pytest.raises(MemoryBudgetError) as info:
+        ParquetDataset(path, memory=32)[3]
+    text = str(info.value)
+    assert "too wide" in text and f"{n} columns" in text and str(path) in text, text
+    assert "memory=" in text and "columns=" in text, text
+    assert "bomb" not in text and "understates" not in text, text
+    assert info.value.path == str(path) and info.value.rows == (0, 4)
+    few = ParquetDataset(path, memory=32, columns=["c0", "c4999"])  # what the error advises
+    assert few[3] == {"c0": 3 * n, "c4999": 3 * n + n - 1}
+
+
 def test_row_groups_larger_than_the_budget_are_refused_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "big.parquet"
     hf.bomb(path, 80, understate=False)  # one 80 MiB row group

@@ -315,3 +315,21 @@ def test_files_written_by_duckdb_are_read_by_pyarrow_alike(tmp_path: Path) -> No
     assert fast.reader.direct.stats["direct"] == len(fast.windows)
     want = [{k: r[k] for k in cols} for r in datagen.expected(200)]
     assert fast.__getitems__(list(range(200))) == want
+
+
+def test_a_wide_shard_reads_right(tmp_path: Path) -> None:
+    # DirectReader once listed the schema's names once per column (quadratic in the width)
+    n = 1500
+    rows = 3
+    table = pa.table({
+        f"c{i}": pa.array([f"{r}-{i}" for r in range(rows)]) if i % 2
+        else pa.array([r * n + i for r in range(rows)], pa.int64())
+        for i in range(n)
+    })
+    pq.write_table(table, tmp_path / "wide.parquet")
+    ds = ParquetDataset(tmp_path, read_ahead=False)
+    for r in range(rows):
+        row = ds[r]
+        assert list(row) == table.column_names
+        assert row == {f"c{i}": f"{r}-{i}" if i % 2 else r * n + i for i in range(n)}
+    assert ds.reader.direct is not None and ds.reader.direct.stats["direct"] > 0

@@ -6,6 +6,7 @@ import functools
 import os
 import re
 import struct
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -48,7 +49,9 @@ def file_magic(path: str) -> tuple[bytes, bytes]:
         return head, fh.read(4)
 
 
-def check_encryption(path: str, meta: pq.FileMetaData | None, size: int) -> None:
+def check_encryption(
+    path: str, meta: pq.FileMetaData | None, size: int, *, scan: FooterScan | None = None
+) -> None:
     """Refuse a shard whose footer or columns are encrypted, before any column is touched.
 
     An encrypted footer starts and ends with ``PARE``. A plaintext footer with encrypted
@@ -60,6 +63,8 @@ def check_encryption(path: str, meta: pq.FileMetaData | None, size: int) -> None
         path: The shard.
         meta: Its metadata as pyarrow parsed it (None if it could not be).
         size: The file's size in bytes.
+        scan: Its footer's scan, if the caller already made it (else it is made here
+            when needed).
 
     Raises:
         EncryptedShardError: If the footer or any column is encrypted.
@@ -77,7 +82,7 @@ def check_encryption(path: str, meta: pq.FileMetaData | None, size: int) -> None
         )
     if meta is None:
         return
-    check_encrypted_columns(path, meta, _footer_bytes(path, size))
+    check_encrypted_columns(path, meta, _footer_bytes(path, size), scan=scan)
 
 
 def checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
@@ -116,19 +121,25 @@ def _checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
     meta = pq.read_metadata(path)
     if not same():
         raise OSError(f"{path} changed since it was opened")
-    check_encryption(path, meta, size)
-    if not chunks_known(path, size):  # pyarrow's chunk accessors would abort the process
+    footer = _footer_bytes(path, size)
+    scan = scan_footer(footer) if footer is not None else None  # one walk for both checks
+    del footer
+    check_encryption(path, meta, size, scan=scan)
+    if scan is None or not scan.known:  # pyarrow's chunk accessors would abort the process
         raise ValueError(f"{path} has column chunks with a type, codec or encoding unknown here")
     return meta
 
 
-def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | None) -> None:
+def check_encrypted_columns(
+    path: str, meta: pq.FileMetaData, footer: bytes | None, *, scan: FooterScan | None = None
+) -> None:
     """Refuse a plaintext footer whose columns are encrypted (see :func:`check_encryption`).
 
     Args:
         path: The shard (for the message; a URL for a remote shard).
         meta: Its metadata as pyarrow parsed it.
         footer: The footer's bytes (without the 8-byte length and magic), or None.
+        scan: The footer's scan (:func:`scan_footer`), if the caller already made it.
 
     Raises:
         EncryptedShardError: If any column is encrypted.
@@ -137,15 +148,10 @@ def check_encrypted_columns(path: str, meta: pq.FileMetaData, footer: bytes | No
         return
     if len(footer) == meta.serialized_size and not _COLUMN_KEY.search(footer):
         return
-    try:
-        parsed = Thrift(footer).struct(0)
-    except (IndexError, ValueError, struct.error):
+    scan = scan if scan is not None else scan_footer(footer)
+    if scan is None:
         return  # not parseable here: pyarrow parsed it; DuckDB reports what it finds
-    if field_of(parsed, 8) is not None or any(
-        field_of(chunk, 8) is not None
-        for group in list_of(field_of(parsed, 4))
-        for chunk in list_of(field_of(group, 1))
-    ):
+    if scan.encrypted:
         raise EncryptedShardError(
             f"Parquet shard {path} has encrypted columns (Parquet modular encryption); "
             "undertale_duck cannot read encrypted files: decrypt it, or remove it from "
@@ -188,24 +194,144 @@ def footer_chunks_known(footer: bytes | None) -> bool:
         False if it cannot be parsed here or holds an unknown value (see
         :func:`chunks_known`).
     """
-    if footer is None:
-        return False
+    scan = scan_footer(footer) if footer is not None else None
+    return scan is not None and scan.known
+
+
+class FooterScan(NamedTuple):
+    """What the footer gate learns from one walk of a footer.
+
+    Attributes:
+        encrypted: Whether the footer or a column chunk carries encryption metadata
+            (FileMetaData field 8, ColumnChunk field 8).
+        known: Whether every column chunk has ColumnMetaData with a known type, codec
+            and encodings (:func:`chunks_known`).
+    """
+
+    encrypted: bool
+    known: bool
+
+
+#: Compact types whose value is an integer (i8, i16, i32, i64).
+_INTS = (3, 4, 5, 6)
+
+
+def scan_footer(footer: bytes) -> FooterScan | None:
+    """Walk a footer once for the gate's checks, or None if it cannot be parsed here.
+
+    Every byte is walked and checked as :meth:`Thrift.struct` would, but only the few
+    fields the gate reads become Python values: memory stays constant however many row
+    groups and column chunks the footer holds (a 21 MB footer of 100,000 row groups once
+    became millions of dicts, hundreds of MiB and seconds per walk here). Where a field
+    repeats, every copy is checked (stricter than the last copy the C++ reader keeps).
+
+    Args:
+        footer: The footer's Thrift bytes (without the length and magic).
+
+    Returns:
+        The scan, or None if the footer is malformed.
+    """
+    t = Thrift(footer)
+    encrypted, known = False, True
     try:
-        parsed = Thrift(footer).struct(0)
+        for fid, kind in t.fields(0):
+            if fid == 8:
+                encrypted = True  # FileMetaData.encryption_algorithm
+            if fid != 4 or kind not in (9, 10):
+                _skip_field(t, kind, 0)
+                continue
+            size, elem = t.list_head()  # row_groups
+            for _ in range(size):
+                if elem != 12:
+                    t.skip(elem, 1)
+                    continue
+                for gfid, gkind in t.fields(2):
+                    if gfid != 1 or gkind not in (9, 10):
+                        _skip_field(t, gkind, 2)
+                        continue
+                    csize, celem = t.list_head()  # the row group's columns
+                    for _ in range(csize):
+                        if celem != 12:
+                            known = False  # a chunk that is not a struct has no metadata
+                            t.skip(celem, 3)
+                            continue
+                        chunk_encrypted, chunk_known = _scan_chunk(t, 4)
+                        encrypted = encrypted or chunk_encrypted
+                        known = known and chunk_known
     except (IndexError, ValueError, struct.error):
-        return False
-    for group in list_of(field_of(parsed, 4)):
-        for chunk in list_of(field_of(group, 1)):
-            meta = field_of(chunk, 3)
-            encodings = field_of(meta, 2)
-            if (
-                field_of(meta, 1) not in _KNOWN_TYPES
-                or field_of(meta, 4) not in _KNOWN_CODECS
-                or not isinstance(encodings, list)
-                or any(e not in _KNOWN_ENCODINGS for e in encodings)
-            ):
-                return False
-    return True
+        return None
+    return FooterScan(encrypted, known)
+
+
+def _skip_field(t: Thrift, kind: int, depth: int) -> None:
+    """Move past a struct field's value (a boolean field's is in its header)."""
+    if kind not in (1, 2):
+        t.skip(kind, depth)
+
+
+def _scan_chunk(t: Thrift, depth: int) -> tuple[bool, bool]:
+    """Walk one ColumnChunk: (whether it is encrypted, whether its metadata is known)."""
+    encrypted, has_meta, known = False, False, True
+    for fid, kind in t.fields(depth):
+        if fid == 8:
+            encrypted = True  # ColumnChunk.crypto_metadata
+        if fid != 3:
+            _skip_field(t, kind, depth)
+        elif kind != 12:
+            known = False  # meta_data that is not a struct
+            _skip_field(t, kind, depth)
+        else:
+            has_meta = True
+            known = _scan_column_meta(t, depth + 1) and known
+    return encrypted, known and has_meta
+
+
+def _scan_column_meta(t: Thrift, depth: int, *, shortcut: bool = True) -> bool:
+    """Walk one ColumnMetaData: whether its type, codec and encodings are all known.
+
+    With ``shortcut``, the fields after the first one whose id is above 4 are skipped
+    without Python per field (:meth:`Thrift.skip_rest`) when none of them can be field 1,
+    2 or 4 again; else the struct is walked again field by field.
+    """
+    start = t.pos
+    kind_of: int | None = None
+    codec: int | None = None
+    encodings_known: bool | None = None
+    for fid, kind in t.fields(depth):
+        if fid in (1, 4):  # type, codec: the last copy counts, as in the C++ reader
+            value: int | None = None  # not an integer: unknown
+            if kind in _INTS:
+                raw = t.value(kind, depth)
+                value = raw if isinstance(raw, int) else None
+            else:
+                _skip_field(t, kind, depth)
+            if fid == 1:
+                kind_of = value
+            else:
+                codec = value
+        elif fid == 2 and kind in (9, 10):
+            size, elem = t.list_head()
+            # the C++ reader takes every element as a varint i32, so only varint elements
+            # are read as what it reads (a byte or a boolean would be decoded differently)
+            encodings_known = elem in (4, 5, 6) or size == 0
+            for _ in range(size):
+                if elem in (4, 5, 6):
+                    encoding = t.value(elem, depth + 1)
+                    encodings_known = encodings_known and encoding in _KNOWN_ENCODINGS
+                else:
+                    t.skip(elem, depth + 1)
+        else:
+            if fid == 2:
+                encodings_known = False  # encodings that are not a list
+            _skip_field(t, kind, depth)
+            if shortcut and fid > 4:
+                if not t.skip_rest(depth):  # an id given outright: it may be 1, 2 or 4
+                    t.pos = start
+                    return _scan_column_meta(t, depth, shortcut=False)
+                break
+    return (
+        kind_of in _KNOWN_TYPES and codec in _KNOWN_CODECS and encodings_known is True
+    )
 
 
 #: Bytes of a min/max statistic per fixed-width physical type (Type enum -> width).

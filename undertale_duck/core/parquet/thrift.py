@@ -2,10 +2,64 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 
 #: Deepest Thrift nesting :func:`Thrift.struct` follows (a real footer nests about 8 deep).
 _MAX_DEPTH = 64
+
+
+def _headers(*kinds: int) -> bytes:
+    """A regex class of the one-byte field headers (field id delta 1..15) of these types."""
+    heads = (re.escape(bytes([delta << 4 | k])) for delta in range(1, 16) for k in kinds)
+    return b"[" + b"".join(heads) + b"]"
+
+
+#: Binaries this short are skipped by :data:`_SCALARS` (statistics of fixed-width columns
+#: are 1 to 12 bytes); longer ones are skipped by :meth:`Thrift.skip`.
+_SHORT_BINARY = 16
+
+_VARINT = rb"[\x80-\xff]{0,10}[\x00-\x7f]"  # at most 11 bytes, as Thrift.varint accepts
+_SHORT = b"(?:" + b"|".join(
+    re.escape(bytes([n])) + b".{%d}" % n for n in range(_SHORT_BINARY)
+) + b")"
+
+#: One field (header and value) whose value needs no Python to skip: a boolean, byte,
+#: varint, double or short binary.
+_SCALAR = (
+    b"(?:" + _headers(1, 2)
+    + b"|" + _headers(3) + b"."
+    + b"|" + _headers(4, 5, 6) + _VARINT
+    + b"|" + _headers(7) + b".{8}"
+    + b"|" + _headers(8) + _SHORT
+    + b")"
+)
+#: A struct of such fields (its body and end), and the element of a short list of them.
+_FLAT = b"(?:" + _SCALAR + b"*\x00)"
+_ELEMENTS = {3: b".", 4: _VARINT, 5: _VARINT, 6: _VARINT, 7: b".{8}", 8: _SHORT, 12: _FLAT}
+
+
+def _short_lists() -> bytes:
+    """Fields holding a list (or set) of under 15 scalars or flat structs.
+
+    One alternative per size and element type: a regex cannot count otherwise.
+    """
+    elements = {**_ELEMENTS, 1: b".", 2: b"."}  # a boolean in a list: one byte, any byte
+    return b"|".join(
+        _headers(9, 10) + re.escape(bytes([size << 4 | kind])) + b"(?:" + element + b"){%d}" % size
+        for size in range(15)
+        for kind, element in elements.items()
+    )
+
+
+#: A run of fields whose values need no Python to skip: the scalars of :data:`_SCALAR`.
+#: Matching it moves past most of a footer's fields in C.
+_SCALARS = re.compile(b"(?:" + _SCALAR + b")*", re.DOTALL)
+#: The same, with flat structs and short lists of scalars or flat structs (statistics,
+#: encoding stats): for a struct at least two levels above the deepest one allowed.
+_SHALLOW = re.compile(
+    b"(?:" + _SCALAR + b"|" + _headers(12) + _FLAT + b"|" + _short_lists() + b")*", re.DOTALL
+)
 
 
 Fields = dict[int, object]
@@ -113,6 +167,107 @@ class Thrift:
                 fid = (n >> 1) ^ -(n & 1)
             last = fid
             fields[fid] = (kind == 1) if kind in (1, 2) else self.value(kind, depth)
+
+    def fields(self, depth: int) -> Iterator[tuple[int, int]]:
+        """The struct starting here, ``depth`` levels down, field by field, building nothing.
+
+        Yields ``(field id, compact type)``; the caller consumes each field's value (with
+        :meth:`value`, :meth:`skip` or by reading it) before asking for the next. A boolean
+        field's value is its type (1 true, 2 false) and has no bytes to consume. Bounded and
+        raising as :meth:`struct` does.
+        """
+        if depth > _MAX_DEPTH:
+            raise ValueError("Thrift nesting too deep")
+        last = 0
+        while True:
+            head = self.byte()
+            kind = head & 0x0F
+            if kind == 0:
+                return
+            delta = head >> 4
+            if delta:
+                fid = last + delta
+            else:
+                n = self.varint()
+                fid = (n >> 1) ^ -(n & 1)
+            last = fid
+            yield fid, kind
+
+    def list_head(self) -> tuple[int, int]:
+        """A list's ``(size, element type)``, bounded by the bytes left as :meth:`value` is."""
+        head = self.byte()
+        size, elem = head >> 4, head & 0x0F
+        if size == 15:
+            size = self.varint()
+        if size > len(self.data) - self.pos + 1:
+            raise ValueError("list longer than the footer")
+        return size, elem
+
+    def skip(self, kind: int, depth: int) -> None:
+        """Move past the next value of compact type ``kind`` as :meth:`value` reads it.
+
+        Builds no Python object per value (a footer of a million column chunks is walked
+        in constant memory), and refuses what :meth:`value` refuses.
+        """
+        data = self.data
+        if kind in (4, 5, 6):
+            pos = end = self.pos
+            while data[end] & 0x80:
+                end += 1
+                if end - pos > 10:
+                    raise ValueError("varint too long")
+            self.pos = end + 1
+        elif kind == 8:
+            n = self.varint()
+            self.pos += n
+            if self.pos > len(data):
+                raise IndexError("binary past the end")
+        elif kind == 12:
+            self.skip_struct(depth + 1)
+        elif kind in (9, 10):
+            size, elem = self.list_head()
+            if elem in (1, 2, 3, 7):  # fixed width: one byte (eight for a double) each
+                self.pos += size * (8 if elem == 7 else 1)
+                if self.pos > len(data):
+                    raise IndexError("list past the end")
+            else:
+                for _ in range(size):
+                    self.skip(elem, depth + 1)
+        elif kind in (1, 2, 3):  # a boolean inside a list, or a byte: one byte
+            self.byte()
+        else:
+            self.value(kind, depth)  # doubles, maps (builds nothing) and unknown types
+
+    def skip_struct(self, depth: int) -> None:
+        """Move past the struct starting here, ``depth`` levels down, as :meth:`struct` reads it."""
+        if depth > _MAX_DEPTH:
+            raise ValueError("Thrift nesting too deep")
+        self.skip_rest(depth)
+
+    def skip_rest(self, depth: int) -> bool:
+        """Move past the rest of a struct ``depth`` levels down (its end included).
+
+        Returns:
+            False if one of those fields has a long header (an absolute field id, which
+            may be lower than the ones before it); True if every one of them has an id
+            above the last one read.
+        """
+        # nested structs matched by _SHALLOW are up to two levels below this one
+        data, scalars = self.data, (_SHALLOW if depth + 2 <= _MAX_DEPTH else _SCALARS).match
+        ascending = True
+        while True:
+            end = scalars(data, self.pos)
+            if end is not None:  # it always matches (perhaps nothing)
+                self.pos = end.end()
+            head = self.byte()
+            kind = head & 0x0F
+            if kind == 0:
+                return ascending
+            if not head >> 4:
+                self.varint()  # the field id, not needed to skip the value
+                ascending = False
+            if kind not in (1, 2):  # a boolean field's value is in its header
+                self.skip(kind, depth)
 
 
 __all__ = ["Fields", "Thrift", "field_of", "list_of"]

@@ -52,10 +52,13 @@ class DirectReader:
         self.cap = limit or UNBUDGETED_CAP
         self.threads = threads
         self._shards: dict[str, ShardPages | None] = {}
-        # DuckDB refuses strings that are not UTF-8; pyarrow checks them only when asked
+        # DuckDB refuses strings that are not UTF-8; pyarrow checks them only when asked.
+        # The types by name once: schema.names builds a new list on every call.
+        types: dict[str, pa.DataType] = {}
+        for field in schema:
+            types.setdefault(field.name, field.type)
         self._text = [
-            name for name in self.columns
-            if name in schema.names and _has_text(schema.field(name).type)
+            name for name in self.columns if name in types and _has_text(types[name])
         ]
         #: Windows read by pyarrow, windows that fell back to DuckDB after trying, and
         #: decodes of row groups begun ("streams": a group cut into windows is decoded once

@@ -563,7 +563,8 @@ class WindowDecoder:
                 self.connection.close()  # DuckDB invalidated the database: reopen on next use
             local.check_unchanged()
             raise failures.shard_error(
-                exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched
+                exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched,
+                columns=len(self.source.columns),
             ) from None
 
 

@@ -34,6 +34,11 @@ _CORRUPT = (
 # of range"): not corruption. Index, offset or length "out of range" is, and says "corrupt".
 _OUT_OF_RANGE = re.compile(r"\b(timestamp|date|time|interval|decimal|value)\b[^.]*out of range")
 
+#: DuckDB's working memory per column a scan reads, at least: one 2048-value vector of
+#: 8-byte values (it also keeps each column's page buffers; 5,000 int64 columns of a few
+#: rows took more than 128 MiB, about 26 KiB each).
+COLUMN_WORKING_BYTES = 16 << 10
+
 
 def message(exc: BaseException) -> str:
     """DuckDB's or pyarrow's message on one line, without DuckDB's advice and SQL context."""
@@ -59,6 +64,7 @@ def shard_error(
     *,
     memory: int = 0,
     footer_bytes: int | None = None,
+    columns: int = 0,
 ) -> SourceError:
     """Return our error for a failure of DuckDB or pyarrow while reading a shard.
 
@@ -73,6 +79,8 @@ def shard_error(
         rows: The global row range read, when known.
         memory: The memory budget in bytes (0: none), for the out-of-memory wording.
         footer_bytes: The bytes the footer records for what was read, when known.
+        columns: The number of columns read (0: unknown), to tell a shard too wide for
+            the budget from one whose pages decompress to more than its footer records.
 
     Returns:
         The error to raise (a :class:`SourceError` subclass).
@@ -83,6 +91,18 @@ def shard_error(
         budget = f"the memory budget (memory={memory / (1 << 20):.4g} MB)" if memory else (
             "DuckDB's memory_limit"
         )
+        if memory and 2 * columns * COLUMN_WORKING_BYTES >= memory:
+            # the columns' own working memory takes half the budget or more: the shard is
+            # too wide for it, whatever its pages hold (calling it a bomb would be false)
+            return MemoryBudgetError(
+                f"reading {what} of shard {path} needs more memory than {budget} allows: "
+                f"the shard is too wide for the budget, DuckDB needs working memory for "
+                f"each of the {columns} columns read (at least "
+                f"{COLUMN_WORKING_BYTES >> 10} KiB each, whatever their size): {text}. "
+                "Raise memory=, or select fewer columns with columns=[...]",
+                path,
+                rows,
+            )
         recorded = (
             f"; its footer records {footer_bytes} bytes for them, so the file understates "
             "what they decompress to (a decompression bomb, or a writer's error)"
