@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from .common.keywords import guard
 from .common.progress import progress_bar
 from .common.sizes import DEFAULT_MEMORY
-from .core.dataset import ShardDataset
+from .core.dataset import ShardDataset, check_positions
 from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
@@ -318,10 +318,8 @@ class PackedDataset(ParquetDataset):
         if windows is None:
             self.documents.prefetch(None)
             return
-        bad = [p for p in windows if not 0 <= int(p) < len(self.windows)]
-        if bad:
-            raise IndexError(f"run position {bad[0]} out of range for {len(self.windows)} runs")
-        self.documents.prefetch(self.blocks.source_windows([int(p) for p in windows]))
+        runs = check_positions(windows, len(self.windows), "run")
+        self.documents.prefetch(self.blocks.source_windows(runs))
 
     # ------------------------------------------------------------------ about the blocks
     @property

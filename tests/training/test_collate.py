@@ -265,3 +265,79 @@ def test_what_is_not_a_list_of_rows_is_named() -> None:
     assert collate(({"label": 3}, {"label": 4}))["label"].tolist() == [3, 4]
     assert collate([{"flag": [True]}, {"flag": [True, True]}], padding_value=False)[
         "flag"].tolist() == [[True, False], [True, True]]
+
+
+def _empty_lists_dataset(root: Any, rows: int = 12) -> Any:
+    """A shard whose list columns hold empty lists for every row (values a function of i)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root.mkdir(exist_ok=True)
+    table = pa.table({
+        "id": pa.array(range(rows), pa.int64()),
+        "t32": pa.array([[] for _ in range(rows)], pa.list_(pa.int32())),
+        "t8": pa.array([[] for _ in range(rows)], pa.list_(pa.int8())),
+        "t64": pa.array([[] for _ in range(rows)], pa.list_(pa.int64())),
+        "flags": pa.array([[] for _ in range(rows)], pa.list_(pa.bool_())),
+        "w": pa.array([[] for _ in range(rows)], pa.list_(pa.float32())),
+        # in the second half of the rows the lists have values: the dtype must not change
+        "late": pa.array([[] if i < rows // 2 else [i] for i in range(rows)],
+                         pa.list_(pa.int32())),
+        "nested": pa.array([[[]] for _ in range(rows)], pa.list_(pa.list_(pa.int16()))),
+        "s": pa.array([{"ids": []} for _ in range(rows)],
+                      pa.struct([("ids", pa.list_(pa.uint8()))])),
+    })
+    pq.write_table(table, root / "part-0.parquet")
+    return root
+
+
+def test_all_empty_lists_keep_an_integer_dtype_given_the_schema(tmp_path: Any) -> None:
+    from undertale_duck import ParquetDataset
+
+    ds = ParquetDataset(_empty_lists_dataset(tmp_path / "d"))
+    empty = collate(ds.__getitems__([0, 1, 2]), schema=ds.schema)
+    full = collate(ds.__getitems__([9, 10, 11]), schema=ds.schema)
+    # python rows: ints collate to int64 when the lists have values, so empty ones do too
+    for key in ("t32", "t8", "t64", "late"):
+        assert empty[key].dtype == torch.int64, key
+        assert tuple(empty[key].shape) == (3, 0)
+    assert full["late"].dtype == empty["late"].dtype
+    assert full["late"].tolist() == [[9], [10], [11]]
+    assert empty["flags"].dtype == torch.bool
+    assert empty["w"].dtype == torch.float64
+    assert empty["nested"].dtype == torch.int64 and tuple(empty["nested"].shape) == (3, 1, 0)
+    assert empty["s"]["ids"].dtype == torch.int64
+    with pytest.raises(ArgumentError, match="schema must be a pyarrow Schema"):
+        collate(ds.__getitems__([0]), schema={"t32": "int32"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "torch"])
+def test_all_empty_lists_keep_the_arrow_dtype_in_numpy_and_torch_rows(
+    tmp_path: Any, fmt: str
+) -> None:
+    from undertale_duck import ParquetDataset
+
+    ds = ParquetDataset(_empty_lists_dataset(tmp_path / "d"), format=fmt)  # type: ignore[arg-type]
+    for rows in (ds.__getitems__([0, 1, 2]), [ds[0], ds[1], ds[2]]):
+        batch = collate(rows)
+        assert batch["t32"].dtype == torch.int32
+        assert batch["t8"].dtype == torch.int8
+        assert batch["t64"].dtype == torch.int64
+        assert tuple(batch["t8"].shape) == (3, 0)
+
+
+def test_load_with_collate_keeps_empty_lists_integer(tmp_path: Any) -> None:
+    from undertale_duck import load
+
+    loader = load(_empty_lists_dataset(tmp_path / "d"), None, collate, 4)
+    batches = list(loader)
+    assert [b["id"].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert [b["late"].dtype for b in batches] == [torch.int64] * 3
+    assert batches[0]["t8"].dtype == torch.int64 and tuple(batches[0]["t8"].shape) == (4, 0)
+    assert batches[2]["late"].tolist() == [[8], [9], [10], [11]]
+    # a mixture of sources with one schema: told it too
+    from undertale_duck import Mixture
+
+    mix = Mixture([str(tmp_path / "d"), str(tmp_path / "d")])
+    batches = list(load(mix, None, collate, 4))
+    assert [b["t32"].dtype for b in batches] == [torch.int64] * 6

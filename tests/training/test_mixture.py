@@ -451,3 +451,38 @@ def test_a_stream_that_is_neither_a_source_nor_a_dataset_is_our_error(
     a, _ = two
     with pytest.raises(ArgumentError, match=r"stream 1: .* neither a source .* nor a map-style"):
         Mixture([ParquetDataset(a), stream])
+
+
+def test_mixture_indexes_like_a_dataset(two: tuple[Path, Path]) -> None:
+    a, b = two
+    da, db = ParquetDataset(a), ParquetDataset(b)
+    mix = Mixture([da, db])
+    n = len(mix)
+    assert n == 130
+    # negative indices count from the end, as ParquetDataset's do
+    assert mix[-1] == db[-1] and mix[-n] == da[0] and mix[-31] == da[-1]
+    assert mix.source_of(-1) == (1, 29)
+    assert mix.__getitems__([-1, 0, np.int64(-130)]) == [db[-1], da[0], da[0]]
+    for bad in (n, -n - 1):
+        with pytest.raises(IndexError, match=rf"mixture index {bad} out of range for 130 "
+                                             r"rows \(valid: -130 to 129\)"):
+            mix[bad]
+        with pytest.raises(IndexError, match="valid: -130 to 129"):
+            mix.__getitems__([0, bad])
+    # a float is refused, as by ParquetDataset, never truncated to another row
+    for bad_index in (1.5, 1.0, True, np.float64(2.0), np.arange(2)):
+        with pytest.raises(TypeError, match="mixture indices must be integers"):
+            mix[bad_index]  # type: ignore[index]
+        with pytest.raises(TypeError):
+            da[bad_index]  # type: ignore[index]
+    # indices that are not one row of integers: our TypeError, naming the shape
+    import torch
+
+    for bad_batch in (np.zeros((2, 2), dtype=np.int64), np.array(1), torch.tensor(1), None):
+        with pytest.raises(TypeError, match="__getitems__: indices must be a 1-d sequence"):
+            mix.__getitems__(bad_batch)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="indices is a tensor on the meta device"):
+        mix.__getitems__(torch.arange(2, device="meta"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"mixture indices must be integers.*meta device"):
+        mix[torch.tensor(1, device="meta")]  # type: ignore[index]
+    assert mix.__getitems__(torch.tensor([-1, 0])) == [db[-1], da[0]]

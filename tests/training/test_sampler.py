@@ -540,3 +540,32 @@ def test_an_epoch_the_tail_rule_leaves_empty_is_said() -> None:
         assert len(list(ChunkedSampler(Sized(5), 2, 8, drop_last=False))) == 5
         assert len(list(ChunkedSampler(Sized(0), 2, 8))) == 0  # nothing to drop
         assert len(list(ChunkedSampler(Sized(8), 2, 8))) == 8
+
+
+def test_order_and_sequence_check_the_epoch_they_are_given(tmp_path: Path) -> None:
+    from support import datagen
+
+    from undertale_duck import Mixture, batch_rows
+
+    datagen.write_shards(tmp_path / "d", [48], row_group_size=8)
+    ds = ParquetDataset(tmp_path / "d", window_bytes=1)
+    for dataset in (ds, Mixture([ds, ds])):
+        for shuffle in (True, False):
+            s = ChunkedSampler(dataset, 4, 0, shuffle=shuffle, seed=3)
+            # numpy's seeding refused these in its words; unshuffled, 1.5 was epoch 1
+            for bad, said in ((1.5, "epoch must be an integer >= 0, got 1.5"),
+                              (-1, "epoch must be >= 0, got -1"),
+                              ("1", "epoch must be an integer >= 0, got '1'")):
+                with pytest.raises(ArgumentError, match=said):
+                    s.order(bad)  # type: ignore[arg-type]
+                with pytest.raises(ArgumentError, match=said):
+                    s.sequence(bad)  # type: ignore[arg-type]
+                with pytest.raises(ArgumentError, match=said):
+                    batch_rows(s, 0, epoch=bad)  # type: ignore[arg-type]
+            assert s.order(np.int64(2)).tolist() == s.order(2).tolist()
+    mix = Mixture([ds, ds])
+    with pytest.raises(ArgumentError, match="seed must be >= 0, got -1"):
+        mix.epoch_units(-1, 0)
+    with pytest.raises(ArgumentError, match="epoch must be an integer >= 0, got None"):
+        mix.epoch_units(0, None)  # type: ignore[arg-type]
+    assert mix.epoch_units(np.int64(3), np.uint8(1)) == mix.epoch_units(3, 1)

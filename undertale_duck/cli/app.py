@@ -10,7 +10,9 @@ import argparse
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 import duckdb
 
@@ -32,6 +34,7 @@ from .command import (
     EXIT_OK,
     EXIT_USAGE,
     Command,
+    check_text_arguments,
 )
 
 __all__ = [
@@ -112,6 +115,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 success, 1 failed or refused query / failed validation, 2 usage,
         input or unexpected error, 130 interrupted (Ctrl-C).
     """
+    with warnings.catch_warnings():  # restored on the way out (main may run in-process)
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int,
+    file: TextIO | None = None, line: str | None = None,
+) -> None:
+    """Show a library warning as one line, as errors are (not Python's two with a path)."""
+    text = first_line(message, ERROR_LENGTH) if isinstance(message, Warning) else message
+    _say(f"warning: {' '.join(str(text).split())}")
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """:func:`main` without its warnings' display."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -120,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         run = next(c.run for c in COMMANDS if c.name == name)
+        check_text_arguments(args)
         return run(args)
     except KeyboardInterrupt:
         return _say_interrupted()

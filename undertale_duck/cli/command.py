@@ -206,15 +206,69 @@ def query_session(
 def storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """The ``--storage-option KEY=VALUE`` arguments as a mapping (None when none was given).
 
+    A local path ignores them, as ``ParquetDataset`` does (docs/storage.md); one warning
+    line says so, since a typed option that changes nothing is easy to miss.
+
     Args:
         args: The parsed arguments.
 
     Returns:
         The options of a URL source's store (docs/storage.md).
     """
-    from ..core.source import parse_storage_options
+    from ..common.text import terminal_safe
+    from ..core.source import is_remote, parse_storage_options
 
-    return parse_storage_options(args.storage_option) or None
+    options = parse_storage_options(args.storage_option) or None
+    source = args.source
+    local = not is_remote(source) and source[:7].lower() != "file://"  # file://: checked
+    if options and local and not getattr(args, "storage_option_warned", False):
+        args.storage_option_warned = True  # commands may ask more than once
+        print(
+            "undertale-duck: warning: --storage-option applies only to URL sources "
+            f"(s3://, gs://, https://, file:// ...); ignored for the local source "
+            f"{terminal_safe(source)}",
+            file=sys.stderr, flush=True,
+        )
+    return options
+
+
+#: Arguments that are text (SQL, names, an address), not paths, by ``dest``: how they are
+#: typed. Paths (SOURCE, ``--output``, ``@FILE``, a side table's file) may hold any bytes.
+TEXT_ARGUMENTS = {
+    "query": "QUERY", "view_query": "--query", "view_where": "--where", "where": "--where",
+    "columns": "--columns", "column": "--column", "alongside": "--alongside", "key": "--key",
+    "ray": "--ray", "view_tables": "--table NAME",
+}
+
+
+def check_text_arguments(args: argparse.Namespace) -> None:
+    """Refuse text arguments holding bytes that are not UTF-8 (no path may be one).
+
+    Python passes such bytes on as lone surrogates, which DuckDB, pyarrow and the UTF-8
+    codec then refuse with their own errors, far from the argument that holds them.
+
+    Args:
+        args: The parsed arguments.
+
+    Raises:
+        ArgumentError: Naming the argument.
+    """
+    for dest, name in TEXT_ARGUMENTS.items():
+        value = getattr(args, dest, None)
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str) or item == "-" or (
+                dest in ("query", "view_query") and item.startswith("@")
+            ):
+                continue
+            text = item.partition("=")[0] if dest == "view_tables" else item
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                raise ArgumentError(
+                    f"{name} '{shown}' is not valid UTF-8 text: type it in UTF-8 (check the "
+                    "terminal's locale)"
+                ) from None
 
 
 def to_stdout(output: str | None) -> bool:

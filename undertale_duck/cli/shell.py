@@ -112,6 +112,10 @@ class Shell:
             if not line:
                 return
             number += 1
+            if not _utf8(line):  # a stdin decoding with surrogateescape lets bytes through
+                raise InputTooLong(
+                    f"line {number} of the input is not UTF-8 text; the shell reads SQL text"
+                )
             if len(line) > MAX_STATEMENT_CHARS:
                 raise InputTooLong(
                     f"line {number} of the input is longer than {MAX_STATEMENT_CHARS:,} "
@@ -137,6 +141,11 @@ class Shell:
                 pending = False
                 continue
             number += 1
+            if not _utf8(line):
+                self._error("the line is not UTF-8 text; the statement was dropped", number)
+                yield -1, ""
+                pending = False
+                continue
             yield number, line
             pending = self._pending
 
@@ -305,6 +314,15 @@ class Shell:
                 color=self._color,
             )
         self.out.flush()
+
+
+def _utf8(text: str) -> bool:
+    """Whether text read from a terminal or pipe is UTF-8 (no bytes passed as surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def main(

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from ..core.rows import RowBatch, TensorRangeError, to_tensor
@@ -23,6 +24,7 @@ def collate(
     *,
     padding_value: float = 0,
     mask_suffix: str = MASK_SUFFIX,
+    schema: pa.Schema | None = None,
 ) -> dict[str, Any]:
     """Turn a list of rows (``{column: value}``) into one batch ``{column: tensor or list}``.
 
@@ -42,6 +44,11 @@ def collate(
     - everything else (strings, bytes, dates, lists of strings, values with ``None``) is kept
       as a Python list of the rows' values.
 
+    A batch whose lists are all empty is a ``[batch, 0]`` tensor of the dtype the values
+    would have: rows of the ``numpy``/``torch`` formats carry it; Python rows (the default
+    ``format="python"``) do not, so pass ``schema=dataset.schema`` for an integer (int64)
+    or boolean tensor there: without it such a batch is float64, as ``torch.tensor([[]])``.
+
     Use ``functools.partial(collate, padding_value=-1)`` to change the options in a
     ``DataLoader``.
 
@@ -49,6 +56,8 @@ def collate(
         rows: The rows of a batch; all must have the same keys.
         padding_value: Value used to pad ragged lists.
         mask_suffix: Suffix of the mask key added for each padded column.
+        schema: The rows' Arrow schema (``dataset.schema``), for the dtype of columns whose
+            lists are all empty in a batch of Python rows.
 
     Returns:
         The batch, with the rows' keys in order (each mask right after its column).
@@ -61,6 +70,7 @@ def collate(
             (Python ints beyond int64 stay a list, exact).
     """
     _check_options(padding_value, mask_suffix)
+    types = _types_of(schema)
     if isinstance(rows, Mapping) or not isinstance(rows, Sequence) or isinstance(rows, str):
         raise ArgumentError(
             f"collate takes a list of rows, got {type(rows).__name__}: a DataLoader with "
@@ -97,6 +107,7 @@ def collate(
                 columnar.column(key) if columnar is not None else [row[key] for row in rows],
                 padding_value,
                 mask_suffix,
+                types.get(key),
             )
         except TensorRangeError:
             raise OutOfRangeError(
@@ -122,7 +133,7 @@ def collate(
 
 
 def _column(
-    values: list[Any], padding_value: float, mask_suffix: str
+    values: list[Any], padding_value: float, mask_suffix: str, typ: pa.DataType | None = None
 ) -> tuple[Any, torch.Tensor | None]:
     first = values[0]
     if isinstance(first, torch.Tensor):
@@ -139,16 +150,56 @@ def _column(
         return values, None
     if isinstance(first, list | tuple):
         if all(isinstance(v, list | tuple) for v in values):
-            return _lists(values, padding_value)
+            return _lists(values, padding_value, typ)
         return values, None
     if isinstance(first, Mapping):
         if all(isinstance(v, Mapping) for v in values):
             try:
-                return collate(values, padding_value=padding_value, mask_suffix=mask_suffix), None
+                inner = None
+                if typ is not None and pa.types.is_struct(typ):
+                    inner = pa.schema([typ.field(k) for k in range(typ.num_fields)])
+                return collate(
+                    values, padding_value=padding_value, mask_suffix=mask_suffix, schema=inner
+                ), None
             except ArgumentError:
                 return values, None
         return values, None
     return values, None
+
+
+def _types_of(schema: object) -> dict[str, pa.DataType]:
+    """The column types of a ``schema=`` argument (none for None)."""
+    if schema is None:
+        return {}
+    if not isinstance(schema, pa.Schema):
+        raise ArgumentError(
+            f"collate: schema must be a pyarrow Schema (such as dataset.schema), got "
+            f"{type(schema).__name__}"
+        )
+    return {field.name: field.type for field in schema}
+
+
+def _empty_dtype(typ: pa.DataType | None) -> torch.dtype | None:
+    """The dtype Python values of a list column of type ``typ`` collate to, if a number's.
+
+    Python rows' ints become int64 and floats float64 (as ``_numeric`` makes them), so a
+    batch of empty lists gets the dtype a batch with values gets.
+    """
+    while typ is not None and (
+        pa.types.is_list(typ) or pa.types.is_large_list(typ)
+        or pa.types.is_fixed_size_list(typ) or pa.types.is_list_view(typ)
+        or pa.types.is_large_list_view(typ)
+    ):
+        typ = typ.value_type
+    if typ is None:
+        return None
+    if pa.types.is_boolean(typ):
+        return torch.bool
+    if pa.types.is_integer(typ):
+        return torch.int64
+    if pa.types.is_floating(typ):
+        return torch.float64
+    return None
 
 
 def _check_options(padding_value: object, mask_suffix: object) -> None:
@@ -247,13 +298,20 @@ def _pad(values: list[torch.Tensor], padding_value: float) -> tuple[torch.Tensor
     return out, mask
 
 
-def _lists(values: list[Any], padding_value: float) -> tuple[Any, torch.Tensor | None]:
+def _lists(
+    values: list[Any], padding_value: float, typ: pa.DataType | None = None
+) -> tuple[Any, torch.Tensor | None]:
     lengths = [len(v) for v in values]
     if all(n == lengths[0] for n in lengths):
         if lengths[0] and not isinstance(values[0][0], (*_NUMBER, list, tuple)):
             return values, None
         array = _numeric(values)
-        return (values, None) if array is None else (_from_numpy(array), None)
+        if array is None:
+            return values, None
+        tensor = _from_numpy(array)
+        dtype = _empty_dtype(typ) if array.size == 0 else None
+        # no value to tell the type by (numpy made the empty lists float64): the schema's
+        return (tensor if dtype is None else tensor.to(dtype)), None
     flat = list(itertools.chain.from_iterable(values))
     if not all(isinstance(v, _NUMBER) for v in flat):
         return values, None

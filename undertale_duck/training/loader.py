@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import multiprocessing.context
 import os
@@ -10,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 from torch.utils.data import DataLoader, get_worker_info
 
 from ..common.keywords import guard
@@ -21,6 +23,7 @@ from ..core.source import SourceLike
 from ..core.views import Split
 from ..dataset import ParquetDataset
 from ..errors import ArgumentError
+from .collate import collate
 from .mixture import Mixture
 from .order import worker_windows
 from .sampler import ChunkedSampler
@@ -337,7 +340,7 @@ def load(
         batch_size=sampler.batch,
         sampler=sampler,
         num_workers=sampler.workers,
-        collate_fn=collator if collator is not None else _as_list,
+        collate_fn=_with_schema(collator, dataset) if collator is not None else _as_list,
         pin_memory=pin_memory,
         persistent_workers=persistent_workers,
         prefetch_factor=prefetch_factor,
@@ -432,6 +435,25 @@ def _check_picklable(**functions: object) -> None:
                 "(not a lambda or a local function), or start workers with "
                 "multiprocessing_context='fork' (Linux)"
             ) from None
+
+
+def _with_schema(collator: Callable[..., Any], dataset: Any) -> Callable[..., Any]:
+    """``collate`` told the dataset's schema, else ``collator`` as given.
+
+    Python rows do not say the type of a list column whose lists are all empty in a batch;
+    told the schema, ``collate`` makes such a batch int64 like the batches with values (not
+    float64). A mixture is told its sources' schema where they all have the same one.
+    """
+    if collator is not collate:
+        return collator
+    parts = [s.dataset for s in dataset.streams] if isinstance(dataset, Mixture) else [dataset]
+    schemas = [getattr(part, "schema", None) for part in parts]
+    first = schemas[0]
+    if isinstance(first, pa.Schema) and all(
+        isinstance(s, pa.Schema) and s.equals(first) for s in schemas
+    ):
+        return functools.partial(collate, schema=first)
+    return collator
 
 
 def _as_list(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

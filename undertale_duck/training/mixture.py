@@ -16,6 +16,7 @@ import hashlib
 import inspect
 import json
 import math
+import operator
 import os
 from collections.abc import Mapping, MutableSequence, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
+from ..common.numbers import check_int, is_number
+from ..core.rows import index_array
 from ..errors import ArgumentError
 
 
@@ -153,6 +156,17 @@ def _fingerprint_of(dataset: Any) -> Any:
     return [f"{kind.__module__}.{kind.__qualname__}", len(dataset)]
 
 
+def _kind(value: object) -> str:
+    """What an index is, for an error: its type, and its shape where it has one."""
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return type(value).__name__
+    device = getattr(value, "device", None)
+    where = " on the meta device (no values)" if getattr(device, "type", "") == "meta" else ""
+    dtype = getattr(value, "dtype", "?")
+    return f"{type(value).__name__} of shape {tuple(shape)}, dtype {dtype}{where}"
+
+
 def take(units: Sequence[tuple[int, int]], count: int, start: int) -> list[tuple[int, int]]:
     """``count`` rows of a source as ranges: whole passes, then a contiguous run from ``start``.
 
@@ -227,16 +241,11 @@ class Mixture(Dataset[Any]):
             # bools do not (True would silently weigh 1)
             for name, value in (("proportion", s.proportion), ("repeat", s.repeat)):
                 if value is not None and not (
-                    isinstance(value, int | float | np.integer | np.floating)
-                    and not isinstance(value, bool | np.bool_)
-                    and value >= 0 and math.isfinite(value)
+                    is_number(value) and value >= 0 and math.isfinite(value)
                 ):
                     raise ArgumentError(f"stream {k}: {name} must be a number >= 0, got {value!r}")
-            if s.choose is not None and (
-                isinstance(s.choose, bool) or not isinstance(s.choose, int | np.integer)
-                or s.choose < 0
-            ):
-                raise ArgumentError(f"stream {k}: choose must be an integer >= 0, got {s.choose!r}")
+            if s.choose is not None:
+                check_int(f"stream {k}: choose", s.choose, 0, say_range=False)
             if not is_source(s.dataset) and not (
                 hasattr(s.dataset, "__len__") and hasattr(s.dataset, "__getitem__")
             ):
@@ -255,11 +264,8 @@ class Mixture(Dataset[Any]):
             for s in self.streams
         ]
         for name, value in (("epoch_size", epoch_size), ("chunk", chunk)):
-            low = 1 if name == "chunk" else 0
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low
-            ):
-                raise ArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
+            if value is not None:
+                check_int(name, value, 1 if name == "chunk" else 0, say_range=False)
         epoch_size = None if epoch_size is None else int(epoch_size)
         with_proportion = [s.proportion is not None for s in self.streams]
         if any(with_proportion) and not all(with_proportion):
@@ -336,7 +342,13 @@ class Mixture(Dataset[Any]):
         Returns:
             Ranges adding up to :attr:`epoch_size` rows; a deterministic function of
             ``(seed, epoch)``.
+
+        Raises:
+            ArgumentError: If ``seed`` or ``epoch`` is not an integer >= 0 (numpy's seeding
+                would refuse it in its own words).
         """
+        seed = check_int("seed", seed, 0)
+        epoch = check_int("epoch", epoch, 0)
         out: list[tuple[int, int]] = []
         for k, (units, count) in enumerate(zip(self._units, self.counts, strict=True)):
             n = self.offsets[k + 1] - self.offsets[k]
@@ -357,11 +369,34 @@ class Mixture(Dataset[Any]):
                 for a, b in units]
 
     def source_of(self, index: int) -> tuple[int, int]:
-        """``(stream number, index in that stream)`` of a mixture index."""
-        if not 0 <= index < self.offsets[-1]:
-            raise IndexError(f"mixture index {index} out of range for {self.offsets[-1]} rows")
-        k = bisect.bisect_right(self.offsets, index) - 1
-        return k, index - self.offsets[k]
+        """``(stream number, index in that stream)`` of a mixture index.
+
+        Args:
+            index: A mixture index; negative indices count from the end, as for
+                ``ParquetDataset``.
+
+        Raises:
+            IndexError: If the index is out of range (the message names the valid range).
+            TypeError: If the index is not an integer (a float is never truncated).
+        """
+        n = self.offsets[-1]
+        # as ParquetDataset does: int(1.5) would quietly serve row 1
+        try:
+            if isinstance(index, bool | np.bool_):
+                raise TypeError
+            i = operator.index(index)  # a numpy or torch integer scalar too
+        except (TypeError, RuntimeError):  # torch: a float or a meta tensor
+            raise TypeError(
+                f"mixture indices must be integers, not {_kind(index)}"
+            ) from None
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(
+                f"mixture index {index} out of range for {n} rows (valid: {-n} to {n - 1})"
+            )
+        k = bisect.bisect_right(self.offsets, i) - 1
+        return k, i - self.offsets[k]
 
     def locate(self, index: int) -> tuple[str, int]:
         """``(shard path, local row)`` of a mixture index, from its source's ``locate``."""
@@ -387,12 +422,13 @@ class Mixture(Dataset[Any]):
             ds.close()
 
     def __getitem__(self, index: int) -> Any:
-        k, i = self.source_of(int(index))
+        k, i = self.source_of(index)
         return self.streams[k].dataset[i]
 
     def __getitems__(self, indices: Sequence[int]) -> MutableSequence[Any]:
         """Rows for many indices, fetching each source's rows in one batched call."""
-        where = [self.source_of(int(i)) for i in indices]
+        # a 2-d, 0-d or meta tensor: our TypeError, not numpy's or torch's
+        where = [self.source_of(i) for i in index_array(indices).tolist()]
         out: list[Any] = [None] * len(where)
         for k in sorted({k for k, _ in where}):
             positions = [p for p, (s, _) in enumerate(where) if s == k]

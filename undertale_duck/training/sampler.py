@@ -14,6 +14,7 @@ import numpy as np
 import torch.distributed as dist
 from torch.utils.data.distributed import DistributedSampler
 
+from ..common.numbers import check_int
 from ..errors import ArgumentError, EmptyEpochWarning
 from .order import (
     DEFAULT_CHUNK,
@@ -44,14 +45,6 @@ _UNITS_CHANGED = (
 
 #: Indices converted to Python integers at a time while iterating.
 _YIELD_STEP = 1 << 16
-
-
-def _check_int(name: str, value: object, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
-    if value < low:
-        raise ArgumentError(f"{name} must be >= {low}, got {value}")
-    return int(value)
 
 
 def _world() -> tuple[int, int]:
@@ -139,19 +132,19 @@ class ChunkedSampler(DistributedSampler[int]):
             raise ArgumentError(
                 f"ChunkedSampler needs a dataset with a length; {type(dataset).__name__} has none"
             ) from exc
-        self.batch = _check_int("batch", batch, 1)
-        self.workers = _check_int("workers", workers, 0)
+        self.batch = check_int("batch", batch, 1)
+        self.workers = check_int("workers", workers, 0)
         world_size, world_rank = _world()
-        ranks = world_size if ranks is None else _check_int("ranks", ranks, 1)
-        rank = world_rank if rank is None else _check_int("rank", rank, 0)
+        ranks = world_size if ranks is None else check_int("ranks", ranks, 1)
+        rank = world_rank if rank is None else check_int("rank", rank, 0)
         if rank >= ranks:
             raise ArgumentError(f"rank must be in [0, {ranks - 1}] for ranks={ranks}, got {rank}")
         for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
             if not isinstance(flag, bool):
                 raise ArgumentError(f"{name} must be True or False, got {flag!r}")
-        self.seed = _check_int("seed", seed, 0)
-        self.mix = _check_int("mix", mix, 1)
-        self.chunk = _check_int("chunk", chunk, 1)
+        self.seed = check_int("seed", seed, 0)
+        self.mix = check_int("mix", mix, 1)
+        self.chunk = check_int("chunk", chunk, 1)
         self.dataset = dataset
         self._sized: Sized = dataset
         self.length = length
@@ -284,8 +277,12 @@ class ChunkedSampler(DistributedSampler[int]):
 
         Returns:
             Dataset indices in the order they are yielded.
+
+        Raises:
+            ArgumentError: If ``epoch`` is not an integer >= 0 (as ``set_epoch`` says).
         """
-        epoch = self.epoch if epoch is None else epoch
+        # numpy's seeding would refuse it in its own words, or never look at it unshuffled
+        epoch = self.epoch if epoch is None else check_int("epoch", epoch, 0)
         elastic = bool(self._before) and epoch == self.epoch
         mixture = callable(getattr(self._sized, "epoch_units", None))
         key = (epoch, elastic)
@@ -326,7 +323,11 @@ class ChunkedSampler(DistributedSampler[int]):
 
         Returns:
             Dataset indices.
+
+        Raises:
+            ArgumentError: If ``epoch`` is not an integer >= 0.
         """
+        epoch = check_int("epoch", epoch, 0)
         stop = self.length if stop is None else stop
         if callable(getattr(self._sized, "epoch_units", None)):  # a Mixture's ranges
             units = self._sized.epoch_units(self.seed, epoch)  # type: ignore[attr-defined]
@@ -366,7 +367,7 @@ class ChunkedSampler(DistributedSampler[int]):
         Raises:
             ArgumentError: If ``epoch`` is not an integer >= 0.
         """
-        epoch = _check_int("epoch", epoch, 0)
+        epoch = check_int("epoch", epoch, 0)
         if epoch != self.epoch and not self.fixed_epoch:
             self.epoch = epoch
             self.consumed = 0
@@ -439,7 +440,7 @@ class ChunkedSampler(DistributedSampler[int]):
             ``tail`` (rows of the epoch's sequence that no rank gets).
         """
         if consumed is not None:
-            done = _check_int("consumed", consumed, 0)
+            done = check_int("consumed", consumed, 0)
         elif self.counted_by_loader:
             done = self.consumed
         elif self._live is not None and self._live.epoch == self.epoch:
@@ -512,8 +513,8 @@ class ChunkedSampler(DistributedSampler[int]):
                 + "), which give another order of the epoch; build the sampler with the saved "
                 "settings (ranks, workers and batch may differ)"
             )
-        epoch = _check_int("epoch", state["epoch"], 0)
-        consumed = _check_int("consumed", state["consumed"], 0)
+        epoch = check_int("epoch", state["epoch"], 0)
+        consumed = check_int("consumed", state["consumed"], 0)
         before = _parts(state.get("before", []))
         saved = _topology(state, mine)
         rest = _rest(self.length, before)
@@ -548,7 +549,7 @@ def _topology(state: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
     out = {key: state.get(key, default[key]) for key in _TOPOLOGY}
     out["drop_last"] = bool(state.get("drop_last", True))
     for key in ("ranks", "workers", "batch"):
-        out[key] = _check_int(f"saved {key}", out[key], 1)
+        out[key] = check_int(f"saved {key}", out[key], 1)
     return out
 
 
@@ -560,7 +561,7 @@ def _parts(value: Any) -> list[dict[str, Any]]:
     for part in value:
         if not isinstance(part, dict) or "consumed" not in part:
             raise ArgumentError("a ChunkedSampler state's 'before' entries come from state_dict()")
-        parts.append({**_topology(part, part), "consumed": _check_int(
+        parts.append({**_topology(part, part), "consumed": check_int(
             "consumed", part["consumed"], 0)})
     return parts
 

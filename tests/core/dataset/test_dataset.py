@@ -65,6 +65,37 @@ def test_getitems_reads_each_window_once(uneven: tuple[Path, int]) -> None:
     assert stats.misses == len(touched)
 
 
+
+@pytest.mark.parametrize("fmt", ["python", "numpy", "torch"])
+def test_getitems_names_the_shape_of_indices_that_are_not_1d(
+    uneven: tuple[Path, int], fmt: str
+) -> None:
+    root, total = uneven
+    ds = ParquetDataset(root, format=fmt)  # type: ignore[arg-type]
+    shaped = "indices must be a 1-d sequence of integers"
+    for bad, shape in (
+        (np.arange(4).reshape(2, 2), r"\(2, 2\)"),
+        (torch.arange(4).reshape(2, 2), r"\(2, 2\)"),
+        (np.array(3), r"\(\)"),
+        (torch.tensor(3), r"\(\)"),
+        ([[0, 1], [2]], "numpy cannot read as 1-d"),
+    ):
+        with pytest.raises(TypeError, match=rf"__getitems__: {shaped}.*{shape}"):
+            ds.__getitems__(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="__getitems__: indices is a tensor on the meta device"):
+        ds.__getitems__(torch.arange(3, device="meta"))  # type: ignore[arg-type]
+    # an array element that is itself an array is not an index either: our TypeError
+    with pytest.raises(TypeError, match=r"dataset indices must be integers, not ndarray"):
+        ds[np.arange(2)]  # type: ignore[index]
+    with pytest.raises(TypeError, match=r"dataset indices must be integers, not Tensor"):
+        ds[torch.tensor(1.0)]  # type: ignore[index]
+    with pytest.raises(TypeError, match=r"not Tensor of shape \(\), dtype torch.int64 on the meta"):
+        ds[torch.tensor(1, device="meta")]  # type: ignore[index]
+    # the 1-d forms still serve the rows they name
+    expected = [datagen.expected(total)[i] for i in (2, 0, total - 1)]
+    for good in ([2, 0, -1], np.array([2, 0, -1]), torch.tensor([2, 0, -1])):
+        assert [r["id"] for r in ds.__getitems__(good)] == [e["id"] for e in expected]
+
 def test_windows_follow_row_groups(uneven: tuple[Path, int]) -> None:
     root, total = uneven
     ds = ParquetDataset(root, window_bytes=1)  # one window per row group (or smaller)

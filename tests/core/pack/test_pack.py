@@ -547,6 +547,27 @@ def test_numpy_integers_in_the_spec_and_empty_batches(shards: Path) -> None:
     assert ds[-1]["tokens"].tolist() == ds[len(ds) - 1]["tokens"].tolist()
 
 
+
+@pytest.mark.parametrize("fmt", ["python", "numpy", "torch"])
+def test_block_indices_that_would_wrap_or_are_not_1d_are_refused(shards: Path, fmt: str) -> None:
+    ds = ParquetDataset(shards, pack=Pack(column="tokens", length=8), format=fmt)  # type: ignore[arg-type]
+    n = len(ds)
+    # uint64 2**64 - 1 cast to int64 is -1: it served the last block
+    for big in (np.array([2**64 - 1], dtype=np.uint64), np.array([0, n], dtype=np.uint32)):
+        with pytest.raises(IndexError, match=r"block index \d+ out of range for \d+ blocks"):
+            ds.__getitems__(big)  # type: ignore[arg-type]
+    shaped = r"__getitems__: indices must be a 1-d sequence of integers"
+    for bad in (np.zeros((2, 2), dtype=np.int64), torch.zeros((1, 2), dtype=torch.int64),
+                np.array(1), torch.tensor(1), [[0, 1], [2]], None):
+        with pytest.raises(TypeError, match=shaped):
+            ds.__getitems__(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="indices is a tensor on the meta device"):
+        ds.__getitems__(torch.arange(2, device="meta"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="on the meta device"):
+        ds[torch.tensor(1, device="meta")]  # type: ignore[index]
+    last = ds.__getitems__(np.array([n - 1], dtype=np.uint64))[0]  # type: ignore[arg-type]
+    assert str(last) == str(ds[n - 1])
+
 def test_window_of_and_prefetch_speak_runs_of_blocks(shards: Path) -> None:
     ds = ParquetDataset(shards, pack=Pack(column="tokens", length=8), window_bytes=300)
     for k in (0, 5, len(ds) - 1, -1):
@@ -557,6 +578,8 @@ def test_window_of_and_prefetch_speak_runs_of_blocks(shards: Path) -> None:
     assert ds[0] == ParquetDataset(shards, pack=Pack(column="tokens", length=8))[0]
     with pytest.raises(IndexError):
         ds.prefetch([len(ds.windows)])
+    with pytest.raises(TypeError, match="prefetch: run positions must be integers"):
+        ds.prefetch([0.5])  # type: ignore[list-item]
     with pytest.raises(IndexError):
         ds.window_of(len(ds))
     ds.prefetch(None)

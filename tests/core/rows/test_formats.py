@@ -207,6 +207,14 @@ def test_prefetch_hint_follows_a_shuffled_window_order(fixed: tuple[Path, int]) 
     assert ds.cache_stats.misses < len(order)
     with pytest.raises(IndexError, match="window position"):
         ds.prefetch([0, len(ds.windows)])
+    # int() read 1.5 and True as window 1 and "10" as windows 1 and 0: hints for other windows
+    for bad in ([1.5], [True], [0, None], np.zeros((2, 2), dtype=np.int64), [torch.tensor(1.0)]):
+        with pytest.raises(TypeError, match="prefetch: window positions must be integers"):
+            ds.prefetch(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="prefetch takes a list of window positions"):
+        ds.prefetch("10")  # type: ignore[arg-type]
+    ds.prefetch(np.array([1, 0]))
+    assert ds._order == [1, 0]
     ds.prefetch(None)
 
 

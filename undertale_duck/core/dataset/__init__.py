@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from .arguments import check_positions
 from .dataset import ShardDataset
 
 __all__ = [
-    "ShardDataset"
+    "ShardDataset",
+    "check_positions",
 ]

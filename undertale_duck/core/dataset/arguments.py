@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -140,6 +141,45 @@ def view_query(
     if tables and query is None:
         raise ArgumentError("tables= is for views: pass query= joining them as well")
     return query
+
+
+def check_positions(positions: object, count: int, noun: str = "window") -> list[int]:
+    """Check ``prefetch``'s positions: integers (numpy ones too) in ``[0, count)``.
+
+    ``int(p)`` would read 1.5 and True as 1 and the string "7" as 7: a hint for other
+    windows than meant, said by no error.
+
+    Args:
+        positions: The positions given (a list, a 1-d array or tensor).
+        count: How many windows (or runs) there are.
+        noun: What a position names, for the errors.
+
+    Returns:
+        The positions as Python ints.
+
+    Raises:
+        TypeError: If ``positions`` is not a sequence of integers.
+        IndexError: If a position is outside ``[0, count)``.
+    """
+    if isinstance(positions, str | bytes) or not hasattr(positions, "__iter__"):
+        raise TypeError(
+            f"prefetch takes a list of {noun} positions (or None), got {type(positions).__name__}"
+        )
+    order = []
+    for k, p in enumerate(positions):
+        try:
+            if isinstance(p, bool) or not hasattr(p, "__index__"):
+                raise TypeError
+            order.append(operator.index(p))
+        except (TypeError, RuntimeError):  # an array row, a float tensor, a meta tensor
+            raise TypeError(
+                f"prefetch: {noun} positions must be integers, got {p!r:.60} at {k} (a "
+                f"{type(p).__name__}); pass a 1-d list of ints"
+            ) from None
+    bad = [p for p in order if not 0 <= p < count]
+    if bad:
+        raise IndexError(f"{noun} position {bad[0]} out of range for {count} {noun}s")
+    return order
 
 
 def check_read_ahead(read_ahead: object) -> int | None:

@@ -26,11 +26,26 @@ from ..read import (
     prepare_directory,
 )
 from ..rows import ROW_FORMATS, Format, Row, RowAccess
-from ..runtime import TaskMap, default_duckdb_config, duckdb_path, fit_arrow_pool, nan_safe
+from ..runtime import (
+    TaskMap,
+    default_duckdb_config,
+    duckdb_path,
+    fit_arrow_pool,
+    nan_safe,
+    sqlfiles,
+)
 from ..source import Source, SourceLike, StorageStats
 from ..source import windows as win
 from ..views import IndexedView, SideTable, index_view, side_tables
-from .arguments import check_columns, check_duckdb_config, check_read_ahead, check_sizes, view_query
+from ..views import check as view_check
+from .arguments import (
+    check_columns,
+    check_duckdb_config,
+    check_positions,
+    check_read_ahead,
+    check_sizes,
+    view_query,
+)
 from .build import ReaderSettings, build_reader, process_budget
 from .sql import SqlAccess
 
@@ -90,7 +105,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             joined from ``tables``. ``ds[i]`` is the i-th row of its result in shard and row
             order and ``len(ds)`` is exact; one indexing pass counts the rows each window
             keeps and is kept on disk (see docs/views.md).
-        where: Shorthand for ``query="SELECT * FROM dataset WHERE <where>"``.
+        where: Shorthand for ``query="SELECT * FROM dataset WHERE <where>"``. With
+            ``columns``, the filter may name columns ``columns`` leaves out: they are read
+            for the filter only (the view is ``SELECT <columns> FROM dataset WHERE ...``).
         tables: Side tables a view joins: ``{name: Parquet/CSV path or pyarrow.Table}``.
         disk: Size in megabytes of a local disk tier, or None (default) for none. Each
             window decoded is written once, as an Arrow IPC file, to ``disk_dir`` and read
@@ -166,6 +183,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             )
         self._index_executor = index_executor
         self.query = query
+        # where= alone (not query=): a filter that may need columns columns= leaves out
+        self._where = where
+        self._query_given = query
         self._tables = dict(tables or {})
         if format not in ROW_FORMATS:
             raise ArgumentError(f"format must be one of {list(ROW_FORMATS)}, got {format!r}")
@@ -204,7 +224,10 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
 
     def _open(self, source: SourceLike) -> None:
         self._spec = source
+        self.query = self._query_given
         self.source = Source(source, self._columns, **self._remote)
+        if self._where is not None and self._columns is not None:
+            self._read_filter_columns(source, self._where, self._columns)
         shards = self.source.shards
         # windows are cut by each row group's decoded size where its footer understates it
         self.windows = win.plan(
@@ -240,6 +263,24 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             self.source.spec, len(shards), self._length, len(self.windows),
             "" if self.view is None else f", view {self.view.query.text!r}",
         )
+
+    def _read_filter_columns(self, source: SourceLike, where: str, columns: list[str]) -> None:
+        """Let ``where=`` filter by columns ``columns=`` leaves out, serving only ``columns``.
+
+        The source then holds ``columns`` and the other columns the filter names, and the
+        view selects ``columns`` (a window reads only those: the index knows the rows kept).
+        """
+        named = view_check.check(self.query or "").index_names  # lowercased
+        if named is None:  # COLUMNS(*) and the like: over the columns given, as it always was
+            return
+        extra = [
+            name for name in self.source.shards[0].schema.names
+            if name not in columns and name.lower() in named
+        ]
+        if not extra:  # the filter reads only columns it is given: the plain where= view
+            return
+        self.source = Source(source, [*columns, *extra], **self._remote)
+        self.query = f"SELECT {sqlfiles.column_list(columns)} FROM dataset WHERE {where}"
 
     # ------------------------------------------------------------------ lazy process state
     @property
@@ -291,13 +332,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
 
         Raises:
             IndexError: If a position is outside the window plan.
+            TypeError: If a position is not an integer.
         """
-        order = None if windows is None else [int(p) for p in windows]
-        bad = [p for p in order or [] if not 0 <= p < len(self.windows)]
-        if bad:
-            raise IndexError(
-                f"window position {bad[0]} out of range for {len(self.windows)} windows"
-            )
+        order = None if windows is None else check_positions(windows, len(self.windows))
         self._order = order
         if self._reader is not None or order:
             self.reader.set_order(order)

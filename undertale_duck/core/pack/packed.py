@@ -13,7 +13,7 @@ import torch
 from ...common.sizes import format_size
 from ...errors import ArgumentError, OutOfRangeError
 from ..dataset import ShardDataset
-from ..rows import Format, Row, RowBatch, TensorRangeError, to_tensor
+from ..rows import Format, Row, RowBatch, TensorRangeError, index_array, to_tensor
 from ..source import windows as win
 from .blocks import Array, gather, stream_starts
 from .plan import BlockPlan, BlockRun, count_tokens, index_key, load_tokens, save_tokens
@@ -145,8 +145,6 @@ class PackedBlocks:
         A ``RowBatch`` (column-wise, ``[n, length]`` arrays) in the ``numpy``/``torch``
         formats, as the documents' ``__getitems__`` returns.
         """
-        if isinstance(indices, torch.Tensor):
-            indices = indices.tolist()
         index = self._normalize(indices)
         out = self._gather(index)
         names = self.spec.outputs
@@ -161,11 +159,16 @@ class PackedBlocks:
     def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
         """Check and normalize many block indices at once (negative ones from the end)."""
         n = len(self)
-        array = np.asarray(indices)
-        if array.ndim != 1 or array.dtype.kind not in "iu" or not len(array):
+        array = index_array(indices)  # a 2-d, 0-d or meta tensor: our TypeError
+        if array.dtype.kind not in "iu" or not len(array):
             return np.fromiter(
-                (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
+                (win.normalize_index(i, n) for i in array.tolist()), dtype=np.int64,
+                count=len(array),
             )
+        if array.dtype.kind == "u" and int(array.max()) >= n:
+            # checked before the int64 cast: 2**64 - 1 would wrap to -1, the last block
+            bad = next(int(i) for i in array if i >= n)
+            raise IndexError(f"block index {bad} out of range for {n} blocks")
         index = array.astype(np.int64, copy=False)
         if index.min() < -n or index.max() >= n:
             bad = next(int(i) for i in index if not -n <= i < n)

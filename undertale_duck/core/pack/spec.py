@@ -10,6 +10,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
+from ...common.numbers import is_integer
 from ...errors import ArgumentError
 
 #: The longest block accepted (tokens): one block is built in memory per row served.
@@ -176,7 +177,7 @@ def check_pack(value: object) -> Pack:
 
 
 def _integer(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if not is_integer(value):
         raise ArgumentError(f"{name} must be an integer, got {value!r}")
     if not low <= int(value) <= high:
         raise ArgumentError(f"{name} must be between {low} and {high}, got {value}")

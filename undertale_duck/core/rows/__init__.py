@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .indices import index_array
 from .row_access import RowAccess
 from .row_batch import Row, RowBatch
 from .rows import ROW_FORMATS, Format, TensorRangeError, to_tensor
@@ -13,5 +14,6 @@ __all__ = [
     "RowAccess",
     "RowBatch",
     "TensorRangeError",
+    "index_array",
     "to_tensor"
 ]

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from ...common.arrays import int64_array
 from ...errors import OutOfRangeError
 from ..read import AccessMonitor, WindowReader
 from ..source import windows as win
 from .gather import gather
+from .indices import index_array
 from .row_batch import Row
 from .rows import ConversionFailure, Format, Selection, TensorRangeError, merge, select
 
@@ -204,12 +204,11 @@ class RowAccess:
     def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
         """Check and normalize many indices at once (negative ones count from the end)."""
         n = len(self)
-        if isinstance(indices, torch.Tensor):
-            indices = indices.tolist()
-        array = np.asarray(indices)
-        if array.ndim != 1 or array.dtype.kind not in "iu":
+        array = index_array(indices)
+        if array.dtype.kind not in "iu":
             return np.fromiter(
-                (win.normalize_index(i, n) for i in indices), dtype=np.int64, count=len(indices)
+                (win.normalize_index(i, n) for i in array.tolist()), dtype=np.int64,
+                count=len(array),
             )
         if array.dtype.kind == "u" and array.size and int(array.max()) >= n:
             # checked before the int64 cast: 2**63 or more would wrap to a negative index

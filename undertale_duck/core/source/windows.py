@@ -295,9 +295,19 @@ def normalize_index(index: object, length: int) -> int:
         TypeError: If ``index`` is not an integer.
         IndexError: If ``index`` is out of range.
     """
-    if isinstance(index, bool) or not hasattr(index, "__index__"):
-        raise TypeError(f"dataset indices must be integers, not {type(index).__name__}")
-    i = int(index.__index__())
+    try:
+        if isinstance(index, bool) or not hasattr(index, "__index__"):
+            raise TypeError
+        # an array or a float tensor has __index__ too, and raises numpy's or torch's error
+        i = int(index.__index__())
+    except (TypeError, RuntimeError):  # torch: a float or a meta tensor (no value)
+        shape = getattr(index, "shape", None)
+        kind = type(index).__name__
+        if shape is not None:
+            kind += f" of shape {tuple(shape)}, dtype {getattr(index, 'dtype', '?')}"
+            if getattr(getattr(index, "device", None), "type", "") == "meta":
+                kind += " on the meta device (no values)"
+        raise TypeError(f"dataset indices must be integers, not {kind}") from None
     if i < 0:
         i += length
     if not 0 <= i < length:

@@ -463,6 +463,17 @@ def _index(
         schema = result.schema
     except duckdb.Error as exc:
         text = first_line(exc, limit=4000)
+        left_out = [
+            name for name in (first.schema.names if first and view.names is not None else [])
+            if name not in columns and view.reads(name)
+        ]
+        if left_out and isinstance(exc, duckdb.BinderException):
+            # columns= picks the dataset columns a query= view reads, not the view's own
+            raise QueryError(
+                f"view query names column(s) {left_out} that columns= leaves out of the "
+                f"dataset it reads (columns={list(columns)}): add them to columns=, or leave "
+                f"columns= out and choose the view's columns in its SELECT list ({text})"
+            ) from None
         raise QueryError(f"view query cannot run over the dataset: {text}") from None
     _check_reserved(columns, schema.names)
     schema = pa.schema([f for f in schema if not f.name.startswith(RESERVED_PREFIX)])

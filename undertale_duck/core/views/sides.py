@@ -178,10 +178,17 @@ def _checked_file(name: str, path: str) -> os.stat_result:
         The file's status.
 
     Raises:
-        ArgumentError: If it is missing, not a regular file, unreadable, or (not named
-            ``.csv``/``.tsv``) not a Parquet file.
+        ArgumentError: If its path is not UTF-8, or it is missing, not a regular file,
+            unreadable, or (not named ``.csv``/``.tsv``) not a Parquet file.
     """
     where = f"tables[{name!r}]: {path}"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # else pyarrow calls the file corrupt, which it is not
+        raise ArgumentError(
+            f"tables[{name!r}]: {path!r} has a path that is not valid UTF-8, which DuckDB and "
+            "pyarrow cannot open: rename it (or the directory holding it)"
+        ) from None
     try:
         st = os.stat(path)
     except OSError as exc:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
+from ...common.numbers import check_int, is_number
 from ...errors import ArgumentError
 from ..runtime import sqlfiles
 from .check import check
@@ -47,18 +47,13 @@ class Split:
         if not isinstance(self.key, str) or not self.key:
             raise ArgumentError(f"split.key must be a column name, got {self.key!r}")
         fraction = self.fraction
-        if isinstance(fraction, bool | np.bool_) or not isinstance(
-            fraction, int | float | np.integer | np.floating
-        ) or not (0 < fraction < 1):
+        if not is_number(fraction) or not (0 < fraction < 1):
             raise ArgumentError(
                 f"split.fraction must be a number strictly between 0 and 1, got {fraction!r}"
             )
         if self.part not in PARTS:
             raise ArgumentError(f"split.part must be 'train' or 'validation', got {self.part!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or (
-            self.seed < 0
-        ):
-            raise ArgumentError(f"split.seed must be an integer >= 0, got {self.seed!r}")
+        check_int("split.seed", self.seed, 0, say_range=False)
         # numpy values (a seed from a numpy config) as Python numbers: the hash prefix,
         # fingerprints and saved states then read the same as for the equal Python value
         object.__setattr__(self, "fraction", float(fraction))

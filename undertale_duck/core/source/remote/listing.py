@@ -24,6 +24,7 @@ from ...parquet import footers as footer_checks
 from ...runtime import GLOB_CHARS
 from ..local import MAGIC, PARQUET_SUFFIXES, _is_hidden, local_paths
 from ..shard import Shard, read_footer
+from .fsclient import check_options
 from .shard_cache import key_of
 from .store import RemoteShard, Store, identity, is_remote, open_store, protocol_of
 
@@ -334,6 +335,12 @@ class SourceFiles:
             self._infos = dict(listed)
             self.paths = [url for url, _ in listed]
         else:
+            items = [source] if isinstance(source, str) else (
+                list(source) if isinstance(source, list | tuple) else []
+            )
+            if any(isinstance(s, str) and s[:7].lower() == "file://" for s in items):
+                # as Source does: options given for file:// are its filesystem's, not misspelt
+                check_options("file", storage_options or {})
             self.paths = local_paths(source)
 
     def footer(self, path: str) -> Shard:
