@@ -80,15 +80,20 @@ def _assert_interrupted(proc: subprocess.Popen[str], out: str, err: str) -> None
     assert out == ""
 
 
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """Kill a command a test left running (an assertion failed before it ended)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
 def _interrupt(proc: subprocess.Popen[str]) -> tuple[str, str]:
     proc.send_signal(signal.SIGINT)
     try:
         # without the interrupt the scan runs for minutes: the wait would time out
         return proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _reap(proc)
 
 
 @pytest.mark.heavy
@@ -159,9 +164,7 @@ def test_ctrl_c_while_importing_prints_one_line(
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=120)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            _reap(proc)
         if proc.returncode != 0:
             break
     assert "Traceback" not in err
@@ -229,9 +232,7 @@ def test_ctrl_c_pressed_again_while_exiting_changes_nothing(slow: Path, command:
             proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _reap(proc)
     _assert_interrupted(proc, out, first + err)
 
 

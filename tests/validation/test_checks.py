@@ -17,8 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, conint, constr
+from pydantic import BaseModel, ConfigDict, Field, conint, constr
 from support import datagen
+from support.pydantic_reference import refused_by_pydantic
 
 from undertale_duck import ArgumentError, ParquetDataset, SchemaError, schema
 from undertale_duck.validation.executors import SerialExecutor
@@ -599,17 +600,6 @@ class _Kind(enum.IntEnum):
     B = 2
 
 
-def _offenders_by_pydantic(model: type[BaseModel], table: pa.Table) -> set[int]:
-    """Rows that ``model.model_validate`` refuses (the reference the checks must equal)."""
-    bad = set()
-    for i, row in enumerate(table.to_pylist()):
-        try:
-            model.model_validate(row)
-        except ValidationError:
-            bad.add(i)
-    return bad
-
-
 def _offenders_by_report(report: ValidationReport) -> set[int]:
     assert [c.error for c in report.checks if c.error] == []
     assert all(c.passed for c in report.checks if c.check in ("present", "type", "readable"))
@@ -772,7 +762,7 @@ def test_offending_rows_are_the_rows_pydantic_refuses(tmp_path: Path, case: str)
     model, table = CASES[case]
     pq.write_table(table, tmp_path / "a.parquet")
     report = report_for(tmp_path, model, examples=table.num_rows)
-    expected = _offenders_by_pydantic(model, table)
+    expected = refused_by_pydantic(model, table)
     assert _offenders_by_report(report) == expected
     assert report.passed == (not expected)
     tasks = report_for(tmp_path, model, examples=table.num_rows, executor=SerialExecutor())
@@ -803,7 +793,7 @@ def test_decimal_digits_are_counted_as_pydantic_counts_them(
     path.mkdir(exist_ok=True)
     pq.write_table(pa.table({"d": column}), path / "a.parquet")
     report = report_for(path, D, examples=len(values))
-    assert _offenders_by_report(report) == _offenders_by_pydantic(D, pa.table({"d": column}))
+    assert _offenders_by_report(report) == refused_by_pydantic(D, pa.table({"d": column}))
     shutil.rmtree(path)
 
 
@@ -864,7 +854,7 @@ def test_datetime_bounds_of_the_other_awareness_compare_as_pydantic(
         pq.write_table(table, tmp_path / "d" / "a.parquet")
         report = report_for(tmp_path / "d", model, examples=12,
                             duckdb_config={"TimeZone": zone})
-        assert _offenders_by_report(report) == _offenders_by_pydantic(model, table)
+        assert _offenders_by_report(report) == refused_by_pydantic(model, table)
 
 
 def test_unique_inside_an_optional_type_is_checked(tmp_path: Path) -> None:
@@ -912,7 +902,7 @@ def test_nan_beside_finite_values_in_a_row_group_is_counted(
     for k in range(2):  # two shards: every group holds finite values beside its NaN
         pq.write_table(table, tmp_path / f"part-{k}.parquet", row_group_size=group)
     both = pa.concat_tables([table, table])
-    expected = _offenders_by_pydantic(_NanEveryBound, both)
+    expected = refused_by_pydantic(_NanEveryBound, both)
     assert expected  # the NaN rows
     report = report_for(tmp_path, _NanEveryBound, examples=both.num_rows)
     assert _offenders_by_report(report) == expected

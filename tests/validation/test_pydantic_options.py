@@ -24,6 +24,7 @@ from pydantic import (
     ValidationError,
     constr,
 )
+from support.pydantic_reference import refused_by_pydantic
 
 from undertale_duck import ArgumentError, ParquetDataset
 from undertale_duck.validation.executors import SerialExecutor
@@ -146,16 +147,6 @@ CASES: dict[str, tuple[type[BaseModel], pa.Table]] = {
 }
 
 
-def _refused_by_pydantic(model: type[BaseModel], table: pa.Table) -> set[int]:
-    bad = set()
-    for i, row in enumerate(table.to_pylist()):
-        try:
-            model.model_validate(row)
-        except ValidationError:
-            bad.add(i)
-    return bad
-
-
 def _refused_by_report(report: ValidationReport, table: pa.Table) -> set[int]:
     """Rows the report fails: a failed ``type`` fails every non-NULL value of its column."""
     assert [c.error for c in report.checks if c.error] == []
@@ -177,7 +168,7 @@ def test_strict_gives_pydantic_verdict(tmp_path: Path, case: str) -> None:
     model, table = CASES[case]
     pq.write_table(table, tmp_path / "a.parquet")
     report = report_for(tmp_path, model, examples=N)
-    assert _refused_by_report(report, table) == _refused_by_pydantic(model, table)
+    assert _refused_by_report(report, table) == refused_by_pydantic(model, table)
     tasks = report_for(tmp_path, model, examples=N, executor=SerialExecutor())
     assert tasks.model_dump(exclude={"seconds"}) == report.model_dump(exclude={"seconds"})
 
@@ -205,7 +196,7 @@ def test_ascii_only_gives_pydantic_verdict(tmp_path: Path) -> None:
     table = pa.table({"a": [*TEXTS[:-1], None], "s": TEXTS, "lower": TEXTS[::-1]})
     pq.write_table(table, tmp_path / "a.parquet")
     report = report_for(tmp_path, _Ascii, examples=len(TEXTS))
-    expected = _refused_by_pydantic(_Ascii, table)
+    expected = refused_by_pydantic(_Ascii, table)
     assert expected and _refused_by_report(report, table) == expected
     assert {c.column for c in report.failed if c.check == "ascii"} == {"a", "s", "lower"}
     tasks = report_for(tmp_path, _Ascii, examples=len(TEXTS), executor=SerialExecutor())
@@ -245,7 +236,7 @@ def test_aliases_naming_one_column_read_it(tmp_path: Path) -> None:
         (tmp_path / str(k)).mkdir()
         pq.write_table(table, tmp_path / str(k) / "a.parquet")
         report = report_for(tmp_path / str(k), model, examples=N)
-        expected = _refused_by_pydantic(model, table)
+        expected = refused_by_pydantic(model, table)
         assert expected and _refused_by_report(report, table) == expected, model
 
 
@@ -350,7 +341,7 @@ def test_extra_forbid_fails_rows_with_columns_the_schema_does_not_name(tmp_path:
     nested.mkdir()
     table = pa.table({"p": [{"x": 1, "y": 2}, {"x": 3, "y": None}]})
     pq.write_table(table, nested / "a.parquet")
-    assert _refused_by_report(report_for(nested, _OpenHolder), table) == _refused_by_pydantic(
+    assert _refused_by_report(report_for(nested, _OpenHolder), table) == refused_by_pydantic(
         _OpenHolder, table) == {0, 1}
 
 
@@ -391,5 +382,5 @@ def test_fixed_length_tuples_give_pydantic_verdict(tmp_path: Path) -> None:
         (tmp_path / str(k)).mkdir()
         pq.write_table(table, tmp_path / str(k) / "a.parquet")
         report = report_for(tmp_path / str(k), model, examples=N)
-        expected = _refused_by_pydantic(model, table)
+        expected = refused_by_pydantic(model, table)
         assert expected and _refused_by_report(report, table) == expected, model

@@ -150,23 +150,10 @@ class Thrift:
 
     def struct(self, depth: int) -> Fields:
         """The struct starting here, ``depth`` levels down, as ``{field id: value}``."""
-        if depth > _MAX_DEPTH:
-            raise ValueError("Thrift nesting too deep")
         fields: Fields = {}
-        last = 0
-        while True:
-            head = self.byte()
-            kind = head & 0x0F
-            if kind == 0:
-                return fields
-            delta = head >> 4
-            if delta:
-                fid = last + delta
-            else:
-                n = self.varint()
-                fid = (n >> 1) ^ -(n & 1)
-            last = fid
+        for fid, kind in self.fields(depth):
             fields[fid] = (kind == 1) if kind in (1, 2) else self.value(kind, depth)
+        return fields
 
     def fields(self, depth: int) -> Iterator[tuple[int, int]]:
         """The struct starting here, ``depth`` levels down, field by field, building nothing.
