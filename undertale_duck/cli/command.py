@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..common.sizes import MIB, parse_size
+from ..common.text import not_utf8
 from ..errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -261,14 +262,12 @@ def check_text_arguments(args: argparse.Namespace) -> None:
             ):
                 continue
             text = item.partition("=")[0] if dest == "view_tables" else item
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            shown = not_utf8(text)
+            if shown is not None:
                 raise ArgumentError(
                     f"{name} '{shown}' is not valid UTF-8 text: type it in UTF-8 (check the "
                     "terminal's locale)"
-                ) from None
+                )
 
 
 def to_stdout(output: str | None) -> bool:

@@ -9,6 +9,20 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 
+def not_utf8(text: str) -> str | None:
+    r"""``text`` with its bytes that are not UTF-8 shown as ``\xNN``, or None if it has none.
+
+    Python passes such bytes (from a command line or a file name) on as lone surrogates,
+    which DuckDB, pyarrow and the UTF-8 codec refuse with their own errors far from the
+    argument that held them; callers refuse the argument by name instead.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return None
+
+
 def first_line(exc: BaseException, limit: int = 300) -> str:
     """The message of an exception on one line (whitespace collapsed), for error text.
 

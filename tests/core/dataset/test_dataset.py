@@ -242,3 +242,22 @@ def test_all_empty_shards(tmp_path: Path) -> None:
     with pytest.raises(IndexError):
         ds[0]
     assert ds.sql("SELECT count(*) AS n FROM dataset").to_pylist() == [{"n": 0}]
+
+
+@pytest.mark.parametrize(
+    ("argument", "given"),
+    [
+        ("columns", {"columns": ["id", "label\udcff"]}),
+        ("where", {"where": "label = '\udcff'"}),
+        ("query", {"query": 'SELECT id AS "\udcff" FROM dataset'}),
+    ],
+)
+def test_text_arguments_that_are_not_utf8_are_named(
+    tmp_path: Path, argument: str, given: dict[str, object]
+) -> None:
+    # a byte that is not UTF-8 (a file name, a terminal of another locale) reaches Python as
+    # a lone surrogate, which DuckDB and the UTF-8 codec refused with their own errors
+    datagen.write_shards(tmp_path, [6])
+    refused = rf"^{argument} .*'.*\\xff.*', which is not valid UTF-8"
+    with pytest.raises(ArgumentError, match=refused):
+        ParquetDataset(tmp_path, **given)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import duckdb
 
 from ...common.sizes import parse_size
-from ...common.text import first_line
+from ...common.text import first_line, not_utf8
 from ...errors import ArgumentError
 from ..runtime import default_duckdb_config, duck
 
@@ -91,7 +91,19 @@ def check_columns(columns: Sequence[str] | None) -> list[str] | None:
             raise ArgumentError(
                 "columns holds an empty column name; DuckDB cannot select a column named ''"
             )
+        _check_utf8(name, "columns holds the name")
     return names
+
+
+def _check_utf8(text: str, what: str) -> None:
+    """Refuse text holding bytes that are not UTF-8 (lone surrogates), naming the argument."""
+    shown = not_utf8(text)
+    if shown is not None:
+        raise ArgumentError(
+            f"{what} '{shown}', which is not valid UTF-8 text (bytes passed through as "
+            "surrogates, as from a file name or a terminal of another locale): give it as "
+            "UTF-8 text"
+        )
 
 
 def check_duckdb_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -134,9 +146,12 @@ def view_query(
     """
     if query is not None and where is not None:
         raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
+    if isinstance(query, str):
+        _check_utf8(query, "query is")
     if where is not None:
         if not isinstance(where, str) or not where.strip():
             raise ArgumentError(f"where must be an SQL condition, got {where!r}")
+        _check_utf8(where, "where is")
         query = f"SELECT * FROM dataset WHERE {where}"
     if tables and query is None:
         raise ArgumentError("tables= is for views: pass query= joining them as well")
