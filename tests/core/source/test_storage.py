@@ -99,6 +99,42 @@ def test_glob_and_list_of_urls(s3: S3Server, uneven_url: str, uneven: tuple[Path
     assert _rows(listed) == _rows(local)
 
 
+def test_keys_with_glob_characters_name_their_objects_literally(
+    s3: S3Server, uneven: tuple[Path, int], tmp_path: Path
+) -> None:
+    # `[`, `?` and `*` are legal in keys: a prefix or object so named (matching nothing as a
+    # pattern) is read as that prefix or object, as a local path with them is
+    prefix = s3.upload(uneven[0], "s3://data/run[1] v?2")
+    local = ParquetDataset(uneven[0], memory=64)
+    remote = ParquetDataset(prefix, memory=64, storage_options=s3.options(),
+                            cache_dir=tmp_path)
+    assert remote.shards[0] == "s3://data/run[1] v?2/part-00000.parquet"
+    assert _rows(remote) == _rows(local)
+    one = ParquetDataset(prefix + "part-00003.parquet", memory=64,
+                         storage_options=s3.options(), cache_dir=tmp_path)
+    assert _rows(one) == _rows(ParquetDataset(uneven[0] / "part-00003.parquet", memory=64))
+    with pytest.raises(SourceError, match="no Parquet objects match the pattern"):
+        Source("s3://data/run[2] v?2/", storage_options=s3.options(), cache_dir=tmp_path)
+
+
+def test_keys_holding_double_colons_are_read_and_chained_urls_refused(
+    s3: S3Server, uneven: tuple[Path, int], tmp_path: Path
+) -> None:
+    # `::` inside a key is not an fsspec chain (was refused as one); a chain is refused as
+    # a chain, not looked for on local disk (was "does not exist")
+    prefix = s3.upload(uneven[0], "s3://data/a::b")
+    local = ParquetDataset(uneven[0], memory=64)
+    remote = ParquetDataset(prefix, memory=64, storage_options=s3.options(),
+                            cache_dir=tmp_path)
+    assert remote.shards[0] == "s3://data/a::b/part-00000.parquet"
+    assert _rows(remote) == _rows(local)
+    assert remote.sql("SELECT count(*) AS n FROM dataset") == local.sql(
+        "SELECT count(*) AS n FROM dataset")
+    for chained in ("simplecache::" + prefix, "zip://x.parquet::" + prefix + "a.zip"):
+        with pytest.raises(ArgumentError, match="chained fsspec URLs such as"):
+            ParquetDataset(chained, storage_options=s3.options(), cache_dir=tmp_path)
+
+
 def test_sql_and_validation_on_a_remote_source(
     s3: S3Server, uneven: tuple[Path, int], uneven_url: str, tmp_path: Path
 ) -> None:
@@ -173,6 +209,35 @@ def test_object_replaced_or_deleted_before_download_is_a_shard_change(
     assert len(list(cached_files(tmp_path / "c"))) == 1
     ds.refresh()  # reopen as the store is now
     assert len(ds) == 110
+
+
+@pytest.mark.parametrize("window_bytes", [None, "1KiB"])  # whole downloads, range reads
+def test_prefix_of_a_versioned_bucket_is_read_and_still_checked(
+    s3: S3Server, tmp_path: Path, window_bytes: str | None
+) -> None:
+    # a listing gives ETags, info() in a versioned bucket adds a version id: the two kinds
+    # are not compared (every shard was called replaced)
+    bucket = f"versioned-{'range' if window_bytes else 'whole'}"
+    s3.bucket(bucket)
+    s3.fs.call_s3("put_bucket_versioning", Bucket=bucket,
+                  VersioningConfiguration={"Status": "Enabled"})
+    datagen.write_shards(tmp_path / "src", [50, 60], row_group_size=10)
+    url = s3.upload(tmp_path / "src", f"s3://{bucket}/p")
+    local = ParquetDataset(tmp_path / "src", memory=64)
+    for source in (url, url + "*.parquet"):
+        ds = ParquetDataset(source, memory=64, storage_options=s3.options(),
+                            cache_dir=tmp_path / "c", read_ahead=False,
+                            window_bytes=window_bytes)
+        assert _rows(ds) == _rows(local)
+        assert ds.sql("SELECT count(*) AS n FROM dataset") == local.sql(
+            "SELECT count(*) AS n FROM dataset")
+    ds = ParquetDataset(url, memory=64, storage_options=s3.options(),
+                        cache_dir=tmp_path / "c2", read_ahead=False,
+                        window_bytes=window_bytes)
+    datagen.write_shards(tmp_path / "other", [60], row_group_size=10, prefix="x")
+    s3.fs.put_file(str(tmp_path / "other" / "x-00000.parquet"), f"{bucket}/p/part-00001.parquet")
+    with pytest.raises(ShardChangedError, match=r"part-00001\.parquet was replaced"):
+        ds[55]
 
 
 def test_store_stopped_then_restarted(tmp_path: Path) -> None:

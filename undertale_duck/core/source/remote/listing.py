@@ -95,12 +95,15 @@ def _resolve_one(store: Store, url: str, *, single: bool) -> Listed:
             for p, i in sorted(matches.items())
             if i.get("type") != "directory" and not _is_hidden(_basename(p))
         ]
-        if not files:
-            raise SourceError(f"no Parquet objects match the pattern {url!r}", url)
-        return files
+        if files:
+            return files
     try:
+        # `?`, `[` and `*` are legal in keys: a pattern matching nothing may name an object
+        # or prefix literally, as a local path with those characters does
         info = store.call("read the metadata of", url, lambda: dict(fs.info(url)))
     except FileNotFoundError:
+        if single and GLOB_CHARS & set(url.split("://", 1)[1]):
+            raise SourceError(f"no Parquet objects match the pattern {url!r}", url) from None
         raise SourceError(
             f"dataset source {url} does not exist (or the credentials cannot see it)", url
         ) from None

@@ -67,13 +67,17 @@ IDENTITY_KEYS = (
     "created",
 )
 
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)(?:::[A-Za-z][A-Za-z0-9+.\-]*)*://")
+#: fsspec's chained URLs (``simplecache::s3://b/k``, ``zip://inner::s3://b/a.zip``); a key
+#: that merely holds ``::`` (``s3://b/a::b.parquet``) is not one.
+_CHAINED = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*::|::[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
 def protocol_of(item: object) -> str | None:
     """Return the protocol of an fsspec URL (``"s3"`` for ``s3://b/k``), or None for a path.
 
-    ``file://`` URLs count as local paths.
+    ``file://`` URLs count as local paths; a chained URL gives its first protocol
+    (``"simplecache"``), so it is refused as one rather than looked for on disk.
     """
     if not isinstance(item, str):
         return None
@@ -92,17 +96,23 @@ def is_remote(source: object) -> bool:
     return False
 
 
-def identity(info: Mapping[str, Any]) -> str | None:
+def identity(info: Mapping[str, Any], like: str | None = None) -> str | None:
     """The version of an object an fsspec ``info()`` describes (ETag, version, generation ...).
 
     Args:
         info: A listing or ``info()`` entry.
+        like: A version this returned earlier: give the identifier of the same kind, so a
+            listing's ETag is compared with an ``info()``'s ETag, not with the version id
+            ``info()`` adds in a versioned bucket.
 
     Returns:
-        ``"key=value"`` for the most precise identifier the store gives, or None when it
-        gives none (only the size is then compared).
+        ``"key=value"`` for the most precise identifier the store gives (of ``like``'s kind
+        when given), or None when it gives none (only the size is then compared).
     """
+    kind = None if like is None else like.split("=", 1)[0]
     for key in IDENTITY_KEYS:
+        if kind is not None and key.lower().replace("-", "_") != kind:
+            continue
         value = info.get(key)
         if value is None or value == "" or value == "null":
             continue
@@ -371,7 +381,7 @@ class Store:
     def changed(self, shard: RemoteShard, info: Mapping[str, Any]) -> str | None:
         """How the object ``info`` describes differs from the shard as listed, or None."""
         size = int(info.get("size") or 0)
-        now = identity(info)
+        now = identity(info, shard.version)
         if size != shard.size:
             return f"size {shard.size} -> {size} bytes"
         if shard.version is not None and now is not None and now != shard.version:
@@ -660,10 +670,12 @@ def open_store(
     protocols = {protocol_of(u) for u in urls}
     if None in protocols:
         raise SourceError("the dataset source mixes URLs and local paths; give one kind")
-    if "::" in "".join(urls):
+    chained = [u for u in urls if _CHAINED.search(u)]
+    if chained:
         raise ArgumentError(
-            "chained fsspec URLs (a::b://) are not supported: undertale_duck caches shards "
-            "itself (cache_dir=, cache_limit=)"
+            f"chained fsspec URLs such as {chained[0]!r} are not supported: undertale_duck "
+            "caches shards itself (cache_dir=, cache_limit=); give the store's URL "
+            "(s3://bucket/key)"
         )
     first = protocol_of(urls[0]) if urls else None
     if first is None:
