@@ -412,3 +412,32 @@ def test_a_view_serves_a_drifting_column_in_the_datasets_type_or_fails(
                            match=r"is string there but int64 in the (dataset|view)") as info:
             ds[i]
         assert info.value.path == str(data / "part-2.parquet")
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("SELECT * FROM dataset d JOIN s ON d.k = s.k", "'k'"),
+        ("SELECT d.id, d.id FROM dataset d", "'id'"),
+        ('SELECT id AS x, k AS "X" FROM dataset', "'x' and 'X'"),
+        ("SELECT d.k, s.K FROM dataset d LEFT JOIN s ON d.k = s.K", "'k' and 'K'"),
+    ],
+)
+def test_a_view_repeating_a_column_name_is_refused(
+    tmp_path: Path, query: str, named: str
+) -> None:
+    # DuckDB served the second of two same-named (in any case) columns renamed, as 'k_1'
+    # or 'X_1': a column the query never names
+    root = tmp_path / "data"
+    root.mkdir()
+    n = 30
+    pq.write_table(pa.table({"id": list(range(n)), "k": [g % 4 for g in range(n)]}),
+                   root / "part-0.parquet", row_group_size=7)
+    side = pa.table({"K": [0, 1, 2, 3], "name": ["a", "b", "c", "d"]})
+    with pytest.raises(QueryError, match=f"two columns named {named}.*distinct name with AS"):
+        ParquetDataset(root, tables={"s": side}, query=query)
+    using = ParquetDataset(root, tables={"s": side},
+                           query="SELECT * FROM dataset JOIN s USING (k) WHERE id % 3 = 0")
+    assert using.schema.names == ["id", "k", "name"]
+    assert [using[i] for i in range(len(using))] == [
+        {"id": g, "k": g % 4, "name": "abcd"[g % 4]} for g in range(0, n, 3)]

@@ -476,6 +476,10 @@ def _index(
             ) from None
         raise QueryError(f"view query cannot run over the dataset: {text}") from None
     _check_reserved(columns, schema.names)
+    names_sql = sqlfiles.render(
+        "view_names", columns=sqlfiles.column_list(columns), view=view.window_sql
+    )
+    _check_distinct(con.sql(names_sql, params=params).columns)
     schema = pa.schema([f for f in schema if not f.name.startswith(RESERVED_PREFIX)])
     stored = load_counts(key, protected)
     reused = stored is not None and len(stored[0]) == len(windows)
@@ -497,6 +501,33 @@ def _index(
         serve_sql,
         kept,
     )
+
+
+def _check_distinct(names: Sequence[str]) -> None:
+    """Refuse a view whose result repeats a column name (in any case).
+
+    DuckDB compares names case-insensitively and, reading the query as a subquery, serves
+    a repeated name renamed (``label`` beside ``label`` as ``label_1``, ``x`` beside ``X`` as
+    ``X_1``): a column the query never names would be served silently.
+
+    Args:
+        names: The result columns as the query's SELECT list names them.
+
+    Raises:
+        QueryError: Naming the repeated columns.
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        first = seen.get(name.lower())
+        seen[name.lower()] = name
+        if first is not None:
+            both = repr(first) if first == name else f"{first!r} and {name!r}"
+            raise QueryError(
+                f"view query's result has two columns named {both} "
+                "(DuckDB compares names case-insensitively, and would serve the second "
+                "renamed); give each a distinct name with AS, or join side tables with "
+                "USING (key) or select their columns by name instead of *"
+            )
 
 
 def _check_reserved(columns: Sequence[str], names: Sequence[str]) -> None:
