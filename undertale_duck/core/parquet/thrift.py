@@ -126,12 +126,7 @@ class Thrift:
                 raise IndexError("binary past the end")
             return self.data[self.pos - n : self.pos]
         if kind in (9, 10):
-            head = self.byte()
-            size, elem = head >> 4, head & 0x0F
-            if size == 15:
-                size = self.varint()
-            if size > len(self.data) - self.pos + 1:
-                raise ValueError("list longer than the footer")
+            size, elem = self.list_head()
             return [self.value(elem, depth + 1) for _ in range(size)]
         if kind == 11:
             size = self.varint()
