@@ -318,10 +318,13 @@ def test_packing_five_times_the_budget_keeps_memory_bounded(tmp_path: Path) -> N
           f"the footprint; unpacked rows {over_rows / mib:.0f} MiB (memory={memory} MiB)")
     batch = 2 * pack_rss_child.BATCH * 2048 * (4 + 8 + 8)  # the batch served and the next
     # packing holds no more than the unpacked rows of the same data under the same budget,
-    # give or take what the allocators keep of freed pages, which moves two separate
-    # children's peaks by 10-15 MiB (packed 69 against rows 55 in one loaded run)
-    assert indexed <= over_rows + 16 * mib + batch
-    assert over <= over_rows + 16 * mib + batch
+    # give or take what the allocators keep of freed pages, which moves each of the two
+    # separate children's peaks by up to 10 MiB: in 7 quiet runs the packed epoch peaked at
+    # 71-75 MiB and the rows at 54-62, so their difference alone ranged over 10-21 MiB (a
+    # 16 MiB allowance failed one CI); the absolute bound below is the budget's promise
+    slack = 24 * mib
+    assert indexed <= over_rows + slack + batch
+    assert over <= over_rows + slack + batch
     # and about the budget itself: what the allocator keeps of freed pages moves the peak
     # by 10-15 MiB from run to run (61-73 MiB measured; 88-107 before small budgets made
     # pyarrow return freed memory at once), so a quarter of the budget is allowed for it
