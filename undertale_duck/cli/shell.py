@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..common.text import aligned, first_line, terminal_safe
+from ..common.text import aligned, first_line, not_utf8, terminal_safe
 from ..core.query import QuerySession, SqlFiles
 from ..core.query import statements as split_statements
 from ..errors import UndertaleDuckError
@@ -112,7 +112,8 @@ class Shell:
             if not line:
                 return
             number += 1
-            if not _utf8(line):  # a stdin decoding with surrogateescape lets bytes through
+            # a stdin decoding with surrogateescape lets bytes through
+            if not_utf8(line) is not None:
                 raise InputTooLong(
                     f"line {number} of the input is not UTF-8 text; the shell reads SQL text"
                 )
@@ -141,7 +142,7 @@ class Shell:
                 pending = False
                 continue
             number += 1
-            if not _utf8(line):
+            if not_utf8(line) is not None:
                 self._error("the line is not UTF-8 text; the statement was dropped", number)
                 yield -1, ""
                 pending = False
@@ -314,15 +315,6 @@ class Shell:
                 color=self._color,
             )
         self.out.flush()
-
-
-def _utf8(text: str) -> bool:
-    """Whether text read from a terminal or pipe is UTF-8 (no bytes passed as surrogates)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def main(

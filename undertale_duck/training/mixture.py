@@ -16,7 +16,6 @@ import hashlib
 import inspect
 import json
 import math
-import operator
 import os
 from collections.abc import Mapping, MutableSequence, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from torch.utils.data import Dataset
 
 from ..common.numbers import check_int, is_number
 from ..core.rows import index_array
+from ..core.source import windows
 from ..errors import ArgumentError
 
 
@@ -154,17 +154,6 @@ def _fingerprint_of(dataset: Any) -> Any:
         return fingerprint
     kind = type(dataset)
     return [f"{kind.__module__}.{kind.__qualname__}", len(dataset)]
-
-
-def _kind(value: object) -> str:
-    """What an index is, for an error: its type, and its shape where it has one."""
-    shape = getattr(value, "shape", None)
-    if shape is None:
-        return type(value).__name__
-    device = getattr(value, "device", None)
-    where = " on the meta device (no values)" if getattr(device, "type", "") == "meta" else ""
-    dtype = getattr(value, "dtype", "?")
-    return f"{type(value).__name__} of shape {tuple(shape)}, dtype {dtype}{where}"
 
 
 def take(units: Sequence[tuple[int, int]], count: int, start: int) -> list[tuple[int, int]]:
@@ -379,22 +368,8 @@ class Mixture(Dataset[Any]):
             IndexError: If the index is out of range (the message names the valid range).
             TypeError: If the index is not an integer (a float is never truncated).
         """
-        n = self.offsets[-1]
         # as ParquetDataset does: int(1.5) would quietly serve row 1
-        try:
-            if isinstance(index, bool | np.bool_):
-                raise TypeError
-            i = operator.index(index)  # a numpy or torch integer scalar too
-        except (TypeError, RuntimeError):  # torch: a float or a meta tensor
-            raise TypeError(
-                f"mixture indices must be integers, not {_kind(index)}"
-            ) from None
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(
-                f"mixture index {index} out of range for {n} rows (valid: {-n} to {n - 1})"
-            )
+        i = windows.normalize_index(index, self.offsets[-1], noun="mixture", valid_range=True)
         k = bisect.bisect_right(self.offsets, i) - 1
         return k, i - self.offsets[k]
 

@@ -8,6 +8,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ...common.text import not_utf8
 from ...errors import SourceError
 from ..runtime import GLOB_CHARS
 
@@ -142,14 +143,12 @@ def local_paths(source: SourceLike) -> list[str]:
     """
     files = _resolve(source)
     for name in files:
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
+        if not_utf8(name) is not None:
             raise SourceError(
                 f"dataset file {name!r} has a path that is not valid UTF-8, which DuckDB and "
                 "pyarrow cannot open: rename it (or the directory holding it)",
                 name,
-            ) from None
+            )
     return files
 
 

@@ -281,12 +281,16 @@ def locate(window_starts: Sequence[int], index: int) -> int:
     return bisect.bisect_right(window_starts, index) - 1
 
 
-def normalize_index(index: object, length: int) -> int:
+def normalize_index(
+    index: object, length: int, *, noun: str = "dataset", valid_range: bool = False
+) -> int:
     """Turn a user's index into a non-negative in-range integer, as Python sequences do.
 
     Args:
         index: Any integer-like value (``int``, numpy integer, 0-d integer tensor).
         length: Length of the sequence.
+        noun: What is indexed, as the errors name it (``"dataset"``, ``"mixture"``).
+        valid_range: Whether an out-of-range error also names the valid range.
 
     Returns:
         The index in ``[0, length)``.
@@ -307,11 +311,12 @@ def normalize_index(index: object, length: int) -> int:
             kind += f" of shape {tuple(shape)}, dtype {getattr(index, 'dtype', '?')}"
             if getattr(getattr(index, "device", None), "type", "") == "meta":
                 kind += " on the meta device (no values)"
-        raise TypeError(f"dataset indices must be integers, not {kind}") from None
+        raise TypeError(f"{noun} indices must be integers, not {kind}") from None
     if i < 0:
         i += length
     if not 0 <= i < length:
-        raise IndexError(f"dataset index {index} out of range for {length} rows")
+        valid = f" (valid: {-length} to {length - 1})" if valid_range else ""
+        raise IndexError(f"{noun} index {index} out of range for {length} rows{valid}")
     return i
 
 

@@ -12,7 +12,7 @@ from typing import TypeAlias
 import duckdb
 import pyarrow as pa
 
-from ...common.text import first_line
+from ...common.text import first_line, not_utf8
 from ...errors import ArgumentError, ShardChangedError, SourceError
 from ..bounds import RepeatedValues, arrow_values, csv_values
 from ..runtime import duckdb_path, sqlfiles
@@ -182,13 +182,11 @@ def _checked_file(name: str, path: str) -> os.stat_result:
             unreadable, or (not named ``.csv``/``.tsv``) not a Parquet file.
     """
     where = f"tables[{name!r}]: {path}"
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:  # else pyarrow calls the file corrupt, which it is not
+    if not_utf8(path) is not None:  # else pyarrow calls the file corrupt, which it is not
         raise ArgumentError(
             f"tables[{name!r}]: {path!r} has a path that is not valid UTF-8, which DuckDB and "
             "pyarrow cannot open: rename it (or the directory holding it)"
-        ) from None
+        )
     try:
         st = os.stat(path)
     except OSError as exc:
