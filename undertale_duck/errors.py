@@ -27,12 +27,22 @@ from __future__ import annotations
 
 import logging
 
+from .common.text import redact_url
+
 #: Refusals (a query that would write, a read over the memory budget) are logged here at INFO.
 _log = logging.getLogger("undertale_duck.refused")
 
 
 class UndertaleDuckError(Exception):
-    """Root of every error raised by undertale_duck."""
+    """Root of every error raised by undertale_duck.
+
+    Every URL in its message is shown without its user information and query string
+    (:func:`~undertale_duck.common.text.redact_url`): a pre-signed URL's signature or a
+    ``user:password@`` never reaches a message, a log or a terminal.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_url(a) if isinstance(a, str) else a for a in args))
 
 
 class ArgumentError(UndertaleDuckError, ValueError):
@@ -48,7 +58,7 @@ class SourceError(UndertaleDuckError):
 
     def __init__(self, message: str, path: str | None = None) -> None:
         super().__init__(message)
-        self.path = path
+        self.path = None if path is None else redact_url(path)
 
 
 class NotParquetError(SourceError):
@@ -124,7 +134,7 @@ class MemoryBudgetError(SourceError):
     ) -> None:
         super().__init__(message, path)
         self.rows = rows
-        _log.info("refused: %s", message)
+        _log.info("refused: %s", self)
 
 
 class ShardChangedError(SourceError):
@@ -164,7 +174,7 @@ class ReadOnlyError(QueryError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        _log.info("refused: %s", message)
+        _log.info("refused: %s", self)
 
 
 class MemoryBudgetWarning(UserWarning):

@@ -8,6 +8,8 @@ import logging
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -58,18 +60,11 @@ class RequestLog(logging.Handler):
             self.requests.clear()
 
 
-class S3Server:
-    """moto's standalone S3 server in a thread on 127.0.0.1; stop() and start() keep the data."""
+class _S3:
+    """What both S3 servers share: options reaching them, buckets and uploads."""
 
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.log = RequestLog()
-        logger = logging.getLogger("werkzeug")
-        logger.setLevel(logging.INFO)
-        logger.addHandler(self.log)
-        self._server: Any = None
-        self.start()
-        self.fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options())
+    port: int
+    fs: Any
 
     @property
     def endpoint(self) -> str:
@@ -89,6 +84,32 @@ class S3Server:
                 "read_timeout": 5,
             }
         return options
+
+    def bucket(self, name: str) -> str:
+        self.fs.call_s3("create_bucket", Bucket=name)
+        return name
+
+    def upload(self, local: Path, url: str) -> str:
+        """Copy every file of a local directory (clutter included) under ``url``; return it."""
+        for path in sorted(local.iterdir()):
+            if path.is_file():
+                self.fs.put_file(str(path), f"{url.rstrip('/')}/{path.name}")
+        self.fs.invalidate_cache()
+        return url.rstrip("/") + "/"
+
+
+class S3Server(_S3):
+    """moto's standalone S3 server in a thread on 127.0.0.1; stop() and start() keep the data."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.log = RequestLog()
+        logger = logging.getLogger("werkzeug")
+        logger.setLevel(logging.INFO)
+        logger.addHandler(self.log)
+        self._server: Any = None
+        self.start()
+        self.fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options())
 
     def start(self) -> None:
         # on the same port: clients keep their endpoint; moto's in-process state survives
@@ -112,21 +133,39 @@ class S3Server:
         self.stop()
         logging.getLogger("werkzeug").removeHandler(self.log)
 
-    def bucket(self, name: str) -> str:
-        self.fs.call_s3("create_bucket", Bucket=name)
-        return name
-
-    def upload(self, local: Path, url: str) -> str:
-        """Copy every file of a local directory (clutter included) under ``url``; return it."""
-        for path in sorted(local.iterdir()):
-            if path.is_file():
-                self.fs.put_file(str(path), f"{url.rstrip('/')}/{path.name}")
-        self.fs.invalidate_cache()
-        return url.rstrip("/") + "/"
-
     def gets(self, url: str, status: int | None = 200) -> int:
         """GET requests for one object (status 200: whole-object downloads)."""
         return self.log.count("GET", "/" + url.split("://", 1)[1], status)
+
+
+class S3ChildServer(_S3):
+    """moto's S3 server in a child process: its own objects, apart from :class:`S3Server`'s.
+
+    Servers started in one process share moto's in-memory state (one bucket and key hold one
+    object on every port); a child process holds its own.
+    """
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while True:  # until it answers (a start-up wait, nothing timed)
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.close()
+                    raise RuntimeError("moto's server did not start") from None
+                time.sleep(0.1)
+        self.fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options())
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
 
 
 # --------------------------------------------------------------------------- HTTP

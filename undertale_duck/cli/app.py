@@ -16,7 +16,7 @@ from typing import TextIO
 
 import duckdb
 
-from ..common.text import first_line, terminal_safe
+from ..common.text import first_line, redact_url, terminal_safe
 from ..errors import MemoryBudgetError, QueryError, UndertaleDuckError
 from . import (
     cmd_batch,
@@ -93,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _say(message: str) -> None:
     with contextlib.suppress(OSError, ValueError):  # stderr itself may be gone
-        print(f"undertale-duck: {terminal_safe(message)}", file=sys.stderr, flush=True)
+        # any error or warning, ours or a client's: URLs without their secrets
+        print(f"undertale-duck: {terminal_safe(redact_url(message))}", file=sys.stderr,
+              flush=True)
 
 
 def _say_interrupted() -> int:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..common.text import terminal_safe
+from ..common.text import redact_url, terminal_safe
 from ..errors import ArgumentError
 from .command import (
     EXIT_OK,
@@ -70,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         print(
             terminal_safe(
-                f"undertale-duck: error: shard {bad[0].path} cannot be read: {bad[0].error}{more}"
+                redact_url(
+                    f"undertale-duck: error: shard {bad[0].path} cannot be read: "
+                    f"{bad[0].error}{more}"
+                )
             ),
             file=sys.stderr,
         )

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ..common.sizes import format_size
-from ..common.text import aligned, terminal_safe
+from ..common.text import aligned, redact_url, terminal_safe
 from ..core.describe import ColumnInfo, Description, ViewDescription
 from .writers import cell
 
@@ -21,9 +21,10 @@ def to_text(description: Description) -> str:
         The text, ending with a newline.
     """
     d = description
-    base = _common_dir([s.path for s in d.shards])
+    shown = redact_url  # shard URLs without their secrets (a pre-signed query, a password)
+    base = _common_dir([shown(s.path) for s in d.shards])
     out = [
-        f"dataset {d.source}",
+        f"dataset {shown(d.source)}",
         f"  {len(d.shards)} shard{_s(len(d.shards))}, {d.rows:,} rows, "
         f"{d.row_groups:,} row groups, {format_size(d.bytes)}",
         "",
@@ -31,11 +32,11 @@ def to_text(description: Description) -> str:
     ]
     rows = [
         [
-            os.path.relpath(s.path, base) if base else s.path,
+            os.path.relpath(shown(s.path), base) if base else shown(s.path),
             f"{s.rows:,}" if s.error is None else "-",
             str(s.row_groups) if s.error is None else "-",
             format_size(s.bytes),
-            s.created_by if s.error is None else f"UNREADABLE: {s.error}",
+            s.created_by if s.error is None else f"UNREADABLE: {shown(s.error)}",
         ]
         for s in d.shards
     ]
@@ -68,7 +69,7 @@ def to_text(description: Description) -> str:
             "from the layout most shards share"
         )
         for drift in d.drift:
-            name = os.path.relpath(drift.path, base) if base else drift.path
+            name = os.path.relpath(shown(drift.path), base) if base else shown(drift.path)
             parts = []
             if drift.missing:
                 parts.append("missing " + ", ".join(drift.missing))
@@ -78,7 +79,7 @@ def to_text(description: Description) -> str:
             out.append(f"  {name}: " + "; ".join(parts))
     if d.errors:
         out += ["", f"unreadable shards: {len(d.errors)}"]
-        out += [f"  {s.path}: {s.error}" for s in d.errors]
+        out += [f"  {shown(s.path)}: {shown(s.error or '')}" for s in d.errors]
     return "\n".join(terminal_safe(line) for line in out) + "\n"
 
 

@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..common.text import aligned, first_line, not_utf8, terminal_safe
+from ..common.text import aligned, first_line, not_utf8, redact_url, terminal_safe
 from ..core.query import QuerySession, SqlFiles
 from ..core.query import statements as split_statements
 from ..errors import UndertaleDuckError
@@ -292,8 +292,8 @@ class Shell:
                 self._error(first_line(exc, limit=MESSAGE_LIMIT), line)
                 return
             except Exception as exc:  # a value the writers cannot show: the shell lives on
-                self._error(f"cannot show the result: {type(exc).__name__}: {first_line(exc)}",
-                            line)
+                self._error(f"cannot show the result: {type(exc).__name__}: "
+                            f"{redact_url(first_line(exc))}", line)
                 return
 
     def _show(self, reader: pa.RecordBatchReader) -> None:

@@ -1,12 +1,54 @@
 """Plain-text helpers shared by every layer: one line from an exception, aligned columns.
 
 Also :func:`terminal_safe`, the one escape of control characters in text meant for a
-terminal (paths, names, echoed queries and error lines); machine formats stay raw.
+terminal (paths, names, echoed queries and error lines); machine formats stay raw; and
+:func:`redact_url`, the one way a URL is shown (its secrets replaced).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
+
+#: What replaces a shown URL's user information, query string and fragment.
+REDACTED = "<redacted>"
+#: A URL inside text: scheme, user information, host and path, query, fragment. The query
+#: runs to white space, a quote or ``<`` (a pre-signed URL's query holds no unescaped ones);
+#: text already redacted matches nothing more (redacting twice changes nothing).
+_URL = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#'\"<>]*@)?"
+    r"(?P<rest>[^\s?#'\"<>]*)(?P<query>\?[^\s#'\"<>]+)?(?P<fragment>#[^\s'\"<>]+)?"
+)
+
+
+def _redacted(match: re.Match[str]) -> str:
+    user = f"{REDACTED}@" if match["user"] else ""
+    query = f"?{REDACTED}" if match["query"] else ""
+    fragment = f"#{REDACTED}" if match["fragment"] else ""
+    tail = match["fragment"] or match["query"] or ""
+    # the sentence's punctuation after the URL ("...?sig=x; call refresh()") stays
+    kept = tail[len(tail.rstrip(";,.)]")):] if query or fragment else ""
+    return f"{match['scheme']}{user}{match['rest']}{query}{fragment}{kept}"
+
+
+def redact_url(text: str) -> str:
+    """A URL (or any text holding URLs) as it may be shown, logged or written to disk.
+
+    Each URL keeps its scheme, host and path; its user information (``user:password@``),
+    query string (a pre-signed URL's ``X-Amz-Signature=``, ``sig=``, ``token=`` ...) and
+    fragment are replaced by :data:`REDACTED`: credentials in a URL never reach a message,
+    a ``repr``, a log line, the command line's output or a file we write. Local paths and
+    text without URLs are returned as they are.
+
+    Args:
+        text: A URL, a path, or a message holding URLs.
+
+    Returns:
+        The text with every URL's secrets replaced.
+    """
+    if "://" not in text:
+        return text
+    return _URL.sub(_redacted, text)
 
 
 def not_utf8(text: str) -> str | None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from ..common.text import redact_url
+
+
+def _shown(value: str | None) -> str | None:
+    """A report's shard path, source or error as shown and written: URLs without secrets."""
+    return None if value is None else redact_url(value)
 
 #: The kinds of check a report holds (``CheckResult.check``).
 CheckKind = Literal[
@@ -42,6 +49,17 @@ class Example(BaseModel):
     row: int | None = None
     value: Any = None
 
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, value: str) -> str:
+        return redact_url(value)  # a report is shown and written: URLs without secrets
+
+    @model_validator(mode="after")
+    def _error(self) -> Example:
+        if self.row is None and isinstance(self.value, str):  # a shard's error, not data
+            self.value = redact_url(self.value)
+        return self
+
 
 class CheckResult(BaseModel):
     """The outcome of one check.
@@ -74,6 +92,16 @@ class CheckResult(BaseModel):
     sql: str = ""
     error: str | None = None
 
+    @field_validator("per_shard")
+    @classmethod
+    def _per_shard(cls, value: dict[str, int]) -> dict[str, int]:
+        return {redact_url(path): count for path, count in value.items()}
+
+    @field_validator("error")
+    @classmethod
+    def _error(cls, value: str | None) -> str | None:
+        return _shown(value)
+
 
 class ShardSummary(BaseModel):
     """One shard as validation saw it.
@@ -91,6 +119,11 @@ class ShardSummary(BaseModel):
     readable: bool = True
     violations: int = 0
     error: str | None = None
+
+    @field_validator("path", "error")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return _shown(value)
 
 
 class ValidationReport(BaseModel):
@@ -119,6 +152,11 @@ class ValidationReport(BaseModel):
     checks: list[CheckResult]
     shard_summaries: list[ShardSummary] = Field(default_factory=list)
     seconds: float = 0.0
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        return redact_url(value)
 
     @property
     def failed(self) -> list[CheckResult]:

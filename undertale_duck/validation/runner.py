@@ -13,6 +13,7 @@ import duckdb
 from pydantic import BaseModel
 
 from ..common.progress import Progress
+from ..common.text import redact_url
 from ..core.query import memory_limit
 from ..core.runtime import connect, nan_safe, threads_of
 from ..core.source import Shard, SourceFiles, SourceLike
@@ -168,7 +169,7 @@ def run(
                      memory_bytes=memory_bytes, threads=threads, config=config,
                      storage_options=storage_options)
     report = _validate(state, executor)
-    report.source = source
+    report.source = redact_url(source)  # shown and written: a URL without its secrets
     return report
 
 
@@ -242,11 +243,11 @@ def report_for(
     finally:
         connection.close()
     if isinstance(source, str | os.PathLike):
-        report.source = os.fspath(source)
+        report.source = redact_url(os.fspath(source))
     else:
         names = [os.fspath(p) for p in source]
         more = f", ... ({len(names)} files)" if len(names) > 3 else ""
-        report.source = ", ".join(names[: 1 if more else 3]) + more
+        report.source = redact_url(", ".join(names[: 1 if more else 3]) + more)
     return report
 
 

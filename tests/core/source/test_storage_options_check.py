@@ -53,6 +53,20 @@ def data(tmp_path: Path) -> Path:
         ({"config_kwargs": "fast please"}, r"'config_kwargs' of the s3:// client .*takes a "
                                             r"mapping of options, got 'fast please'"),
         ({"use_ssl": "no"}, r"'use_ssl' of the s3:// client .*takes true or false"),
+        # botocore's Config took these and failed each request (retried 4 times, then a
+        # StorageError) or refused them without naming the option
+        ({"config_kwargs": {"connect_timeout": "abc"}},
+         r"config_kwargs 'connect_timeout' of the s3:// client .*takes a number of seconds "
+         r"> 0, got 'abc': fix the value in storage_options"),
+        ({"config_kwargs": {"read_timeout": True}}, r"config_kwargs 'read_timeout' .*takes a "
+                                                     r"number of seconds"),
+        ({"config_kwargs": {"conect_timeout": 5}},
+         r"config_kwargs 'conect_timeout' is not an option of botocore's Config .*did you "
+         r"mean 'connect_timeout'.*it accepts .*connect_timeout, "),
+        ({"config_kwargs": {"retries": "often"}}, r"config_kwargs 'retries' .*takes a mapping"),
+        ({"config_kwargs": {"retries": {"mode": "eager"}}},
+         r"config_kwargs of the s3:// client .*are refused by botocore's Config "
+         r"\(InvalidRetryModeError: .*eager"),
     ],
 )
 def test_s3_options_are_checked_before_any_request(

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ...common.jsonvalue import jsonable
 from ...common.progress import Progress
-from ...common.text import first_line
+from ...common.text import first_line, redact_url
 from ...errors import ColumnError, SourceError
 from ..bounds import VectorBound
 from ..parquet import footers
@@ -150,7 +150,7 @@ class Description:
             ``errors`` and ``statistics`` (``"footer"`` or ``"scan"``).
         """
         return {
-            "source": self.source,
+            "source": redact_url(self.source),
             "statistics": "scan" if self.scanned else "footer",
             "totals": {
                 "shards": len(self.shards),
@@ -160,12 +160,12 @@ class Description:
             },
             "shards": [
                 {
-                    "path": s.path,
+                    "path": redact_url(s.path),  # shown: without a URL's secrets
                     "rows": s.rows,
                     "row_groups": s.row_groups,
                     "bytes": s.bytes,
                     "created_by": s.created_by,
-                    "error": s.error,
+                    "error": s.error and redact_url(s.error),
                 }
                 for s in self.shards
             ],
@@ -187,7 +187,7 @@ class Description:
             ],
             "drift": [
                 {
-                    "path": d.path,
+                    "path": redact_url(d.path),
                     "missing": d.missing,
                     "extra": d.extra,
                     "changed": [
@@ -197,7 +197,10 @@ class Description:
                 }
                 for d in self.drift
             ],
-            "errors": [{"path": s.path, "error": s.error} for s in self.errors],
+            "errors": [
+                {"path": redact_url(s.path), "error": s.error and redact_url(s.error)}
+                for s in self.errors
+            ],
         }
 
 
@@ -259,7 +262,8 @@ def _read_shard(
 
 def _reason(message: str, path: str) -> str:
     # our SourceError messages start with the path; the report already shows it
-    text = message.replace(f"Parquet shard {path} ", "").replace(f"{path} ", "")
+    shown = redact_url(path)  # as our messages name it
+    text = message.replace(f"Parquet shard {shown} ", "").replace(f"{shown} ", "")
     return text
 
 

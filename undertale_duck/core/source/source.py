@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from ...common.text import redact_url
 from ..runtime import Connection, duckdb_path, lifecycle
 from .local import SourceLike, local_paths
 from .readable import check_types
@@ -47,7 +48,8 @@ class Source:
         cache_limit: int | str | None = None,
         retries: int | None = None,
     ) -> None:
-        self.spec = source if isinstance(source, str) else _describe(source)
+        # what names the dataset in reprs, logs and records: a URL without its secrets
+        self.spec = redact_url(source if isinstance(source, str) else _describe(source))
         self.store: Any = None  # a store.Store when the shards are in object storage
         if _remote_source(source):
             self.store = storemod.open_store(

@@ -8,7 +8,9 @@ import difflib
 import email.utils
 import importlib
 import inspect
+import os
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -136,6 +138,10 @@ def check_options(protocol: str, storage_options: Mapping[str, Any]) -> None:
                 f"storage_options {name!r} is not an option of {client}; {hint}it accepts "
                 f"{', '.join(sorted(accepted))} (unknown options are refused, not retried)"
             )
+        if name == "config_kwargs" and isinstance(value, Mapping) and cls.__module__.startswith(
+            "s3fs"
+        ):
+            _check_botocore_config(client, value)
         default = defaults.get(name, inspect.Parameter.empty)
         if value is None or default is inspect.Parameter.empty:
             continue
@@ -153,6 +159,67 @@ def check_options(protocol: str, storage_options: Mapping[str, Any]) -> None:
         )
 
 
+#: botocore ``Config`` options (s3fs's ``config_kwargs``) by the kind of value each takes;
+#: botocore takes any value when the client is made and fails (retried as a network
+#: failure) only when a request compares or uses it.
+_NUMBERS = ("connect_timeout", "read_timeout")
+_COUNTS = ("max_pool_connections", "request_min_compression_size_bytes")
+_FLAGS = (
+    "parameter_validation", "inject_host_prefix", "endpoint_discovery_enabled",
+    "use_dualstack_endpoint", "use_fips_endpoint", "ignore_configured_endpoint_urls",
+    "tcp_keepalive", "disable_request_compression", "s3_disable_express_session_auth",
+)
+_MAPPINGS = ("retries", "s3", "proxies", "proxies_config", "client_context_params")
+
+
+def _check_botocore_config(client: str, config: Mapping[str, Any]) -> None:
+    """Check s3fs's ``config_kwargs`` against botocore's ``Config``: names, then values.
+
+    Raises:
+        ArgumentError: Naming the option, what it takes and what was given.
+    """
+    try:
+        config_class: Any = importlib.import_module("botocore.config").Config
+    except (ImportError, AttributeError):
+        return  # make_filesystem names the missing client
+    accepted = sorted(getattr(config_class, "OPTION_DEFAULTS", {}))
+    for name, value in config.items():
+        where = f"storage_options config_kwargs {name!r} of {client}"
+        if accepted and name not in accepted:
+            close = difflib.get_close_matches(str(name), accepted, n=3)
+            hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+            raise ArgumentError(
+                f"storage_options config_kwargs {name!r} is not an option of botocore's "
+                f"Config ({client}); {hint}it accepts {', '.join(accepted)} (unknown options "
+                "are refused, not retried)"
+            )
+        if value is None:
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if name in _NUMBERS and not (number and value > 0):
+            want = "a number of seconds > 0"
+        elif name in _COUNTS and not (number and isinstance(value, int) and value >= 0):
+            want = "a whole number"
+        elif name in _FLAGS and not isinstance(value, bool):
+            want = "true or false"
+        elif name in _MAPPINGS and not isinstance(value, Mapping):
+            want = "a mapping of options"
+        else:
+            continue
+        raise ArgumentError(
+            f"{where} takes {want}, got {value!r}: fix the value in storage_options "
+            "(malformed options are refused, not retried)"
+        )
+    try:
+        config_class(**config)
+    except Exception as exc:  # botocore's own checks (a retry mode, proxies ...)
+        raise ArgumentError(
+            f"storage_options config_kwargs of {client} are refused by botocore's Config "
+            f"({type(exc).__name__}: {first_line(exc)}): fix them in storage_options "
+            "(malformed options are refused, not retried)"
+        ) from None
+
+
 def _defaults(cls: type) -> dict[str, Any]:
     """Each named ``__init__`` parameter's default through the class's bases (first wins)."""
     out: dict[str, Any] = {}
@@ -167,6 +234,70 @@ def _defaults(cls: type) -> dict[str, Any]:
         for p in params:
             out.setdefault(p.name, p.default)
     return out
+
+
+#: Options naming the server a store's URLs are resolved against (s3fs, gcsfs: an endpoint;
+#: adlfs: an account; Hugging Face: an endpoint), at the top level or in ``client_kwargs``.
+ENDPOINT_OPTIONS = ("endpoint_url", "endpoint", "account_url", "account_name", "host")
+#: Environment variables botocore takes an S3 endpoint from when no option names one.
+S3_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: Default ports, left out of a normalised endpoint.
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def endpoint_of(protocol: str, storage_options: Mapping[str, Any]) -> str:
+    """The server a store's URLs name objects on, normalised; "" for the client's default.
+
+    Two S3-compatible servers hold ``s3://bucket/key`` apart: the shard cache keys each
+    object by it too. Read from the options (with fsspec's configuration applied: a top-level
+    option before one in ``client_kwargs``, as s3fs takes them), else for S3 from the
+    environment variables botocore reads. A URL keeps its scheme, host, port (not a default
+    one) and path, lowercased where case does not matter; user information and queries are
+    dropped.
+
+    Args:
+        protocol: The URL protocol.
+        storage_options: The store's options.
+
+    Returns:
+        The endpoint (``"http://127.0.0.1:9000"``), or ``""``.
+    """
+    import fsspec
+    from fsspec.config import apply_config
+
+    options: Mapping[str, Any] = storage_options
+    with contextlib.suppress(ImportError, ValueError, TypeError):
+        options = apply_config(fsspec.get_filesystem_class(protocol), dict(storage_options))
+    found = ""
+    for where in (options, options.get("client_kwargs")):
+        if not isinstance(where, Mapping):
+            continue
+        value = next((where[n] for n in ENDPOINT_OPTIONS if where.get(n)), None)
+        if value is not None:
+            found = str(value)
+            break
+    if not found and protocol in ("s3", "s3a"):
+        found = next((os.environ[n] for n in S3_ENDPOINT_ENV if os.environ.get(n)), "")
+    return _normal_endpoint(found)
+
+
+def _normal_endpoint(text: str) -> str:
+    """An endpoint as one server is always written (``HTTP://Host:80/`` -> ``http://host``)."""
+    text = text.strip()
+    if "://" not in text:
+        return text.lower()
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return text
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"  # IPv6
+    if port is not None and port != _DEFAULT_PORTS.get(scheme):
+        host = f"{host}:{port}"
+    return f"{scheme}://{host}{parts.path.rstrip('/')}"
 
 
 def parse_storage_options(items: Sequence[str]) -> dict[str, Any]:

@@ -25,8 +25,15 @@ from ...runtime import GLOB_CHARS
 from ..local import MAGIC, PARQUET_SUFFIXES, _is_hidden, local_paths
 from ..shard import Shard, read_footer
 from .fsclient import check_options
-from .shard_cache import key_of
-from .store import RemoteShard, Store, identity, is_remote, open_store, protocol_of
+from .store import (
+    ListedObject,
+    RemoteShard,
+    Store,
+    identity,
+    is_remote,
+    open_store,
+    protocol_of,
+)
 
 #: Bytes read from the end of an object to find its footer in one request (most footers fit).
 TAIL_BYTES = 64 << 10
@@ -229,14 +236,14 @@ def remote_metadata(shard: RemoteShard) -> Any:
 
 def _metadata(store: Store, url: str, size: int, version: str | None) -> tuple[Any, bytes]:
     """An object's decoded footer and the bytes it was decoded from (its tail)."""
-    key = key_of(url, version, size)
+    key = store.key(url, version, size)
     tail = store.cache.load_footer(key)
     if tail is not None:
         with contextlib.suppress(OSError, pa.ArrowException, ValueError):
             meta = pq.read_metadata(pa.BufferReader(tail))
             meta.schema.to_arrow_schema()
             return meta, tail
-    tail = _fetch_footer(store, url, size)
+    tail = _fetch_footer(store, ListedObject(url, size, version))
     try:
         meta = pq.read_metadata(pa.BufferReader(tail))
     except (OSError, pa.ArrowException, ValueError) as exc:
@@ -251,10 +258,23 @@ def _metadata(store: Store, url: str, size: int, version: str | None) -> tuple[A
     return meta, tail
 
 
-def _fetch_footer(store: Store, url: str, size: int) -> bytes:
-    """The footer of an object and its 8-byte trailer, by range reads (magic checked)."""
+def _fetch_footer(store: Store, listed: ListedObject) -> bytes:
+    """The footer of an object and its 8-byte trailer, by range reads (magic checked).
+
+    The reads are pinned to the version listed (:meth:`Store.read_ranges`): an object
+    replaced between the listing and this read is refused, never its footer kept under the
+    listed version's key.
+
+    Raises:
+        ShardChangedError: If the object is no longer the version listed.
+    """
+    url, size = listed.path, listed.size
     try:
-        head = store.read_range(url, 0, 4) if size >= 12 else b""
+        head, tail = (
+            store.read_ranges(listed, [(0, 4), (max(0, size - TAIL_BYTES), size)])
+            if size >= 12
+            else (b"", b"")
+        )
         if head == footer_checks.ENCRYPTED_MAGIC:
             _encrypted(url)
         if head != MAGIC:
@@ -262,7 +282,6 @@ def _fetch_footer(store: Store, url: str, size: int) -> bytes:
                 f"{url} is not a Parquet file (it does not start with the Parquet magic bytes)",
                 url,
             )
-        tail = store.read_range(url, max(0, size - TAIL_BYTES), size)
         if tail[-4:] == footer_checks.ENCRYPTED_MAGIC:
             _encrypted(url)
         if tail[-4:] != MAGIC:
@@ -279,9 +298,16 @@ def _fetch_footer(store: Store, url: str, size: int) -> bytes:
                 url,
             )
         if need > len(tail):
-            tail = store.read_range(url, size - need, size)
+            (tail,) = store.read_ranges(listed, [(size - need, size)])
     except FileNotFoundError:
         raise ShardChangedError(f"shard {url} disappeared while the dataset opened", url) from None
+    except ShardChangedError:
+        # pinned to the listing: the other version's footer was refused, nothing kept
+        raise ShardChangedError(
+            f"shard {url} was replaced or deleted in the store while the dataset was being "
+            "opened (it is no longer the version listed); open the dataset again",
+            url,
+        ) from None
     return tail[-need:]
 
 

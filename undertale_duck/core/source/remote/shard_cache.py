@@ -20,7 +20,7 @@ from typing import Any
 import xxhash
 
 from ....common.sizes import parse_size
-from ....common.text import first_line
+from ....common.text import first_line, redact_url
 from ....errors import ArgumentError, ShardChangedError, SourceError
 from ...runtime import (
     RECORD_SUFFIX,
@@ -90,7 +90,12 @@ def _footer_crc(key: str, data: bytes) -> int:
 
 
 def key_of(path: str, version: str | None, size: int) -> str:
-    """The cache name of one version of an object: a hash of its URL, version and size."""
+    """The cache name of one version of an object: a hash of its name, version and size.
+
+    ``path`` is what names the object: a remote shard's :attr:`~.store.RemoteShard.cache_name`
+    (its URL, without a signature where its version names its content, and its store's
+    endpoint).
+    """
     text = f"{path}\0{version or ''}\0{size}"
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
@@ -295,8 +300,9 @@ class ShardCache:
         return held_path(self.directory)
 
     def key(self, shard: Shard) -> str:
-        """The cache file name of one version of an object (its URL, version and size)."""
-        return key_of(shard.path, getattr(shard, "version", None), shard.size)
+        """The cache file name of one version of an object (its name, version and size)."""
+        return key_of(getattr(shard, "cache_name", shard.path), getattr(shard, "version", None),
+                      shard.size)
 
     def path(self, shard: Shard) -> str:
         """Where the shard's cached copy lives (whether or not it is there yet)."""
@@ -549,7 +555,8 @@ class ShardCache:
         else:
             self.make_room(shard.size, keep=key)
         part = f"{data}{PART_MARK}{_part_suffix()}"
-        _log.info("downloading %s (%d bytes) into %s", shard.path, shard.size, self.directory)
+        _log.info("downloading %s (%d bytes) into %s", redact_url(shard.path), shard.size,
+                  self.directory)
         try:
             fetch(shard, part)
             got = os.path.getsize(part)
@@ -567,7 +574,7 @@ class ShardCache:
             # name without our record, in our own tagged directory, is a leftover: replaced)
             write_record(self.directory, key + DATA_SUFFIX, {
                 "size": got, "inode": [st.st_dev, st.st_ino], "xxh3": digest,
-                "url": shard.path,
+                "url": redact_url(shard.path),
             })
             os.replace(part, data)
             with _verified_lock:

@@ -12,12 +12,13 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, TypeVar
 
-from ....common.text import first_line
+from ....common.text import first_line, redact_url
 from ....errors import (
     ArgumentError,
     ShardChangedError,
@@ -27,14 +28,15 @@ from ....errors import (
 )
 from ..local import MAGIC
 from ..shard import Shard
-from .fsclient import check_options, duckdb_filesystem, make_filesystem
+from .fsclient import check_options, duckdb_filesystem, endpoint_of, make_filesystem
 from .ranges import chunk_ranges, coalesce, footer_length, parse_footer, write_sparse
 from .shard_cache import NoRoomError, ShardCache, key_of, local_shard
 from .traffic import StorageStats, Traffic
 
 __all__ = [
-    "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "RETRIES", "RemoteShard",
-    "Store", "identity", "is_remote", "open_store", "protocol_of"
+    "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "RETRIES", "Listed",
+    "ListedObject", "RemoteShard", "Store", "identity", "is_remote", "open_store", "protocol_of",
+    "unsigned",
 ]
 
 T = TypeVar("T")
@@ -67,6 +69,21 @@ IDENTITY_KEYS = (
     "created",
 )
 
+#: Identifiers that name an object's content (not merely a time): an object keyed by one
+#: may be cached under its URL without the URL's signature (see :meth:`Store.cache_name`).
+CONTENT_IDENTITIES = frozenset(
+    ("versionid", "version_id", "generation", "etag", "blob_id", "md5hash", "content_md5",
+     "digest")
+)
+#: Query parameters that sign a URL (S3, GCS, Azure SAS, CloudFront, Alibaba OSS) or carry
+#: a token, not what it names; matched ignoring case, ``x-amz-``-style prefixes by prefix.
+SIGNING_PARAMETERS = frozenset(
+    ("signature", "expires", "awsaccesskeyid", "googleaccessid", "policy", "key-pair-id",
+     "ossaccesskeyid", "security-token", "sig", "se", "st", "sp", "sv", "sr", "spr", "sip",
+     "ss", "srt", "skoid", "sktid", "skt", "ske", "sks", "skv", "token", "access_token")
+)
+SIGNING_PREFIXES = ("x-amz-", "x-goog-", "x-oss-")
+
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)(?:::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 #: fsspec's chained URLs (``simplecache::s3://b/k``, ``zip://inner::s3://b/a.zip``); a key
 #: that merely holds ``::`` (``s3://b/a::b.parquet``) is not one.
@@ -85,6 +102,25 @@ def protocol_of(item: object) -> str | None:
     if match is None or match.group(1).lower() == "file":
         return None
     return match.group(1).lower()
+
+
+def unsigned(url: str) -> str:
+    """A URL without its user information and signing query parameters (kept in order).
+
+    ``https://b.s3.amazonaws.com/k?X-Amz-Signature=...&X-Amz-Credential=...`` and the same
+    object signed again an hour later are one URL here; a parameter that may select the
+    content (``?part=2``) is kept.
+    """
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    kept = [
+        (name, value)
+        for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        if name.lower() not in SIGNING_PARAMETERS
+        and not name.lower().startswith(SIGNING_PREFIXES)
+    ]
+    query = urllib.parse.urlencode(kept)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def is_remote(source: object) -> bool:
@@ -140,6 +176,31 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, Exception)
 
 
+class Listed(Protocol):
+    """An object as the listing gave it: what reads of it are pinned to."""
+
+    @property
+    def path(self) -> str:
+        """Its URL."""
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes."""
+
+    @property
+    def version(self) -> str | None:
+        """Its version (see :func:`identity`)."""
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """An object as listed, before its footer is read (a :class:`Listed`)."""
+
+    path: str
+    size: int
+    version: str | None
+
+
 @dataclass(frozen=True)
 class RemoteShard(Shard):
     """A shard in object storage: its footer, the object's version, and where it is cached.
@@ -154,6 +215,21 @@ class RemoteShard(Shard):
 
     version: str | None = None
     store: Store | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def cache_name(self) -> str:
+        """What names the object in the shard cache's keys (:meth:`Store.cache_name`)."""
+        if self.store is None:
+            return self.path
+        return self.store.cache_name(self.path, self.version)
+
+    def __repr__(self) -> str:
+        # the URL without its secrets (a pre-signed query, a user:password@)
+        shown = ", ".join(
+            f"{f.name}={redact_url(self.path) if f.name == 'path' else getattr(self, f.name)!r}"
+            for f in fields(self) if f.repr
+        )
+        return f"{type(self).__name__}({shown})"
 
     def check_unchanged(self) -> None:
         """Check that the object is still the version listed when the dataset was opened.
@@ -223,6 +299,9 @@ class Store:
         check_options(protocol, storage_options or {})  # at once, before any use
         self.protocol = protocol
         self.storage_options = dict(storage_options or {})
+        #: The server the URLs name objects on ("" for the client's default): two
+        #: S3-compatible servers' ``s3://bucket/key`` are two objects in the shard cache.
+        self.endpoint = endpoint_of(protocol, self.storage_options)
         self.cache = cache or ShardCache()
         self.retries = retries
         #: Whether windows of shards not cached are read by range requests (else the
@@ -285,6 +364,23 @@ class Store:
     def filesystem(self) -> Any:
         """This process's filesystem as DuckDB's ``register_filesystem`` takes it."""
         return duckdb_filesystem(self.fs)
+
+    def cache_name(self, url: str, version: str | None) -> str:
+        """What names an object in the shard cache's keys (with its version and size).
+
+        The object's URL and this store's endpoint. An object whose version names its content
+        (an ETag, version id, generation, digest: :data:`CONTENT_IDENTITIES`) is named by its
+        URL without user information and signing parameters (:func:`unsigned`): a pre-signed
+        URL signed again is the same cached copy, while a replaced object's new ETag is a new
+        entry. An object known only by a time, or not at all, keeps its whole URL.
+        """
+        kind = None if version is None else version.split("=", 1)[0]
+        name = unsigned(url) if kind in CONTENT_IDENTITIES else url
+        return f"{name}\0{self.endpoint}" if self.endpoint else name
+
+    def key(self, url: str, version: str | None, size: int) -> str:
+        """The shard cache's key of one version of an object (:func:`.shard_cache.key_of`)."""
+        return key_of(self.cache_name(url, version), version, size)
 
     # ------------------------------------------------------------------ retries
     def call(self, what: str, url: str, fn: Callable[[], T]) -> T:
@@ -378,7 +474,7 @@ class Store:
         return tuple(proto) if isinstance(proto, tuple | list) else (str(proto),)
 
     # ------------------------------------------------------------------ changes, downloads
-    def changed(self, shard: RemoteShard, info: Mapping[str, Any]) -> str | None:
+    def changed(self, shard: Listed, info: Mapping[str, Any]) -> str | None:
         """How the object ``info`` describes differs from the shard as listed, or None."""
         size = int(info.get("size") or 0)
         now = identity(info, shard.version)
@@ -388,7 +484,7 @@ class Store:
             return f"version {shard.version} -> {now}"
         return None
 
-    def check(self, shard: RemoteShard) -> None:
+    def check(self, shard: Listed) -> None:
         """Raise :class:`ShardChangedError` if the object is not the version listed."""
         try:
             info = self.info(shard.path)
@@ -457,9 +553,7 @@ class Store:
 
 
     # ------------------------------------------------------------------ range reads
-    def read_ranges(
-        self, shard: RemoteShard, ranges: Sequence[tuple[int, int]]
-    ) -> list[bytes]:
+    def read_ranges(self, shard: Listed, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Byte ranges of the object, each request pinned to the version listed at open.
 
         On S3 each request carries the listed ETag (``If-Match``), so the store refuses a
@@ -519,7 +613,7 @@ class Store:
 
     def _tail(self, shard: RemoteShard) -> bytes:
         """The shard's footer and trailer: kept in the cache since open, else read again."""
-        key = key_of(shard.path, shard.version, shard.size)
+        key = self.key(shard.path, shard.version, shard.size)
         tail = self.cache.load_footer(key)
         if tail is None or len(tail) < 8 or tail[-4:] != MAGIC:
             (trailer,) = self.read_ranges(shard, [(shard.size - 8, shard.size)])
@@ -614,7 +708,7 @@ class Store:
             with self._lock:
                 self._behind.pop(self.cache.key(shard), None)
         except UndertaleDuckError as exc:  # the next window of it reports the error
-            _log.info("background download of %s failed: %s", shard.path, exc)
+            _log.info("background download of %s failed: %s", redact_url(shard.path), exc)
             with self._lock:
                 self._behind.pop(self.cache.key(shard), None)
 

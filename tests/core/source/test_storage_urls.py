@@ -1,0 +1,290 @@
+"""URLs of object storage: their secrets never shown, their cache identity, footers pinned.
+
+Real servers on 127.0.0.1 (moto's S3 and a ranged HTTP server, tests/support); rows are
+compared with what the generator wrote for each global index.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.parse
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from support import datagen
+from support.cli_run import invoke
+from support.storage_server import HTTPServer, S3ChildServer, S3Server
+
+from undertale_duck import ParquetDataset
+from undertale_duck.common.text import redact_url
+from undertale_duck.core.source.remote.listing import footers, list_remote
+from undertale_duck.core.source.remote.shard_cache import ShardCache
+from undertale_duck.core.source.remote.store import identity, open_store, unsigned
+from undertale_duck.errors import ShardChangedError, SourceError, StorageError
+from undertale_duck.schema import TokenizedDataset
+
+#: A pre-signed URL's query (S3's, with a token and an Azure-style signature too).
+SIGNED = (
+    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIACREDSECRET%2F20260101"
+    "&X-Amz-Date=20260101T000000Z&X-Amz-Expires=3600&X-Amz-Signature=f00dsigsecret"
+    "&token=tokensecret&sig=azsigsecret"
+)
+RESIGNED = SIGNED.replace("f00dsigsecret", "beefsigsecret2").replace("20260101T", "20260102T")
+SECRETS = ("AKIACREDSECRET", "f00dsigsecret", "beefsigsecret2", "tokensecret", "azsigsecret",
+           "hunter2")
+
+
+def _signed(server: HTTPServer, name: str, data: bytes, query: str = SIGNED) -> str:
+    """Serve ``data`` at a pre-signed URL; return the URL (its query percent-encoded)."""
+    # the client sends %2F in a query as "/" (the same URL): the server matches that
+    server.put(f"{name}?{urllib.parse.unquote(query)}", data)
+    return f"{server.url(name)}?{query}"
+
+
+def _leaks(text: str) -> list[str]:
+    return [s for s in SECRETS if s in text]
+
+
+def _files_text(root: Path) -> str:
+    return "\n".join(
+        p.read_bytes().decode("latin-1") for p in sorted(root.rglob("*")) if p.is_file()
+    )
+
+
+def test_redact_url_keeps_host_and_path_only() -> None:
+    url = f"https://reader:hunter2@bucket.s3.amazonaws.com/a/b.parquet?{SIGNED}#frag"
+    assert redact_url(url) == (
+        "https://<redacted>@bucket.s3.amazonaws.com/a/b.parquet?<redacted>#<redacted>"
+    )
+    assert redact_url(f"shard {url.split('#')[0]}; call refresh()") == (
+        "shard https://<redacted>@bucket.s3.amazonaws.com/a/b.parquet?<redacted>; call refresh()"
+    )
+    assert redact_url("s3://bucket/key.parquet") == "s3://bucket/key.parquet"
+    assert redact_url(redact_url(url)) == redact_url(url)  # redacting twice changes nothing
+    assert redact_url("/data/odd?name.parquet") == "/data/odd?name.parquet"  # a local path
+    # the cache's name of an object signed again is the same; a query choosing content is kept
+    assert unsigned(f"https://u:p@h/k.parquet?part=2&{SIGNED}") == "https://h/k.parquet?part=2"
+    assert unsigned(f"https://h/k.parquet?{SIGNED}") == unsigned(f"https://h/k.parquet?{RESIGNED}")
+
+
+def test_secrets_in_urls_are_never_shown_or_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("aiohttp")
+    root = tmp_path / "root"
+    monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(root))  # view indexes, verdicts
+    caplog.set_level(logging.DEBUG, logger="undertale_duck")
+    paths = datagen.write_shards(tmp_path / "src", [30, 20], row_group_size=10)
+    other = datagen.write_shards(tmp_path / "other", [25], row_group_size=5, prefix="x")
+    server = HTTPServer()
+    shown: list[str] = []
+    try:
+        urls = [_signed(server, f"ds/{p.name}", p.read_bytes()) for p in paths]
+        urls[1] = urls[1].replace("http://", "http://reader:hunter2@")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ds = ParquetDataset(urls, cache_dir=tmp_path / "c", memory=64, read_ahead=False)
+            assert [ds[i] for i in range(len(ds))] == datagen.expected(50)
+            shown += [repr(ds), repr(ds.source.shards), str(ds.source.spec)]
+            report = ds.report(TokenizedDataset)
+            shown += [report.model_dump_json(), repr(report)]
+            # an object replaced in the store: the error names it without its secrets
+            fresh = ParquetDataset(urls, cache_dir=tmp_path / "c2", memory=64,
+                                   read_ahead=False)
+            _signed(server, f"ds/{paths[1].name}", other[0].read_bytes())
+            with pytest.raises(ShardChangedError) as changed:
+                fresh[35]
+            assert changed.value.path == f"http://<redacted>@127.0.0.1:{server.port}/ds/" \
+                f"{paths[1].name}?<redacted>"
+            shown += [str(changed.value), repr(changed.value), str(changed.value.path)]
+            with pytest.raises(SourceError) as missing:
+                ParquetDataset([server.url(f"ds/none.parquet?{SIGNED}")],
+                               cache_dir=tmp_path / "c3")
+            shown += [str(missing.value), str(missing.value.path)]
+        shown += [str(w.message) for w in caught]
+        for args in (["describe", urls[0]], ["describe", urls[0], "--format", "json"],
+                     ["describe", server.url(f"ds/none.parquet?{SIGNED}")],
+                     ["validate", urls[0], "--schema", "TokenizedDataset"]):
+            status, out, err = invoke(*args)
+            shown += [out, err]
+    finally:
+        server.close()
+    shown += [r.getMessage() for r in caplog.records]
+    shown.append(_files_text(tmp_path / "c"))
+    shown.append(_files_text(root))
+    assert any("ds/part-00001.parquet" in text for text in shown)  # the shard is still named
+    assert [(i, t[:3000]) for i, t in enumerate(shown) if _leaks(t)] == []
+
+
+def test_a_url_signed_again_reuses_the_cached_copy(tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp")
+    paths = datagen.write_shards(tmp_path / "src", [30, 20], row_group_size=10)
+    server = HTTPServer()
+    try:
+        first = [_signed(server, f"ds/{p.name}", p.read_bytes()) for p in paths]
+        ds = ParquetDataset(first, cache_dir=tmp_path / "c", memory=64, read_ahead=False)
+        assert [ds[i] for i in range(len(ds))] == datagen.expected(50)
+        assert ds.source.store.cache.stats.downloads == 2
+        # the same objects signed again (an hour later): no footer read, no download
+        again = [_signed(server, f"ds/{p.name}", p.read_bytes(), RESIGNED) for p in paths]
+        server.state.requests.clear()
+        ds2 = ParquetDataset(again, cache_dir=tmp_path / "c", memory=64, read_ahead=False)
+        assert [ds2[i] for i in range(len(ds2))] == datagen.expected(50)
+        assert ds2.source.store.cache.stats.downloads == 0
+        assert [m for m, _, rng in server.state.requests if m == "GET"] == []
+        # a replaced object is another version: its new ETag is a new entry
+        other = datagen.write_shards(tmp_path / "other", [40], row_group_size=10, prefix="x")
+        _signed(server, f"ds/{paths[0].name}", other[0].read_bytes(), RESIGNED)
+        ds3 = ParquetDataset(again, cache_dir=tmp_path / "c", memory=64, read_ahead=False)
+        assert [ds3[i]["id"] for i in (0, 39, 40)] == ["row-00000000", "row-00000039",
+                                                      "row-00000030"]
+    finally:
+        server.close()
+
+
+# ---------------------------------------------------------------------- S3
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    server = S3Server()
+    server.bucket("same")
+    yield server
+    server.close()
+
+
+def test_storage_option_credentials_are_never_shown(s3: S3Server, tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="undertale_duck")
+    datagen.write_shards(tmp_path / "src", [20, 20], row_group_size=10)
+    url = s3.upload(tmp_path / "src", "s3://same/creds")
+    options = {**s3.options(), "key": "AKIAOPTIONKEYSECRET", "secret": "optionsecretvalue",
+               "token": "optionsessiontoken"}
+    secrets = ("AKIAOPTIONKEYSECRET", "optionsecretvalue", "optionsessiontoken")
+    shown: list[str] = []
+    ds = ParquetDataset(url, storage_options=options, cache_dir=tmp_path / "c", memory=64,
+                        read_ahead=False, retries=0)
+    assert ds[0] == datagen.row(0)
+    shown += [repr(ds), repr(ds.source.shards)]
+    with pytest.raises(SourceError) as missing:
+        ParquetDataset("s3://same/none/", storage_options=options, cache_dir=tmp_path / "c")
+    shown.append(str(missing.value))
+    s3.stop()
+    try:
+        with pytest.raises(StorageError) as down:
+            ds[25]
+        shown.append(str(down.value))
+    finally:
+        s3.start()
+    status, out, err = invoke("describe", "s3://same/none/", *[
+        a for k, v in (("key", options["key"]), ("secret", options["secret"]),
+                       ("client_kwargs.endpoint_url", s3.endpoint))
+        for a in ("--storage-option", f"{k}={v}")])
+    assert status == 2
+    shown += [out, err, _files_text(tmp_path / "c")]
+    shown += [r.getMessage() for r in caplog.records]
+    text = "\n".join(shown)
+    assert [s for s in secrets if s in text] == []
+
+
+def test_two_endpoints_with_the_same_bucket_and_key_are_two_cache_entries(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    second = S3ChildServer()  # its own objects (in-process servers share moto's state)
+    try:
+        second.bucket("same")
+        datagen.write_shards(tmp_path / "a", [30], row_group_size=10)
+        datagen.write_shards(tmp_path / "x", [12, 30], row_group_size=10)  # other rows
+        # the same key, size and ETag on both servers: still two objects
+        s3.upload(tmp_path / "a", "s3://same/ds")
+        second.upload(tmp_path / "a", "s3://same/ds")
+        s3.upload(tmp_path / "x", "s3://same/ds2")
+        second.upload(tmp_path / "a", "s3://same/ds2")
+        one = ParquetDataset("s3://same/ds/", storage_options=s3.options(),
+                             cache_dir=tmp_path / "c", memory=64, read_ahead=False)
+        assert [one[i] for i in range(len(one))] == datagen.expected(30)
+        two = ParquetDataset("s3://same/ds/", storage_options=second.options(),
+                             cache_dir=tmp_path / "c", memory=64, read_ahead=False)
+        assert [two[i] for i in range(len(two))] == datagen.expected(30)
+        # its own copy, from its own server, not the first server's under the same name
+        assert two.source.store.cache.stats.downloads == 1
+        stats = two.storage_stats
+        assert stats is not None and stats.download_bytes == two.source.shards[0].size
+        a = ParquetDataset("s3://same/ds2/", storage_options=s3.options(),
+                           cache_dir=tmp_path / "c", memory=64, read_ahead=False)
+        b = ParquetDataset("s3://same/ds2/", storage_options=second.options(),
+                           cache_dir=tmp_path / "c", memory=64, read_ahead=False)
+        assert [a[i] for i in range(len(a))] == datagen.expected(42)
+        assert [b[i] for i in range(len(b))] == datagen.expected(30)
+    finally:
+        second.close()
+
+
+def _same_size_versions(directory: Path) -> tuple[Path, Path]:
+    """Two shards of the same size whose footers differ (their key-value metadata)."""
+    table = datagen.table(0, 20)
+    one, two = directory / "one.parquet", directory / "two.parquet"
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.replace_schema_metadata({"written": "first"}), one, row_group_size=10)
+    pq.write_table(table.replace_schema_metadata({"written": "other"}), two, row_group_size=10)
+    assert one.stat().st_size == two.stat().st_size
+    assert one.read_bytes() != two.read_bytes()
+    return one, two
+
+
+def test_a_footer_read_after_the_object_was_replaced_is_refused_s3(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    one, two = _same_size_versions(tmp_path / "v")
+    s3.fs.put_file(str(one), "same/pinned/part.parquet")
+    store = open_store("s3://same/pinned/", s3.options(), ShardCache(tmp_path / "c"))
+    listed = list_remote(store, "s3://same/pinned/")  # what the dataset is opened as
+    s3.fs.put_file(str(two), "same/pinned/part.parquet")  # replaced before its footer read
+    with pytest.raises(ShardChangedError, match=r"part\.parquet was replaced or deleted in the "
+                                                r"store while the dataset was being opened"):
+        footers(store, listed)
+    (url, info), = listed
+    assert store.cache.load_footer(store.key(url, identity(info), info["size"])) is None
+    # opened again, the store's version is listed and its own footer read
+    shard, = footers(store, list_remote(store, "s3://same/pinned/"))
+    assert shard.version != identity(info)
+
+
+def test_a_footer_read_after_the_object_was_replaced_is_refused_http(tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp")
+    one, two = _same_size_versions(tmp_path / "v")
+    server = HTTPServer()
+    try:
+        url = server.put("ds/part.parquet", one.read_bytes())
+        store = open_store([url], None, ShardCache(tmp_path / "c"))
+        listed = list_remote(store, [url])
+        server.put("ds/part.parquet", two.read_bytes())
+        with pytest.raises(ShardChangedError, match="while the dataset was being opened"):
+            footers(store, listed)
+        (_, info), = listed
+        assert store.cache.load_footer(store.key(url, identity(info), info["size"])) is None
+    finally:
+        server.close()
+
+
+def test_describe_json_names_a_shard_without_its_password(tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp")
+    paths = datagen.write_shards(tmp_path / "src", [10], row_group_size=10)
+    server = HTTPServer()
+    try:
+        url = server.put(f"ds/{paths[0].name}", paths[0].read_bytes())
+        url = url.replace("http://", "http://reader:hunter2@")
+        status, out, err = invoke("describe", url, "--format", "json")
+    finally:
+        server.close()
+    assert (status, err) == (0, "")
+    data = json.loads(out)
+    assert data["source"] == data["shards"][0]["path"] == redact_url(url)
+    assert data["shards"][0]["path"] == (
+        f"http://<redacted>@127.0.0.1:{server.port}/ds/part-00000.parquet"
+    )
+    assert data["totals"]["rows"] == 10
