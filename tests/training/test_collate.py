@@ -243,7 +243,11 @@ def test_large_floats_and_numpy_uint64_keep_their_rules() -> None:
 @pytest.mark.parametrize(
     ("options", "word"),
     [({"padding_value": None}, "padding_value"), ({"padding_value": "-1"}, "padding_value"),
-     ({"mask_suffix": 1}, "mask_suffix"), ({"mask_suffix": ""}, "mask_suffix")],
+     ({"mask_suffix": 1}, "mask_suffix"), ({"mask_suffix": ""}, "mask_suffix"),
+     # a bool was taken as 1 (or 0) and padded with, said by no error
+     ({"padding_value": True}, "padding_value must be a number.*got bool True"),
+     ({"padding_value": False}, "padding_value must be a number.*got bool False"),
+     ({"padding_value": np.bool_(True)}, "padding_value must be a number")],
 )
 def test_bad_options_are_refused_before_any_batch(options: dict[str, Any], word: str) -> None:
     # torch's float() would fail only on a ragged batch; an int suffix made the key "tokens1"
@@ -263,7 +267,7 @@ def test_what_is_not_a_list_of_rows_is_named() -> None:
     with pytest.raises(ArgumentError, match="row 1 is int"):
         collate([{"label": 3}, 4])  # type: ignore[list-item]
     assert collate(({"label": 3}, {"label": 4}))["label"].tolist() == [3, 4]
-    assert collate([{"flag": [True]}, {"flag": [True, True]}], padding_value=False)[
+    assert collate([{"flag": [True]}, {"flag": [True, True]}], padding_value=0)[
         "flag"].tolist() == [[True, False], [True, True]]
 
 

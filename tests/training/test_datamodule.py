@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from support import datagen
@@ -236,6 +237,22 @@ def test_unknown_option(splits: dict[str, Path]) -> None:
 
     with pytest.raises(ArgumentError, match="suffle"):
         DataModule(splits["train"], None, None, _ids, 10, suffle=True)
+
+
+def test_bool_batch_and_workers_are_refused_when_the_module_is_built(
+    splits: dict[str, Path],
+) -> None:
+    from undertale_duck import DataModule
+
+    # True counted as 1 until Lightning first asked for a loader, far from this call
+    with pytest.raises(ArgumentError, match="batch must be an integer >= 1, got True"):
+        DataModule(splits["train"], None, None, _ids, True)
+    with pytest.raises(ArgumentError, match="workers must be an integer >= 0, got True"):
+        DataModule(splits["train"], None, None, _ids, 10, True)
+    with pytest.raises(ArgumentError, match=r"memory must be a number of MiB.*got True"):
+        DataModule(splits["train"], None, None, _ids, 10, 0, True)
+    dm = DataModule(splits["train"], None, None, _ids, np.int64(10), np.int64(0))
+    assert (dm.batch, dm.workers) == (10, 0) and type(dm.batch) is int
 
 
 def test_a_split_over_another_validation_source_is_refused(splits: dict[str, Path]) -> None:

@@ -106,6 +106,15 @@ def test_bad_options(uneven: tuple[Path, int], kwargs: dict[str, Any], word: str
         load(root, None, ids, **args)
 
 
+def test_prefetch_factor_is_checked_as_every_integer_is(uneven: tuple[Path, int]) -> None:
+    # a numpy integer (from a config computed with numpy) was refused, unlike batch= or seed=
+    root, _ = uneven
+    loader = load(root, None, ids, 8, workers=1, prefetch_factor=np.int64(3))
+    assert loader.prefetch_factor == 3 and type(loader.prefetch_factor) is int
+    with pytest.raises(ArgumentError, match="prefetch_factor must be an integer >= 1, got True"):
+        load(root, None, ids, 8, workers=1, prefetch_factor=True)
+
+
 def test_workers_after_parent_used_the_dataset(uneven: tuple[Path, int]) -> None:
     root, total = uneven
     ds = ParquetDataset(root, memory=1)

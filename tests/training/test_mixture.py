@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -151,6 +152,30 @@ def test_bad_epoch_sizes_and_chunks_are_our_error(
         Mixture([Stream(ParquetDataset(a), choose=True)])  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("streams", "options", "message"),
+    [
+        ([{"choose": 10**30}], {}, r"stream 0: choose makes 1e\+30 rows per epoch"),
+        ([{"choose": 2**63}], {}, r"stream 0: choose makes 9.22e\+18 rows"),
+        ([{}, {"repeat": 1e300}], {}, r"stream 1: repeat=1e\+300 of its 30 rows makes"),
+        ([{"proportion": 1}, {"proportion": 1}], {"epoch_size": 10**30},
+         r"epoch_size makes 1e\+30 rows"),
+        ([{"choose": 2**63 - 1}, {"choose": 1}], {}, r"the streams' rows per epoch \(their sum\)"),
+    ],
+)
+def test_epochs_beyond_what_an_order_can_index_are_refused_when_the_mixture_is_built(
+    two: tuple[Path, Path], streams: list[dict[str, Any]], options: dict[str, Any],
+    message: str,
+) -> None:
+    # they were accepted, and refused by the sampler as an order too large for memory
+    a, b = two
+    sources = [ParquetDataset(a), ParquetDataset(b)]
+    with pytest.raises(ArgumentError, match=message + r".*2\*\*63 - 1"):
+        Mixture([Stream(sources[k], **s) for k, s in enumerate(streams)], **options)
+    # the largest count an order can index is still a count (the sampler then says memory)
+    assert Mixture([Stream(sources[0], choose=2**63 - 1)]).epoch_size == 2**63 - 1
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 9), min_size=1, max_size=6),
@@ -187,6 +212,17 @@ def test_batch_lookup_matches_what_the_loader_yielded(tmp_path: Path) -> None:
                 assert shard.column("id")[r["shard_row"]].as_py() == r["row"]["id"]
         with pytest.raises(ArgumentError, match="beyond the epoch"):
             batch_indices(loader.sampler, len(batches), epoch=1)
+
+
+def test_batch_lookup_takes_a_step_as_every_integer_argument(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    datagen.write_shards(root, [50, 37], row_group_size=[10, 10])
+    sampler = ChunkedSampler(ParquetDataset(root), 8, 0, shuffle=True, seed=4)
+    # a numpy step (from an index computed with numpy) was refused, unlike epoch= or seed=
+    assert batch_indices(sampler, np.int64(2)) == batch_indices(sampler, 2)
+    for bad in (True, -1, 1.0, "2"):
+        with pytest.raises(ArgumentError, match="step must be an integer >= 0"):
+            batch_indices(sampler, bad)
 
 
 def test_batch_lookup_names_mixture_sources(two: tuple[Path, Path]) -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import datagen
 
-from undertale_duck import ChunkedSampler, ParquetDataset, load
+from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, load
 
 torchdata = pytest.importorskip("torchdata.stateful_dataloader")
 StatefulDataLoader = torchdata.StatefulDataLoader
@@ -145,3 +145,77 @@ def test_sampler_iterator_state_round_trip(stop: int, shuffle: bool, epoch: int)
     it2 = iter(t)
     it2.load_state_dict(state)  # type: ignore[attr-defined]
     assert taken + list(it2) == list(fresh())
+
+
+def _rank_loader(data: Path, rank: int, workers: int) -> Any:
+    dataset = ParquetDataset(data, memory=1)
+    sampler = ChunkedSampler(dataset, BATCH, workers, 2, rank, shuffle=True, seed=3,
+                             drop_last=False)
+    kwargs: dict[str, Any] = {"multiprocessing_context": "fork"} if workers else {}
+    return StatefulDataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=workers,
+                              collate_fn=ids, **kwargs)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_ranks_final_state_starts_the_next_epoch_without_drop_last(
+    data: Path, workers: int
+) -> None:
+    # 203 rows over 2 ranks: shares of 102 and 101. Rank 1's final state counts 101, one
+    # less than rank 0's share; restored without set_epoch it repeated epoch 0.
+    served: list[int] = []
+    for rank in range(2):
+        first = _rank_loader(data, rank, workers)
+        assert len([i for b in first for i in b]) == (102, 101)[rank]
+        state = first.state_dict()
+        second = _rank_loader(data, rank, workers)
+        second.load_state_dict(state)  # applied when the next iteration starts
+        rows = [i for b in second for i in b]
+        assert second.sampler.epoch == 1
+        assert rows == [int(i) for i in second.sampler.order(1)]
+        served += rows
+    assert sorted(served) == list(range(ROWS))  # epoch 1: every row once over the ranks
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_ranks_final_state_of_the_librarys_loader_starts_the_next_epoch(
+    data: Path, workers: int
+) -> None:
+    def loader(rank: int) -> Any:
+        return load(data, None, ids, BATCH, workers, 1, shuffle=True, seed=3, ranks=2,
+                    rank=rank, drop_last=False)
+
+    served: list[int] = []
+    for rank in range(2):
+        first = loader(rank)
+        assert len([i for b in first for i in b]) == (102, 101)[rank]
+        second = loader(rank)
+        second.load_state_dict(first.state_dict())
+        rows = [i for b in second for i in b]
+        assert rows == [int(i) for i in second.sampler.order(1)]
+        served += rows
+    assert sorted(served) == list(range(ROWS))
+
+
+def test_final_sampler_states_of_smaller_ranks_and_older_states(data: Path) -> None:
+    def sampler(rank: int) -> ChunkedSampler:
+        return ChunkedSampler(ParquetDataset(data, memory=1), BATCH, 0, 2, rank,
+                              drop_last=False)
+
+    for rank in range(2):
+        done = sampler(rank)
+        list(done)
+        restored = sampler(rank)
+        restored.load_state_dict(done.state_dict())
+        assert (restored.epoch, restored.resume_at) == (1, 0)
+    # a state saved before the rank was recorded is read as rank 0's, as then
+    old = sampler(1)
+    list(old)
+    state = {k: v for k, v in old.state_dict().items() if k != "rank"}
+    restored = sampler(1)
+    restored.load_state_dict(state)
+    assert (restored.epoch, restored.resume_at) == (0, 101)
+    with pytest.raises(ArgumentError, match="saved by rank 2, but it records ranks=2"):
+        sampler(0).load_state_dict({**old.state_dict(), "rank": 2})
+    for bad in (-1, True, "1", 1.0):
+        with pytest.raises(ArgumentError, match=r"cannot resume: .*rank"):
+            sampler(0).load_state_dict({**old.state_dict(), "rank": bad})

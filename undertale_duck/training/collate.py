@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from ..common.numbers import is_number
 from ..core.rows import RowBatch, TensorRangeError, to_tensor
 from ..errors import ArgumentError, OutOfRangeError
 
@@ -63,9 +64,10 @@ def collate(
         The batch, with the rows' keys in order (each mask right after its column).
 
     Raises:
-        ArgumentError: If the rows' keys differ, a mask key would overwrite a column, or
-            ``padding_value`` does not fit a padded column's dtype (-1 for uint8, 0.5 for
-            integers: torch would wrap or truncate it).
+        ArgumentError: If the rows' keys differ, a mask key would overwrite a column,
+            ``padding_value`` is not a number (a bool is not: pad a boolean column with 0),
+            or does not fit a padded column's dtype (-1 for uint8, 0.5 for integers: torch
+            would wrap or truncate it).
         OutOfRangeError: If a column holds numpy or Arrow uint64 values of 2**63 or more
             (Python ints beyond int64 stay a list, exact).
     """
@@ -204,9 +206,11 @@ def _empty_dtype(typ: pa.DataType | None) -> torch.dtype | None:
 
 def _check_options(padding_value: object, mask_suffix: object) -> None:
     """Refuse options torch would fail on mid-batch (or turn into a surprising key)."""
-    if not isinstance(padding_value, int | float | np.integer | np.floating):
+    # not a bool: True would pad with 1, said by no error
+    if not is_number(padding_value):
         raise ArgumentError(
-            f"collate: padding_value must be a number (such as 0 or -100), got {padding_value!r}"
+            f"collate: padding_value must be a number (such as 0 or -100; 0 pads a boolean "
+            f"column with False), got {type(padding_value).__name__} {padding_value!r}"
         )
     if not isinstance(mask_suffix, str) or not mask_suffix:
         raise ArgumentError(

@@ -12,7 +12,8 @@ from typing import Any, Literal
 import lightning
 
 from ..common.keywords import refuse_unknown
-from ..common.sizes import DEFAULT_MEMORY
+from ..common.numbers import check_int
+from ..common.sizes import DEFAULT_MEMORY, parse_size
 from ..core.source import SourceLike
 from ..core.views import check_split
 from ..dataset import ParquetDataset
@@ -85,7 +86,8 @@ class DataModule(lightning.LightningDataModule):
             own, and ``columns``/``format`` must match what it serves.
 
     Raises:
-        ArgumentError: If an option is not one ``load()`` accepts.
+        ArgumentError: If an option is not one ``load()`` accepts, ``batch`` or ``workers``
+            is not an integer (a bool is not) in range, or ``memory`` is not a size.
     """
 
     def __init__(
@@ -106,6 +108,10 @@ class DataModule(lightning.LightningDataModule):
         super().__init__()
         named = {"batch", "workers", "memory", "collator", "test", "predict", "shuffle"}
         refuse_unknown("DataModule()", sorted(options), _OPTIONS | named)
+        # here, not when Lightning first asks for a loader: batch=True would count as 1
+        batch = check_int("batch", batch, 1)
+        workers = check_int("workers", workers, 0)
+        parse_size(memory, "memory", "MiB")  # kept as given: load() reads it again
         split = options.get("split")
         if split is not None and validation is not None and (
             _source_key(validation) != _source_key(training)

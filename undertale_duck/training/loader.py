@@ -15,6 +15,7 @@ import pyarrow as pa
 from torch.utils.data import DataLoader, get_worker_info
 
 from ..common.keywords import guard
+from ..common.numbers import check_int
 from ..common.sizes import DEFAULT_MEMORY
 from ..core.pack import Pack
 from ..core.rows import Format
@@ -324,11 +325,8 @@ def load(
         raise ArgumentError(
             "persistent_workers and prefetch_factor need workers > 0; got workers=0"
         )
-    if prefetch_factor is not None and (
-        isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int)
-        or prefetch_factor < 1
-    ):
-        raise ArgumentError(f"prefetch_factor must be an integer >= 1, got {prefetch_factor!r}")
+    if prefetch_factor is not None:
+        prefetch_factor = check_int("prefetch_factor", prefetch_factor, 1, say_range=False)
     context = None
     if workers > 0:
         context = _context(multiprocessing_context)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..common.numbers import check_int
 from ..errors import ArgumentError
 from .sampler import ChunkedSampler
 
@@ -26,10 +27,10 @@ def batch_indices(sampler: ChunkedSampler, step: int, *, epoch: int | None = Non
         The indices, in the order the batch holds them.
 
     Raises:
-        ArgumentError: If ``step`` is beyond the epoch.
+        ArgumentError: If ``step`` is not an integer >= 0 (numpy's count), or is beyond the
+            epoch.
     """
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ArgumentError(f"step must be an integer >= 0, got {step!r}")
+    step = check_int("step", step, 0, say_range=False)
     order = sampler.order(epoch)
     start = step * sampler.batch
     if start >= len(order):

@@ -68,6 +68,9 @@ class Stream:
     options: Mapping[str, Any] | None = None
 
 
+#: The most rows an epoch may count: its order holds them as int64 indices (numpy's).
+MAX_EPOCH_ROWS = 2**63 - 1
+
 #: Stream fields that open a source (refused for a stream given as an open dataset).
 _SOURCE_FIELDS = ("query", "where", "tables", "options")
 #: What a mixture's options may not set: each stream's view is its own.
@@ -186,6 +189,19 @@ def take(units: Sequence[tuple[int, int]], count: int, start: int) -> list[tuple
     return out
 
 
+def _check_epoch_rows(what: str, rows: int) -> None:
+    """Refuse rows per epoch beyond what an epoch's order can index (int64).
+
+    Checked when the mixture is built: otherwise the sampler refuses it later, as an order
+    too large for memory, far from the option that asked for it.
+    """
+    if rows > MAX_EPOCH_ROWS:
+        raise ArgumentError(
+            f"{what} makes {rows:.3g} rows per epoch, more than the {MAX_EPOCH_ROWS:,} "
+            "(2**63 - 1) an epoch's order can index; give a count of rows a run can read"
+        )
+
+
 class Mixture(Dataset[Any]):
     """A map-style dataset mixing several sources in set proportions per epoch.
 
@@ -235,6 +251,7 @@ class Mixture(Dataset[Any]):
                     raise ArgumentError(f"stream {k}: {name} must be a number >= 0, got {value!r}")
             if s.choose is not None:
                 check_int(f"stream {k}: choose", s.choose, 0, say_range=False)
+                _check_epoch_rows(f"stream {k}: choose", s.choose)
             if not is_source(s.dataset) and not (
                 hasattr(s.dataset, "__len__") and hasattr(s.dataset, "__getitem__")
             ):
@@ -256,6 +273,8 @@ class Mixture(Dataset[Any]):
             if value is not None:
                 check_int(name, value, 1 if name == "chunk" else 0, say_range=False)
         epoch_size = None if epoch_size is None else int(epoch_size)
+        if epoch_size is not None:
+            _check_epoch_rows("epoch_size", epoch_size)
         with_proportion = [s.proportion is not None for s in self.streams]
         if any(with_proportion) and not all(with_proportion):
             raise ArgumentError("either every stream gives a proportion or none does")
@@ -269,6 +288,12 @@ class Mixture(Dataset[Any]):
                 self.offsets.append(self.offsets[-1] + n)
             self.names = [s.name or f"stream{k}" for k, s in enumerate(self.streams)]
             self.counts = self._counts(lengths, epoch_size)
+            for k, (n, s, count) in enumerate(zip(lengths, self.streams, self.counts,
+                                                  strict=True)):
+                if s.repeat is not None:
+                    _check_epoch_rows(f"stream {k}: repeat={s.repeat:g} of its {n} rows",
+                                      count)
+            _check_epoch_rows("the streams' rows per epoch (their sum)", sum(self.counts))
             for k, (n, count) in enumerate(zip(lengths, self.counts, strict=True)):
                 if n == 0 and count > 0:  # its rows would be missing from every epoch
                     raise ArgumentError(

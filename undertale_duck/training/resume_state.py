@@ -51,6 +51,10 @@ class SamplerState(BaseModel):
     #: Hash of the shuffle units (the dataset's windows) of a shuffled sequence; None
     #: without shuffle, and in states saved before it was recorded (then not checked).
     units: str | None = None
+    #: The rank that saved it: with ``drop_last=False`` its share may be a row smaller than
+    #: rank 0's, and a count that ends it ends the epoch. None in states saved before it was
+    #: recorded (read as rank 0's, the largest share).
+    rank: int | None = Field(default=None, ge=0)
 
 
 #: What a state saved before versions existed lacks, and what its sampler then did: it

@@ -458,6 +458,7 @@ class ChunkedSampler(DistributedSampler[int]):
             **self._settings(),
             "before": [dict(part) for part in before],
             "tail": self.tail if before else self._plain_tail(),
+            "rank": self.rank,
         }
 
     def _plain_tail(self) -> int:
@@ -518,7 +519,7 @@ class ChunkedSampler(DistributedSampler[int]):
         before = _parts(state.get("before", []))
         saved = _topology(state, mine)
         rest = _rest(self.length, before)
-        if consumed >= _largest_share(rest, saved) and (consumed or before):
+        if consumed >= _share(rest, saved, _saver(state, saved)) and (consumed or before):
             epoch, consumed, before = epoch + 1, 0, []  # saved at the end of its epoch
         elif saved != _topology(mine, mine):
             if consumed:
@@ -568,9 +569,32 @@ def _parts(value: Any) -> list[dict[str, Any]]:
 
 def _largest_share(length: int, topology: dict[str, Any]) -> int:
     """Rows of the largest rank share (rank 0's) of a sequence under a topology."""
-    first, stop = rank_bounds(length, topology["workers"], topology["ranks"], 0,
+    return _share(length, topology, 0)
+
+
+def _share(length: int, topology: dict[str, Any], rank: int) -> int:
+    """Rows of one rank's share of a sequence under a topology."""
+    first, stop = rank_bounds(length, topology["workers"], topology["ranks"], rank,
                               topology["drop_last"])
     return stop - first
+
+
+def _saver(state: dict[str, Any], topology: dict[str, Any]) -> int:
+    """The rank that saved a state: its share tells whether the count ended the epoch.
+
+    Without ``drop_last`` a later rank's share may be a row smaller than rank 0's, so its
+    final count is below rank 0's. A state saved before the rank was recorded is read as
+    rank 0's.
+    """
+    rank = state.get("rank")
+    if rank is None:
+        return 0
+    if rank >= topology["ranks"]:
+        raise ArgumentError(
+            f"cannot resume: the state was saved by rank {rank}, but it records "
+            f"ranks={topology['ranks']}; pass a state saved by state_dict()"
+        )
+    return int(rank)
 
 
 def _rest(length: int, before: list[dict[str, Any]]) -> int:

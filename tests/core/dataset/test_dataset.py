@@ -96,6 +96,46 @@ def test_getitems_names_the_shape_of_indices_that_are_not_1d(
     for good in ([2, 0, -1], np.array([2, 0, -1]), torch.tensor([2, 0, -1])):
         assert [r["id"] for r in ds.__getitems__(good)] == [e["id"] for e in expected]
 
+def test_methods_taking_many_indices_refuse_what_is_no_ordered_collection(
+    uneven: tuple[Path, int],
+) -> None:
+    from undertale_duck import Mixture, Pack
+
+    root, total = uneven
+    ds = ParquetDataset(root)
+    packed = ParquetDataset(root, pack=Pack(column="tokens", length=4))
+    mixture = Mixture([ds])
+    many = [
+        ("locate_many", ds.locate_many),
+        ("__getitems__", ds.__getitems__),
+        ("__getitems__", packed.__getitems__),
+        ("__getitems__", mixture.__getitems__),
+    ]
+    # None failed with Python's "not iterable"; bytes were read as their byte values (rows
+    # 1 and 0), a set in an order of its own and a dict as its keys, by no error
+    for bad, why in ((None, "NoneType"), ("01", "str"), (b"\x01\x00", "bytes"),
+                     ({1, 0}, "set .a set has no order"), ({1: 0}, r"dict .pass list\(d\)"),
+                     (5, "int")):
+        for name, method in many:
+            with pytest.raises(TypeError, match=rf"^{name}: indices must be a 1-d sequence "
+                               rf"of integers .*, got {why}"):
+                method(bad)  # type: ignore[arg-type]
+        for dataset, noun in ((ds, "window"), (packed, "run")):
+            if bad is not None:  # None clears the hint
+                with pytest.raises(TypeError, match=f"prefetch takes a list of {noun} "
+                                   "positions in the order they will be read"):
+                    dataset.prefetch(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"__getitems__: .*got generator \(an iterator\)"):
+        ds.__getitems__(i for i in range(2))  # type: ignore[arg-type]
+    # what each took still works: locate_many any ordered iterable, prefetch a generator
+    assert ds.locate_many(i for i in (2, 0)) == ds.locate_many([2, 0]) == [
+        ds.locate(2), ds.locate(0)]
+    assert ds.locate_many(np.array([-1])) == [ds.locate(total - 1)]
+    ds.prefetch(k for k in (1, 0))
+    packed.prefetch(iter([0]))
+    assert ds[2]["id"] == datagen.row(2)["id"]
+
+
 def test_windows_follow_row_groups(uneven: tuple[Path, int]) -> None:
     root, total = uneven
     ds = ParquetDataset(root, window_bytes=1)  # one window per row group (or smaller)

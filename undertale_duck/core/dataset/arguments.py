@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any, NamedTuple
 
 import duckdb
@@ -176,9 +176,13 @@ def check_positions(positions: object, count: int, noun: str = "window") -> list
         TypeError: If ``positions`` is not a sequence of integers.
         IndexError: If a position is outside ``[0, count)``.
     """
-    if isinstance(positions, str | bytes) or not hasattr(positions, "__iter__"):
+    # a set would give its own order, a dict its keys: a hint for another order than meant
+    if isinstance(positions, str | bytes | bytearray | Set | Mapping) or not hasattr(
+        positions, "__iter__"
+    ):
         raise TypeError(
-            f"prefetch takes a list of {noun} positions (or None), got {type(positions).__name__}"
+            f"prefetch takes a list of {noun} positions in the order they will be read (or "
+            f"None), got {type(positions).__name__}"
         )
     order = []
     for k, p in enumerate(positions):

@@ -25,7 +25,7 @@ from ..read import (
     WindowReader,
     prepare_directory,
 )
-from ..rows import ROW_FORMATS, Format, Row, RowAccess
+from ..rows import ROW_FORMATS, Format, Row, RowAccess, check_collection
 from ..runtime import (
     TaskMap,
     default_duckdb_config,
@@ -477,15 +477,18 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         A view's kept rows are looked up once per window, not once per index.
 
         Args:
-            indices: Global row indices (negative ones count from the end).
+            indices: Global row indices (negative ones count from the end), in a list, a
+                1-d array or tensor, or any ordered iterable.
 
         Returns:
             ``(shard path, local row)`` per index, in order.
 
         Raises:
             IndexError: If an index is out of range.
-            TypeError: If an index is not an integer.
+            TypeError: If an index is not an integer, or ``indices`` is None, a string,
+                bytes (read as byte values), a set (no order) or a dict.
         """
+        check_collection(indices, "locate_many")
         found = [win.normalize_index(index, len(self)) for index in indices]
         out: list[tuple[str, int]] = []
         looked: dict[int, np.ndarray[Any, Any]] = {}  # a view's local rows per window, asked once

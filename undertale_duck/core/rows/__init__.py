@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .indices import index_array
+from .indices import check_collection, index_array
 from .row_access import RowAccess
 from .row_batch import Row, RowBatch
 from .rows import ROW_FORMATS, Format, TensorRangeError, to_tensor
@@ -14,6 +14,7 @@ __all__ = [
     "RowAccess",
     "RowBatch",
     "TensorRangeError",
+    "check_collection",
     "index_array",
     "to_tensor"
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Mapping
@@ -10,7 +11,7 @@ from typing import Any
 import duckdb
 
 from ...errors import SourceError
-from . import lifecycle
+from . import lifecycle, sqlfiles
 
 #: Characters DuckDB expands as glob patterns in every path it reads.
 GLOB_CHARS = frozenset("*?[")
@@ -230,7 +231,9 @@ def connect(config: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnectio
     directory (:func:`lifecycle.spill_directory`: mode 0700, removed at exit) and
     ``max_temp_directory_size`` is :func:`spill_limit` of it, so spill files never land in
     the dataset or the working directory (DuckDB's own default for an in-memory database is
-    ``.tmp`` in the working directory).
+    ``.tmp`` in the working directory). Unless ``config`` sets ``TimeZone``, the time zone
+    is UTC (``sql/pin_time_zone.sql``), so functions of a ``TIMESTAMPTZ`` (``year``,
+    ``strftime``, ``+ INTERVAL``) give the same values on every machine.
 
     Args:
         config: DuckDB settings (e.g. :func:`default_duckdb_config`), applied as given.
@@ -244,4 +247,9 @@ def connect(config: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnectio
     directory = settings["temp_directory"]
     if "max_temp_directory_size" not in settings and directory:
         settings["max_temp_directory_size"] = spill_limit(str(directory))
-    return duckdb.connect(":memory:", config=settings)
+    con = duckdb.connect(":memory:", config=settings)
+    if not any(str(name).lower() == "timezone" for name in settings):
+        # without the icu extension DuckDB refuses the setting: it then computes in UTC
+        with contextlib.suppress(duckdb.Error):
+            con.execute(sqlfiles.sql_text("pin_time_zone"))
+    return con

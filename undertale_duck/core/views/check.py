@@ -51,17 +51,30 @@ _CLOCK = frozenset(
 
 @functools.cache
 def _function_kinds() -> tuple[frozenset[str], frozenset[str]]:
-    """Names of DuckDB's aggregate functions and of its non-deterministic functions."""
+    """Names of DuckDB's aggregate functions and of the functions a view refuses.
+
+    Refused: a function volatile in any overload (``random``, ``nextval``) and one that
+    depends on the session in every overload (``now``, ``current_setting``). A function with
+    deterministic overloads beside ones DuckDB marks as depending on the session (``+``,
+    ``year`` and ``strftime`` of a ``TIMESTAMPTZ``, whose results depend on the time zone)
+    is allowed: every connection pins the time zone and calendar
+    (:func:`..runtime.duck.default_duckdb_config`), so those forms give the same rows in
+    every process and on every machine.
+
+    Returns:
+        The aggregates, and the refused functions.
+    """
     con = duck.connect()
     try:
         rows = con.execute(sqlfiles.sql_text("function_kinds")).fetchall()
     finally:
         con.close()
     aggregates = frozenset(n for n, kind, _ in rows if kind == "aggregate")
-    unstable = frozenset(
-        n for n, _, s in rows if s in ("VOLATILE", "CONSISTENT_WITHIN_QUERY")
-    ) | {"now", "current_timestamp", "current_date", "current_time", "today"}
-    return aggregates, unstable
+    clock = {"now", "current_timestamp", "current_date", "current_time", "today"}
+    session = {n for n, _, s in rows if s == "CONSISTENT_WITHIN_QUERY"}
+    stable = {n for n, _, s in rows if s not in ("VOLATILE", "CONSISTENT_WITHIN_QUERY")}
+    volatile = {n for n, _, s in rows if s == "VOLATILE"}
+    return aggregates, frozenset((session - stable) | volatile | clock)
 
 
 def _parse(con: duckdb.DuckDBPyConnection, query: str) -> dict[str, Any]:
@@ -269,7 +282,7 @@ def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
     for item in node["select_list"]:
         if str(item.get("alias") or "").lower().startswith(RESERVED_PREFIX):
             raise QueryError(f"column names starting with {RESERVED_PREFIX!r} are reserved")
-    aggregates, unstable = _function_kinds()
+    aggregates, always = _function_kinds()
     for item in syntax_nodes([node["select_list"], node.get("where_clause"), node["from_table"]]):
         cls = item.get("class")
         if cls == "WINDOW":
@@ -294,7 +307,7 @@ def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
             name = str(item.get("function_name", "")).lower()
             if name in aggregates or item.get("distinct") or item.get("filter") is not None:
                 raise _refuse(f"the aggregate function {name}()")
-            if name in unstable:
+            if name in always:
                 raise _refuse(
                     f"the non-deterministic function {name}()",
                     "rows must be the same every time a window is read",
