@@ -1,17 +1,24 @@
-"""The footer gate on footers of very many row groups: one walk, constant memory, same verdicts."""
+"""The footer gate on footers of very many row groups: one walk, constant memory, same verdicts;
+each footer walked and parsed once per file version in a process."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import struct
+import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from support import hostile_files as hf
 
 from undertale_duck import ParquetDataset
 from undertale_duck.core.parquet import footers
+from undertale_duck.errors import EncryptedShardError
 
 GROUPS = 5_000
 
@@ -75,3 +82,157 @@ def test_footer_walk_keeps_the_gate_verdicts(tmp_path: Path) -> None:
     hf.column_key_crypto_metadata(src, keyed)
     assert footers.scan_footer(_footer(keyed)) == footers.FooterScan(True, True)
     assert footers.scan_footer(_footer(src)[:-3]) is None  # truncated: not parseable
+
+
+# --------------------------------------------------------------------------- walked once
+def _column_key_lookalike(path: Path, rows: int = 40, start: int = 0) -> None:
+    """A plain file whose footer statistics hold bytes that look like column-key crypto
+    metadata (so the gate walks it at open), values a function of the row index."""
+    table = pa.table({
+        "a": pa.array(range(start, start + rows), pa.int64()),
+        "tag": pa.array([b"\x1c\x2c\x00" + bytes([i % 7]) for i in range(start, start + rows)]),
+    })
+    pq.write_table(table, path, row_group_size=8)
+
+
+def _count(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Count calls of ``footers.<name>`` (the real function still runs)."""
+    calls = [0]
+    real = getattr(footers, name)
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(footers, name, counted)
+    return calls
+
+
+def _rows(ds: ParquetDataset, start: int = 0) -> None:
+    n = len(ds)
+    assert [ds[i] for i in range(n)] == [
+        {"a": start + i, "tag": b"\x1c\x2c\x00" + bytes([(start + i) % 7])} for i in range(n)
+    ]
+
+
+def test_a_footer_is_walked_and_parsed_once_from_open_to_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a footer of 100,000 row groups was walked (5 s) and parsed (198 MiB) at open and
+    # again at the first read
+    path = tmp_path / "a.parquet"
+    _column_key_lookalike(path)
+    walks, parses = _count(monkeypatch, "scan_footer"), _count(monkeypatch, "read_metadata")
+    ds = ParquetDataset(path, memory=8, read_ahead=False)
+    assert (walks[0], parses[0]) == (1, 1)  # the open walks this footer
+    _rows(ds)
+    assert ds.reader.direct is not None and ds.reader.direct.stats["direct"] > 0
+    assert (walks[0], parses[0]) == (1, 1)
+    again = ParquetDataset(path, memory=8, read_ahead=False)  # the same file version
+    _rows(again)
+    assert (walks[0], parses[0]) == (1, 1)
+
+
+def test_a_replaced_file_is_walked_again_and_refused_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.parquet"
+    _column_key_lookalike(path)
+    walks = _count(monkeypatch, "scan_footer")
+    _rows(ParquetDataset(path, read_ahead=False))
+    assert walks[0] == 1
+    other = tmp_path / "other.parquet"
+    _column_key_lookalike(other, rows=24, start=100)
+    other.replace(path)
+    _rows(ParquetDataset(path, read_ahead=False), start=100)
+    assert walks[0] == 2
+    # replaced by a crafted footer: refused at open, with the error a first open gives
+    src = tmp_path / "src.parquet"
+    _column_key_lookalike(src)
+    hf.column_key_crypto_metadata(src, tmp_path / "crafted.parquet")
+    (tmp_path / "crafted.parquet").replace(path)
+    with pytest.raises(EncryptedShardError, match=r"a\.parquet has encrypted columns"):
+        ParquetDataset(path)
+
+
+def test_a_file_rewritten_in_place_with_its_size_and_mtime_is_checked_again(
+    tmp_path: Path,
+) -> None:
+    # the read path's footer was kept by (path, size, mtime) and served for a file
+    # rewritten in place with both restored: a codec pyarrow's accessors abort on passed
+    path = tmp_path / "a.parquet"
+    _column_key_lookalike(path)
+    ds = ParquetDataset(path, read_ahead=False)
+    _rows(ds)
+    shard = ds.source.shards[0]
+    assert footers.checked_metadata(shard.path, shard.size, shard.mtime_ns).num_rows == 40
+    hf.chunk_codec(path, tmp_path / "codec.parquet", 60)  # SNAPPY's one byte for 60's
+    data = (tmp_path / "codec.parquet").read_bytes()
+    assert len(data) == shard.size
+    st = path.stat()
+    with open(path, "r+b") as fh:
+        fh.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(ValueError, match="unknown here"):
+        footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
+
+
+def _forked_read(path: str, out: Any) -> None:
+    try:
+        ds = _FORKED[0]
+        before = (_FORKED[1][0], _FORKED[2][0])
+        _rows(ds)
+        out.put((before, (_FORKED[1][0], _FORKED[2][0])))
+    except BaseException as exc:  # report, never hang the parent
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+_FORKED: list[Any] = []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork start method")
+def test_a_forked_worker_reuses_the_footer_checked_at_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a DataLoader worker forked after open: it neither walks nor parses the footer again,
+    # and a check in progress in another thread of the parent at fork() does not block it
+    path = tmp_path / "a.parquet"
+    _column_key_lookalike(path)
+    walks, parses = _count(monkeypatch, "scan_footer"), _count(monkeypatch, "read_metadata")
+    ds = ParquetDataset(path, memory=8, read_ahead=False)
+    assert (walks[0], parses[0]) == (1, 1)
+    monkeypatch.setattr(sys.modules[__name__], "_FORKED", [ds, walks, parses])
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    with footers._checking:
+        child = ctx.Process(target=_forked_read, args=(str(path), out))
+        child.start()
+    try:
+        result = out.get(timeout=120)
+    finally:
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+    assert result == ((1, 1), (1, 1)), result
+
+
+def test_footers_kept_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pyarrow's parse of a footer is kept from open for the read path: by count and by
+    # serialized bytes, never every shard's of a large dataset
+    root = tmp_path / "d"
+    root.mkdir()
+    shards = footers.METAS_KEPT + 6
+    for k in range(shards):
+        pq.write_table(pa.table({"a": pa.array(range(3 * k, 3 * k + 3), pa.int64())}),
+                       root / f"part-{k:03d}.parquet")
+    ds = ParquetDataset(root, read_ahead=False)
+    assert ds[len(ds) - 1] == {"a": 3 * shards - 1}
+    mine = [key for key in footers._metas if key[0].startswith(str(root))]
+    assert mine and len(footers._metas) <= footers.METAS_KEPT
+    one = pq.read_metadata(root / "part-000.parquet").serialized_size
+    monkeypatch.setattr(footers, "META_BYTES_KEPT", 3 * one)
+    ParquetDataset(root, read_ahead=False)
+    assert 1 <= len(footers._metas) <= 3
+    assert sum(size for _, size, _ in footers._metas.values()) <= 3 * one
+    newest = next(reversed(footers._metas))
+    assert newest[0] == str(root / f"part-{shards - 1:03d}.parquet")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import struct
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -23,6 +24,116 @@ ENCRYPTED_MAGIC = b"PARE"
 #: at most ``n // MIN_PAGE_BYTES * (2**31 - 1)`` rows however its pages are encoded.
 MIN_PAGE_BYTES = 8
 MAX_PAGE_VALUES = (1 << 31) - 1
+
+#: A file version as the footer gate saw it: path, size, mtime, ctime, device and inode
+#: (:func:`file_key`). The ctime and inode tell a file rewritten with its size and mtime
+#: restored, or renamed over the old one, from the one walked.
+FileKey = tuple[str, int, int, int, int, int]
+
+#: Footer walks kept (:func:`scan_footer`'s verdict, two booleans each), by file version.
+SCANS_KEPT = 4096
+#: Footers kept as pyarrow parsed them, by file version: at most this many, and at most
+#: :data:`META_BYTES_KEPT` serialized footer bytes together besides the one used last
+#: (pyarrow's objects take about ten times their serialized size: 198 MiB for a footer of
+#: 21 MB holding 100,000 row groups).
+METAS_KEPT = 64
+META_BYTES_KEPT = 32 << 20
+
+# A footer of 100,000 row groups took 5 s to walk and 198 MiB once parsed, and was walked
+# and parsed at open and again at the first read: both are kept by file version, the
+# parse from open handed to the read path. Bounded (least recently used first out).
+_scans: OrderedDict[FileKey, FooterScan | None] = OrderedDict()
+# file version -> (footer, serialized size, whether checked_metadata passed it)
+_metas: OrderedDict[FileKey, tuple[pq.FileMetaData, int, bool]] = OrderedDict()
+_kept = threading.Lock()  # guards _scans and _metas
+_checking = threading.Lock()  # one check at a time: a footer is not walked by two threads
+
+
+def _after_fork_in_child() -> None:
+    global _kept, _checking
+    # another thread may have held them at fork(); what is kept stays true in the child
+    _kept, _checking = threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def file_key(path: str, st: os.stat_result) -> FileKey:
+    """The version of a file a stat shows (what the gate's verdicts are kept by)."""
+    return (path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino)
+
+
+def _current_key(path: str) -> FileKey | None:
+    try:
+        return file_key(path, os.stat(path))
+    except OSError:
+        return None
+
+
+def read_metadata(path: str) -> pq.FileMetaData:
+    """Parse a local file's footer with pyarrow (its column chunks are not touched).
+
+    Raises:
+        OSError, ValueError, pyarrow.ArrowException: If pyarrow cannot read it.
+    """
+    return pq.read_metadata(path)
+
+
+def kept_metadata(key: FileKey) -> pq.FileMetaData | None:
+    """The footer parsed earlier from file version ``key`` (kept, bounded), or None.
+
+    Only its parse is reused: whoever takes it checks it as a fresh one.
+    """
+    kept = _kept_meta(key)
+    return None if kept is None else kept[0]
+
+
+def keep_metadata(key: FileKey, meta: pq.FileMetaData) -> None:
+    """Keep a footer parsed at open for :func:`checked_metadata`, if the file is still ``key``.
+
+    ``key`` must be the file's version before it was parsed: unchanged after, the parse
+    is that version's. The read path then checks it as any footer, without parsing again.
+    """
+    if _current_key(key[0]) == key:
+        _keep_meta(key, meta, checked=False)
+
+
+def _keep_meta(key: FileKey, meta: pq.FileMetaData, *, checked: bool) -> None:
+    size = int(meta.serialized_size)
+    with _kept:
+        _metas[key] = (meta, size, checked)
+        _metas.move_to_end(key)
+        held = sum(kept[1] for kept in _metas.values())
+        while len(_metas) > 1 and (len(_metas) > METAS_KEPT or held > META_BYTES_KEPT):
+            _, (_, dropped, _) = _metas.popitem(last=False)
+            held -= dropped
+
+
+def _kept_meta(key: FileKey) -> tuple[pq.FileMetaData, bool] | None:
+    with _kept:
+        kept = _metas.get(key)
+        if kept is None:
+            return None
+        _metas.move_to_end(key)
+        return kept[0], kept[2]
+
+
+def _walk(path: str, footer: bytes, key: FileKey | None) -> FooterScan | None:
+    """:func:`scan_footer`, once per file version ``key`` (None: not kept)."""
+    if key is not None:
+        with _kept:
+            if key in _scans:
+                _scans.move_to_end(key)
+                return _scans[key]
+    scan = scan_footer(footer)
+    # the footer was read after ``key`` was taken: unchanged now, the walk is its version's
+    if key is not None and _current_key(path) == key:
+        with _kept:
+            _scans[key] = scan
+            _scans.move_to_end(key)
+            while len(_scans) > SCANS_KEPT:
+                _scans.popitem(last=False)
+    return scan
 
 
 # A ColumnChunk's crypto_metadata (field 8, a struct) holding ENCRYPTION_WITH_COLUMN_KEY
@@ -50,7 +161,12 @@ def file_magic(path: str) -> tuple[bytes, bytes]:
 
 
 def check_encryption(
-    path: str, meta: pq.FileMetaData | None, size: int, *, scan: FooterScan | None = None
+    path: str,
+    meta: pq.FileMetaData | None,
+    size: int,
+    *,
+    scan: FooterScan | None = None,
+    key: FileKey | None = None,
 ) -> None:
     """Refuse a shard whose footer or columns are encrypted, before any column is touched.
 
@@ -65,6 +181,8 @@ def check_encryption(
         size: The file's size in bytes.
         scan: Its footer's scan, if the caller already made it (else it is made here
             when needed).
+        key: The file's version (:func:`file_key`) taken before ``meta`` was parsed: a
+            scan made here is kept for it (None: not kept).
 
     Raises:
         EncryptedShardError: If the footer or any column is encrypted.
@@ -82,15 +200,17 @@ def check_encryption(
         )
     if meta is None:
         return
-    check_encrypted_columns(path, meta, _footer_bytes(path, size), scan=scan)
+    check_encrypted_columns(path, meta, _footer_bytes(path, size), scan=scan, key=key)
 
 
 def checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
-    """A local shard's footer, checked for encryption, once per file version (cached).
+    """A local shard's footer, checked for encryption, once per file version (kept).
 
     pyarrow aborts the process on encrypted columns, so their metadata is touched only
-    after :func:`check_encryption`; that check parses the footer in Python, so its result
-    is kept for the readers that need the footer again (``direct.py``, ``nested.py``).
+    after :func:`check_encryption`; that check walks the footer in Python. The walk and
+    pyarrow's parse are kept by file version (:func:`file_key`, bounded): a footer walked
+    or parsed at open is neither walked nor parsed again here, and the readers that need
+    the footer again (``direct.py``, ``nested.py``) share one parse.
 
     Args:
         path: The local shard file.
@@ -107,31 +227,50 @@ def checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
         EncryptedShardError: If the footer or any column is encrypted.
         pyarrow.ArrowException: If pyarrow cannot parse the footer.
     """
-    return _checked_metadata(path, size, mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
-    def same() -> bool:
+    def same() -> os.stat_result:
         st = os.stat(path)
-        return (st.st_size, st.st_mtime_ns) == (size, mtime_ns)
+        if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
+            raise OSError(f"{path} changed since it was opened")
+        return st
 
-    if not same():
-        raise OSError(f"{path} changed since it was opened")
-    meta = pq.read_metadata(path)
-    if not same():
-        raise OSError(f"{path} changed since it was opened")
-    footer = _footer_bytes(path, size)
-    scan = scan_footer(footer) if footer is not None else None  # one walk for both checks
-    del footer
-    check_encryption(path, meta, size, scan=scan)
-    if scan is None or not scan.known:  # pyarrow's chunk accessors would abort the process
-        raise ValueError(f"{path} has column chunks with a type, codec or encoding unknown here")
-    return meta
+    key = file_key(path, same())
+    kept = _kept_meta(key)
+    if kept is not None and kept[1]:
+        return kept[0]
+    with _checking:
+        kept = _kept_meta(key)  # another thread may have checked it meanwhile
+        if kept is not None and kept[1]:
+            return kept[0]
+        if kept is not None:
+            meta = kept[0]  # parsed at open from this version: checked below as any parse
+        else:
+            meta = read_metadata(path)
+            if file_key(path, same()) != key:
+                raise OSError(f"{path} changed since it was opened")
+        with _kept:
+            walked, scan = key in _scans, _scans.get(key)
+        if not walked:
+            footer = _footer_bytes(path, size)
+            # one walk for both checks
+            scan = _walk(path, footer, key) if footer is not None else None
+            del footer
+        check_encryption(path, meta, size, scan=scan, key=key)
+        if scan is None or not scan.known:  # pyarrow's chunk accessors would abort the process
+            raise ValueError(
+                f"{path} has column chunks with a type, codec or encoding unknown here"
+            )
+        if _current_key(path) == key:  # what was checked is that version's
+            _keep_meta(key, meta, checked=True)
+        return meta
 
 
 def check_encrypted_columns(
-    path: str, meta: pq.FileMetaData, footer: bytes | None, *, scan: FooterScan | None = None
+    path: str,
+    meta: pq.FileMetaData,
+    footer: bytes | None,
+    *,
+    scan: FooterScan | None = None,
+    key: FileKey | None = None,
 ) -> None:
     """Refuse a plaintext footer whose columns are encrypted (see :func:`check_encryption`).
 
@@ -140,6 +279,8 @@ def check_encrypted_columns(
         meta: Its metadata as pyarrow parsed it.
         footer: The footer's bytes (without the 8-byte length and magic), or None.
         scan: The footer's scan (:func:`scan_footer`), if the caller already made it.
+        key: The local file's version before ``footer`` was read: a scan made here is
+            kept for it, and one kept is used (None: neither).
 
     Raises:
         EncryptedShardError: If any column is encrypted.
@@ -148,7 +289,7 @@ def check_encrypted_columns(
         return
     if len(footer) == meta.serialized_size and not _COLUMN_KEY.search(footer):
         return
-    scan = scan if scan is not None else scan_footer(footer)
+    scan = scan if scan is not None else _walk(path, footer, key)
     if scan is None:
         return  # not parseable here: pyarrow parsed it; DuckDB reports what it finds
     if scan.encrypted:

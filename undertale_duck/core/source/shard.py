@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...common.text import first_line
 from ...errors import (
@@ -151,18 +150,27 @@ def read_footer(path: str) -> Shard:
         raise NotParquetError(
             f"{path} is not a Parquet file (it does not start with the Parquet magic bytes)", path
         )
-    try:
-        meta = pq.read_metadata(path)
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        footers.check_encryption(path, None, st.st_size)
-        raise CorruptShardError(
-            f"Parquet shard {path} is truncated or corrupt: its footer cannot be read "
-            f"({first_line(exc)})",
-            path,
-        ) from None
-    footers.check_encryption(path, meta, st.st_size)
+    key = footers.file_key(path, st)
+    # a footer parsed before from this version of the file (a dataset opened again) is
+    # checked again below, not parsed again
+    meta = footers.kept_metadata(key)
+    if meta is None:
+        try:
+            meta = footers.read_metadata(path)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            footers.check_encryption(path, None, st.st_size)
+            raise CorruptShardError(
+                f"Parquet shard {path} is truncated or corrupt: its footer cannot be read "
+                f"({first_line(exc)})",
+                path,
+            ) from None
+    footers.check_encryption(path, meta, st.st_size, key=key)
     schema = footers.arrow_schema(path, meta)
     groups = footers.checked_row_groups(path, meta, st.st_size)
+    decoded = decoded_sizes(meta)
+    # the read path checks this parse rather than parsing again (a footer of 100,000 row
+    # groups is 198 MiB in pyarrow); kept only while the file is the version parsed
+    footers.keep_metadata(key, meta)
     return Shard(
         path=path,
         rows=sum(rows for rows, _ in groups),
@@ -172,7 +180,7 @@ def read_footer(path: str) -> Shard:
         schema=schema,
         created_by=str(meta.created_by or ""),
         inode=(st.st_dev, st.st_ino),
-        decoded=decoded_sizes(meta),
+        decoded=decoded,
         ctime_ns=st.st_ctime_ns,
     )
 
