@@ -172,6 +172,10 @@ REFUSED = {
         "non-deterministic value current_timestamp",
     "SELECT id, strftime(random()::TIMESTAMP, '%Y') AS y FROM dataset":
         r"non-deterministic function random\(\)",
+    # one source row would give as many rows as its list holds (the index counts one)
+    "SELECT id, unnest(tokens) AS t FROM dataset": r"unnest\(\), which makes rows",
+    "SELECT id, UNLIST(tokens) AS t FROM dataset": r"unlist\(\), which makes rows",
+    "SELECT id, unnest(point) FROM dataset": r"unnest\(\)",
     "SELECT id FROM dataset WHERE label IN (SELECT label FROM dataset)": "subquery",
     "WITH x AS (SELECT 1) SELECT * FROM dataset": "WITH",
     "SELECT * FROM dataset USING SAMPLE 10": "SAMPLE",

@@ -49,6 +49,10 @@ _CLOCK = frozenset(
 )
 
 
+#: Functions that, in the select list, turn one row into as many rows as a list holds.
+_ROW_MAKERS = frozenset({"unnest", "unlist"})
+
+
 @functools.cache
 def _function_kinds() -> tuple[frozenset[str], frozenset[str]]:
     """Names of DuckDB's aggregate functions and of the functions a view refuses.
@@ -307,6 +311,12 @@ def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
             name = str(item.get("function_name", "")).lower()
             if name in aggregates or item.get("distinct") or item.get("filter") is not None:
                 raise _refuse(f"the aggregate function {name}()")
+            if name in _ROW_MAKERS:
+                raise _refuse(
+                    f"{name}(), which makes rows from a list",
+                    "keep the list, or take items by index (tokens[1]); for a struct's fields "
+                    "select them (s.a, s.b or s.*)",
+                )
             if name in always:
                 raise _refuse(
                     f"the non-deterministic function {name}()",
