@@ -25,10 +25,10 @@ from pydantic import (
     constr,
 )
 from support.pydantic_reference import refused_by_pydantic
+from support.pydantic_reference import refused_by_report as _refused_by_report
 
 from undertale_duck import ArgumentError, ParquetDataset
 from undertale_duck.validation.executors import SerialExecutor
-from undertale_duck.validation.model import ValidationReport
 from undertale_duck.validation.runner import report_for
 
 
@@ -145,20 +145,6 @@ CASES: dict[str, tuple[type[BaseModel], pa.Table]] = {
         "money": pa.array([decimal.Decimal(k) for k in range(N)], pa.decimal128(5, 0)),
     })),
 }
-
-
-def _refused_by_report(report: ValidationReport, table: pa.Table) -> set[int]:
-    """Rows the report fails: a failed ``type`` fails every non-NULL value of its column."""
-    assert [c.error for c in report.checks if c.error] == []
-    bad: set[int] = set()
-    for check in report.failed:
-        if check.check == "type":
-            assert check.column is not None
-            values = table.column(check.column).to_pylist()
-            bad |= {i for i, v in enumerate(values) if v is not None}
-        else:
-            bad |= {e.index for e in check.examples if e.index is not None}
-    return bad
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -92,11 +92,14 @@ def test_row_checks_from_field_constraints() -> None:
     by_label: dict[str, list[str]] = {}
     for t in targets(S):
         by_label[t.label] = [c.description for c in row_checks(t)]
-    assert by_label["n"] == ["n is not null", "n >= 0", "n < 10", "n is a multiple of 2"]
+    # lax pydantic takes an integral float for an int: a per-row part of the `type` check
+    assert by_label["n"] == ["n is not null", "n >= 0", "n < 10", "n is a multiple of 2",
+                             "any integer type"]
     assert by_label["s"] == ["length(s) >= 1", "length(s) <= 4", "s matches '^a'"]
     assert by_label["k"] == ["k is not null", "k in {'x', 'y'}"]
-    assert by_label["t"] == ["t is not null", "t has no null elements", "length(t) <= 3"]
-    assert by_label["u"] == []
+    assert by_label["t"] == ["t is not null", "t has no null elements", "length(t) <= 3",
+                             "list of any integer type"]
+    assert by_label["u"] == ["list of any integer type"]
 
 
 @pytest.mark.parametrize(
@@ -125,7 +128,8 @@ def test_row_checks_from_field_constraints() -> None:
         (list[int], ["INTEGER[]", "TINYINT[]", "BIGINT[4]"], ["DOUBLE[]", "INTEGER", "VARCHAR"]),
         (list[list[int]], ["BIGINT[][]"], ["BIGINT[]"]),
         (list[str] | None, ["VARCHAR[]"], ["INTEGER[]"]),
-        (dict[str, int], ["MAP(VARCHAR, INTEGER)"], ["MAP(INTEGER, INTEGER)", "VARCHAR"]),
+        # a MAP value reaches pydantic as a list of pairs, which a dict refuses
+        (dict[str, int], [], ["MAP(VARCHAR, INTEGER)", "MAP(INTEGER, INTEGER)", "VARCHAR"]),
         (Literal["a", "b"], ["VARCHAR"], ["INTEGER"]),
         (Literal[1, 2], ["INTEGER", "UTINYINT"], ["VARCHAR"]),
     ],

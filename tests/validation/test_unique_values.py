@@ -35,7 +35,8 @@ class _Structs(BaseModel):
 
 
 class _Maps(BaseModel):
-    v: Annotated[dict[float, float], schema.Unique] | None
+    # a MAP value reaches pydantic as a list of pairs, which only Any (or a list) takes
+    v: Annotated[Any, schema.Unique] | None
 
 
 def _floats(k: int) -> float | None:

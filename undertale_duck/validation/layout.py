@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,11 @@ ADDED_COLUMNS = {
     "file_row_number": "holding each row's number",
     "__undertale_shard": "holding the shard's path",
 }
+
+
+#: The DuckDB type of a column that holds only NULLs (pyarrow's ``null``): it drifts from no
+#: type, since its rows reach pydantic as None whatever the other shards' type.
+_NULL_TYPE = str(duckdb.sqltype("NULL"))
 
 
 def shard_groups(state: RunState) -> list[ShardGroup]:
@@ -94,8 +100,9 @@ def layout_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
 
     ``shard_schema`` uses the one definition of drift (:func:`undertale_duck.core.drift.
     schema_drift`): the layout most shards share is the reference, so one odd shard is named
-    wherever it sits. Shards missing a required column (or an optional column that other shards
-    have) fail ``present``; shards whose column type does not satisfy the field fail ``type``.
+    wherever it sits (a column holding only NULLs drifts from no type). Shards missing a
+    required column fail ``present`` (a field with a default takes rows without its column);
+    shards whose column type does not satisfy the field fail ``type``.
 
     Args:
         state: The run.
@@ -106,28 +113,28 @@ def layout_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
     drift.sql.append(sql)
     layouts = {i: {n: str(t) for n, t in g.types.items()} for g in groups for i in g.indices}
     # keyed by shard number: a list source may name one file twice
-    for odd in schema_drift([(str(i), layouts[i]) for i in sorted(layouts)]):
+    for odd in schema_drift([(str(i), layouts[i]) for i in sorted(layouts)], _NULL_TYPE):
         _fail_shard(state, drift, int(odd.path), odd.summary())
     for target in state.targets:
         if len(target.path) != 1:
             continue
-        column = target.path[0]
         present = state.tally(
             "present", target.label, PRESENT if target.required else PRESENT_OPTIONAL
         )
         typed = state.tally("type", target.label, describe_type(target.annotation))
         present.sql.append(sql)
         typed.sql.append(sql)
-        anywhere = any(column in g.types for g in groups)
         for group in groups:
+            column = in_group(state, target, group).path[0]
             if column not in group.types:
-                if not target.required and not anywhere:
-                    continue  # an optional column absent everywhere is fine
+                if not target.required:
+                    continue  # pydantic gives a row without the key the field's default
                 for i in group.indices:
                     _fail_shard(state, present, i, "column missing")
                 continue
             reason = mismatch(
-                target.annotation, group.types[column], target.strict, target.strict_inside
+                target.annotation, group.types[column], target.strict, target.strict_inside,
+                by_row=True,
             )
             if reason is not None:
                 for i in group.indices:
@@ -135,13 +142,35 @@ def layout_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
     if state.model.model_config.get("extra") == "forbid":
         # pydantic refuses a row holding a key the model does not name, and each row holds
         # every column of its shard
-        named = {t.path[0] for t in state.targets if len(t.path) == 1}
         extra = state.tally("extra", None, NO_EXTRA)
         extra.sql.append(sql)
         for group in groups:
+            # a field's name column is extra where its alias column is read (pydantic's rule)
+            named = {in_group(state, t, group).path[0] for t in state.targets if len(t.path) == 1}
             beyond = [name for name in group.types if name not in named]
             for i in group.indices if beyond else ():
                 _fail_shard(state, extra, i, f"columns the schema forbids: {', '.join(beyond)}")
+
+
+def in_group(state: RunState, target: Target, group: ShardGroup) -> Target:
+    """A target as a group's shards hold it: under the field's name where they lack its alias.
+
+    pydantic reads a row's alias key when it holds one, else (``validate_by_name``) its name,
+    so shards holding only the name column are checked on that column; the target keeps its
+    label (the report names the field by its alias).
+
+    Args:
+        state: The run.
+        target: A column or struct field of the schema.
+        group: Shards sharing one DuckDB schema.
+
+    Returns:
+        The target, its column replaced by the field's name where the group reads that.
+    """
+    top = next((t for t in state.targets if t.path == target.path[:1]), target)
+    if top.path[0] in group.types or top.by_name is None or top.by_name not in group.types:
+        return target
+    return dataclasses.replace(target, path=(top.by_name, *target.path[1:]))
 
 
 def compatible_type(state: RunState, target: Target, group: ShardGroup) -> Any | None:
@@ -156,11 +185,12 @@ def compatible_type(state: RunState, target: Target, group: ShardGroup) -> Any |
         The target's type in these shards, or None when its column is missing there or of a
         type the field does not accept (the ``type`` check reports that; value checks skip it).
     """
+    top = next((t for t in state.targets if t.path == target.path[:1]), None)
+    target = in_group(state, target, group)
     root = group.types.get(target.path[0])
     if root is None:
         return None
-    top = next((t for t in state.targets if t.path == target.path[:1]), None)
     strict = (top.strict, top.strict_inside) if top is not None else (False, False)
-    if top is not None and mismatch(top.annotation, root, *strict) is not None:
+    if top is not None and mismatch(top.annotation, root, *strict, by_row=True) is not None:
         return None
     return field_type(root, target.path[1:])

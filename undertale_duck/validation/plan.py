@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import decimal
 import enum
 import typing
 from collections.abc import Sequence
@@ -13,7 +14,22 @@ import duckdb
 
 from ..core.runtime import sqlfiles
 from .model import CheckKind
-from .targets import LIST_TYPES, SCALAR_TYPES, Target, is_sequence, strip_optional
+from .targets import (
+    INTEGER_TYPES,
+    LAX_TYPES,
+    LIST_TYPES,
+    SCALAR_TYPES,
+    Target,
+    config_metadata,
+    describe_type,
+    inner_metadata,
+    is_sequence,
+    item_annotations,
+    model_class,
+    strict_setting,
+    strip_optional,
+    targets,
+)
 
 #: DuckDB type ids on which comparisons (ranges, multiples) do not apply.
 _NESTED_TYPES = frozenset({"list", "array", "struct", "map", "union"})
@@ -34,6 +50,10 @@ _DIGIT_TEMPLATES = frozenset({"max_digits", "decimal_places", "whole_digits"})
 _STRIPPED_TEMPLATES = frozenset({"min_length", "max_length", "pattern", "ascii_only"})
 
 
+#: One step inside a column's value (:attr:`RowCheck.steps`).
+Step = int | str | None
+
+
 @dataclasses.dataclass(frozen=True)
 class RowCheck:
     """One per-row check: a violation condition built from a ``sql/checks`` fragment.
@@ -44,6 +64,11 @@ class RowCheck:
         template: The fragment under ``sql/checks/`` (``not_null``, ``ge``, ...).
         bound: The bound value (bound as a parameter), or None.
         description: What the check requires.
+        steps: Where inside the column's lists the checked value is: one step per level,
+            None for every item of a list, a position (from 1) for one item of a fixed
+            tuple, a name for a field of a nested model's struct inside a list; empty for
+            the column (or struct field) itself. ``target`` then describes the item (its
+            annotation and constraints), still at the column's path.
     """
 
     kind: CheckKind
@@ -51,6 +76,7 @@ class RowCheck:
     template: str
     bound: Any
     description: str
+    steps: tuple[Step, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -163,22 +189,70 @@ def condition(check: RowCheck, dtype: Any, bound_name: str | None) -> str | None
     """
     value = value_sql(check.target.path)
     bound = f"${bound_name}" if bound_name else ""
-    if check.template == "not_null":
+    if check.template == "not_null" and not check.steps:
         parent = check.target.path[:-1]
         guard = f"{value_sql(parent)} IS NOT NULL AND " if parent else ""
         return _fragment("not_null", value=value, guard=guard)
+    return _inside(check, value, dtype, bound, check.steps)
+
+
+def _inside(
+    check: RowCheck, value: str, dtype: Any, bound: str, steps: tuple[Step, ...]
+) -> str | None:
+    """A check's condition on the items ``steps`` reach inside ``value`` (a list's items)."""
+    if not steps:
+        return _condition_on(check, value, dtype, bound)
+    if str(dtype.id) == "null":  # only NULLs here: nothing inside to violate a check
+        return _fragment("never", value=value)
+    step, rest = steps[0], steps[1:]
+    if isinstance(step, str):  # a field of a nested model's struct, inside a list
+        if str(dtype.id) != "struct":
+            return None
+        field = _type_children(dtype).get(step)
+        if field is None:  # a field with a default, absent from the struct (the type allows it)
+            return _fragment("never", value=value)
+        inner = value_sql_of(value, step)
+        if not rest and check.template == "not_null":  # a NULL struct is its own field's
+            return _fragment("not_null", value=inner, guard=f"{value} IS NOT NULL AND ")
+        return _inside(check, inner, field, bound, rest)
+    child = _type_children(dtype).get("child") if str(dtype.id) in LIST_TYPES else None
+    if child is None:
+        return None
+    if step is not None:  # one position of a fixed tuple: NULL when the list is NULL or short
+        return _inside(check, f"{value}[{step}]", child, bound, rest)
+    # the lambda's name tells nested levels apart
+    item = sqlfiles.quote_identifier(f"each{sum(s is None for s in check.steps[:-len(steps)])}")
+    test = _inside(check, item, child, bound, rest)
+    if test is None:
+        return None
+    return _fragment("any_item", value=value, item=item, test=test)
+
+
+def _condition_on(check: RowCheck, value: str, dtype: Any, bound: str) -> str | None:
+    """A check's condition on one value (the column, a struct field or a list item)."""
     kind = str(dtype.id)
+    if kind == "null" and check.template != "not_null":  # only NULLs: not_null decides
+        return _fragment("never", value=value)
+    if check.template == "lax_type":
+        name = _lax_template(check.target.annotation, kind)
+        return None if name is None else _fragment(name, value=value)
     if check.template == "not_null_items":
         item = sqlfiles.quote_identifier("item0")
         return _fragment("not_null_items", value=value, bound=bound, item=item)
     if check.template in ("ge", "gt", "le", "lt", "multiple_of") and kind in _NESTED_TYPES:
         return None
+    if check.template in ("ge", "gt", "le", "lt", "multiple_of") and kind == "boolean":
+        value = _fragment("as_integer", value=value)  # lax int or float field: True is 1
     if check.template in ("pattern", "ascii_only") and kind not in ("varchar", "enum"):
         return None
     if check.template == "finite":  # integers and DECIMAL hold no NaN or infinity
         return _fragment("finite" if kind in _FLOAT_KINDS else "never", value=value)
+    if check.target.annotation is decimal.Decimal and kind in _FLOAT_KINDS and (
+        check.template in _DIGIT_TEMPLATES or check.template == "multiple_of"
+    ):
+        return None  # pydantic judges Decimal(str(float)), whose digits DuckDB cannot write
     if check.template in _DIGIT_TEMPLATES:
-        if kind != "decimal":
+        if kind != "decimal" and kind not in INTEGER_TYPES:  # an int is a Decimal to pydantic
             return None
         return _fragment(
             check.template,
@@ -199,10 +273,32 @@ def condition(check: RowCheck, dtype: Any, bound_name: str | None) -> str | None
         # pydantic refuses NaN against any bound; DuckDB sorts NaN above every number
         nan = f"isnan({value}) OR " if kind in _FLOAT_KINDS else ""
         return _fragment(check.template, value=value, bound=bound, nan=nan)
-    floating = check.target.annotation is float or kind in _FLOAT_KINDS
+    # an int field takes only integral floats and compares them as ints: an exact remainder
+    floating = check.target.annotation is float or (
+        kind in _FLOAT_KINDS and check.target.annotation is not int
+    )
     if check.template == "multiple_of" and floating:  # pydantic's float rule, not a remainder
         return _fragment("multiple_of_float", value=value, bound=bound)
     return _fragment(check.template, value=value, bound=bound)
+
+
+def _lax_template(annotation: Any, kind: str) -> str | None:
+    """The ``sql/checks`` fragment true for a value lax pydantic refuses for a scalar type.
+
+    For a column of another kind than the type's own (:data:`LAX_TYPES`); None when pydantic
+    takes every value of that kind.
+    """
+    if annotation is int and kind in _FLOAT_KINDS:
+        return "int_from_float"
+    if annotation is int and kind == "decimal":
+        return "int_from_decimal"
+    if annotation is bool and (kind in _FLOAT_KINDS or kind in INTEGER_TYPES or kind == "decimal"):
+        return "bool_from_number"
+    if annotation is bool and kind == "varchar":
+        return "bool_from_text"
+    if annotation is decimal.Decimal and kind in _FLOAT_KINDS:
+        return "finite"
+    return None
 
 
 def row_checks(target: Target) -> list[RowCheck]:
@@ -214,9 +310,56 @@ def row_checks(target: Target) -> list[RowCheck]:
     Returns:
         The per-row checks (``not_null`` first, then constraints in metadata order).
     """
-    label = target.label
+    # a column's per-row type checks add to its `type` check (layout.py's, same description)
+    typed = describe_type(target.annotation) if len(target.path) == 1 else None
+    return _checks_of(target, (), target.label, typed)
+
+
+def _checks_of(
+    target: Target, steps: tuple[Step, ...], label: str, typed: str | None
+) -> list[RowCheck]:
+    """The checks of a value and of the items inside it (``label`` names it in descriptions)."""
+    # a list item's own NULL is its list's not_null_elements; a struct field's is its own
+    own = _own_checks(target, label, not steps or isinstance(steps[-1], str))
+    out = [dataclasses.replace(c, steps=steps) for c in own]
+    if typed is not None and not target.strict and target.annotation in LAX_TYPES:
+        out.append(RowCheck("type", target, "lax_type", None, typed, steps))
+    for position, annotation in item_annotations(target.annotation):
+        where = f"{label}[{'*' if position is None else position}]"
+        item = _item_target(target, annotation)
+        out.extend(_checks_of(item, (*steps, position), where, typed))
+    nested = model_class(target.annotation)
+    if nested is not None and steps:  # a model inside a list: targets() stops at the list
+        for field in targets(nested):
+            if len(field.path) == 1:  # deeper fields: through their own model, below
+                inner = dataclasses.replace(field, label=target.label, path=target.path)
+                name = field.path[0]
+                out.extend(_checks_of(inner, (*steps, name), f"{label}.{name}", None))
+    return out
+
+
+def _item_target(target: Target, annotation: Any) -> Target:
+    """A list item as a target: its own type and constraints, its model's config for items.
+
+    It keeps the column's label and path: its checks are the column's, reached by steps.
+    """
+    inner, nullable = strip_optional(annotation)
+    own = inner_metadata(annotation)
+    config = config_metadata(target.model, inner, own) if target.model is not None else ()
+    strict = strict_setting(own)
+    return dataclasses.replace(
+        target,
+        annotation=inner,
+        nullable=nullable,
+        metadata=(*config, *own),
+        strict=target.strict_inside if strict is None else strict,
+    )
+
+
+def _own_checks(target: Target, label: str, top: bool) -> list[RowCheck]:
+    """The checks of one value; an item's own NULL is its list's ``not_null_elements``."""
     out: list[RowCheck] = []
-    if not target.nullable:
+    if not target.nullable and top:
         out.append(RowCheck("not_null", target, "not_null", None, f"{label} is not null"))
     element = _list_element(target.annotation)
     if element is not None and not strip_optional(element)[1]:
@@ -264,7 +407,7 @@ def row_checks(target: Target) -> list[RowCheck]:
         out.append(RowCheck("ascii", target, "ascii_only", None, what))
     if _last(target, "allow_inf_nan") is False:
         out.append(RowCheck("finite", target, "finite", None, f"{label} is finite"))
-    out.extend(_digit_checks(target))
+    out.extend(_digit_checks(target, label))
     values = _literal_values(target.annotation)
     if values is not None:
         out.append(
@@ -294,9 +437,8 @@ def _strips(target: Target) -> bool:
     return _last(target, "strip_whitespace") is True
 
 
-def _digit_checks(target: Target) -> list[RowCheck]:
+def _digit_checks(target: Target, label: str) -> list[RowCheck]:
     """``max_digits``/``decimal_places`` as pydantic counts a normalized ``Decimal``."""
-    label = target.label
     digits = _last(target, "max_digits")
     places = _last(target, "decimal_places")
     out: list[RowCheck] = []
@@ -424,6 +566,8 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
         The parameter's value.
     """
     value = check.bound
+    for step in check.steps:  # the item's type
+        dtype = _type_children(dtype).get("child" if not isinstance(step, str) else step, dtype)
     if check.template == "literal":
         kind = str(dtype.id)
         fitting = [v for v in value if kind in SCALAR_TYPES.get(type(v), frozenset())]

@@ -13,7 +13,7 @@ from ..common.text import first_line
 from ..core.bounds import VectorBound
 from ..core.runtime import sqlfiles
 from ..errors import SourceError
-from .layout import compatible_type
+from .layout import compatible_type, in_group
 from .plan import (
     NULL_TEMPLATES,
     RowCheck,
@@ -104,37 +104,48 @@ def plan_group(state: RunState, group: ShardGroup) -> GroupScan | None:
     valued: set[str] = set()
     no_null_leaves: set[str] | None = None
     for target in state.targets:
+        held = in_group(state, target, group)  # the column these shards give pydantic
+        checks = row_checks(held)
         dtype = compatible_type(state, target, group)
         if dtype is None:
-            for check in row_checks(target):
+            for check in checks:
                 state.tally(check.kind, target.label, check.description)
-            continue
-        for check in row_checks(target):
+            if len(held.path) != 1 or held.path[0] not in group.types:
+                continue
+            # a column of a type the field refuses (`type` fails these shards) still has its
+            # NULL rows named: pydantic refuses a NULL of a field that is not optional
+            dtype = group.types[held.path[0]]
+            checks = [c for c in checks if c.template == "not_null" and not c.steps]
+        for check in checks:
             tally = state.tally(check.kind, target.label, check.description)
             name = f"p{len(planned)}" if check.bound is not None else None
             cond = condition(check, dtype, name)
+            if cond is None and check.template == "lax_type":
+                continue  # the column's type holds only values pydantic takes
             if cond is None:
                 tally.error = tally.error or (
                     f"{check.template} does not apply to {target.label} of type {dtype}"
                 )
                 continue
-            bound = {name: bound_value(check, dtype)} if name else {}
+            # a condition that cannot be violated here ("never") takes no bound
+            bound = {name: bound_value(check, dtype)} if name and f"${name}" in cond else {}
             if check.kind == "pattern" and not _pattern_ok(state, check, tally):
                 continue
             statistics = state.relation.statistics
-            if statistics and check.template in NULL_TEMPLATES and len(target.path) == 1:
+            if (statistics and check.template in NULL_TEMPLATES and len(target.path) == 1
+                    and not check.steps):
                 if no_null_leaves is None:
                     no_null_leaves = _columns_without_null_leaves(state, files)
-                if target.path[0] in no_null_leaves:  # the footers prove it: no scan
+                if held.path[0] in no_null_leaves:  # the footers prove it: no scan
                     tally.condition = tally.condition or cond
                     tally.sql.append(sqlfiles.sql_text("checks/leaf_nulls").strip())
                     continue
             tally.condition = tally.condition or cond
             counts.append(f'count_if({cond}) AS "c{len(planned)}"')
             params.update(bound)
-            planned.append(PlannedCheck(check.key, cond, value_sql(target.path), bound))
+            planned.append(PlannedCheck(check.key, cond, value_sql(held.path), bound))
             if check.template not in NULL_TEMPLATES:
-                valued.add(target.path[0])
+                valued.add(held.path[0])
     if not planned:
         return None
     sql = sqlfiles.render(

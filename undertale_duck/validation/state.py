@@ -26,7 +26,7 @@ from .targets import targets
 READABLE = "every shard can be read (footer and checked columns)"
 SAME_LAYOUT = "every shard has the same columns and types"
 PRESENT = "column in every shard"
-PRESENT_OPTIONAL = "column in every shard or in none (the field has a default)"
+PRESENT_OPTIONAL = "column may be absent from any shard (the field has a default)"
 
 #: Description of the ``extra`` check (a model with ``ConfigDict(extra="forbid")``).
 NO_EXTRA = "no column the schema does not name (extra='forbid')"

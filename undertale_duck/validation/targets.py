@@ -41,6 +41,20 @@ TIMESTAMP_TYPES = frozenset(
     }
 )
 LIST_TYPES = frozenset({"list", "array"})
+_BINARY_FLOATS = frozenset({"float", "double"})
+
+#: DuckDB types that lax pydantic takes for a scalar type beyond :data:`SCALAR_TYPES`, for
+#: some values (an integral float for ``int``, 0 or 1 for ``bool``, ...): a per-row ``type``
+#: check decides each row (``plan.py``). Strict pydantic takes none of them.
+LAX_TYPES: dict[type, frozenset[str]] = {
+    int: _BINARY_FLOATS | {"decimal", "boolean"},
+    float: frozenset({"boolean"}),
+    bool: INTEGER_TYPES | _BINARY_FLOATS | {"decimal", "varchar"},
+    decimal.Decimal: INTEGER_TYPES | _BINARY_FLOATS,
+}
+
+#: Scalar types lax pydantic parses from text by rules the checks do not reproduce.
+_PARSED_FROM_TEXT = frozenset({int, float, decimal.Decimal})
 
 #: Which DuckDB types (by ``DuckDBPyType.id``) satisfy each scalar Python type.
 SCALAR_TYPES: dict[type, frozenset[str]] = {
@@ -73,6 +87,11 @@ class Target:
             ``strict`` setting, else its model's ``ConfigDict(strict=...)``).
         strict_inside: Whether items inside it (list elements, map keys and values) are
             validated in strict mode where they set none of their own: the model's config.
+        model: The model the field belongs to (its config also covers the field's list
+            items), or None.
+        by_name: The column pydantic reads in a row without ``path``'s column: the field's
+            name, with ``validate_by_name=True`` (or ``populate_by_name``) and an alias;
+            else None. Top-level fields only.
     """
 
     label: str
@@ -83,6 +102,8 @@ class Target:
     metadata: tuple[Any, ...]
     strict: bool = False
     strict_inside: bool = False
+    model: type[BaseModel] | None = None
+    by_name: str | None = None
 
 
 def strip_optional(annotation: Any) -> tuple[Any, bool]:
@@ -152,6 +173,12 @@ def column_name(name: str, info: FieldInfo, model: type[BaseModel] | None = None
     return info.alias or name
 
 
+def _by_name(model: type[BaseModel]) -> bool:
+    """Whether pydantic reads a field by its name where a row lacks its alias."""
+    config = model.model_config
+    return config.get("validate_by_name") is True or config.get("populate_by_name") is True
+
+
 def inner_metadata(annotation: Any) -> tuple[Any, ...]:
     """Constraints written inside a field's optional type (pydantic applies them).
 
@@ -178,6 +205,39 @@ def inner_metadata(annotation: Any) -> tuple[Any, ...]:
                 items.append(item)
         return (*inner_metadata(args[0]), *items)
     return ()
+
+
+def item_annotations(annotation: Any) -> list[tuple[int | None, Any]]:
+    """The item types of a list-like type, each with its position (None: every item).
+
+    ``[(None, X)]`` for ``list[X]`` (also ``set``, ``frozenset``, ``Sequence``,
+    ``tuple[X, ...]``), ``[(1, X), (2, Y)]`` for a fixed ``tuple[X, Y]`` (positions from 1),
+    ``[]`` for any other type.
+
+    Args:
+        annotation: A type with ``None`` removed.
+
+    Returns:
+        (position or None for every item, the item's annotation as written).
+    """
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return [(None, args[0])]
+        return [(k + 1, a) for k, a in enumerate(args) if a is not Ellipsis]
+    if origin in (list, set, frozenset) or is_sequence(origin):
+        return [(None, args[0])] if args else []
+    return []
+
+
+def item_metadata(annotation: Any) -> tuple[Any, ...]:
+    """Every constraint object written inside a type's list items, at any depth."""
+    out: list[Any] = []
+    for _, item in item_annotations(strip_optional(annotation)[0]):
+        out.extend(inner_metadata(item))
+        out.extend(item_metadata(item))
+    return tuple(out)
 
 
 def strict_setting(items: Sequence[Any]) -> bool | None:
@@ -238,14 +298,14 @@ def model_class(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _config_metadata(
+def config_metadata(
     model: type[BaseModel], annotation: Any, own: tuple[Any, ...]
 ) -> tuple[Any, ...]:
     """The constraints a model's config gives a field (the field's own come after and win).
 
     ``allow_inf_nan=False`` applies to every float field; ``str_strip_whitespace``,
     ``str_min_length`` and ``str_max_length`` to every ``str`` field, a length only where
-    the field sets none of its own, as pydantic applies them.
+    the field sets none of its own, as pydantic applies them (to list items too).
 
     Args:
         model: The model the field belongs to (its ``model_config``).
@@ -317,7 +377,7 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
         annotation, nullable = strip_optional(info.annotation)
         path = (*prefix, column)
         own = (*info.metadata, *inner_metadata(info.annotation))
-        _refuse_python_patterns(model, name, own)
+        _refuse_python_patterns(model, name, (*own, *item_metadata(annotation)))
         config_strict = model.model_config.get("strict") is True  # a nested model has its own
         own_strict = strict_setting(own)
         out.append(
@@ -327,9 +387,11 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
                 annotation=annotation,
                 nullable=nullable,
                 required=info.is_required(),
-                metadata=(*_config_metadata(model, annotation, own), *own),
+                metadata=(*config_metadata(model, annotation, own), *own),
                 strict=config_strict if own_strict is None else own_strict,
                 strict_inside=config_strict,
+                model=model,
+                by_name=name if column != name and not prefix and _by_name(model) else None,
             )
         )
         nested = model_class(annotation)
@@ -405,7 +467,11 @@ def _children(dtype: Any) -> list[tuple[str, Any]]:
 
 
 def mismatch(
-    annotation: Any, dtype: Any, strict: bool = False, strict_inside: bool = False
+    annotation: Any,
+    dtype: Any,
+    strict: bool = False,
+    strict_inside: bool = False,
+    by_row: bool = False,
 ) -> str | None:
     """Tell why a DuckDB type does not satisfy a Python type.
 
@@ -416,6 +482,8 @@ def mismatch(
             ``Strict`` in ``annotation`` wins).
         strict_inside: Whether it validates the items inside in strict mode (the model's
             config), where they set none of their own.
+        by_row: Whether a per-row ``type`` check judges the values of :data:`LAX_TYPES`
+            (a column and its list items; not struct fields, map keys and values, unions).
 
     Returns:
         None when compatible, else a short reason.
@@ -433,6 +501,15 @@ def mismatch(
     if annotation in SCALAR_TYPES:
         if kind in SCALAR_TYPES[annotation]:
             return None
+        if by_row and not strict and kind in LAX_TYPES.get(annotation, ()):
+            return None  # lax pydantic takes some of these values: judged row by row
+        if not strict and kind == "varchar" and annotation in _PARSED_FROM_TEXT:
+            return (
+                f"found {found}, expected {describe_type(annotation)}: lax pydantic parses "
+                f"text as {annotation.__name__} by rules validation does not reproduce "
+                "(whitespace, underscores, signs), so it cannot give pydantic's verdict; cast "
+                "the column in a view (query=) or make the field strict"
+            )
         return f"found {found}, expected {describe_type(annotation)}"
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -451,21 +528,22 @@ def mismatch(
         items = [a for a in args if a is not Ellipsis] if origin is tuple else args[:1]
         child = dict(_children(dtype)).get("child")
         for inner in items or [Any]:
-            reason = None if child is None else mismatch(inner, child, strict_inside, strict_inside)
+            reason = None if child is None else mismatch(
+                inner, child, strict_inside, strict_inside, by_row
+            )
             if reason is not None:
                 return f"list element: {reason}"
         return None
     if origin is dict or _is_mapping(origin):
         if kind != "map":
             return f"found {found}, expected {describe_type(annotation)}"
-        key, value = (*args, Any, Any)[:2]
-        children = dict(_children(dtype))
-        for part, python, duck in (("key", key, children.get("key")), ("value", value, None)):
-            duck = children.get(part) if duck is None else duck
-            reason = None if duck is None else mismatch(python, duck, strict_inside, strict_inside)
-            if reason is not None:
-                return f"map {part}: {reason}"
-        return None
+        # rows hold what pyarrow's as_py() gives (the dataset serves the same): a MAP value is
+        # a list of (key, value) pairs, and pydantic takes no list for a dict, lax or strict
+        return (
+            f"found {found}, expected {describe_type(annotation)}: a MAP value reaches "
+            "pydantic as a list of (key, value) pairs (as the dataset serves it), which it "
+            "refuses for a dict; declare the field Any, or cast the column in a view (query=)"
+        )
     if origin in (typing.Union, types.UnionType):
         reasons = [mismatch(a, dtype, strict, strict_inside) for a in args]
         if any(r is None for r in reasons):
@@ -523,15 +601,19 @@ def field_type(dtype: Any, path: Sequence[str]) -> Any | None:
 __all__ = [
     "FLOAT_TYPES",
     "INTEGER_TYPES",
+    "LAX_TYPES",
     "LIST_TYPES",
     "SCALAR_TYPES",
     "TIMESTAMP_TYPES",
     "Target",
     "column_name",
+    "config_metadata",
     "describe_type",
     "field_type",
     "inner_metadata",
     "is_sequence",
+    "item_annotations",
+    "item_metadata",
     "mismatch",
     "model_class",
     "strict_setting",

@@ -13,8 +13,9 @@ import pyarrow.compute as pc
 
 from ..common.text import first_line
 from ..core.runtime import connect, sqlfiles
+from ..errors import ArgumentError
 from . import schemas
-from .layout import compatible_type
+from .layout import compatible_type, in_group
 from .plan import holds_nan, value_sql
 from .state import RunState, ShardGroup
 from .targets import Target
@@ -39,7 +40,7 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
         if not members:
             continue
         indices = sorted(i for g in members for i in g.indices if i not in state.errors)
-        value = value_sql(target.path)
+        value = value_sql(_unique_path(state, target, members))
         nan = _nan_sql(state, target, members)
         rows_sql = state.relation.rows
         sql = sqlfiles.render("checks/unique", value=value, rows=rows_sql, holds_nan=nan)
@@ -89,6 +90,24 @@ def unique_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
             tally.examples.append(state.example(index, shard, row, val))
 
 
+def _unique_path(state: RunState, target: Target, members: Sequence[ShardGroup]) -> tuple[str, ...]:
+    """The one column path a ``Unique`` field has in every group the query scans.
+
+    Raises:
+        ArgumentError: If some shards hold the field under its alias and others under its
+            name (``validate_by_name``): one query reads one column over every shard.
+    """
+    paths = list(dict.fromkeys(in_group(state, target, g).path for g in members))
+    if len(paths) > 1:
+        raise ArgumentError(
+            f"schema {state.model.__name__}: field {target.label!r} is Unique, and some shards "
+            f"hold it as column {paths[0][0]!r}, others as {paths[1][0]!r} (validate_by_name); "
+            "the uniqueness check reads one column over every shard and cannot compare them. "
+            "Give the column one name in every shard, or drop Unique for validation"
+        )
+    return paths[0] if paths else target.path
+
+
 def _nan_sql(state: RunState, target: Target, members: Sequence[ShardGroup]) -> str:
     """SQL true for a value that holds a float NaN in any of the groups' types.
 
@@ -97,7 +116,9 @@ def _nan_sql(state: RunState, target: Target, members: Sequence[ShardGroup]) -> 
     """
     tests: list[str] = []
     for group in members:
-        found = holds_nan(value_sql(target.path), compatible_type(state, target, group))
+        found = holds_nan(
+            value_sql(in_group(state, target, group).path), compatible_type(state, target, group)
+        )
         if found is not None and found not in tests:
             tests.append(found)
     return " OR ".join(f"({t})" for t in tests) or "false"
@@ -160,7 +181,7 @@ def plan_unique(state: RunState, groups: Sequence[ShardGroup]) -> list[UniquePla
         if not any(schemas.is_unique_marker(m) for m in target.metadata):
             continue
         members = [g for g in groups if compatible_type(state, target, g) is not None]
-        value = value_sql(target.path)
+        value = value_sql(_unique_path(state, target, members))
         nan = _nan_sql(state, target, members)
         rows_sql = state.relation.rows
         parts = {"value": value, "rows": rows_sql, "holds_nan": nan}

@@ -166,7 +166,9 @@ def annotation(dtype: pa.DataType, name: str = "M") -> Any:
     elif pa.types.is_duration(dtype):
         inner = dt.timedelta
     elif pa.types.is_map(dtype):
-        inner = dict[annotation(dtype.key_type), annotation(dtype.item_type)]  # type: ignore[misc]
+        # a MAP value reaches pydantic as a list of (key, value) pairs, which a dict refuses
+        # (validation's `type` check says so); Any takes it
+        inner = Any
     elif pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
         inner = list[annotation(dtype.value_type, name + "I")]  # type: ignore[misc]
     elif pa.types.is_struct(dtype):
@@ -194,9 +196,8 @@ def test_generated_data_validates_against_its_own_schema(
     # checks.py reports Parquet durations (DuckDB INTERVAL) as not matching timedelta
     assume("duration" not in str(table.schema))
     model = model_for(table.schema)
-    if "map<" not in str(table.schema):  # as_py gives maps as lists of pairs, not dicts
-        for row in table.to_pylist():  # the model really describes the data
-            model.model_validate(row)
+    for row in table.to_pylist():  # the model really describes the data
+        model.model_validate(row)
     with tempfile.TemporaryDirectory() as tmp:
         start = 0
         paths = []

@@ -60,11 +60,16 @@ def reference_columns(shards: Sequence[Mapping[str, str]]) -> dict[str, str]:
     raise AssertionError("unreachable")
 
 
-def schema_drift(shards: Sequence[tuple[str, Mapping[str, str]]]) -> list[ShardDrift]:
+def schema_drift(
+    shards: Sequence[tuple[str, Mapping[str, str]]], null_type: str | None = None
+) -> list[ShardDrift]:
     """List the shards whose columns or types differ from :func:`reference_columns`.
 
     Args:
         shards: ``(path, {column: type})`` for every readable shard, in shard order.
+        null_type: The type text of a column that holds only NULLs (DuckDB's ``"NULL"``),
+            which then differs from no type: its rows read as NULLs of any type. None: an
+            all-NULL column's type is a type like any other.
 
     Returns:
         One :class:`ShardDrift` per differing shard, in shard order.
@@ -75,7 +80,8 @@ def schema_drift(shards: Sequence[tuple[str, Mapping[str, str]]]) -> list[ShardD
         missing = [n for n in reference if n not in columns]
         extra = [n for n in columns if n not in reference]
         changed = [
-            (n, t, columns[n]) for n, t in reference.items() if n in columns and columns[n] != t
+            (n, t, columns[n]) for n, t in reference.items()
+            if n in columns and columns[n] != t and null_type not in (t, columns[n])
         ]
         if missing or extra or changed:
             out.append(ShardDrift(path, missing, extra, changed))
