@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError
 
@@ -10,8 +12,13 @@ from undertale_duck.validation.model import ValidationReport
 
 def refused_by_pydantic(model: type[BaseModel], table: pa.Table) -> set[int]:
     """Indices of the rows of ``table`` that ``model.model_validate`` refuses."""
+    return refused_rows(model, table.to_pylist())
+
+
+def refused_rows(model: type[BaseModel], rows: list[dict[str, Any]]) -> set[int]:
+    """Indices of ``rows`` (dicts, such as shards' rows of different columns) it refuses."""
     bad = set()
-    for i, row in enumerate(table.to_pylist()):
+    for i, row in enumerate(rows):
         try:
             model.model_validate(row)
         except ValidationError:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from support.pydantic_reference import refused_by_pydantic, refused_by_report
+from support.pydantic_reference import refused_by_pydantic, refused_by_report, refused_rows
 
 from undertale_duck import ArgumentError, ParquetDataset, SourceError
 from undertale_duck.validation.executors import SerialExecutor
@@ -123,12 +123,7 @@ def test_a_column_some_shards_lack_fails_only_a_field_without_default(tmp_path: 
         ds.close()
     rows = [*first.to_pylist(), *second.to_pylist()]
     for model in (_Default, _NoDefault):
-        expected = set()
-        for i, row in enumerate(rows):
-            try:
-                model.model_validate(row)
-            except ValidationError:
-                expected.add(i)
+        expected = refused_rows(model, rows)
         missing = set(range(N, 2 * N))
         assert expected & missing == (set() if model is _Default else missing)
         report = report_for(tmp_path, model, examples=2 * N)
@@ -170,12 +165,7 @@ def test_validate_by_name_reads_the_name_where_a_shard_lacks_the_alias(tmp_path:
         pq.write_table(table, tmp_path / f"{k}.parquet")
     rows = [row for table in shards for row in table.to_pylist()]
     for model in (_ByName, _ByNameForbid):
-        expected = set()
-        for i, row in enumerate(rows):
-            try:
-                model.model_validate(row)
-            except ValidationError:
-                expected.add(i)
+        expected = refused_rows(model, rows)
         report = report_for(tmp_path, model, examples=3 * N)
         failed = {e.index for c in report.failed for e in c.examples if e.index is not None}
         if model is _ByNameForbid:  # the shard-level extra check: the name column beside the alias

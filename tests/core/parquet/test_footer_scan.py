@@ -115,15 +115,22 @@ def _rows(ds: ParquetDataset, start: int = 0) -> None:
     ]
 
 
+def _open_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, ParquetDataset, list[int], list[int]]:
+    """A file whose footer open walks, opened while walks and parses are counted."""
+    path = tmp_path / "a.parquet"
+    _column_key_lookalike(path)
+    walks, parses = _count(monkeypatch, "scan_footer"), _count(monkeypatch, "read_metadata")
+    return path, ParquetDataset(path, memory=8, read_ahead=False), walks, parses
+
+
 def test_a_footer_is_walked_and_parsed_once_from_open_to_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # a footer of 100,000 row groups was walked (5 s) and parsed (198 MiB) at open and
     # again at the first read
-    path = tmp_path / "a.parquet"
-    _column_key_lookalike(path)
-    walks, parses = _count(monkeypatch, "scan_footer"), _count(monkeypatch, "read_metadata")
-    ds = ParquetDataset(path, memory=8, read_ahead=False)
+    path, ds, walks, parses = _open_counted(tmp_path, monkeypatch)
     assert (walks[0], parses[0]) == (1, 1)  # the open walks this footer
     _rows(ds)
     assert ds.reader.direct is not None and ds.reader.direct.stats["direct"] > 0
@@ -196,10 +203,7 @@ def test_a_forked_worker_reuses_the_footer_checked_at_open(
 ) -> None:
     # a DataLoader worker forked after open: it neither walks nor parses the footer again,
     # and a check in progress in another thread of the parent at fork() does not block it
-    path = tmp_path / "a.parquet"
-    _column_key_lookalike(path)
-    walks, parses = _count(monkeypatch, "scan_footer"), _count(monkeypatch, "read_metadata")
-    ds = ParquetDataset(path, memory=8, read_ahead=False)
+    path, ds, walks, parses = _open_counted(tmp_path, monkeypatch)
     assert (walks[0], parses[0]) == (1, 1)
     monkeypatch.setattr(sys.modules[__name__], "_FORKED", [ds, walks, parses])
     ctx = multiprocessing.get_context("fork")
