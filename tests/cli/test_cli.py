@@ -424,3 +424,26 @@ def test_sql_sees_nan_beside_finite_values_in_a_row_group(tmp_path: Path) -> Non
     done = invoke("sql", str(tmp_path), "SELECT count(*) AS n FROM dataset WHERE isnan(f)")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["n", "10"]
+
+
+def test_head_table_escapes_only_the_unprintable_characters(tmp_path: Path) -> None:
+    # a value holding one control character was escaped whole: 'é🦆\x00' showed as
+    # '\xe9\U0001f986\x00', every letter outside ASCII as an escape
+    texts = [f"é🦆{i}" + ("\x00" if i % 2 else "") + "ß" for i in range(4)]
+    pq.write_table(pa.table({"s": texts}), tmp_path / "a.parquet")
+    result = invoke("head", str(tmp_path), "-n", "4", "--format", "table")
+    assert result.returncode == 0, result.stderr
+    shown = [line.strip() for line in result.stdout.splitlines()[2:6]]
+    assert shown == [t.replace("\x00", "\\x00") for t in texts]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_sql_keeps_the_nanoseconds_of_a_time_ns(tmp_path: Path, fmt: str) -> None:
+    # pyarrow's datetime.time drops nanoseconds: 00:00:01.000000123 came out as 00:00:01
+    nanos = [i * 1_000_000_123 for i in range(5)]
+    pq.write_table(pa.table({"t": pa.array(nanos, pa.time64("ns"))}), tmp_path / "a.parquet")
+    result = invoke("sql", str(tmp_path), "SELECT t FROM dataset", "-f", fmt)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    shown = lines[1:] if fmt == "csv" else [json.loads(line)["t"] for line in lines]
+    assert shown == [f"00:00:{n // 10**9:02d}.{n % 10**9:09d}" for n in nanos]

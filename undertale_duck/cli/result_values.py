@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..common.jsonvalue import jsonable
+from ..common.text import terminal_safe
 
 #: Longest text shown in one table cell before it is cut with an ellipsis.
 CELL_WIDTH = 40
@@ -50,7 +51,9 @@ def cell(value: Any, width: int = CELL_WIDTH) -> str:
     elif isinstance(value, bytes | bytearray):
         text = repr(bytes(value))[2:-1]
     elif isinstance(value, str):
-        text = value.encode("unicode_escape").decode("ascii") if not value.isprintable() else value
+        # only the unprintable characters: escaping the whole value turned every letter
+        # outside ASCII into \xNN as soon as one control character was in it
+        text = terminal_safe(value)
     elif isinstance(value, dt.datetime):
         text = value.isoformat(sep=" ")
     elif isinstance(value, float | int | bool | dt.date | dt.time | decimal.Decimal | uuid.UUID):
@@ -87,6 +90,10 @@ _NO_TEXT = "<value out of range"
 
 def _values(name: str, column: pa.Array) -> list[Any]:
     """A column's Python values; as Arrow's text where Python has none (a year past 9999)."""
+    if pa.types.is_time64(column.type) and column.type.unit == "ns":
+        # pyarrow's datetime.time drops the nanoseconds without a word (00:00:01.000000123
+        # came out as 00:00:01): Arrow's ISO text keeps them
+        return list(column.cast(pa.string()).to_pylist())
     try:
         values: list[Any] = column.to_pylist()
     except (ValueError, OverflowError) as exc:

@@ -208,3 +208,18 @@ def test_columns_duckdb_would_rename_are_not_described_under_its_names(
     assert "a column with an empty name" in str(errors["d.parquet"])
     result = run_cli("describe", str(root), *(["--scan"] if scan else []))
     assert result.returncode == 2 and "_1" not in result.stdout and "column1" not in result.stdout
+
+
+def test_float16_footer_statistics_are_numbers(tmp_path: Path) -> None:
+    # pyarrow gives a float16 column's footer min/max as two raw bytes; describe showed
+    # b'\x00\x80' and b'U=' (and took the bytes' order for the numbers')
+    values = [(i - 5) / 3 for i in range(12)]
+    table = pa.table({"h": pa.array(values, pa.float32()).cast(pa.float16())})
+    pq.write_table(table, tmp_path / "half.parquet", row_group_size=5)
+    d = describe.describe(tmp_path / "half.parquet")
+    (col,) = d.columns
+    halves = [float(v) for v in table.column("h").to_pylist()]
+    assert (col.min, col.max) == (min(halves), max(halves))
+    assert isinstance(col.min, float) and col.null_count == 0
+    scanned = describe.describe(tmp_path / "half.parquet", scan=True).columns[0]
+    assert (scanned.min, scanned.max) == (col.min, col.max)

@@ -6,6 +6,7 @@ This is the data only; ``undertale-duck describe`` renders it (cli/render_descri
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -289,16 +290,27 @@ def _footer_stats(path: str, files: SourceFiles) -> dict[str, tuple[int | None, 
                 nulls += int(st.null_count)
             if st is not None and st.has_min_max:
                 try:
-                    lo = st.min if lo is None else min(lo, st.min)
-                    hi = st.max if hi is None else max(hi, st.max)
-                except (TypeError, OverflowError, ValueError):
-                    # TypeError: drifting types; the others: a date or time Python cannot
-                    # hold (DuckDB's 'infinity', a year past 9999), so min/max are unknown
+                    low, high = _stat_values(st)
+                    lo = low if lo is None else min(lo, low)
+                    hi = high if hi is None else max(hi, high)
+                except (TypeError, OverflowError, ValueError, struct.error):
+                    # TypeError: drifting types; struct.error: a float16 statistic not two
+                    # bytes long; the others: a date or time Python cannot hold (DuckDB's
+                    # 'infinity', a year past 9999), so min/max are unknown
                     known = False
             elif st is None or st.null_count != chunk.num_values:
                 known = known and group.num_rows == 0
             stats[name] = (nulls, lo, hi, known)
     return stats
+
+
+def _stat_values(st: Any) -> tuple[Any, Any]:
+    """A column chunk's footer min and max as Python values."""
+    if str(st.logical_type) == "Float16":
+        # pyarrow gives a float16's statistics as their two raw little-endian bytes, which
+        # would be shown (and compared) as bytes: decode them as the numbers they are
+        return struct.unpack("<e", st.min)[0], struct.unpack("<e", st.max)[0]
+    return st.min, st.max
 
 
 def scan_aggregates(columns: list[tuple[str, str]]) -> str:
