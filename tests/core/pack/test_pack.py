@@ -429,6 +429,24 @@ def test_null_tokens_and_unequal_alongside_are_refused(tmp_path: Path) -> None:
         ParquetDataset(tmp_path, pack=Pack(column="tokens", length=2, alongside=("mask",)))
 
 
+def test_refused_documents_of_a_filtered_view_are_named_by_their_source_row(
+    tmp_path: Path,
+) -> None:
+    # row i: tokens [i, i] and a mask as long, except row 7 (a null token, a short mask)
+    rows = [{"id": i, "label": 0, "tokens": [i, None] if i == 7 else [i, i],
+             "mask": [1] if i == 7 else [1, 1]} for i in range(10)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp_path / "a.parquet",
+                   row_group_size=4)
+    where = "id % 3 = 1"  # rows 1, 4, 7: document 2 is source row 7
+    with pytest.raises(OutOfRangeError, match=r"row 2 \(local row 7\): column 'tokens'"):
+        ParquetDataset(tmp_path, where=where, pack=Pack(column="tokens", length=2))
+    query = ("SELECT list_transform(tokens, lambda t: coalesce(t, 0)) AS tokens, mask "
+             f"FROM dataset WHERE {where}")
+    with pytest.raises(OutOfRangeError, match=r"row 2 \(local row 7\): column 'mask'"):
+        ParquetDataset(tmp_path, query=query,
+                       pack=Pack(column="tokens", length=2, alongside=("mask",)))
+
+
 def test_mixture_of_packed_streams_and_batch_rows(shards: Path, tmp_path: Path) -> None:
     from undertale_duck import Mixture, Stream, batch_rows
 

@@ -70,6 +70,7 @@ class PackedBlocks:
                 windows,
                 self.spec,
                 lambda j: shards[windows[j].shard].path,
+                documents.locate,
             )
             save_tokens(key, tokens, protected)
         return tokens

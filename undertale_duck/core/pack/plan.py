@@ -151,6 +151,7 @@ def count_tokens(
     windows: Sequence[Window],
     spec: Pack,
     where: Callable[[int], str],
+    locate: Callable[[int], tuple[str, int]],
 ) -> list[int]:
     """The indexing pass: the stream length of each window, checking what packing needs.
 
@@ -159,6 +160,8 @@ def count_tokens(
         windows: The documents' window plan.
         spec: The packing spec.
         where: The shard path of a window (for errors).
+        locate: The shard and local row of a document (for errors: a view's window holds
+            only the rows it keeps).
 
     Returns:
         One count per window.
@@ -174,14 +177,15 @@ def count_tokens(
             table = read(j)
             lengths = list_lengths(table.column(spec.column))
             for name in spec.inputs:
-                check_values(table.column(name), name, window, where(j))
+                check_values(table.column(name), name, window, where(j), locate)
             for name in spec.alongside:
                 other = list_lengths(table.column(name))
                 bad = np.flatnonzero(other != lengths)
                 if bad.size:
                     row = window.offset + int(bad[0])
                     raise OutOfRangeError(
-                        f"shard {where(j)}, row {row}: column {name!r} (pack.alongside) holds "
+                        f"shard {where(j)}, row {row} (local row {locate(row)[1]}): column "
+                        f"{name!r} (pack.alongside) holds "
                         f"{int(other[bad[0]])} values where {spec.column!r} holds "
                         f"{int(lengths[bad[0]])} tokens; packed columns must be as long as "
                         "the tokens",
@@ -202,8 +206,14 @@ def list_lengths(column: pa.ChunkedArray | pa.Array) -> Int64Array:
     return np.asarray(numpy_of(lengths, zero_nulls=True), dtype=np.int64)
 
 
-def check_values(column: pa.ChunkedArray, name: str, window: Window, path: str) -> None:
-    """Refuse a null token: a block has no place for it."""
+def check_values(
+    column: pa.ChunkedArray,
+    name: str,
+    window: Window,
+    path: str,
+    locate: Callable[[int], tuple[str, int]],
+) -> None:
+    """Refuse a null token: a block has no place for it (``locate`` names its source row)."""
     for chunk, base in zip(column.chunks, _chunk_starts(column), strict=True):
         values = pc.list_flatten(chunk)
         if values.null_count:
@@ -211,9 +221,9 @@ def check_values(column: pa.ChunkedArray, name: str, window: Window, path: str) 
             nulls = np.flatnonzero(~numpy_of(values.is_valid()))
             row = window.offset + base + int(parents[nulls[0]])
             raise OutOfRangeError(
-                f"shard {os.path.basename(path)} ({path}), row {row}: column {name!r} holds a "
-                "null token; packing needs every token to be a number (filter the rows out "
-                "with where=, or fill the nulls)",
+                f"shard {os.path.basename(path)} ({path}), row {row} (local row "
+                f"{locate(row)[1]}): column {name!r} holds a null token; packing needs every "
+                "token to be a number (filter the rows out with where=, or fill the nulls)",
                 path,
                 (row, row + 1),
                 name,

@@ -48,6 +48,9 @@ class RowAccess:
         def __len__(self) -> int:
             """Rows in the dataset."""
 
+        def locate_many(self, indices: Sequence[int]) -> list[tuple[str, int]]:
+            """The shard and local row of each of many global indices."""
+
     def __getitem__(self, index: int) -> Row:
         """Return one row as ``{column: value}`` with the values pyarrow's ``as_py()`` gives.
 
@@ -247,8 +250,10 @@ class RowAccess:
             local = sel.start + exc.row if isinstance(sel, slice) else int(sel[exc.row])
             shard = self.source.shards[window.shard].path
             row = window.offset + local
+            # a view's window holds only the rows it keeps: its index finds the source row
+            source_row = self.locate_many([row])[0][1]
             raise OutOfRangeError(
-                f"shard {shard}, row {row} (local row {window.start + local}): column "
+                f"shard {shard}, row {row} (local row {source_row}): column "
                 f"{exc.column!r} {exc.reason}",
                 shard,
                 (row, row + 1),

@@ -51,6 +51,9 @@ _CLOCK = frozenset(
 
 #: Functions that, in the select list, turn one row into as many rows as a list holds.
 _ROW_MAKERS = frozenset({"unnest", "unlist"})
+#: Functions whose one-argument form reads the clock although DuckDB marks it deterministic
+#: (``age(t)`` is the time from ``t`` to today's midnight).
+_CLOCK_ONE_ARGUMENT = frozenset({"age"})
 
 
 @functools.cache
@@ -105,7 +108,8 @@ def _tables(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         ref = str(node.get("ref_type", "REGULAR")).upper()
         if join not in _JOINS or ref not in ("REGULAR", "NATURAL"):
             kind = ref if ref not in ("REGULAR", "NATURAL") else join
-            raise _refuse(f"a {kind} join", "use LEFT JOIN or JOIN ... ON a key")
+            article = "an" if kind.startswith(("A", "E", "I", "O", "U")) else "a"
+            raise _refuse(f"{article} {kind} join", "use LEFT JOIN or JOIN ... ON a key")
         if node.get("condition") is None and not node.get("using_columns"):
             raise _refuse("a join without ON or USING (a cross product)")
         yield from _tables(node["left"])
@@ -316,6 +320,14 @@ def _check_select(node: dict[str, Any], side_tables: set[str]) -> None:
                     f"{name}(), which makes rows from a list",
                     "keep the list, or take items by index (tokens[1]); for a struct's fields "
                     "select them (s.a, s.b or s.*)",
+                )
+            # DuckDB 2.0 names a call's arguments "arguments"; earlier versions "children"
+            arguments = item.get("arguments") or item.get("children") or []
+            if name in _CLOCK_ONE_ARGUMENT and len(arguments) == 1:
+                raise _refuse(
+                    f"{name}() of one argument (the time from its argument to today's midnight)",
+                    f"rows must be the same every time a window is read; give the time to "
+                    f"measure from: {name}(TIMESTAMP '2025-01-01', t)",
                 )
             if name in always:
                 raise _refuse(
