@@ -333,3 +333,22 @@ def test_a_wide_shard_reads_right(tmp_path: Path) -> None:
         assert list(row) == table.column_names
         assert row == {f"c{i}": f"{r}-{i}" if i % 2 else r * n + i for i in range(n)}
     assert ds.reader.direct is not None and ds.reader.direct.stats["direct"] > 0
+
+
+def test_the_verdicts_of_many_shards_are_bounded(tmp_path: Path) -> None:
+    # DirectReader kept every shard's verdict, and with it the shard's footer, for the life of
+    # the dataset: a pass over 100,000 shards held all their footers
+    from undertale_duck.core.read.direct import MAX_SHARD_PAGES
+
+    shards = MAX_SHARD_PAGES + 6
+    datagen.write_shards(tmp_path, [3] * shards, row_group_size=2)
+    ds = ParquetDataset(tmp_path, read_ahead=False, columns=["id", "label"])
+    direct = ds.reader.direct
+    assert direct is not None
+    n = 3 * shards
+    want = [{"id": r["id"], "label": r["label"]} for r in datagen.expected(n)]
+    order = list(range(n)) + list(range(n - 1, -1, -1))  # every shard twice, both ways
+    got = [ds[i] for i in order]
+    assert got == [want[i] for i in order]
+    assert len(direct._shards) == MAX_SHARD_PAGES
+    assert direct.stats["fallback"] == 0 and direct.stats["direct"] >= shards

@@ -26,6 +26,11 @@ VECTOR_ROWS = 2048
 #: Row-group readers kept open between window reads (one per stream of windows being read).
 MAX_STREAMS = 4
 
+#: Shards whose pyarrow verdicts (footer, leaves, row-group bounds) are kept: each holds its
+#: footer, which the footer cache would otherwise free, so a pass over 100,000 shards held
+#: all their footers. A shard dropped here is looked up again from the footer cache.
+MAX_SHARD_PAGES = 64
+
 #: Most bytes (by the page headers' bound) pyarrow decodes in one batch. Its readers grow a
 #: batch's buffers by doubling, so a batch of tens of MiB is reallocated and faulted in
 #: again several times over: a window of 63 MiB decoded as one batch cost twice the CPU of
@@ -51,7 +56,7 @@ class DirectReader:
         self.schema = schema
         self.cap = limit or UNBUDGETED_CAP
         self.threads = threads
-        self._shards: dict[str, ShardPages | None] = {}
+        self._shards: OrderedDict[str, ShardPages | None] = OrderedDict()
         # DuckDB refuses strings that are not UTF-8; pyarrow checks them only when asked.
         # The types by name once: schema.names builds a new list on every call.
         types: dict[str, pa.DataType] = {}
@@ -76,23 +81,29 @@ class DirectReader:
 
     def _pages(self, shard: Shard) -> ShardPages | None:
         key = shard.path
-        if key not in self._shards:
+        with self._guard:
+            if key in self._shards:
+                self._shards.move_to_end(key)
+                return self._shards[key]
+        pages = None
+        try:
+            # the file may have been replaced since it was opened: its columns' metadata
+            # is touched only once the footer is known to hold no encrypted column and
+            # no unknown codec or type (pyarrow aborts the process on those), as at open
+            meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
+            same = meta.num_row_groups == len(shard.row_groups) and all(
+                meta.row_group(g).num_rows == rows
+                for g, (rows, _) in enumerate(shard.row_groups)
+            )
+            if same:
+                pages = ShardPages(shard.path, meta, self.columns, self.schema)
+        except (OSError, ValueError, pa.ArrowException, SourceError):
             pages = None
-            try:
-                # the file may have been replaced since it was opened: its columns' metadata
-                # is touched only once the footer is known to hold no encrypted column and
-                # no unknown codec or type (pyarrow aborts the process on those), as at open
-                meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
-                same = meta.num_row_groups == len(shard.row_groups) and all(
-                    meta.row_group(g).num_rows == rows
-                    for g, (rows, _) in enumerate(shard.row_groups)
-                )
-                if same:
-                    pages = ShardPages(shard.path, meta, self.columns, self.schema)
-            except (OSError, ValueError, pa.ArrowException, SourceError):
-                pages = None
+        with self._guard:
             self._shards[key] = pages
-        return self._shards[key]
+            while len(self._shards) > MAX_SHARD_PAGES:
+                self._shards.popitem(last=False)
+        return pages
 
     def spans(self, shard: Shard, window: Window) -> tuple[int, int] | None:
         """The shard-local rows a pyarrow read of ``window`` decodes, or None (DuckDB reads it).

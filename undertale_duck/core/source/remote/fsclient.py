@@ -132,8 +132,7 @@ def check_options(protocol: str, storage_options: Mapping[str, Any]) -> None:
         if not isinstance(name, str):
             raise ArgumentError(f"storage_options keys must be option names, got {name!r}")
         if accepted is not None and name not in accepted:
-            close = difflib.get_close_matches(name, sorted(accepted), n=3)
-            hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+            hint = _did_you_mean(name, sorted(accepted))
             raise ArgumentError(
                 f"storage_options {name!r} is not an option of {client}; {hint}it accepts "
                 f"{', '.join(sorted(accepted))} (unknown options are refused, not retried)"
@@ -157,6 +156,12 @@ def check_options(protocol: str, storage_options: Mapping[str, Any]) -> None:
             f"storage_options {name!r} of {client} takes {want}, got {value!r} (malformed "
             "options are refused, not retried)"
         )
+
+
+def _did_you_mean(name: str, accepted: list[str]) -> str:
+    """``"did you mean 'a' or 'b'? "`` for the accepted names close to ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, accepted, n=3)
+    return f"did you mean {' or '.join(map(repr, close))}? " if close else ""
 
 
 #: botocore ``Config`` options (s3fs's ``config_kwargs``) by the kind of value each takes;
@@ -186,8 +191,7 @@ def _check_botocore_config(client: str, config: Mapping[str, Any]) -> None:
     for name, value in config.items():
         where = f"storage_options config_kwargs {name!r} of {client}"
         if accepted and name not in accepted:
-            close = difflib.get_close_matches(str(name), accepted, n=3)
-            hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+            hint = _did_you_mean(str(name), accepted)
             raise ArgumentError(
                 f"storage_options config_kwargs {name!r} is not an option of botocore's "
                 f"Config ({client}); {hint}it accepts {', '.join(accepted)} (unknown options "
