@@ -179,6 +179,9 @@ class _Files:
         self.stall = threading.Event()  # set: GETs of whole objects stop after half the bytes
         self.release = threading.Event()
         self.requests: list[tuple[str, str, str | None]] = []
+        #: False: the server ignores Range headers and sends the whole object (as Python's
+        #: http.server does), without Accept-Ranges.
+        self.ranges = True
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -198,7 +201,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _headers(self, data: bytes, status: int, length: int) -> None:
         self.send_response(status)
         self.send_header("Content-Length", str(length))
-        self.send_header("Accept-Ranges", "bytes")
+        if self.server.state.ranges:
+            self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", '"' + hashlib.md5(data).hexdigest() + '"')
         self.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
 
@@ -216,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
         if data is None:
             return
         match = re.match(r"bytes=(\d*)-(\d*)$", rng or "")
-        if match:
+        if match and self.server.state.ranges:
             start = int(match[1]) if match[1] else len(data) - int(match[2])
             stop = int(match[2]) + 1 if match[1] and match[2] else len(data)
             part = data[start:stop]

@@ -14,6 +14,7 @@ from ...errors import (
     MemoryBudgetError,
     OutOfRangeError,
     SourceError,
+    StorageError,
     UnsupportedShardError,
 )
 
@@ -115,6 +116,14 @@ def shard_error(
             "shard is trusted",
             path,
             rows,
+        )
+    if "support range requests" in low:  # fsspec's HTTP client, for DuckDB's reads
+        return StorageError(
+            f"shard {path} cannot be read ({what}): its HTTP server does not answer byte-range "
+            "requests, which DuckDB needs to read parts of a remote file (ds.sql, views, "
+            "describe); serve the shards from a server that supports ranges (S3-compatible "
+            "stores and most web servers do), or copy them to a local directory",
+            path,
         )
     if "maximum total string size" in low:  # Arrow's 2 GiB of strings in one batch
         return MemoryBudgetError(

@@ -371,6 +371,29 @@ def make_filesystem(protocol: str, storage_options: Mapping[str, Any]) -> Any:
         ) from None
 
 
+def _literal(pattern: str) -> str | None:
+    """The one path a pattern escaped by ``duckdb_path`` names, or None if it globs.
+
+    ``duckdb_path`` writes each of ``* ? [`` as a one-character class (``[*]``); a pattern
+    holding no other glob character names exactly the path with those classes undone.
+    """
+    if not any(c in pattern for c in "*?["):
+        return None
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[" and pattern[i + 2 : i + 3] == "]" and pattern[i + 1 : i + 2] in ("*", "?", "["):
+            out.append(pattern[i + 1])
+            i += 3
+        elif c in "*?[":
+            return None
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def duckdb_filesystem(inner: Any) -> Any:
     """Wrap an fsspec filesystem for DuckDB, which asks every file's ``modified()`` time.
 
@@ -394,6 +417,12 @@ def duckdb_filesystem(inner: Any) -> Any:
             return inner.ls(path, detail=detail, **kwargs)
 
         def glob(self, path: str, **kwargs: Any) -> Any:
+            literal = _literal(path)
+            if literal is not None:
+                # a shard's URL with its glob characters escaped (duckdb_path): that one
+                # object, not a pattern (an HTTP client cannot list a URL's siblings, and a
+                # pre-signed URL's "?" would otherwise be a wildcard)
+                return [literal] if inner.exists(literal) else []
             return inner.glob(path, **kwargs)
 
         def info(self, path: str, **kwargs: Any) -> Any:
