@@ -534,3 +534,29 @@ def test_a_view_repeating_a_column_name_is_refused(
     assert using.schema.names == ["id", "k", "name"]
     assert [using[i] for i in range(len(using))] == [
         {"id": g, "k": g % 4, "name": "abcd"[g % 4]} for g in range(0, n, 3)]
+
+
+def test_computed_interval_hugeint_and_varint_columns_are_served_as_documented(
+    tmp_path: Path,
+) -> None:
+    # docs/views.md: INTERVAL as MonthDayNano, HUGEINT as Decimal, VARINT as DuckDB's bytes
+    import datetime as dt
+    import decimal
+
+    n = 30
+    root = tmp_path / "data"
+    root.mkdir()
+    base = dt.datetime(2026, 1, 1)
+    pq.write_table(pa.table({
+        "id": pa.array(range(n), pa.int64()),
+        "t": pa.array([base + dt.timedelta(seconds=97 * i) for i in range(n)], pa.timestamp("us")),
+    }), root / "part-0.parquet", row_group_size=8)
+    ds = ParquetDataset(root, query=(
+        "SELECT id, t - TIMESTAMP '2026-01-01' AS iv, CAST(id AS HUGEINT) * 10 AS h, "
+        "CAST(id AS VARINT) AS v, CAST(CAST(id AS VARINT) AS BIGINT) AS back FROM dataset"
+    ))
+    for i in (0, 1, 17, n - 1):
+        row = ds[i]
+        assert row["iv"] == pa.MonthDayNano([0, 0, 97 * i * 10**9])
+        assert row["h"] == decimal.Decimal(10 * i) and isinstance(row["h"], decimal.Decimal)
+        assert isinstance(row["v"], bytes) and row["back"] == i
