@@ -281,3 +281,113 @@ def test_the_disk_tier_bound_never_removes_a_file_it_did_not_write(
     assert again.reader.cache.tier.stats.removed > 0  # type: ignore[attr-defined]
     assert planted.read_bytes() == b"\0" * 5000
     assert digest(data) == before
+
+
+def _copies(ds: ParquetDataset) -> list[Path]:
+    cache = ds.source.store.cache
+    return [Path(cache.path(shard)) for shard in ds.source.shards]
+
+
+@pytest.mark.parametrize("attack", ["others-write", "group-writes", "another-owner"])
+def test_a_copy_others_may_write_is_never_served_as_it_is(
+    s3: S3Server, url: str, tmp_path: Path, attack: str
+) -> None:
+    """A copy someone else owns or may write could change between its checksum and a read.
+
+    One of ours that others may write is made private, then checked; another user's is
+    downloaded again.
+    """
+    from undertale_duck.core.source.remote import shard_cache
+
+    if attack == "another-owner" and os.getuid() != 0:
+        pytest.skip("giving a file to another user takes root")
+    directory = tmp_path / "c"
+    ds = remote(s3, url, cache_dir=directory)
+    assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+    copy = _copies(ds)[0]
+    if attack == "another-owner":
+        os.chown(copy, 54321, 54321)
+    else:
+        os.chmod(copy, 0o666 if attack == "others-write" else 0o620)
+    shard_cache._verified.clear()  # as a new process: the checksum alone still passes
+    fresh = remote(s3, url, cache_dir=directory)
+    assert [fresh[i] for i in range(len(fresh))] == datagen.expected(sum(SIZES))
+    assert fresh.source.store.cache.stats.downloads == (attack == "another-owner")
+    st = os.lstat(copy)
+    assert st.st_uid == os.getuid() and not st.st_mode & 0o022, oct(st.st_mode)
+
+
+def test_copies_are_private_whatever_the_umask(s3: S3Server, url: str, tmp_path: Path) -> None:
+    old = os.umask(0)  # a user whose files are writable by everyone
+    try:
+        ds = remote(s3, url, cache_dir=tmp_path / "c")
+        assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+    finally:
+        os.umask(old)
+    written = [*_copies(ds), *Path(ds.source.store.cache.directory).glob("*.footer")]
+    assert len(written) == 2 * len(SIZES)
+    for path in written:
+        assert os.lstat(path).st_mode & 0o077 == 0, (path.name, oct(os.lstat(path).st_mode))
+
+
+def test_a_link_at_a_copys_name_is_never_followed_out_of_the_cache(
+    s3: S3Server, url: str, tmp_path: Path
+) -> None:
+    """The recorded copy moved into the user's files and linked back: not read there."""
+    from undertale_duck.core.source.remote import shard_cache
+
+    directory = tmp_path / "c"
+    ds = remote(s3, url, cache_dir=directory)
+    assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+    copy = _copies(ds)[0]
+    mine = tmp_path / "mine" / "kept.bin"
+    mine.parent.mkdir()
+    os.replace(copy, mine)  # same inode: the record still names it
+    copy.symlink_to(mine)
+    kept = mine.read_bytes()
+    shard_cache._verified.clear()
+    fresh = remote(s3, url, cache_dir=directory)
+    assert [fresh[i] for i in range(len(fresh))] == datagen.expected(sum(SIZES))
+    assert fresh.source.store.cache.stats.downloads == 1
+    assert not copy.is_symlink()
+    fresh.source.store.cache.clear()
+    assert mine.read_bytes() == kept
+
+
+def test_a_copy_changed_with_its_mtime_put_back_is_checked_again(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    """A process checks a copy once per file state: the state includes its ctime."""
+    source = tmp_path / "plain"
+    datagen.write_shards(source, SIZES, row_group_size=10, compression="none")
+    plain_url = s3.upload(source, "s3://own/plain-mtime")
+    directory = tmp_path / "c"
+    ds = remote(s3, plain_url, cache_dir=directory)
+    expected = datagen.expected(sum(SIZES))
+    assert [ds[i] for i in range(len(ds))] == expected
+    copy = _copies(ds)[0]
+    st = os.stat(copy)
+    body = copy.read_bytes()
+    at = body.index(b"row-00000003")  # uncompressed: the value's bytes as written
+    with open(copy, "r+b") as fh:  # the same inode and size, the mtime put back
+        fh.seek(at)
+        fh.write(b"row-00000777")
+    os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+    fresh = remote(s3, plain_url, cache_dir=directory)  # the same process
+    assert [fresh[i] for i in range(len(fresh))] == expected
+    assert fresh.source.store.cache.stats.downloads == 1
+
+
+def test_an_empty_cache_dir_is_the_default_never_the_working_directory(
+    s3: S3Server, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cache_dir=""`` (an unset variable's default) means the default, as disk_dir="" does."""
+    from undertale_duck.core.source.remote.shard_cache import default_directory
+
+    work = tmp_path / "project"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    ds = remote(s3, url, cache_dir="")
+    assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+    assert os.listdir(work) == []
+    assert ds.source.store.cache.directory == default_directory().resolve()

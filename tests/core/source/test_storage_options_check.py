@@ -110,3 +110,27 @@ def test_file_urls_check_the_local_filesystems_options(data: Path) -> None:
 def test_a_storage_options_that_is_no_mapping_is_refused(data: Path) -> None:
     with pytest.raises(ArgumentError, match="storage_options must be a mapping"):
         ParquetDataset("file://" + str(data), storage_options=["anon"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "refusal"),
+    [
+        ("ftp://127.0.0.1:{port}", "EndpointResolutionError"),  # botocore: not a valid URI
+        ("http://127.0.0.1:{port}/?sig=SECRET", "EndpointResolutionError"),
+        ("http://user:SECRET@127.0.0.1:{port}", "HTTPClientError"),  # aiohttp: no credentials
+    ],
+)
+def test_an_endpoint_the_client_refuses_when_asked_is_not_retried(
+    s3: S3Server, data: Path, tmp_path: Path, endpoint: str, refusal: str
+) -> None:
+    """botocore refuses these endpoint_urls only at the first request: still no retry."""
+    url = s3.upload(data, "s3://sig/endpoint")
+    options = s3.options(fast=False)
+    options["client_kwargs"] = {**options["client_kwargs"],
+                                "endpoint_url": endpoint.format(port=s3.port)}
+    s3.log.clear()
+    with pytest.raises(ArgumentError, match=f"client refused \\({refusal}: ") as caught:
+        ParquetDataset(url, storage_options=options, cache_dir=tmp_path / "c", memory=64)
+    assert "not retried" in str(caught.value)
+    assert "SECRET" not in str(caught.value)
+    assert s3.log.requests == []

@@ -10,6 +10,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -103,8 +104,9 @@ def key_of(path: str, version: str | None, size: int) -> str:
 _log = logging.getLogger(__name__)
 
 Fetch = Callable[[Shard, str], None]
-#: Shard copies whose checksum this process checked: (path, device, inode, mtime_ns, size).
-_verified: set[tuple[str, int, int, int, int]] = set()
+#: Shard copies whose checksum this process checked: (path, device, inode, mtime_ns,
+#: ctime_ns, size). The ctime too: writing a file and putting its mtime back changes it.
+_verified: set[tuple[str, int, int, int, int, int]] = set()
 _verified_lock = threading.Lock()
 
 
@@ -203,6 +205,43 @@ def _stat(path: str) -> os.stat_result | None:
         return None
 
 
+def _seen(path: str, st: os.stat_result) -> tuple[str, int, int, int, int, int]:
+    """A copy's state as :data:`_verified` keeps it."""
+    return (path, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def _ours(st: os.stat_result) -> bool:
+    """Whether a copy is a regular file (not a link) that we own.
+
+    A copy another user owns could change between its checksum and a read.
+    """
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+
+
+def _private_copy(path: str, st: os.stat_result) -> os.stat_result | None:
+    """A copy of ours made private if others may write it; its stat then, or None.
+
+    Copies of an earlier release, or written under a permissive umask, may be writable by
+    the group or others. The new stat has a new ctime, so its checksum is checked again.
+    """
+    if not st.st_mode & 0o022:
+        return st
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return None
+        os.fchmod(fd, 0o600)
+        return os.fstat(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _same_file(fd: int, path: str) -> bool:
     """Whether ``fd`` is still the file at ``path`` (an evictor may have removed it)."""
     st = _stat(path)
@@ -222,7 +261,8 @@ class ShardCache:
     most a ``.part-`` file, never trusted and deleted by the next eviction pass.
 
     Args:
-        directory: Where shards are kept (default :func:`default_directory`).
+        directory: Where shards are kept (default, and for an empty string:
+            :func:`default_directory`).
         limit: Byte limit (an int or a size such as ``"20GiB"``); default
             ``$UNDERTALE_DUCK_CACHE_LIMIT``, else the smaller of 64 GiB and 80% of what the
             cache's disk can hold (free space plus shards already cached). Shards in use
@@ -234,6 +274,8 @@ class ShardCache:
     ) -> None:
         if directory is not None and not isinstance(directory, str | os.PathLike):
             raise ArgumentError(f"cache_dir must be a directory path, got {directory!r}")
+        if directory == "":  # an unset variable's default: the default, never the working dir
+            directory = None
         self._given = directory is not None
         self.directory = (
             Path(os.fspath(directory)).expanduser().absolute()
@@ -371,7 +413,9 @@ class ShardCache:
         path = self._io / (key + FOOTER_SUFFIX)
         part = f"{path}{PART_MARK}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
         try:
-            with open(part, "wb") as fh:
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)  # private whatever the umask
+            with os.fdopen(fd, "wb") as fh:
                 fh.write(FOOTER_MAGIC + _footer_crc(key, data).to_bytes(4, "big") + data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -497,16 +541,25 @@ class ShardCache:
     def _valid(self, key: str, data: str, shard: Shard) -> os.stat_result | None:
         """The copy's stat if it is a whole, undamaged copy we wrote of this shard, else None.
 
-        Its record must name this file, with the listed size; its checksum is checked the
-        first time this process uses the file.
+        It must be a regular file of ours at the name (a link is never followed out of the
+        cache), and is made private (writable by no one else) before its checksum is
+        checked; its record must name this file, with the listed size; its checksum is
+        checked the first time this process uses the file.
         """
-        st = _stat(data)
-        if st is None or st.st_size != shard.size:
+        try:
+            st = os.lstat(data)
+        except FileNotFoundError:
             return None
+        if st.st_size != shard.size or not _ours(st):
+            return None  # downloaded again: the rename replaces the link or file at the name
         record = self._recorded(key, st)
         if record is None:
             return None
-        seen = (data, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        private = _private_copy(data, st)
+        if private is None:
+            return None
+        st = private
+        seen = _seen(data, st)
         with _verified_lock:
             if seen in _verified:
                 return st
@@ -558,7 +611,15 @@ class ShardCache:
         _log.info("downloading %s (%d bytes) into %s", redact_url(shard.path), shard.size,
                   self.directory)
         try:
+            # created private here: clients open the target by name, with the umask's mode
+            os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600))
             fetch(shard, part)
+            fd = os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, 0o600)  # a client that made a file of its own
+            finally:
+                os.close(fd)
             got = os.path.getsize(part)
             if got != shard.size:
                 raise ShardChangedError(
@@ -577,8 +638,9 @@ class ShardCache:
                 "url": redact_url(shard.path),
             })
             os.replace(part, data)
+            st = os.lstat(data)  # the rename changed its ctime
             with _verified_lock:
-                _verified.add((data, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size))
+                _verified.add(_seen(data, st))
         except OSError as exc:
             raise SourceError(
                 f"cannot write shard {shard.path} into the shard cache {self.directory}: "

@@ -165,13 +165,34 @@ def identity(info: Mapping[str, Any], like: str | None = None) -> str | None:
 _REFUSALS = (ValueError, TypeError, NotImplementedError, KeyError, AttributeError)
 
 
+def _refused(exc: BaseException) -> bool:
+    """Whether the client refused its options, so that no retry helps.
+
+    Besides the usual errors of a refusal, botocore refuses a malformed ``endpoint_url``
+    (another scheme, a query) only at the first request, with an ``EndpointResolutionError``,
+    and wraps the HTTP client's refusals (credentials in the endpoint's URL, a ``ValueError``
+    of aiohttp) in an ``HTTPClientError``; neither is a ``ValueError``.
+    """
+    if isinstance(exc, UndertaleDuckError):
+        return False
+    if isinstance(exc, _REFUSALS):
+        return True
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "EndpointResolutionError" in names:
+        return True
+    if "HTTPClientError" in names:
+        wrapped = getattr(exc, "kwargs", {}).get("error")
+        return isinstance(wrapped, ValueError | TypeError) and not isinstance(wrapped, UnicodeError)
+    return False
+
+
 def _transient(exc: BaseException) -> bool:
     """Whether a failure may pass if tried again (network, timeouts, 5xx, throttling)."""
     if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
         return False
     if isinstance(exc, NotADirectoryError | ArgumentError | SourceError):
         return False
-    if isinstance(exc, _REFUSALS):  # the client refused its options: no retry helps
+    if isinstance(exc, _REFUSALS) or _refused(exc):  # the client refused its options
         return False
     return isinstance(exc, Exception)
 
@@ -413,7 +434,7 @@ class Store:
                     url,
                 ) from None
             except Exception as exc:
-                if isinstance(exc, _REFUSALS) and not isinstance(exc, UndertaleDuckError):
+                if _refused(exc):
                     raise ArgumentError(
                         f"cannot {what} {url}: the store's client refused "
                         f"({type(exc).__name__}: {first_line(exc)}); check the names and "
