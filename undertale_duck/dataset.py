@@ -20,7 +20,7 @@ from .core.dataset import ShardDataset, check_positions
 from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
-from .core.rows import Format, Row
+from .core.rows import Format, Row, check_collection
 from .core.runtime import TaskMap, nan_safe, threads_of
 from .core.source import SourceLike, StorageStats
 from .core.source import windows as win
@@ -301,6 +301,20 @@ class PackedDataset(ParquetDataset):
     def locate(self, index: int) -> tuple[str, int]:
         """The shard and local row of the document holding a block's first token."""
         return self.documents.locate(self.documents_of(index).start)
+
+    def locate_many(self, indices: Sequence[int]) -> list[tuple[str, int]]:
+        """The shard and local row of the document holding each block's first token.
+
+        :meth:`locate` of many blocks, in order (not the documents' row lookup, which would
+        read block indices as rows).
+
+        Raises:
+            IndexError: If an index is out of range.
+            TypeError: If an index is not an integer, or ``indices`` is no ordered
+                collection (see :meth:`ShardDataset.locate_many`).
+        """
+        check_collection(indices, "locate_many")
+        return self.documents.locate_many([self.documents_of(i).start for i in indices])
 
     def locate_documents(self, index: int) -> list[tuple[str, int]]:
         """The shard and local row of every document with a token in a block, in order.

@@ -136,6 +136,32 @@ def test_methods_taking_many_indices_refuse_what_is_no_ordered_collection(
     assert ds[2]["id"] == datagen.row(2)["id"]
 
 
+@pytest.mark.parametrize("fmt", ["python", "numpy", "torch"])
+def test_a_bool_or_float_among_integer_indices_is_refused_as_alone(
+    uneven: tuple[Path, int], fmt: str
+) -> None:
+    from undertale_duck import Mixture, Pack
+
+    root, total = uneven
+    ds = ParquetDataset(root, format=fmt)  # type: ignore[arg-type]
+    view = ParquetDataset(root, format=fmt, where="label <> 3")  # type: ignore[arg-type]
+    packed = ParquetDataset(root, format=fmt, pack=Pack(column="tokens", length=4))  # type: ignore[arg-type]
+    mixture = Mixture([ds, view])
+    # numpy read [5, True] as [5, 1], and a run of consecutive indices equal to [3, 4.0]
+    # or [0, True] was served as rows, where ds[True], ds[4.0] and [True] are TypeErrors
+    for bad, kind in (([5, True], "bool"), ([0, True], "bool"), ((6, False, 2), "bool"),
+                      ([7, np.bool_(True)], "bool"), ([3, 4.0], "float"),
+                      ([0, 1, 2.0], "float")):
+        for target, noun in ((ds, "dataset"), (view, "dataset"), (packed, "dataset"),
+                             (mixture, "mixture")):
+            with pytest.raises(TypeError, match=f"{noun} indices must be integers, not {kind}"):
+                target.__getitems__(bad)  # type: ignore[arg-type]
+    expected = datagen.expected(total)
+    for good in ([3, 4], (0, 1, 2), [0, np.int64(1)], [5, np.int32(2), 5]):
+        got = [datagen.plain(r["id"]) for r in ds.__getitems__(good)]  # type: ignore[arg-type]
+        assert got == [expected[int(i)]["id"] for i in good]
+
+
 def test_windows_follow_row_groups(uneven: tuple[Path, int]) -> None:
     root, total = uneven
     ds = ParquetDataset(root, window_bytes=1)  # one window per row group (or smaller)

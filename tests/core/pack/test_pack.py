@@ -315,6 +315,22 @@ def test_locate_and_documents_of(shards: Path) -> None:
         assert (shard, row) == everything.locate(docs.start)
 
 
+def test_locate_many_names_the_first_document_of_each_block(shards: Path) -> None:
+    # PackedDataset inherited the rows' locate_many, which failed with an AttributeError
+    spec = Pack(column="tokens", length=16, eod=30_001)
+    ds = ParquetDataset(shards, pack=spec, window_bytes=300)
+    blocks = [len(ds) - 1, 0, 7, -1, 7, -len(ds)]
+    expected = [ds.locate(k) for k in blocks]
+    assert ds.locate_many(blocks) == expected
+    assert ds.locate_many(np.array(blocks)) == expected
+    assert ds.locate_many(torch.tensor(blocks)) == expected
+    assert ds.locate_many([]) == []
+    with pytest.raises(IndexError, match="out of range"):
+        ds.locate_many([0, len(ds)])
+    with pytest.raises(TypeError, match="locate_many"):
+        ds.locate_many("01")  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------------------- memory
 def test_memory_budget_is_kept_on_a_small_budget(tmp_path: Path) -> None:
     # about 2.6 MB of tokens against a 256 KiB budget

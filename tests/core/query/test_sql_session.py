@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -513,3 +514,21 @@ def test_params_that_duckdb_would_misread_are_refused(shared: ParquetDataset) ->
     with pytest.raises(ArgumentError, match="names of \\$name placeholders are strings"):
         shared.sql("SELECT $1 AS x", {1: 5})  # type: ignore[dict-item]
     assert shared.sql("SELECT $1 AS x", {"1": 5}).column("x").to_pylist() == [5]
+
+
+def test_numpy_numbers_bind_as_their_python_values(shared: ParquetDataset) -> None:
+    # DuckDB cannot bind a numpy scalar: an id taken from an array failed with DuckDB's
+    # "Unable to transform python value of type numpy.int64"
+    query = "SELECT id FROM dataset WHERE label = $label AND score > $low AND $keep ORDER BY id"
+    expected = [datagen.row(i)["id"] for i in range(TOTAL)
+                if i % 7 == 3 and datagen.row(i)["score"] is not None
+                and datagen.row(i)["score"] > 1.5]
+    for label, low, keep in ((np.int64(3), np.float32(1.5), np.bool_(True)),
+                             (np.uint8(3), np.float64(1.5), True), (3, 1.5, True)):
+        params = {"label": label, "low": low, "keep": keep}
+        assert shared.sql(query, params).column("id").to_pylist() == expected
+        with shared.sql_batches(query, params) as reader:
+            assert reader.read_all().column("id").to_pylist() == expected
+    positional = "SELECT ? AS a, ? AS b, ? AS c"
+    row = shared.sql(positional, (np.int16(-2), np.float16(0.5), np.bool_(False))).to_pylist()
+    assert row == [{"a": -2, "b": 0.5, "c": False}]

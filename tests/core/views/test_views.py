@@ -374,6 +374,28 @@ def test_hostile_literals_stay_values(name: str) -> None:
     assert rows == ([("x", name, 1)] if name != "c" else [])
 
 
+@pytest.mark.parametrize(
+    ("query", "suggested"),
+    [
+        ("SELECT id, rowid FROM dataset WHERE label = 2", None),
+        ("SELECT id FROM dataset WHERE label = 2 AND file_row_number >= 0", ["id", "label"]),
+    ],
+)
+def test_an_unknown_column_is_never_told_to_use_the_views_own(
+    data: Path, query: str, suggested: list[str] | None
+) -> None:
+    # DuckDB's "Candidate bindings" offered __ud_row, a column the view refuses to be named
+    with pytest.raises(QueryError, match="view query cannot run over the dataset") as caught:
+        ParquetDataset(data, columns=["id", "label"], query=query)
+    text = str(caught.value)
+    assert "__ud_" not in text and "not found in FROM clause" in text
+    if suggested is None:
+        assert "Candidate bindings" not in text
+    else:
+        shown = text.split("Candidate bindings: ", 1)[1]
+        assert sorted(name.strip('" ') for name in shown.split(",")) == suggested
+
+
 def test_input_columns_named_like_the_views_own_are_refused(tmp_path: Path) -> None:
     # the view carries the source row as __ud_row and orders by __ud_order: an input
     # column of either name was read in their place (other rows, in another order)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ...common.sizes import format_size
@@ -230,7 +231,7 @@ class QuerySession:
     def _start(self, query: str, params: Params, batch_rows: int) -> Stream:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ArgumentError(f"batch_rows must be a positive integer, got {batch_rows!r}")
-        _check_params(params)
+        params = _check_params(params)
         found = statements(query)
         self.source.check_unchanged()
         try:
@@ -359,25 +360,31 @@ class QuerySession:
 
 
 
-def _check_params(params: object) -> None:
-    """Refuse parameters DuckDB would misread rather than reject.
+def _check_params(params: object) -> Params:
+    """Refuse parameters DuckDB would misread rather than reject; bind numpy numbers.
 
     A string is a sequence to DuckDB (``"abc"`` binds ``?`` to ``"a"``, ``"b"``, ``"c"``),
-    and a set has no order for ``?`` to follow.
+    and a set has no order for ``?`` to follow. DuckDB cannot bind a numpy scalar
+    (``np.int64(5)``, an element of an array of ids): its Python value is bound instead.
+
+    Returns:
+        The parameters to bind.
 
     Raises:
         ArgumentError: If ``params`` is not None, a mapping with string keys, or a list or
             tuple.
     """
-    if params is None or isinstance(params, list | tuple):
-        return
+    if params is None:
+        return None
+    if isinstance(params, list | tuple):
+        return [_bindable(value) for value in params]
     if isinstance(params, Mapping):
         bad = [k for k in params if not isinstance(k, str)]
         if bad:
             raise ArgumentError(
                 f"params: the names of $name placeholders are strings, got {bad[0]!r}"
             )
-        return
+        return {name: _bindable(value) for name, value in params.items()}
     raise ArgumentError(
         "params must be a mapping (for $name placeholders) or a list or tuple (for ?), got "
         f"{type(params).__name__}" + (
@@ -385,6 +392,11 @@ def _check_params(params: object) -> None:
             if isinstance(params, str | bytes) else ""
         )
     )
+
+
+def _bindable(value: Any) -> Any:
+    """A numpy integer, float or bool as its Python value (DuckDB binds only those)."""
+    return value.item() if isinstance(value, np.integer | np.floating | np.bool_) else value
 
 
 def result_limit(memory_bytes: int) -> int:

@@ -8,6 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
+#: The types of booleans, which numpy reads as 0 and 1 among integers.
+_BOOLS = frozenset({bool, np.bool_})
+
 #: What a method taking many indices takes (the start of every refusal here).
 _WANTED = "indices must be a 1-d sequence of integers (a list, a 1-d array or a tensor)"
 
@@ -81,6 +84,12 @@ def index_array(indices: object, caller: str = "__getitems__") -> np.ndarray[Any
         raise TypeError(
             _shape_message(caller, f"a {type(indices).__name__} of shape {array.shape}")
         )
+    if array.dtype.kind in "iu" and isinstance(indices, list | tuple) and (
+        _BOOLS & set(map(type, indices))
+    ):
+        # numpy reads [5, True] as [5, 1]: as objects, the caller checks each index and
+        # refuses the bool as it does alone (ds[True], __getitems__([True]))
+        array = np.asarray(indices, dtype=object)
     return array
 
 

@@ -188,6 +188,8 @@ class RowAccess:
         n = len(indices)
         if type(start) is not int or start < 0 or indices != list(range(start, start + n)):
             return None
+        if len(set(map(type, indices))) > 1:  # [3, 4.0] or [0, True] equal a run of ints
+            return None
         starts = self._starts
         position = bisect.bisect_right(starts, start) - 1
         if position < 0 or start + n > (

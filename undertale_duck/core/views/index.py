@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -390,6 +391,18 @@ class IndexedView:
         con.execute(sqlfiles.render("view_define", view=self.query.sql))
 
 
+def _without_own_columns(text: str) -> str:
+    """DuckDB's error without the view's own columns (``__ud_row``) among its suggestions.
+
+    A query naming ``rowid`` was told 'Candidate bindings: "__ud_row"', a column the view
+    refuses to be named.
+    """
+    own = re.escape(RESERVED_PREFIX)
+    text = re.sub(rf'"{own}[^"]*"(, )?', "", text)
+    text = re.sub(r"(, )+(?=$|[!.\n])", "", text)  # a dropped last suggestion's comma
+    return re.sub(r"\s*Candidate bindings:\s*(?=$|\n)", "", text)
+
+
 def index_view(
     query: str,
     sides: tuple[Side, ...],
@@ -474,7 +487,9 @@ def _index(
                 f"dataset it reads (columns={list(columns)}): add them to columns=, or leave "
                 f"columns= out and choose the view's columns in its SELECT list ({text})"
             ) from None
-        raise QueryError(f"view query cannot run over the dataset: {text}") from None
+        raise QueryError(
+            f"view query cannot run over the dataset: {_without_own_columns(text)}"
+        ) from None
     _check_reserved(columns, schema.names)
     names_sql = sqlfiles.render(
         "view_names", columns=sqlfiles.column_list(columns), view=view.window_sql
