@@ -292,6 +292,22 @@ def test_state_dict_round_trip(splits: dict[str, Path]) -> None:
         splits["train"], None, None, _ids, 10, seed=5).train_dataloader() for i in b]
 
 
+def test_a_loaders_state_given_as_the_modules_state_is_refused(splits: dict[str, Path]) -> None:
+    # the module's state is {"train": <the loader's state>}: the loader's own, given as it
+    # is, was ignored, and training restarted from the epoch's first batch without a word
+    from undertale_duck import DataModule
+
+    dm = DataModule(splits["train"], None, None, _ids, 10, seed=5)
+    it = iter(dm.train_dataloader())
+    next(it)
+    loader_state = dm.state_dict()["train"]
+    fresh = DataModule(splits["train"], None, None, _ids, 10, seed=5)
+    with pytest.raises(ArgumentError, match=r"\{'train': "):
+        fresh.load_state_dict(loader_state)
+    fresh.load_state_dict({})  # before training: nothing to restore
+    assert fresh.state_dict() == {}
+
+
 def test_fit_without_validation(splits: dict[str, Path], tmp_path: Path) -> None:
     import lightning
 

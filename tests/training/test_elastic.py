@@ -195,3 +195,23 @@ def test_rank_batches_tell_whether_ranks_run_equal_steps() -> None:
     assert steps(17, True) == [1, 1]
     assert steps(16, False) == [1, 1] and steps(32, False, 4) == [1] * 4
     assert steps(33, False, 4) == [2, 1, 1, 1]
+
+
+def test_batches_carried_into_an_epoch_count_in_its_length_and_state() -> None:
+    # what DataModule sets after a checkpoint at an epoch's last batch (Lightning keeps
+    # counting from there): the length counts them, a state keeps them, another epoch drops them
+    (s,) = _samplers(100, (1, 0, 8), 0, shuffle=True)
+    end = s.state_dict(consumed=100)
+    (t,) = _resumed(100, (1, 0, 8), 0, end, shuffle=True)
+    t.carried = 10
+    t.load_state_dict(end)  # loaded again where it left the sampler (as Lightning does)
+    assert (t.epoch, t.carried, len(t)) == (1, 10, 10 * 8 + 100)
+    assert list(t) == s.order(1).tolist()
+    mid = t.state_dict(consumed=24)
+    assert mid["carried"] == 10
+    (u,) = _resumed(100, (1, 0, 8), 1, mid, shuffle=True)
+    assert (u.carried, len(u), list(u)) == (10, 180, s.order(1).tolist()[24:])
+    u.set_epoch(2)
+    assert (u.carried, len(u)) == (0, 100)
+    with pytest.raises(ArgumentError, match="carried"):
+        u.carried = -1

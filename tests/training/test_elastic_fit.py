@@ -160,3 +160,62 @@ def test_a_fit_resumes_on_another_topology(data: dict[str, Path], tmp_path: Path
         for rows in (_rows(second, 1), before + after):
             firsts = sum(1 for i in rows if i < 100000000)
             assert 150 - new[0] * 2 <= firsts <= 150 and len(rows) - firsts <= 50
+
+
+def test_a_checkpoint_at_an_epochs_last_batch_resumes_with_more_batches_per_epoch(
+        data: dict[str, Path], tmp_path: Path) -> None:
+    # Lightning restored at the last batch of an epoch keeps its batch counter (10 here) for
+    # the next epoch unless the new loader has no more batches than that: at batch 16 (25
+    # batches an epoch) it began the next epoch at batch 10, and 160 of its 400 rows were lost
+    import lightning
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from undertale_duck import DataModule
+
+    seen: list[tuple[int, list[int]]] = []
+    indices: list[tuple[int, int]] = []
+
+    def collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        return {"index": torch.tensor([int(r["id"][4:]) for r in rows]),
+                "label": torch.tensor([[float(r["label"])] for r in rows])}
+
+    class Recorder(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def training_step(self, batch: dict[str, torch.Tensor], index: int) -> torch.Tensor:
+            seen.append((self.current_epoch, batch["index"].tolist()))
+            indices.append((self.current_epoch, index))
+            return ((self.layer(batch["label"]) - batch["label"]) ** 2).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def fit(batch: int, ckpt: Path | None, **options: Any) -> dict[int, list[int]]:
+        seen.clear()
+        indices.clear()
+        every = ModelCheckpoint(dirpath=tmp_path, filename="{step}", every_n_train_steps=5,
+                                save_top_k=-1)
+        lightning.Trainer(accelerator="cpu", devices=1, logger=False, callbacks=[every],
+                          enable_progress_bar=False, enable_model_summary=False,
+                          **options).fit(Recorder(), datamodule=DataModule(
+                              data["train"], None, None, collate, batch, seed=2),
+                                         ckpt_path=ckpt)
+        epochs: dict[int, list[int]] = {}
+        for epoch, rows in seen:
+            epochs.setdefault(epoch, []).extend(rows)
+        return epochs
+
+    dataset = ParquetDataset(data["train"], memory=1)
+    plain = ChunkedSampler(dataset, 16, 0, shuffle=True, seed=2)
+    order = [[int(dataset[i]["id"][4:]) for i in plain.order(e).tolist()] for e in range(3)]
+    fit(40, None, max_steps=10)  # 400 rows: 10 batches, step=10.ckpt at the epoch's last batch
+    # the next epoch whole, and the one after it too (the loader of the plain length again)
+    assert fit(16, tmp_path / "step=10.ckpt", max_epochs=3) == {1: order[1], 2: order[2]}
+    # a checkpoint inside that epoch (5 batches into it) resumes exactly too
+    assert fit(16, tmp_path / "step=15.ckpt", max_epochs=2) == {1: order[1][5 * 16:]}
+    # on the same topology Lightning starts the next epoch at batch 0 by itself: the epoch
+    # keeps its plain length and batch indices (nothing carried)
+    assert fit(40, tmp_path / "step=10.ckpt", max_epochs=2) == {1: order[1]}
+    assert indices == [(1, i) for i in range(10)]

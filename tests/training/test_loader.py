@@ -172,6 +172,31 @@ def test_resume_mid_epoch(uneven: tuple[Path, int], workers: int, stop_after: in
     assert sorted(next_epoch) == list(range(total)) and next_epoch != expected
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_state_at_an_epochs_end_then_its_epoch_set_again_serves_nothing_twice(
+        uneven: tuple[Path, int], workers: int) -> None:
+    # the resume pattern of docs/resume.md (set the saved epoch again after loading) with a
+    # state saved after the epoch's last batch replayed the whole epoch; torchdata's
+    # StatefulDataLoader serves nothing more of it, and now so does the library's loader
+    root, total = uneven
+
+    def make() -> ChunkedLoader:
+        return load(root, None, ids, 16, workers=workers, shuffle=True, seed=3, memory=1)
+
+    first = make()
+    first.sampler.set_epoch(1)
+    whole = [i for b in first for i in b]
+    state = first.state_dict()
+    assert state["epoch"] == 1 and state["consumed"] == len(whole)
+    second = make()
+    second.load_state_dict(state)
+    second.sampler.set_epoch(state["epoch"])
+    assert [i for b in second for i in b] == []
+    assert second.state_dict()["epoch"] == 1  # still at that epoch's end
+    second.sampler.set_epoch(2)
+    assert [i for b in second for i in b] == first.sampler.order(2).tolist()
+
+
 def test_state_of_a_fresh_loader_resumes_from_the_start(uneven: tuple[Path, int]) -> None:
     root, total = uneven
     loader = load(root, None, ids, 50)

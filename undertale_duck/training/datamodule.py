@@ -221,18 +221,48 @@ class DataModule(lightning.LightningDataModule):
         _check_equal_steps(loader)
         if self._pending:
             loader.load_state_dict(self._pending)
+            self._carry_lightning_count(loader, self._pending)
             self._pending = {}
         self._train_loader = loader
         self._reload_after_elastic(loader)
         return loader
+
+    def _carry_lightning_count(self, loader: ChunkedLoader, state: dict[str, Any]) -> None:
+        """Count into the next epoch the batches Lightning carries over from the saved one.
+
+        Restored from a checkpoint saved at the last batch of an epoch (not at its end),
+        Lightning starts the next epoch at that epoch's batch count unless the new loader has
+        no more batches: on another topology (a smaller batch, fewer ranks) it would skip the
+        next epoch's first batches. The sampler's length counts them (``carried``) instead.
+        """
+        sampler = loader.chunked_sampler
+        trainer = getattr(self, "trainer", None)
+        if sampler is None or trainer is None or sampler.epoch == state.get("epoch"):
+            return
+        loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+        progress = getattr(loop, "batch_progress", None)
+        if loop is None or progress is None or not loop.restarting:
+            return
+        total = progress.total
+        steps = progress.current.completed + 1
+        # Lightning's own tests: a checkpoint of on_train_batch_end (its "restarted on train
+        # batch end") at the epoch's last batch, after which it starts the next epoch; it
+        # starts it at batch 0 when the loader has no more batches than the count (the same
+        # topology): nothing to carry then
+        if progress.is_last_batch and (
+            total.ready == total.started == total.processed == total.completed + 1
+        ) and len(loader) > steps:
+            sampler.carried = steps
 
     def _reload_after_elastic(self, loader: ChunkedLoader) -> None:
         """Have Lightning rebuild the training loader once after an elastically resumed epoch.
 
         Lightning reads the loader's length once, and the epoch resumed on another topology
         has another length (the batches before the checkpoint plus this rank's rest) than the
-        epochs after it: ``reload_dataloaders_every_n_epochs`` is set to 1 for that epoch
-        and given back its value when the next epoch's loader is built.
+        epochs after it; so has the epoch after a checkpoint saved at the last batch of an
+        epoch (:attr:`ChunkedSampler.carried`).
+        ``reload_dataloaders_every_n_epochs`` is set so that Lightning rebuilds the loader
+        when that epoch ends, and given back its value when the next epoch's loader is built.
         """
         trainer = getattr(self, "trainer", None)
         if trainer is None:
@@ -241,9 +271,12 @@ class DataModule(lightning.LightningDataModule):
             trainer.reload_dataloaders_every_n_epochs = self._reload_setting
             self._reload_setting = None
         sampler = loader.chunked_sampler
-        if sampler is not None and sampler.elastic:
+        if sampler is not None and (sampler.elastic or sampler.carried):
             self._reload_setting = trainer.reload_dataloaders_every_n_epochs
-            trainer.reload_dataloaders_every_n_epochs = 1
+            # after the sampler's epoch: a state that ended its epoch is in the next one
+            # while Lightning, restored at that epoch's last batch, is still in the saved one
+            trainer.reload_dataloaders_every_n_epochs = max(
+                1, sampler.epoch + 1 - trainer.current_epoch)
 
     def val_dataloader(self) -> ChunkedLoader:
         """Return the validation loader: never shuffled, every row once across the ranks.

@@ -55,6 +55,10 @@ class SamplerState(BaseModel):
     #: rank 0's, and a count that ends it ends the epoch. None in states saved before it was
     #: recorded (read as rank 0's, the largest share).
     rank: int | None = Field(default=None, ge=0)
+    #: Batches a trainer counted into this epoch before its first one (Lightning restored at
+    #: the previous epoch's last batch; ``ChunkedSampler.carried``). 0 in states saved before
+    #: it was recorded.
+    carried: int = Field(default=0, ge=0)
 
 
 #: What a state saved before versions existed lacks, and what its sampler then did: it
@@ -107,13 +111,22 @@ def check_module_state(state: object) -> dict[str, Any]:
         The state with its sampler state checked.
 
     Raises:
-        ArgumentError: If it is not a dict or its ``train`` entry is not a sampler state.
+        ArgumentError: If it is not a dict, its ``train`` entry is not a sampler state, or
+            it is a sampler's state itself (not under ``train``).
     """
     if not isinstance(state, dict):
         raise ArgumentError(
             f"a DataModule state must be a dict from state_dict(), got {type(state).__name__}"
         )
     train = state.get("train")
+    if train is None and {"epoch", "consumed"} & set(state):
+        # a loader's or sampler's own state: ignored, training would restart from scratch
+        raise ArgumentError(
+            "a DataModule state is {'train': <the training loader's state>} (or {}), as "
+            "DataModule.state_dict() returns it; this one has no 'train' key but holds a "
+            f"loader's keys ({', '.join(sorted(map(str, state))[:6])}); pass "
+            "{'train': state} instead"
+        )
     if train is None or (isinstance(train, dict) and not train):
         return {}
     return {**state, "train": check_sampler_state(train, "the DataModule's 'train' state")}

@@ -166,6 +166,11 @@ class ChunkedSampler(DistributedSampler[int]):
         # Earlier parts of the current epoch run with other topologies (elastic resume): each
         # {ranks, workers, batch, drop_last, consumed}; their rows are out of this epoch's rest.
         self._before: list[dict[str, Any]] = []
+        # Batches a trainer counts into this epoch before its first one (see ``carried``).
+        self._carried = 0
+        # The epoch a restored state ended (load_state_dict moved on to the next): setting it
+        # again keeps it at its end rather than serving it a second time.
+        self._ended: int | None = None
         self._units: list[tuple[int, int]] | None = None
         self._data: tuple[Any] | None = None  # the dataset's fingerprint, once computed
         self._unit_hash: tuple[str | None] | None = None  # units_digest, once computed
@@ -201,6 +206,22 @@ class ChunkedSampler(DistributedSampler[int]):
         return bool(self._before)
 
     @property
+    def carried(self) -> int:
+        """Batches a trainer counts into the current epoch before its first one (default 0).
+
+        Lightning, restored from a checkpoint saved at the last batch of an epoch, starts the
+        next epoch with the ended epoch's batch count unless the loader has no more batches
+        than that; ``DataModule`` sets this to that count so that the epoch's length (and
+        so the loader's) counts them too, as after an elastic resume. Saved in the state;
+        :meth:`set_epoch` to another epoch clears it.
+        """
+        return self._carried
+
+    @carried.setter
+    def carried(self, steps: int) -> None:
+        self._carried = check_int("carried", steps, 0)
+
+    @property
     def tail(self) -> int:
         """Rows of the current epoch's sequence that no rank gets (the tail rule's drop)."""
         rest = self._rest_length()
@@ -221,9 +242,9 @@ class ChunkedSampler(DistributedSampler[int]):
         rank's rest, so that a trainer counting batches from the checkpoint's step ends the
         epoch where the rest ends.
         """
-        if not self._before:
+        if not self._before and not self._carried:
             return self.num_samples
-        steps = sum(math.ceil(int(p["consumed"]) / int(p["batch"])) for p in self._before)
+        steps = self._carried + _steps(self._before)
         return steps * self.batch + self._rows_now()
 
     def rank_batches(self) -> list[int]:
@@ -358,8 +379,9 @@ class ChunkedSampler(DistributedSampler[int]):
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next iteration yields.
 
-        Setting the epoch a restored state is in keeps its resume position; any other epoch
-        starts from its beginning. With :attr:`fixed_epoch` set it changes nothing.
+        Setting the epoch a restored state is in keeps its resume position (a state saved at
+        the end of its epoch: that epoch stays at its end, nothing left to serve); any other
+        epoch starts from its beginning. With :attr:`fixed_epoch` set it changes nothing.
 
         Args:
             epoch: Epoch number (>= 0).
@@ -369,10 +391,14 @@ class ChunkedSampler(DistributedSampler[int]):
         """
         epoch = check_int("epoch", epoch, 0)
         if epoch != self.epoch and not self.fixed_epoch:
+            # the epoch the restored state ended, set again as a resumed loop does (docs):
+            # served from its end, not a second time
+            ended = epoch == self._ended and self._live is None
             self.epoch = epoch
-            self.consumed = 0
-            self._resume = 0
+            self.consumed = self._resume = self.num_samples if ended else 0
             self._before = []
+            self._carried = 0
+            self._ended = None
             self._live = None
 
     # ------------------------------------------------------------------ resume
@@ -457,6 +483,7 @@ class ChunkedSampler(DistributedSampler[int]):
             "consumed": min(done, self._rows_now() if before else self.num_samples),
             **self._settings(),
             "before": [dict(part) for part in before],
+            "carried": self._carried if epoch == self.epoch else 0,
             "tail": self.tail if before else self._plain_tail(),
             "rank": self.rank,
         }
@@ -514,23 +541,31 @@ class ChunkedSampler(DistributedSampler[int]):
                 + "), which give another order of the epoch; build the sampler with the saved "
                 "settings (ranks, workers and batch may differ)"
             )
-        epoch = check_int("epoch", state["epoch"], 0)
+        epoch = saved_epoch = check_int("epoch", state["epoch"], 0)
         consumed = check_int("consumed", state["consumed"], 0)
         before = _parts(state.get("before", []))
+        carried = check_int("carried", state.get("carried", 0), 0)
         saved = _topology(state, mine)
         rest = _rest(self.length, before)
         if consumed >= _share(rest, saved, _saver(state, saved)) and (consumed or before):
-            epoch, consumed, before = epoch + 1, 0, []  # saved at the end of its epoch
+            # saved at its epoch's end. Loaded again where it left the sampler (Lightning loads
+            # the loader's state after the DataModule did), the count carried into the next
+            # epoch stays
+            here = (self.epoch, self._resume, self._before, self._live) == (epoch + 1, 0, [], None)
+            carried = self._carried if here else 0
+            epoch, consumed, before = epoch + 1, 0, []
         elif saved != _topology(mine, mine):
             if consumed:
                 before = [*before, {**saved, "consumed": consumed}]
             consumed = 0
             if before and _largest_share(_rest(self.length, before), _topology(mine, mine)) == 0:
-                epoch, before = epoch + 1, []  # nothing left for this topology
+                epoch, before, carried = epoch + 1, [], 0  # nothing left for this topology
         self.epoch = epoch
         self.consumed = consumed
         self._resume = consumed
         self._before = before
+        self._carried = carried
+        self._ended = saved_epoch if epoch != saved_epoch else None
         self._memo = None
         self._live = None
         if before and saved != _topology(mine, mine):
@@ -552,6 +587,11 @@ def _topology(state: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
     for key in ("ranks", "workers", "batch"):
         out[key] = check_int(f"saved {key}", out[key], 1)
     return out
+
+
+def _steps(before: list[dict[str, Any]]) -> int:
+    """Batches the parts of an epoch run with earlier topologies took (each at its batch)."""
+    return sum(math.ceil(int(p["consumed"]) / int(p["batch"])) for p in before)
 
 
 def _parts(value: Any) -> list[dict[str, Any]]:
