@@ -116,6 +116,8 @@ class ParquetDataset(ShardDataset):
                     "split's condition (Split.condition()) in the query's WHERE"
                 )
             where = checked.where(where)
+        #: The split part this dataset keeps, or None.
+        self.split = checked
         super().__init__(
             source,
             memory,
@@ -136,10 +138,6 @@ class ParquetDataset(ShardDataset):
             disk_dir=disk_dir,
             index_executor=index_executor,
         )
-        #: The split part this dataset keeps, or None.
-        self.split = checked
-        if checked is not None:
-            checked.check_key(self.source.schema)
         if schema is not None:
             try:
                 verdicts.validate(self, schema)
@@ -150,6 +148,12 @@ class ParquetDataset(ShardDataset):
     # __new__ takes (*args, **kwargs), which inspect.signature (help(), IDEs) would show for
     # the class: show __init__'s parameters instead
     __signature__: ClassVar[inspect.Signature] = _without_self(inspect.signature(__init__))
+
+    def _check_source(self) -> None:
+        # the key before the split's condition is indexed: a missing one is named, not a
+        # Binder Error of the view's query
+        if self.split is not None:
+            self.split.check_key(self.source.schema)
 
     def report(
         self,

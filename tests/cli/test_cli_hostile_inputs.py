@@ -184,3 +184,34 @@ def test_a_library_warning_is_one_line_as_errors_are(data: Path) -> None:
     assert len(lines) == 2, lines
     assert lines[0].startswith("undertale-duck: warning: ChunkedSampler: the dataset's 15 rows")
     assert lines[1].startswith("undertale-duck: error: step 0 is beyond the epoch")
+
+
+def test_a_column_name_holding_nul_is_named_not_an_unexpected_error(tmp_path: Path) -> None:
+    # quote_identifier's ValueError reached the user: `undertale-duck: error: unexpected
+    # ValueError: identifier 'a\x00b' contains a NUL character` (no shard, nothing to do)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pydantic import Field, create_model
+
+    from undertale_duck.errors import ColumnError
+    from undertale_duck.validation.runner import report_for
+
+    root = tmp_path / "data"
+    root.mkdir()
+    shard = root / "a.parquet"
+    ids = [f"r{i}" for i in range(4)]
+    pq.write_table(pa.table({"a\x00b": [3 * i for i in range(4)], "id": ids}), shard)
+    for args in (["describe"], ["describe", "--scan"], ["head"], ["row", "0"],
+                 ["sql", "SELECT count(*) FROM dataset"]):
+        status, out, err = invoke(args[0], str(root), *args[1:])
+        assert status == 2, (args, out, err)
+        assert err.count("\n") == 1 and "unexpected" not in err, (args, err)
+        assert str(shard) in err and "'a\\x00b', holding a NUL character" in err, (args, err)
+    status, out, err = invoke("head", str(root), "--columns", "id", "-f", "jsonl")
+    assert (status, err) == (0, "")
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ids
+    with pytest.raises(ColumnError, match="holding a NUL character"):
+        ParquetDataset(root)
+    model = create_model("Nul", x=(int, Field(alias="a\x00b", ge=0)))
+    with pytest.raises(ArgumentError, match="field 'x' reads the column 'a\\\\x00b'"):
+        report_for(root, model)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from undertale_duck import Pack, ParquetDataset, Split
+from undertale_duck import ArgumentError, Pack, ParquetDataset, Split
 from undertale_duck.cli import app
 
 
@@ -89,3 +89,14 @@ def test_split_counts_and_conditions(data: Path) -> None:
 def test_split_refuses_a_bad_fraction(data: Path) -> None:
     status, _, err = _run("split", str(data), "--key", "id", "--fraction", "1.5")
     assert status != 0 and "split.fraction" in err
+
+
+def test_split_names_a_missing_key_before_indexing_its_condition(data: Path) -> None:
+    # the split's condition was indexed first: exit 1 with DuckDB's "Binder Error:
+    # Referenced column "nope" not found" instead of the key's own message
+    status, out, err = _run("split", str(data), "--key", "nope", "--fraction", "0.5")
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and "Binder Error" not in err
+    assert "split.key: the dataset has no column 'nope'" in err
+    with pytest.raises(ArgumentError, match=r"split\.key: the dataset has no column 'nope'"):
+        ParquetDataset(data, split=Split(key="nope", fraction=0.5))

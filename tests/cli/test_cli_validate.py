@@ -163,6 +163,30 @@ def test_a_schema_file_that_exits_at_import_is_an_error_not_its_status(
     assert sorted(os.listdir(tmp_path)) == ["train.py"]  # no report, no temporary file
 
 
+def test_a_schema_pydantic_cannot_use_is_refused_not_checked(
+    clean: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a misspelt type under `from __future__ import annotations` left the field "not
+    # checked" and the dataset passed, while model_validate refuses every row of it
+    file = tmp_path / "schemas.py"
+    file.write_text(
+        "from __future__ import annotations\n"
+        "from pydantic import RootModel\n"
+        "from undertale_duck.schema import TokenizedDataset\n"
+        "class Typo(TokenizedDataset):\n"
+        "    label: Integer\n"
+        "class Root(RootModel[dict[str, object]]):\n"
+        "    pass\n"
+    )
+    assert main(["validate", str(clean), "--schema", f"{file}:Typo"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "schema Typo is not fully defined (name 'Integer' is not defined)" in captured.err
+    assert "Typo.model_rebuild()" in captured.err
+    assert main(["validate", str(clean), "--schema", f"{file}:Root"]) == 2
+    assert "schema Root is a RootModel" in capsys.readouterr().err
+
+
 def test_truncated_shard_and_input_errors(
     clean: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

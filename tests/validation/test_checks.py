@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, conint, constr
+from pydantic import BaseModel, ConfigDict, Field, conint, constr, create_model
 from support import datagen
 from support.pydantic_reference import refused_by_pydantic
 
@@ -438,13 +438,17 @@ def test_null_counts_and_examples_match_planted(
 
 
 @pytest.mark.heavy
-def test_benchmark_smoke(tmp_path: Path) -> None:
+def test_benchmark_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
+    import sys
 
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_validation.py"
     spec = importlib.util.spec_from_file_location("bench_validation", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # registered as `python bench_validation.py` registers __main__: pydantic resolves the
+    # schema's postponed annotations (`from __future__ import annotations`) in its module
+    monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
     out = tmp_path / "out.json"
     results = module.main(["--rows", "20000", "--shards", "3", "--repeat", "1", "--out", str(out)])
@@ -493,6 +497,37 @@ def test_hostile_column_names_and_nested_unique(tmp_path: Path) -> None:
         ("unique", "s.k", 12),
     }
     assert [e.value for e in by(report, "range", weird).examples] == [-2, -1]
+
+
+@pytest.mark.parametrize("line_break", ["\n", "\r", "\u2028"])
+def test_column_names_holding_a_line_break_give_pydantic_verdict(
+    tmp_path: Path, line_break: str
+) -> None:
+    # a check's SQL was put on one line after the column name went in: the name's line
+    # break became a space (or a line after it starting with `--` was dropped), and every
+    # check on the column failed with a Binder Error instead of counting
+    name, field, items = f"a{line_break}-- b", f"x{line_break}--y", f"l{line_break}"
+    arrow = pa.schema([
+        (name, pa.string()),
+        ("s", pa.struct([(field, pa.int64())])),
+        (items, pa.list_(pa.int64())),
+    ])
+    rows = [{name: None if i % 4 == 0 else str(i), "s": {field: i - 3}, items: [i - 2, i]}
+            for i in range(12)]
+    table = pa.Table.from_pylist(rows, arrow)
+    pq.write_table(table, tmp_path / "a.parquet")
+    inner = create_model("Inner", x=(int, Field(alias=field, ge=0)))
+    model = create_model(
+        "Broken",
+        text=(str | None, Field(alias=name, max_length=1, pattern=r"\d")),
+        s=(inner, ...),
+        values=(list[Annotated[int, Field(ge=0)]], Field(alias=items)),
+    )
+    report = report_for(tmp_path, model, examples=12)
+    assert [c.error for c in report.checks if c.error] == []
+    assert {e.index for c in report.failed for e in c.examples} == refused_by_pydantic(
+        model, table
+    ) == {0, 1, 2, *range(10, 12)}
 
 
 def test_corruption_seen_only_by_the_uniqueness_query(tmp_path: Path) -> None:

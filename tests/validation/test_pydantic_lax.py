@@ -3,6 +3,7 @@ for a bool): each row gets pydantic's verdict, not the whole column."""
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import math
 from pathlib import Path
@@ -107,3 +108,68 @@ def test_text_under_a_number_says_it_cannot_give_pydantics_verdict(tmp_path: Pat
     [typed] = [c for c in report_for(tmp_path, _Parsed).failed if c.check == "type"]
     assert "lax pydantic parses text as int" in typed.examples[0].value
     assert "make the field strict" in typed.examples[0].value
+
+
+#: Timestamps every sixth of a day from 1969-12-30 (before the epoch too), one in seven a
+#: microsecond past: a date field takes the midnights only.
+MOMENTS = [dt.datetime(1969, 12, 30) + dt.timedelta(hours=4 * k, microseconds=k % 7 == 3)
+           for k in range(N)]
+
+
+class _Days(BaseModel):
+    day: dt.date = Field(gt=dt.date(1969, 12, 30))
+    ms: dt.date | None
+    days: list[dt.date]
+    when: dt.datetime = Field(lt=dt.datetime(1970, 1, 2, 12))
+    whens: list[Annotated[dt.datetime, Field(ge=dt.datetime(1969, 12, 31))]]
+
+
+class _StrictDays(_Days):
+    model_config = ConfigDict(strict=True)
+
+
+def _days_table(n: int) -> pa.Table:
+    return pa.table({
+        "day": pa.array(MOMENTS[:n], pa.timestamp("us")),
+        "ms": pa.array([None if k % 5 == 0 else m for k, m in enumerate(MOMENTS[:n])],
+                       pa.timestamp("ms")),
+        "days": pa.array([MOMENTS[k:k + 7:6] for k in range(n)], pa.list_(pa.timestamp("us"))),
+        "when": pa.array([m.date() for m in MOMENTS[:n]], pa.date32()),
+        "whens": pa.array([[m.date()] for m in MOMENTS[:n]], pa.list_(pa.date32())),
+    })
+
+
+@pytest.mark.parametrize(
+    ("model", "name"), [(m, n) for m in (_Days, _StrictDays) for n in _Days.model_fields]
+)
+def test_timestamps_under_date_and_dates_under_datetime_give_pydantic_verdict(
+    tmp_path: Path, model: type[BaseModel], name: str
+) -> None:
+    """Lax pydantic takes a datetime at midnight for a date and any date for a datetime: both
+    failed `type` on every row; strict pydantic refuses them all."""
+    one = _one_field(model, name)
+    table = _days_table(N).select([name])
+    pq.write_table(table, tmp_path / "a.parquet")
+    report = report_for(tmp_path, one, examples=N)
+    expected = refused_by_pydantic(one, table)
+    assert model is _Days or expected  # strict refuses some rows (every non-NULL one)
+    assert model is not _Days or len(expected) < N
+    assert refused_by_report(report, table) == expected
+    tasks = report_for(tmp_path, one, examples=N, executor=SerialExecutor())
+    assert tasks.model_dump(exclude={"seconds"}) == report.model_dump(exclude={"seconds"})
+
+
+class _Zoned(BaseModel):
+    day: dt.date
+
+
+def test_a_zoned_timestamp_under_date_says_it_cannot_give_pydantics_verdict(
+    tmp_path: Path,
+) -> None:
+    # a row holds it in the Arrow field's zone (New York's midnight is 05:00 UTC)
+    moments = [dt.datetime(2024, 1, 1, 5, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, tzinfo=dt.UTC)]
+    table = pa.table({"day": pa.array(moments, pa.timestamp("us", tz="America/New_York"))})
+    pq.write_table(table, tmp_path / "a.parquet")
+    assert refused_by_pydantic(_Zoned, table) == {1}
+    [typed] = [c for c in report_for(tmp_path, _Zoned).failed if c.check == "type"]
+    assert "in the time zone a row holds it in" in typed.examples[0].value

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel, Field
 
-from undertale_duck import ArgumentError, schema
+from undertale_duck import ArgumentError, ParquetDataset, schema
 from undertale_duck.validation.plan import row_checks
 from undertale_duck.validation.targets import mismatch, targets
 
@@ -217,3 +219,25 @@ def test_load_module_from_the_working_directory(
     loaded = schema.load_schema("cwd_schemas_for_test:Mine")
     assert set(loaded.model_fields) == {"id", "name", "size"}
     assert __import__("sys").path == before  # the working directory was not left on sys.path
+
+
+def test_a_model_that_is_not_fully_defined_is_refused(tmp_path: Path) -> None:
+    # pydantic raises PydanticUserError for every row of it; validation passed the dataset
+    class Later(BaseModel):
+        id: str
+        other: Undefined  # type: ignore[name-defined]  # noqa: F821
+
+    root = tmp_path / "data"
+    root.mkdir()
+    pq.write_table(pa.table({"id": [f"r{i}" for i in range(4)], "other": list(range(4))}),
+                   root / "a.parquet")
+    with pytest.raises(Exception, match="not fully defined") as refused:
+        Later.model_validate({"id": "r0", "other": 0})
+    assert not isinstance(refused.value, ArgumentError)  # pydantic's own PydanticUserError
+    ds = ParquetDataset(root)
+    try:
+        with pytest.raises(ArgumentError) as info:
+            ds.report(Later)
+    finally:
+        ds.close()
+    assert "schema Later is not fully defined (name 'Undefined' is not defined)" in str(info.value)

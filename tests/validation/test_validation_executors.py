@@ -355,3 +355,22 @@ def test_a_ray_address_nothing_answers_at_is_refused_at_once(plain: Path, form: 
     import ray
 
     assert not ray.is_initialized()
+
+
+@pytest.mark.parametrize("address", ["nonsense", "ray://nonsense"])
+def test_a_ray_address_ray_cannot_use_is_one_error_line(
+    plain: Path, address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ray's ValueError (an address it cannot parse; ray:// without ray[client]) reached the
+    # command line as "unexpected ValueError", naming neither the address nor --ray
+    pytest.importorskip("ray")
+    from undertale_duck.cli import main
+
+    schema_arg = f"{Path(planted.__file__).resolve()}:Planted"
+    assert main(["validate", str(plain), "--schema", schema_arg, f"--ray={address}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unexpected" not in err
+    assert f"cannot join the Ray cluster at address {address!r}" in err
+    import ray
+
+    assert not ray.is_initialized()

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import re
 import typing
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -19,6 +20,8 @@ from .targets import (
     LAX_TYPES,
     LIST_TYPES,
     SCALAR_TYPES,
+    TIMESTAMP_TYPES,
+    ZONED_TIMESTAMP_TYPES,
     Target,
     config_metadata,
     describe_type,
@@ -38,7 +41,7 @@ _NESTED_TYPES = frozenset({"list", "array", "struct", "map", "union"})
 _FLOAT_KINDS = frozenset({"float", "double"})
 
 #: DuckDB type ids of timestamps with a time zone (UTC instants).
-_TIMESTAMPS_WITH_ZONE = frozenset({"timestamp with time zone", "timestamptz_ns"})
+_TIMESTAMPS_WITH_ZONE = ZONED_TIMESTAMP_TYPES
 
 #: Templates of null checks (the footers' statistics can prove these without a scan).
 NULL_TEMPLATES = frozenset({"not_null", "not_null_elements"})
@@ -99,10 +102,26 @@ def value_sql(path: Sequence[str]) -> str:
     return expr
 
 
+#: Stands for the ``k``-th part while a fragment's template is put on one line.
+_PART = re.compile(r"__undertale_part_(\d+)__")
+
+
 def _fragment(name: str, **parts: str) -> str:
-    text = sqlfiles.render(f"checks/{name}", **parts)
+    """A ``sql/checks`` template on one line, without comments, with ``parts`` substituted.
+
+    The template is put on one line before the parts go in: a quoted column name may hold a
+    newline or a line starting with ``--``, which must reach DuckDB as it is.
+    """
+    keys = list(parts)
+    for part in parts.values():
+        sqlfiles.check_fragment(part)
+    text = sqlfiles.render(
+        f"checks/{name}", **{key: f"__undertale_part_{k}__" for k, key in enumerate(keys)}
+    )
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("--")]
-    return " ".join(line.strip() for line in lines)
+    line = " ".join(ln.strip() for ln in lines)
+    # one pass: a part holding a marker's text is never substituted into again
+    return _PART.sub(lambda m: parts[keys[int(m.group(1))]], line)
 
 
 def holds_nan(value: str, dtype: Any, depth: int = 0) -> str | None:
@@ -298,6 +317,8 @@ def _lax_template(annotation: Any, kind: str) -> str | None:
         return "bool_from_text"
     if annotation is decimal.Decimal and kind in _FLOAT_KINDS:
         return "finite"
+    if annotation is dt.date and kind in TIMESTAMP_TYPES - ZONED_TIMESTAMP_TYPES:
+        return "date_from_timestamp"
     return None
 
 

@@ -178,9 +178,13 @@ class RayExecutor(TaskExecutor):
                 options = {**LOCAL_DEFAULTS, **options}
             else:
                 _reachable(self.address)
+            # ValueError: an address Ray cannot parse, or ray:// without the ray[client] extra
+            refused = (ConnectionError, ray.exceptions.RayError) + (
+                (ValueError,) if self.address is not None else ()
+            )
             try:
                 ray.init(address=self.address, **options)
-            except (ConnectionError, ray.exceptions.RayError) as exc:  # e.g. no token
+            except refused as exc:  # e.g. no token
                 raise ArgumentError(
                     f"cannot join the Ray cluster at address {self.address!r}: "
                     f"{first_line(exc)}. Check the "

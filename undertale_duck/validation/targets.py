@@ -14,9 +14,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import duckdb
-from pydantic import AliasChoices, AliasPath, AllowInfNan, BaseModel, StringConstraints
+from pydantic import (
+    AliasChoices,
+    AliasPath,
+    AllowInfNan,
+    BaseModel,
+    PydanticUserError,
+    StringConstraints,
+)
 from pydantic.fields import FieldInfo
 
+from ..common.text import first_line
 from ..errors import ArgumentError
 
 INTEGER_TYPES = frozenset(
@@ -40,6 +48,9 @@ TIMESTAMP_TYPES = frozenset(
         "timestamptz_ns",  # DuckDB 2's nanosecond TIMESTAMP WITH TIME ZONE
     }
 )
+#: Timestamps with a time zone: UTC instants in DuckDB, whose zone (the Arrow field's, in
+#: which a row holds the value) DuckDB does not keep.
+ZONED_TIMESTAMP_TYPES = frozenset({"timestamp with time zone", "timestamptz_ns"})
 LIST_TYPES = frozenset({"list", "array"})
 _BINARY_FLOATS = frozenset({"float", "double"})
 
@@ -51,6 +62,9 @@ LAX_TYPES: dict[type, frozenset[str]] = {
     float: frozenset({"boolean"}),
     bool: INTEGER_TYPES | _BINARY_FLOATS | {"decimal", "varchar"},
     decimal.Decimal: INTEGER_TYPES | _BINARY_FLOATS,
+    # every date (it is midnight), and a naive timestamp whose time of day is midnight
+    dt.datetime: frozenset({"date"}),
+    dt.date: TIMESTAMP_TYPES - ZONED_TIMESTAMP_TYPES,
 }
 
 #: Scalar types lax pydantic parses from text by rules the checks do not reproduce.
@@ -361,6 +375,37 @@ def _refuse_python_patterns(model: type[BaseModel], name: str, items: Sequence[A
             )
 
 
+def _refuse_unusable(model: type[BaseModel]) -> None:
+    """Refuse a model whose verdict on a row is not given by its fields' checks.
+
+    pydantic validates nothing with a model that is not fully defined (an annotation names a
+    type it cannot find): ``model_validate`` raises ``PydanticUserError`` for every row, and
+    the checks would otherwise take such a field as "not checked". A ``RootModel`` validates
+    its one value, not a row's columns.
+    """
+    if getattr(model, "__pydantic_root_model__", False) is True:  # a RootModel subclass
+        raise ArgumentError(
+            f"schema {model.__name__} is a RootModel, which validates one value rather than "
+            "a row's columns; give a BaseModel with one field per column"
+        )
+    if model is BaseModel or model.__pydantic_complete__:  # BaseModel: no fields, no checks
+        return
+    try:  # pydantic itself retries the build when a model is first used
+        model.model_rebuild()
+    except (PydanticUserError, NameError) as exc:  # PydanticUndefinedAnnotation is both
+        raise ArgumentError(
+            f"schema {model.__name__} is not fully defined ({_reason(exc)}), so pydantic "
+            "validates no row with it; define or import the missing type where the schema "
+            f"is defined, then call {model.__name__}.model_rebuild()"
+        ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The message pydantic gives, without its documentation link."""
+    message = getattr(exc, "message", None)
+    return message if isinstance(message, str) and message else first_line(exc)
+
+
 def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target]:
     """List the columns (and nested struct fields) a schema describes, in field order.
 
@@ -370,10 +415,20 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
 
     Returns:
         One target per field, depth first.
+
+    Raises:
+        ArgumentError: If the model is not fully defined or is a ``RootModel``.
     """
+    _refuse_unusable(model)
     out: list[Target] = []
     for name, info in model.model_fields.items():
         column = column_name(name, info, model)
+        if "\x00" in column:
+            raise ArgumentError(
+                f"schema {model.__name__}: field {name!r} reads the column {column!r}, whose "
+                "name holds a NUL character, which no SQL query can name; rename the column "
+                "(validation checks it through DuckDB)"
+            )
         annotation, nullable = strip_optional(info.annotation)
         path = (*prefix, column)
         own = (*info.metadata, *inner_metadata(info.annotation))
@@ -509,6 +564,13 @@ def mismatch(
                 f"text as {annotation.__name__} by rules validation does not reproduce "
                 "(whitespace, underscores, signs), so it cannot give pydantic's verdict; cast "
                 "the column in a view (query=) or make the field strict"
+            )
+        if not strict and annotation is dt.date and kind in ZONED_TIMESTAMP_TYPES:
+            return (
+                f"found {found}, expected DATE: lax pydantic takes a datetime at midnight in "
+                "the time zone a row holds it in (the Arrow field's), which DuckDB does not "
+                "keep, so validation cannot give pydantic's verdict; cast the column in a "
+                "view (query=), or write it without a time zone"
             )
         return f"found {found}, expected {describe_type(annotation)}"
     origin = typing.get_origin(annotation)

@@ -222,10 +222,14 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         }
         self._open(source)
 
+    def _check_source(self) -> None:
+        """Refuse the opened source before a view over it is indexed (a subclass's checks)."""
+
     def _open(self, source: SourceLike) -> None:
         self._spec = source
         self.query = self._query_given
         self.source = Source(source, self._columns, **self._remote)
+        self._check_source()
         if self._where is not None and self._columns is not None:
             self._read_filter_columns(source, self._where, self._columns)
         shards = self.source.shards

@@ -247,10 +247,11 @@ def _read_shard(
         return info, None
     info.columns = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
     renamed = [name for name, _ in info.columns] != list(shard.schema.names)
-    if renamed:
+    if renamed or any("\x00" in name for name in shard.schema.names):
         # DuckDB renames a column whose name another one shares (ignoring case) or that is
         # empty ("A" beside "a" becomes "A_1"): its statistics would be shown, and scanned,
-        # under a name the file does not have, so say why the shard cannot be served
+        # under a name the file does not have, so say why the shard cannot be served; no
+        # query can name a column holding a NUL character
         try:
             check_column_names([shard], shard.schema.names)
             why = f"DuckDB reads its columns under other names: {[n for n, _ in info.columns]}"

@@ -198,8 +198,8 @@ def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
 
     Raises:
         ColumnError: If a column read shares its name, ignoring case, with another column
-            of a shard, has an empty name, or a shard has a column named
-            ``file_row_number``.
+            of a shard, has an empty name or one holding a NUL character, or a shard has a
+            column named ``file_row_number``.
     """
     wanted = {c.casefold() for c in columns}
     for shard in shards:
@@ -209,6 +209,12 @@ def check_column_names(shards: Sequence[Shard], columns: Sequence[str]) -> None:
                 raise ColumnError(
                     f"shard {shard.path} has a column with an empty name, which DuckDB cannot "
                     "select (it renames it); pass columns=[...] without it",
+                    shard.path,
+                )
+            if "\x00" in name and name in columns:
+                raise ColumnError(
+                    f"shard {shard.path} has a column named {name!r}, holding a NUL character, "
+                    "which no SQL identifier may hold; pass columns=[...] without it",
                     shard.path,
                 )
             folded = name.casefold()
