@@ -6,6 +6,7 @@ compared with what the generator wrote for each global index.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import urllib.parse
@@ -45,6 +46,18 @@ def _signed(server: HTTPServer, name: str, data: bytes, query: str = SIGNED) -> 
     # the client sends %2F in a query as "/" (the same URL): the server matches that
     server.put(f"{name}?{urllib.parse.unquote(query)}", data)
     return f"{server.url(name)}?{query}"
+
+
+@contextlib.contextmanager
+def _signed_shards(tmp_path: Path) -> Iterator[tuple[HTTPServer, list[Path], list[str]]]:
+    """Shards of 30 and 20 rows at pre-signed URLs of a ranged HTTP server: its paths, URLs."""
+    pytest.importorskip("aiohttp")
+    paths = datagen.write_shards(tmp_path / "src", [30, 20], row_group_size=10)
+    server = HTTPServer()
+    try:
+        yield server, paths, [_signed(server, f"ds/{p.name}", p.read_bytes()) for p in paths]
+    finally:
+        server.close()
 
 
 def _leaks(text: str) -> list[str]:
@@ -123,11 +136,7 @@ def test_secrets_in_urls_are_never_shown_or_written(
 
 
 def test_a_url_signed_again_reuses_the_cached_copy(tmp_path: Path) -> None:
-    pytest.importorskip("aiohttp")
-    paths = datagen.write_shards(tmp_path / "src", [30, 20], row_group_size=10)
-    server = HTTPServer()
-    try:
-        first = [_signed(server, f"ds/{p.name}", p.read_bytes()) for p in paths]
+    with _signed_shards(tmp_path) as (server, paths, first):
         ds = ParquetDataset(first, cache_dir=tmp_path / "c", memory=64, read_ahead=False)
         assert [ds[i] for i in range(len(ds))] == datagen.expected(50)
         assert ds.source.store.cache.stats.downloads == 2
@@ -144,8 +153,6 @@ def test_a_url_signed_again_reuses_the_cached_copy(tmp_path: Path) -> None:
         ds3 = ParquetDataset(again, cache_dir=tmp_path / "c", memory=64, read_ahead=False)
         assert [ds3[i]["id"] for i in (0, 39, 40)] == ["row-00000000", "row-00000039",
                                                       "row-00000030"]
-    finally:
-        server.close()
 
 
 # ---------------------------------------------------------------------- S3
@@ -322,18 +329,12 @@ def test_a_server_that_ignores_byte_ranges_serves_the_rows(tmp_path: Path) -> No
 
 def test_sql_reads_shards_at_urls_with_a_query_string(tmp_path: Path) -> None:
     # DuckDB globs "?": the escaped URL reached the HTTP client as a pattern, "No files found"
-    pytest.importorskip("aiohttp")
-    paths = datagen.write_shards(tmp_path / "src", [30, 20], row_group_size=10)
-    server = HTTPServer()
-    try:
-        urls = [_signed(server, f"ds/{p.name}", p.read_bytes()) for p in paths]
+    with _signed_shards(tmp_path) as (_, _, urls):
         ds = ParquetDataset(urls, cache_dir=tmp_path / "c", memory=64)
         want = datagen.expected(50)
         got = ds.sql("SELECT id, label FROM dataset WHERE label >= 0").to_pylist()
         assert got == [{"id": r["id"], "label": r["label"]} for r in want]
         assert ds.__getitems__([49, 0, 30]) == [want[49], want[0], want[30]]
-    finally:
-        server.close()
 
 
 @settings(max_examples=300, deadline=None)
