@@ -116,6 +116,9 @@ def test_output_file_follows_its_suffix(
     assert main(["validate", str(planted), "-s", "Dataset", "-o", str(out_json)]) == 1
     assert json.loads(out_json.read_text())["passed"] is False
     assert sorted(os.listdir(tmp_path)) == ["report.html", "report.json"]  # no temp files left
+    htm = tmp_path / "REPORT.HTM"  # was written as text
+    assert main(["validate", str(planted), "-s", "Dataset", "-o", str(htm)]) == 1
+    assert htm.read_text().startswith("<!DOCTYPE html>")
 
 
 def test_refuses_to_overwrite_a_shard(planted: Path, capsys: pytest.CaptureFixture[str]) -> None:

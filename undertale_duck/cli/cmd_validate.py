@@ -24,7 +24,10 @@ from .command import (
 )
 
 #: Report formats guessed from an ``--output`` file's suffix when ``--format`` is not given.
-REPORT_SUFFIXES = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".html": "html"}
+REPORT_SUFFIXES = {
+    ".json": "json", ".md": "markdown", ".markdown": "markdown", ".html": "html",
+    ".htm": "html",
+}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,7 +145,7 @@ COMMAND = Command(
     "SCHEMA is a built-in schema name (TokenizedDataset, FunctionDataset, ...; see\n"
     "undertale_duck.schema), 'module:Class' for an importable module, or\n"
     "'path/to/file.py:Class'. Unreadable shards are reported as failed 'readable' checks.\n"
-    "With --output the format follows the suffix (.json, .md, .html) unless --format is\n"
+    "With --output the format follows the suffix (.json, .md, .html/.htm) unless --format is\n"
     "given; the file is never written inside the dataset, and an existing one is replaced\n"
     "only with --force. With --ray the same report is made by tasks on a Ray cluster.\n"
     "Exit status: 0 every check passed, 1 a check failed, 2 bad usage or\n"

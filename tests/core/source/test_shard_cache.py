@@ -305,3 +305,22 @@ def test_footers_swapped_between_objects_are_read_again(
         again.close()
     assert {one.read_bytes(), other.read_bytes()} == {a, b}  # each object's own footer again
     assert one.read_bytes() == a
+
+
+def test_a_copy_refused_right_after_its_download_is_not_downloaded_forever(
+        memory_dataset: tuple[str, list[int]], tmp_path: Path) -> None:
+    # pin downloaded again whenever the copy just written was refused (a filesystem that
+    # reports our own new file as another user's would do so every time): an endless loop
+    class Refusing(ShardCache):
+        def _valid(self, key: str, data: str, shard: Any) -> None:
+            return None
+
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=tmp_path / "c")
+    store = ds.source.store
+    cache = Refusing(tmp_path / "c")
+    shard = ds.source.shards[1]
+    with pytest.raises(SourceError, match=r"refused 3 copies of memory://.*part-00001"), \
+            cache.pin(shard, store.download):
+        pass
+    assert cache.stats.downloads == 3
+    assert ds[0] == datagen.row(0)  # the real cache still serves

@@ -104,6 +104,9 @@ def key_of(path: str, version: str | None, size: int) -> str:
 _log = logging.getLogger(__name__)
 
 Fetch = Callable[[Shard, str], None]
+#: Downloads of one shard one read may make: a copy refused right after it was written (a
+#: filesystem that reports our file as another user's) would otherwise download forever.
+MAX_DOWNLOADS = 3
 #: Shard copies whose checksum this process checked: (path, device, inode, mtime_ns,
 #: ctime_ns, size). The ctime too: writing a file and putting its mtime back changes it.
 _verified: set[tuple[str, int, int, int, int, int]] = set()
@@ -448,6 +451,7 @@ class ShardCache:
         key = self.key(shard)
         data = str(self._io / (key + DATA_SUFFIX))
         lock = self._lock_path(key)
+        downloads = 0
         while True:
             fd = self._open(lock)
             try:
@@ -462,6 +466,18 @@ class ShardCache:
                         continue
                     st = self._valid(key, data, shard)
                     if st is None:
+                        if downloads == MAX_DOWNLOADS:
+                            # each copy downloaded was refused at once (or evicted before
+                            # use): never a loop of downloads
+                            raise SourceError(
+                                f"the shard cache {self.directory} refused {downloads} copies "
+                                f"of {redact_url(shard.path)} just downloaded (or evicted each "
+                                "before it could be read); check that the directory is yours "
+                                "and on a local filesystem, and that cache_limit holds the "
+                                "shard, or pass another cache_dir",
+                                shard.path,
+                            )
+                        downloads += 1
                         self._download(shard, key, data, fetch, evict)
                     else:
                         self.stats.waits += 1

@@ -444,9 +444,10 @@ class Store:
                 if not _transient(exc):
                     raise
                 if attempt == self.retries:
+                    tries = "once" if attempt == 0 else f"{attempt + 1} times"
                     raise StorageError(
-                        f"cannot {what} {url}: {first_line(exc)} (tried {attempt + 1} times "
-                        f"over {time.monotonic() - start:.1f} s; the store may be down, "
+                        f"cannot {what} {url}: {first_line(exc)} (tried {tries} over "
+                        f"{time.monotonic() - start:.1f} s; the store may be down, "
                         "unreachable or throttling: check it and the storage_options, then "
                         "try again)",
                         url,
