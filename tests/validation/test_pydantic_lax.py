@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import enum
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, create_model
 from support.pydantic_reference import refused_by_pydantic, refused_by_report
 
 from undertale_duck.validation.executors import SerialExecutor
@@ -173,3 +174,211 @@ def test_a_zoned_timestamp_under_date_says_it_cannot_give_pydantics_verdict(
     assert refused_by_pydantic(_Zoned, table) == {1}
     [typed] = [c for c in report_for(tmp_path, _Zoned).failed if c.check == "type"]
     assert "in the time zone a row holds it in" in typed.examples[0].value
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class _Mode(enum.Enum):
+    OFF = 0
+    ON = 1
+    NONE = None
+
+
+class _Word(enum.StrEnum):
+    A = "a"
+    B = "b"
+
+
+class _Choices(BaseModel):
+    lit: Literal[1, 2]
+    opt: Literal[0, True, "x"] | None
+    level: _Level
+    mode: _Mode
+    big: Literal[2**53 + 1, 2**64, -3]
+    dec: Literal[1, 2] | None
+    flag: Literal[1, 2]
+    num: Literal[True]
+    lits: list[Literal[1, 2]]
+    word: Literal["a", "b"]
+    words: _Word
+
+
+class _StrictChoices(_Choices):
+    model_config = ConfigDict(strict=True)
+
+
+#: Numbers an int Literal takes (equal to an allowed int as Python compares them) or refuses.
+NUMBERS = [1.0, 1.5, 2.0, -0.0, 0.0, math.nan, math.inf, None, -3.0, 2.0**53, 2.0**64, 3.0,
+           -math.inf, 1e300, 0.5, 2.0**53 + 2]
+
+
+def _choices_table(n: int) -> pa.Table:
+    floats = [NUMBERS[k % len(NUMBERS)] for k in range(n)]
+    return pa.table({
+        "lit": floats,
+        "opt": pa.array(floats, pa.float32()),
+        "level": floats,
+        "mode": floats,
+        "big": floats,
+        "dec": pa.array([None if k % 7 == 0 else decimal.Decimal(k % 9) / 4 for k in range(n)],
+                        pa.decimal128(6, 2)),
+        "flag": [k % 3 == 0 for k in range(n)],
+        "num": pa.array([k % 4 - 1 for k in range(n)], pa.int16()),
+        "lits": [[v, 1.0] if k % 5 else [] for k, v in enumerate(floats)],
+        "word": [["a", "b", "A", "c", " a"][k % 5] for k in range(n)],
+        "words": [["a", "b", "A", "c", " a"][k % 5] for k in range(n)],
+    })
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [(m, n) for m in (_Choices, _StrictChoices) for n in _Choices.model_fields],
+)
+def test_int_literals_and_enums_over_other_numbers_give_pydantic_verdict_per_row(
+    tmp_path: Path, model: type[BaseModel], name: str
+) -> None:
+    """Lax pydantic takes 1.0, Decimal("1.00") and True for the 1 of Literal[1, 2] or an
+    IntEnum (and 1 for True): a float, DECIMAL or BOOLEAN column under an int Literal or Enum
+    failed `type` on every row; strict stays as it was (every non-NULL row fails `type`)."""
+    one = _one_field(model, name)
+    table = _choices_table(N).select([name])
+    pq.write_table(table, tmp_path / "a.parquet")
+    report = report_for(tmp_path, one, examples=N)
+    if model is _StrictChoices:
+        if name in ("word", "words"):
+            return  # text under a text Literal: strict as lax (an Enum refuses text)
+        typed = [c for c in report.failed if c.check == "type"]
+        assert typed and all(e.index is None for e in typed[0].examples)
+        return
+    expected = refused_by_pydantic(one, table)
+    assert expected and len(expected) < N
+    assert refused_by_report(report, table) == expected
+    tasks = report_for(tmp_path, one, examples=N, executor=SerialExecutor())
+    assert tasks.model_dump(exclude={"seconds"}) == report.model_dump(exclude={"seconds"})
+
+
+#: Octets a str field takes (UTF-8, decoded) or refuses; DuckDB's decode refuses the same.
+OCTETS = [b"abc", b"\xc3\xa9t\xc3\xa9", b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"", None,
+          b"\xf4\x90\x80\x80", b"a\x00b", b"\xf0\x9f\x98\x80x", b"\xc3", b" ab ", b"abcdef"]
+TEXTS = ["abc", "été", "", None, "\U0001f600", "ab", "é", "abcd", " é "]
+
+
+class _Texts(BaseModel):
+    s: str
+    short: Annotated[str, StringConstraints(max_length=3, strip_whitespace=True)] | None
+    ascii: Annotated[str, StringConstraints(pattern=r"^\w+$", ascii_only=True)] | None
+    items: list[Annotated[str, Field(min_length=2)]]
+    b: bytes | None
+    octets: Annotated[bytes, Field(max_length=3)] | None
+    chunks: list[Annotated[bytes, Field(min_length=2)]]
+    word: _Word | None  # a str Enum decodes bytes; a Literal["a", "b"] refuses them
+
+
+class _StrictTexts(_Texts):
+    model_config = ConfigDict(strict=True)
+
+
+def _texts_table(n: int) -> pa.Table:
+    octets = [OCTETS[k % len(OCTETS)] for k in range(n)]
+    texts = [TEXTS[k % len(TEXTS)] for k in range(n)]
+    return pa.table({
+        "s": pa.array(octets, pa.binary()),
+        "short": pa.array(octets, pa.binary()),
+        "ascii": pa.array(octets, pa.binary()),
+        "items": pa.array([[v, b"xy"] if k % 4 else [] for k, v in enumerate(octets)],
+                          pa.list_(pa.binary())),
+        "b": texts,
+        "octets": texts,
+        "chunks": [[v, "xy"] if k % 4 else [] for k, v in enumerate(texts)],
+        "word": pa.array([[b"a", b"b", b"A", b"\xff", None, b"c"][k % 6] for k in range(n)]),
+    })
+
+
+@pytest.mark.parametrize(
+    ("model", "name"), [(m, n) for m in (_Texts, _StrictTexts) for n in _Texts.model_fields]
+)
+def test_bytes_under_str_and_text_under_bytes_give_pydantic_verdict_per_row(
+    tmp_path: Path, model: type[BaseModel], name: str
+) -> None:
+    """Lax pydantic decodes UTF-8 bytes for a str (its length in characters) and encodes a str
+    for bytes (its length in octets): both failed `type` on every row; strict refuses them."""
+    one = _one_field(model, name)
+    table = _texts_table(N).select([name])
+    pq.write_table(table, tmp_path / "a.parquet")
+    report = report_for(tmp_path, one, examples=N)
+    if model is _StrictTexts:  # as it was: the whole column (strict takes an empty list)
+        typed = [c for c in report.failed if c.check == "type"]
+        assert typed and all(e.index is None for e in typed[0].examples)
+        return
+    expected = refused_by_pydantic(one, table)
+    assert len(expected) < N and (expected or name == "b")  # `b` takes every str
+    assert refused_by_report(report, table) == expected
+    tasks = report_for(tmp_path, one, examples=N, executor=SerialExecutor())
+    assert tasks.model_dump(exclude={"seconds"}) == report.model_dump(exclude={"seconds"})
+
+
+class _Point(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    x: int = Field(ge=0)
+
+
+class _Points(BaseModel):
+    points: list[_Point] | None
+    maybe: list[_Point | None]
+    point: _Point | None
+    fine: list[_Point]
+
+
+class _StrictPoints(_Points):
+    model_config = ConfigDict(strict=True)
+
+
+def _points_table(n: int) -> pa.Table:
+    def point(k: int) -> dict[str, int]:
+        return {"x": k % 5 - 1, "y": k}
+
+    return pa.table({
+        "points": [None if k % 6 == 0 else [point(k)] * (k % 3) for k in range(n)],
+        "maybe": [[None] * (k % 2) + [point(k)] * (k % 4 == 3) for k in range(n)],
+        "point": [None if k % 3 == 0 else point(k) for k in range(n)],
+        "fine": [[{"x": k % 5 - 1}] * (k % 3) for k in range(n)],
+    })
+
+
+@pytest.mark.parametrize(
+    ("model", "name"), [(m, n) for m in (_Points, _StrictPoints) for n in _Points.model_fields]
+)
+def test_structs_with_a_field_a_forbidding_model_lacks_fail_the_rows_that_hold_one(
+    tmp_path: Path, model: type[BaseModel], name: str
+) -> None:
+    """A list of structs holding a field a nested model with extra="forbid" does not name
+    failed `type` on every row; pydantic refuses only the rows holding such a struct (an empty
+    list, a NULL list or NULL items hold none). Strict keeps the whole-column failure."""
+    one = _one_field(model, name)
+    table = _points_table(N).select([name])
+    pq.write_table(table, tmp_path / "a.parquet")
+    report = report_for(tmp_path, one, examples=N)
+    expected = refused_by_pydantic(one, table)
+    assert expected and len(expected) < N
+    if model is _StrictPoints and name != "fine":  # as it was: the whole column
+        typed = [c for c in report.failed if c.check == "type"]
+        assert typed and all(e.index is None for e in typed[0].examples)
+        return
+    assert refused_by_report(report, table) == expected
+    tasks = report_for(tmp_path, one, examples=N, executor=SerialExecutor())
+    assert tasks.model_dump(exclude={"seconds"}) == report.model_dump(exclude={"seconds"})
+
+
+class _LevelText(BaseModel):
+    level: _Level
+
+
+def test_text_under_an_int_enum_says_it_cannot_give_pydantics_verdict(tmp_path: Path) -> None:
+    table = pa.table({"level": ["1", " 2", "1.0", "x"]})
+    pq.write_table(table, tmp_path / "a.parquet")
+    assert refused_by_pydantic(_LevelText, table) == {3}  # parsed as int rules say
+    [typed] = [c for c in report_for(tmp_path, _LevelText).failed if c.check == "type"]
+    assert "lax pydantic parses text as an int for _Level" in typed.examples[0].value

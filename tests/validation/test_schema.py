@@ -97,7 +97,8 @@ def test_row_checks_from_field_constraints() -> None:
     # lax pydantic takes an integral float for an int: a per-row part of the `type` check
     assert by_label["n"] == ["n is not null", "n >= 0", "n < 10", "n is a multiple of 2",
                              "any integer type"]
-    assert by_label["s"] == ["length(s) >= 1", "length(s) <= 4", "s matches '^a'"]
+    # ... and UTF-8 bytes for a str
+    assert by_label["s"] == ["length(s) >= 1", "length(s) <= 4", "s matches '^a'", "VARCHAR"]
     assert by_label["k"] == ["k is not null", "k in {'x', 'y'}"]
     assert by_label["t"] == ["t is not null", "t has no null elements", "length(t) <= 3",
                              "list of any integer type"]

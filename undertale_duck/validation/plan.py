@@ -19,15 +19,18 @@ from .targets import (
     INTEGER_TYPES,
     LAX_TYPES,
     LIST_TYPES,
+    LITERAL_NUMBER_TYPES,
     SCALAR_TYPES,
     TIMESTAMP_TYPES,
     ZONED_TIMESTAMP_TYPES,
     Target,
     config_metadata,
     describe_type,
+    forbidden_fields,
     inner_metadata,
     is_sequence,
     item_annotations,
+    literal_ints,
     model_class,
     strict_setting,
     strip_optional,
@@ -52,6 +55,9 @@ _DIGIT_TEMPLATES = frozenset({"max_digits", "decimal_places", "whole_digits"})
 #: Templates pydantic applies to the stripped string when ``strip_whitespace`` is set.
 _STRIPPED_TEMPLATES = frozenset({"min_length", "max_length", "pattern", "ascii_only"})
 
+
+#: DuckDB's text type: a BLOB under a lax str field is checked as the text pydantic decodes.
+_VARCHAR = duckdb.sqltype("VARCHAR")
 
 #: One step inside a column's value (:attr:`RowCheck.steps`).
 Step = int | str | None
@@ -253,8 +259,24 @@ def _condition_on(check: RowCheck, value: str, dtype: Any, bound: str) -> str | 
     if kind == "null" and check.template != "not_null":  # only NULLs: not_null decides
         return _fragment("never", value=value)
     if check.template == "lax_type":
+        nested = model_class(check.target.annotation)
+        if nested is not None:  # a struct holding a field the model forbids: each non-NULL one
+            forbids = kind == "struct" and forbidden_fields(nested, dtype)
+            return _fragment("struct_present", value=value) if forbids else None
         name = _lax_template(check.target.annotation, kind)
         return None if name is None else _fragment(name, value=value)
+    if kind == "blob" and check.target.annotation is str and check.template in _STRIPPED_TEMPLATES:
+        # lax pydantic checks the text it decodes (characters, not octets)
+        value, dtype, kind = _fragment("text_from_blob", value=value), _VARCHAR, "varchar"
+    if check.template == "literal" and _decodes_text(check, kind):
+        return _fragment("literal_from_blob", value=value, bound=bound)
+    if check.template == "literal" and _lax_literal_ints(check, kind) is not None:
+        if kind in _FLOAT_KINDS:
+            return _fragment("literal_int_from_float", value=value, bound=bound)
+        if kind == "decimal":
+            return _fragment("literal_int_from_decimal", value=value, bound=bound)
+        if kind == "boolean":
+            value = _fragment("as_integer", value=value)  # True is the 1 of Literal[1, 2]
     if check.template == "not_null_items":
         item = sqlfiles.quote_identifier("item0")
         return _fragment("not_null_items", value=value, bound=bound, item=item)
@@ -285,6 +307,8 @@ def _condition_on(check: RowCheck, value: str, dtype: Any, bound: str) -> str | 
         length = _length_function(dtype)
         if length == "len" and typing.get_origin(check.target.annotation) in (set, frozenset):
             length = "list_unique"  # pydantic counts a set's distinct items
+        if length == "length" and check.target.annotation is bytes:
+            length = "strlen"  # lax pydantic encodes a str as UTF-8 and counts its octets
         if length is None:
             return None
         return _fragment(check.template, value=value, bound=bound, length=length)
@@ -319,7 +343,28 @@ def _lax_template(annotation: Any, kind: str) -> str | None:
         return "finite"
     if annotation is dt.date and kind in TIMESTAMP_TYPES - ZONED_TIMESTAMP_TYPES:
         return "date_from_timestamp"
+    if annotation is str and kind == "blob":
+        return "str_from_blob"
     return None
+
+
+def _lax_literal_ints(check: RowCheck, kind: str) -> list[int] | None:
+    """The ints a lax ``literal`` check compares a number column's values with, or None.
+
+    Lax pydantic takes ``1.0``, ``Decimal("1.00")`` and ``True`` for the ``1`` of
+    ``Literal[1, 2]`` (and ``1`` for ``True``); None under strict (unchanged: its type check
+    refuses these columns) or where the plain ``literal`` check applies.
+    """
+    if check.target.strict or kind not in LITERAL_NUMBER_TYPES:
+        return None
+    return literal_ints(check.bound)
+
+
+def _decodes_text(check: RowCheck, kind: str) -> bool:
+    """Whether lax pydantic decodes a BLOB value as UTF-8 text for a check's str ``Enum``."""
+    annotation = check.target.annotation
+    return (kind == "blob" and not check.target.strict and isinstance(annotation, type)
+            and issubclass(annotation, enum.Enum) and issubclass(annotation, str))
 
 
 def row_checks(target: Target) -> list[RowCheck]:
@@ -343,13 +388,14 @@ def _checks_of(
     # a list item's own NULL is its list's not_null_elements; a struct field's is its own
     own = _own_checks(target, label, not steps or isinstance(steps[-1], str))
     out = [dataclasses.replace(c, steps=steps) for c in own]
-    if typed is not None and not target.strict and target.annotation in LAX_TYPES:
+    nested = model_class(target.annotation)
+    forbids = nested is not None and nested.model_config.get("extra") == "forbid"
+    if typed is not None and not target.strict and (target.annotation in LAX_TYPES or forbids):
         out.append(RowCheck("type", target, "lax_type", None, typed, steps))
     for position, annotation in item_annotations(target.annotation):
         where = f"{label}[{'*' if position is None else position}]"
         item = _item_target(target, annotation)
         out.extend(_checks_of(item, (*steps, position), where, typed))
-    nested = model_class(target.annotation)
     if nested is not None and steps:  # a model inside a list: targets() stops at the list
         for field in targets(nested):
             if len(field.path) == 1:  # deeper fields: through their own model, below
@@ -591,6 +637,11 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
         dtype = _type_children(dtype).get("child" if not isinstance(step, str) else step, dtype)
     if check.template == "literal":
         kind = str(dtype.id)
+        ints = _lax_literal_ints(check, kind)
+        if ints is not None:
+            return ints
+        if _decodes_text(check, kind):
+            return [v for v in value if isinstance(v, str)]
         fitting = [v for v in value if kind in SCALAR_TYPES.get(type(v), frozenset())]
         return fitting or value  # none fits: the type check fails these shards anyway
     if check.template == "pattern":

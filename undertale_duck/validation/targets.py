@@ -53,6 +53,10 @@ TIMESTAMP_TYPES = frozenset(
 ZONED_TIMESTAMP_TYPES = frozenset({"timestamp with time zone", "timestamptz_ns"})
 LIST_TYPES = frozenset({"list", "array"})
 _BINARY_FLOATS = frozenset({"float", "double"})
+#: DuckDB types whose values lax pydantic compares with a ``Literal``'s ints (and bools, as 0
+#: and 1) as Python does: ``1.0``, ``Decimal("1.00")`` and ``True`` are the ``1`` of
+#: ``Literal[1, 2]``; a per-row ``literal`` check decides each row (``plan.py``).
+LITERAL_NUMBER_TYPES = INTEGER_TYPES | _BINARY_FLOATS | {"decimal", "boolean"}
 
 #: DuckDB types that lax pydantic takes for a scalar type beyond :data:`SCALAR_TYPES`, for
 #: some values (an integral float for ``int``, 0 or 1 for ``bool``, ...): a per-row ``type``
@@ -65,6 +69,8 @@ LAX_TYPES: dict[type, frozenset[str]] = {
     # every date (it is midnight), and a naive timestamp whose time of day is midnight
     dt.datetime: frozenset({"date"}),
     dt.date: TIMESTAMP_TYPES - ZONED_TIMESTAMP_TYPES,
+    str: frozenset({"blob"}),  # bytes that are UTF-8
+    bytes: frozenset({"varchar"}),  # every str (encoded as UTF-8)
 }
 
 #: Scalar types lax pydantic parses from text by rules the checks do not reproduce.
@@ -142,6 +148,8 @@ def strip_optional(annotation: Any) -> tuple[Any, bool]:
         return strip_optional(typing.get_args(annotation)[0])
     if origin is Literal:  # Literal[None, "a"] allows None as Optional does
         return annotation, None in typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return annotation, any(m.value is None for m in annotation)  # a member's value None
     return annotation, annotation is type(None) or annotation is Any or annotation is object
 
 
@@ -580,9 +588,21 @@ def mismatch(
         kinds = {type(v) for v in values}
         if any(kind in SCALAR_TYPES.get(k, frozenset()) for k in kinds):
             return None
+        if by_row and not strict and kind in LITERAL_NUMBER_TYPES and literal_ints(values):
+            return None  # lax pydantic takes 1.0 or True for 1: judged row by row
         return f"found {found}, expected a type holding {describe_type(annotation)}"
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return mismatch(Literal[tuple(m.value for m in annotation)], dtype)
+        members = tuple(m.value for m in annotation)
+        if by_row and not strict and kind == "blob" and issubclass(annotation, str):
+            return None  # lax pydantic decodes UTF-8 bytes for a str enum: judged row by row
+        if not strict and kind == "varchar" and issubclass(annotation, int):
+            return (
+                f"found {found}, expected {describe_type(annotation)}: lax pydantic parses "
+                f"text as an int for {annotation.__name__} by rules validation does not "
+                "reproduce (whitespace, signs, '1.0'), so it cannot give pydantic's verdict; "
+                "cast the column in a view (query=) or make the field strict"
+            )
+        return mismatch(Literal[members], dtype, strict, strict_inside, by_row)
     if origin in (list, set, frozenset, tuple) or is_sequence(origin):
         if kind not in LIST_TYPES:
             return f"found {found}, expected {describe_type(annotation)}"
@@ -632,13 +652,50 @@ def mismatch(
             )
             if reason is not None:
                 return f"field {column!r}: {reason}"
-        if model.model_config.get("extra") == "forbid":  # pydantic refuses a key it does not name
-            named = {column_name(n, i, model) for n, i in model.model_fields.items()}
-            beyond = [name for name in fields if name not in named]
-            if beyond:
-                return f"STRUCT {found} has fields {model.__name__} forbids: {', '.join(beyond)}"
+        beyond = forbidden_fields(model, dtype)
+        # lax, row by row: pydantic refuses each non-NULL struct (an empty list holds none)
+        if beyond and (strict or not by_row):
+            return f"STRUCT {found} has fields {model.__name__} forbids: {', '.join(beyond)}"
         return None
     return None  # types we cannot judge are accepted (described as "not checked")
+
+
+def forbidden_fields(model: type[BaseModel], dtype: Any) -> list[str]:
+    """The fields of a STRUCT type that a model with ``extra="forbid"`` does not name.
+
+    pydantic refuses a dict holding a key the model does not name, so each non-NULL value of
+    such a struct is refused.
+
+    Args:
+        model: The nested model.
+        dtype: The struct's ``duckdb.DuckDBPyType``.
+
+    Returns:
+        The field names, empty where the model allows extra keys.
+    """
+    if model.model_config.get("extra") != "forbid":
+        return []
+    named = {column_name(n, i, model) for n, i in model.model_fields.items()}
+    return [name for name, _ in _children(dtype) if name not in named]
+
+
+def literal_ints(values: Sequence[Any]) -> list[int] | None:
+    """The ints a ``Literal``'s values compare with a number of another type, or None.
+
+    Python compares ``1.0``, ``Decimal("1.00")`` and ``True`` equal to ``1`` and ``True`` to
+    ``1.0``, as pydantic's literal check does; a bool counts as 0 or 1. None where a value is
+    a float (its exact comparison with an integral float is not reproduced) or none is an int.
+
+    Args:
+        values: The allowed values (an ``Enum``'s member values).
+
+    Returns:
+        The ints, or None.
+    """
+    if any(isinstance(v, float) for v in values):
+        return None
+    ints = [int(v) for v in values if isinstance(v, int)]  # bool is an int: True is 1
+    return ints or None
 
 
 def field_type(dtype: Any, path: Sequence[str]) -> Any | None:
@@ -665,6 +722,7 @@ __all__ = [
     "INTEGER_TYPES",
     "LAX_TYPES",
     "LIST_TYPES",
+    "LITERAL_NUMBER_TYPES",
     "SCALAR_TYPES",
     "TIMESTAMP_TYPES",
     "Target",
@@ -672,10 +730,12 @@ __all__ = [
     "config_metadata",
     "describe_type",
     "field_type",
+    "forbidden_fields",
     "inner_metadata",
     "is_sequence",
     "item_annotations",
     "item_metadata",
+    "literal_ints",
     "mismatch",
     "model_class",
     "strict_setting",
