@@ -68,7 +68,7 @@ FIT = textwrap.dedent(
         train = cfg["train"]
     val = None if cfg["mixture"] else cfg["other"]
     dm = DataModule(train, val, None, collate, cfg["batch"], cfg["workers"], memory=1,
-                    seed=cfg["seed"])
+                    seed=cfg["seed"], **cfg.get("options", {}))
     callbacks = []
     if cfg.get("every"):
         callbacks.append(ModelCheckpoint(dirpath=cfg["ckpt_dir"], filename="{step}",
@@ -92,12 +92,13 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"train": root / "train", "other": root / "other"}
 
 
-def _fit(tmp_path: Path, cfg: dict[str, Any]) -> None:
+def _fit(tmp_path: Path, cfg: dict[str, Any], ok: bool = True) -> str:
     (tmp_path / "fit.py").write_text(FIT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     result = subprocess.run([sys.executable, str(tmp_path / "fit.py"), json.dumps(cfg)],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert (result.returncode == 0) == ok, result.stderr[-4000:]
+    return result.stderr
 
 
 def _rows(out: Path, epoch: int, split: str = "train") -> list[int]:
@@ -219,3 +220,81 @@ def test_a_checkpoint_at_an_epochs_last_batch_resumes_with_more_batches_per_epoc
     # keeps its plain length and batch indices (nothing carried)
     assert fit(40, tmp_path / "step=10.ckpt", max_epochs=2) == {1: order[1]}
     assert indices == [(1, i) for i in range(10)]
+
+
+def test_an_elastic_resume_that_leaves_only_a_tail_finishes_that_epoch(tmp_path: Path) -> None:
+    # 49 rows, batch 8, one rank without workers: 6 batches and 1 row; a checkpoint at step 6
+    # leaves that 1 row, fewer than the 2 workers of the resumed run. The sampler moved on
+    # to the next epoch while Lightning, restored inside the saved one, was still finishing
+    # it: the next epoch's 48 rows were trained twice (once as the saved epoch's rest)
+    import lightning
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from undertale_duck import DataModule
+
+    datagen.write_shards(tmp_path / "train", [30, 19], row_group_size=[7, 5])
+    seen: list[tuple[int, list[int]]] = []
+
+    def collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        return {"index": torch.tensor([int(r["id"][4:]) for r in rows]),
+                "label": torch.tensor([[float(r["label"])] for r in rows])}
+
+    class Recorder(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def training_step(self, batch: dict[str, torch.Tensor], index: int) -> torch.Tensor:
+            seen.append((self.current_epoch, batch["index"].tolist()))
+            return ((self.layer(batch["label"]) - batch["label"]) ** 2).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def fit(workers: int, ckpt: Path | None, **options: Any) -> dict[int, list[int]]:
+        seen.clear()
+        every = ModelCheckpoint(dirpath=tmp_path / "ckpt", filename="{step}",
+                                every_n_train_steps=6, save_top_k=-1)
+        lightning.Trainer(accelerator="cpu", devices=1, logger=False, callbacks=[every],
+                          enable_progress_bar=False, enable_model_summary=False,
+                          **options).fit(Recorder(), datamodule=DataModule(
+                              tmp_path / "train", None, None, collate, 8, workers, memory=1,
+                              seed=2), ckpt_path=ckpt)
+        epochs: dict[int, list[int]] = {}
+        for epoch, rows in seen:
+            epochs.setdefault(epoch, []).extend(rows)
+        return epochs
+
+    before = fit(0, None, max_steps=6)[0]
+    assert len(before) == 48
+    after = fit(2, tmp_path / "ckpt" / "step=6.ckpt", max_epochs=2)
+    # the saved epoch has nothing more for 2 workers (its 1 row is the resumed run's tail),
+    # and the next epoch is whole, once: the new topology's plain order
+    dataset = ParquetDataset(tmp_path / "train", memory=1)
+    plain = ChunkedSampler(dataset, 8, 2, shuffle=True, seed=2)
+    assert after == {1: [int(dataset[i]["id"][4:]) for i in plain.order(1).tolist()]}
+    assert len(set(before)) == 48 and len(after[1]) == 48
+
+
+@pytest.mark.heavy
+def test_an_elastic_resume_without_drop_last_that_gives_ranks_unequal_steps_is_refused(
+        tmp_path: Path) -> None:
+    # 171 rows, drop_last=False: 86 and 85 per rank, 13 batches of 7 each, so the plain
+    # epoch passes the check. Resumed at batch 7 after 8 rows per rank at batch 8, the 155
+    # rows left are shared 78 and 77: 12 and 11 batches, and rank 0's twelfth step waited
+    # for gradients rank 1 never sent (gloo "Connection closed by peer")
+    datagen.write_shards(tmp_path / "train", [37, 83, 51], row_group_size=[5, 9, 13])
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    common = {"train": str(tmp_path / "train"), "other": None, "mixture": False, "seed": 3,
+              "devices": 2, "workers": 0, "ckpt_dir": str(tmp_path / "ckpt"),
+              "options": {"drop_last": False}}
+    _fit(tmp_path, {**common, "batch": 8, "epochs": 1, "max_steps": 1, "every": 1,
+                    "out": str(first)})
+    assert len(_rows(first, 0)) == 16
+    stderr = _fit(tmp_path, {**common, "batch": 7, "epochs": 1, "out": str(second),
+                             "ckpt": str(tmp_path / "ckpt" / "step=1.ckpt")}, ok=False)
+    assert ("ArgumentError: drop_last=False gives the 2 ranks 11 to 12 training batches for "
+            "the rest of the resumed epoch") in stderr, stderr[-4000:]
+    assert not _rows(second, 0)  # refused before any step

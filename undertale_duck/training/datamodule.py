@@ -218,11 +218,12 @@ class DataModule(lightning.LightningDataModule):
             ArgumentError: If ``drop_last=False`` gives the ranks different numbers of batches.
         """
         loader = self._load(self.training, self.shuffle, "train")
-        _check_equal_steps(loader)
         if self._pending:
             loader.load_state_dict(self._pending)
             self._carry_lightning_count(loader, self._pending)
             self._pending = {}
+        # after the restored state: an elastic rest is shared anew, maybe unequally
+        _check_equal_steps(loader)
         self._train_loader = loader
         self._reload_after_elastic(loader)
         return loader
@@ -346,9 +347,14 @@ def _check_equal_steps(loader: ChunkedLoader) -> None:
         return
     steps = sampler.rank_batches()
     if len(set(steps)) > 1:
+        which = (
+            "for the rest of the resumed epoch (the rows the checkpoint left, shared anew)"
+            if sampler.elastic
+            else f"per epoch ({sampler.length} rows, batch={sampler.batch})"
+        )
         raise ArgumentError(
             f"drop_last=False gives the {sampler.ranks} ranks {min(steps)} to {max(steps)} "
-            f"training batches per epoch ({sampler.length} rows, batch={sampler.batch}): under "
+            f"training batches {which}: under "
             "DDP a rank with one step more waits for the others' gradients (a hang or a "
             "gloo/NCCL error). Keep drop_last=True for training (the default: fewer than "
             "ranks x workers rows are left out of an epoch), or choose a batch size that "

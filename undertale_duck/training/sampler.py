@@ -557,9 +557,10 @@ class ChunkedSampler(DistributedSampler[int]):
         elif saved != _topology(mine, mine):
             if consumed:
                 before = [*before, {**saved, "consumed": consumed}]
+            # the saved epoch stays even when it leaves this topology only a tail (no rows
+            # for any rank): a trainer restored inside that epoch finishes it with the
+            # loader it has, so moving on here served the next epoch twice
             consumed = 0
-            if before and _largest_share(_rest(self.length, before), _topology(mine, mine)) == 0:
-                epoch, before, carried = epoch + 1, [], 0  # nothing left for this topology
         self.epoch = epoch
         self.consumed = consumed
         self._resume = consumed
@@ -605,11 +606,6 @@ def _parts(value: Any) -> list[dict[str, Any]]:
         parts.append({**_topology(part, part), "consumed": check_int(
             "consumed", part["consumed"], 0)})
     return parts
-
-
-def _largest_share(length: int, topology: dict[str, Any]) -> int:
-    """Rows of the largest rank share (rank 0's) of a sequence under a topology."""
-    return _share(length, topology, 0)
 
 
 def _share(length: int, topology: dict[str, Any], rank: int) -> int:
