@@ -163,6 +163,34 @@ def test_a_fit_resumes_on_another_topology(data: dict[str, Path], tmp_path: Path
             assert 150 - new[0] * 2 <= firsts <= 150 and len(rows) - firsts <= 50
 
 
+def _index_batch(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    """A batch of row ids (from the generator's ``id``) and labels, for :func:`_recorder`."""
+    return {"index": torch.tensor([int(r["id"][4:]) for r in rows]),
+            "label": torch.tensor([[float(r["label"])] for r in rows])}
+
+
+def _recorder(seen: list[tuple[int, list[int]]],
+              indices: list[tuple[int, int]] | None = None) -> Any:
+    """A tiny model recording each training batch's row ids (and batch index) by epoch."""
+    import lightning
+
+    class Recorder(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def training_step(self, batch: dict[str, torch.Tensor], index: int) -> torch.Tensor:
+            seen.append((self.current_epoch, batch["index"].tolist()))
+            if indices is not None:
+                indices.append((self.current_epoch, index))
+            return ((self.layer(batch["label"]) - batch["label"]) ** 2).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Recorder()
+
+
 def test_a_checkpoint_at_an_epochs_last_batch_resumes_with_more_batches_per_epoch(
         data: dict[str, Path], tmp_path: Path) -> None:
     # Lightning restored at the last batch of an epoch keeps its batch counter (10 here) for
@@ -176,23 +204,6 @@ def test_a_checkpoint_at_an_epochs_last_batch_resumes_with_more_batches_per_epoc
     seen: list[tuple[int, list[int]]] = []
     indices: list[tuple[int, int]] = []
 
-    def collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        return {"index": torch.tensor([int(r["id"][4:]) for r in rows]),
-                "label": torch.tensor([[float(r["label"])] for r in rows])}
-
-    class Recorder(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def training_step(self, batch: dict[str, torch.Tensor], index: int) -> torch.Tensor:
-            seen.append((self.current_epoch, batch["index"].tolist()))
-            indices.append((self.current_epoch, index))
-            return ((self.layer(batch["label"]) - batch["label"]) ** 2).mean()
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     def fit(batch: int, ckpt: Path | None, **options: Any) -> dict[int, list[int]]:
         seen.clear()
         indices.clear()
@@ -200,8 +211,8 @@ def test_a_checkpoint_at_an_epochs_last_batch_resumes_with_more_batches_per_epoc
                                 save_top_k=-1)
         lightning.Trainer(accelerator="cpu", devices=1, logger=False, callbacks=[every],
                           enable_progress_bar=False, enable_model_summary=False,
-                          **options).fit(Recorder(), datamodule=DataModule(
-                              data["train"], None, None, collate, batch, seed=2),
+                          **options).fit(_recorder(seen, indices), datamodule=DataModule(
+                              data["train"], None, None, _index_batch, batch, seed=2),
                                          ckpt_path=ckpt)
         epochs: dict[int, list[int]] = {}
         for epoch, rows in seen:
@@ -235,30 +246,14 @@ def test_an_elastic_resume_that_leaves_only_a_tail_finishes_that_epoch(tmp_path:
     datagen.write_shards(tmp_path / "train", [30, 19], row_group_size=[7, 5])
     seen: list[tuple[int, list[int]]] = []
 
-    def collate(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        return {"index": torch.tensor([int(r["id"][4:]) for r in rows]),
-                "label": torch.tensor([[float(r["label"])] for r in rows])}
-
-    class Recorder(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def training_step(self, batch: dict[str, torch.Tensor], index: int) -> torch.Tensor:
-            seen.append((self.current_epoch, batch["index"].tolist()))
-            return ((self.layer(batch["label"]) - batch["label"]) ** 2).mean()
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     def fit(workers: int, ckpt: Path | None, **options: Any) -> dict[int, list[int]]:
         seen.clear()
         every = ModelCheckpoint(dirpath=tmp_path / "ckpt", filename="{step}",
                                 every_n_train_steps=6, save_top_k=-1)
         lightning.Trainer(accelerator="cpu", devices=1, logger=False, callbacks=[every],
                           enable_progress_bar=False, enable_model_summary=False,
-                          **options).fit(Recorder(), datamodule=DataModule(
-                              tmp_path / "train", None, None, collate, 8, workers, memory=1,
+                          **options).fit(_recorder(seen), datamodule=DataModule(
+                              tmp_path / "train", None, None, _index_batch, 8, workers, memory=1,
                               seed=2), ckpt_path=ckpt)
         epochs: dict[int, list[int]] = {}
         for epoch, rows in seen:
