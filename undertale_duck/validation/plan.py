@@ -43,9 +43,6 @@ _NESTED_TYPES = frozenset({"list", "array", "struct", "map", "union"})
 #: DuckDB type ids of binary floating-point numbers (NaN and infinities; pydantic's float rules).
 _FLOAT_KINDS = frozenset({"float", "double"})
 
-#: DuckDB type ids of timestamps with a time zone (UTC instants).
-_TIMESTAMPS_WITH_ZONE = ZONED_TIMESTAMP_TYPES
-
 #: Templates of null checks (the footers' statistics can prove these without a scan).
 NULL_TEMPLATES = frozenset({"not_null", "not_null_elements"})
 
@@ -660,9 +657,9 @@ def _same_awareness(bound: dt.datetime, kind: str) -> dt.datetime:
     aware column (UTC instants) takes a naive bound as UTC.
     """
     aware = bound.tzinfo is not None and bound.utcoffset() is not None
-    if kind in _TIMESTAMPS_WITH_ZONE and not aware:
+    if kind in ZONED_TIMESTAMP_TYPES and not aware:
         return bound.replace(tzinfo=dt.UTC)
-    if kind not in _TIMESTAMPS_WITH_ZONE and aware:
+    if kind not in ZONED_TIMESTAMP_TYPES and aware:
         return bound.replace(tzinfo=None)
     return bound
 
