@@ -16,6 +16,7 @@ from typing import Any
 
 from ....common.text import first_line
 from ....errors import ArgumentError, StorageError
+from ...runtime import GLOB_CHARS
 
 #: The optional extra that installs each protocol's fsspec client.
 EXTRAS = {
@@ -377,16 +378,16 @@ def _literal(pattern: str) -> str | None:
     ``duckdb_path`` writes each of ``* ? [`` as a one-character class (``[*]``); a pattern
     holding no other glob character names exactly the path with those classes undone.
     """
-    if not any(c in pattern for c in "*?["):
+    if not GLOB_CHARS & set(pattern):
         return None
     out: list[str] = []
     i = 0
     while i < len(pattern):
         c = pattern[i]
-        if c == "[" and pattern[i + 2 : i + 3] == "]" and pattern[i + 1 : i + 2] in ("*", "?", "["):
+        if c == "[" and pattern[i + 2 : i + 3] == "]" and pattern[i + 1 : i + 2] in GLOB_CHARS:
             out.append(pattern[i + 1])
             i += 3
-        elif c in "*?[":
+        elif c in GLOB_CHARS:
             return None
         else:
             out.append(c)
