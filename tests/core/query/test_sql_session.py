@@ -532,3 +532,27 @@ def test_numpy_numbers_bind_as_their_python_values(shared: ParquetDataset) -> No
     positional = "SELECT ? AS a, ? AS b, ? AS c"
     row = shared.sql(positional, (np.int16(-2), np.float16(0.5), np.bool_(False))).to_pylist()
     assert row == [{"a": -2, "b": 0.5, "c": False}]
+
+
+def test_tensors_and_lists_of_numpy_numbers_bind_as_python_values(
+    shared: ParquetDataset,
+) -> None:
+    # a list of numpy scalars ([ids[0], ids[1]]) and torch tensors (a label from a batch)
+    # failed with DuckDB's "Unable to transform python value"
+    import torch
+
+    query = "SELECT count(*) AS n FROM dataset WHERE label = $label"
+    expected = sum(1 for i in range(TOTAL) if i % 7 == 3)
+    for label in (torch.tensor(3), torch.tensor(3, dtype=torch.uint8), np.array(3)):
+        assert shared.sql(query, {"label": label}).column("n").to_pylist() == [expected]
+    within = "SELECT count(*) AS n FROM dataset WHERE list_contains($labels, label)"
+    pair = sum(1 for i in range(TOTAL) if i % 7 in (2, 5))
+    for labels in ([np.int64(2), np.int64(5)], (np.int32(2), 5), torch.tensor([2, 5]),
+                   np.array([2, 5]), [torch.tensor(2), np.uint16(5)]):
+        got = shared.sql(within, {"labels": labels}).column("n").to_pylist()
+        assert got == [pair], labels
+    nested = shared.sql("SELECT ? AS a, ? AS b", [[[np.int8(1)], [np.int8(2)]],
+                                                  {"k": np.float32(0.5)}]).to_pylist()
+    assert nested == [{"a": [[1], [2]], "b": {"k": 0.5}}]
+    grid = shared.sql("SELECT ? AS g", [torch.arange(4).reshape(2, 2)]).to_pylist()
+    assert grid == [{"g": [[0, 1], [2, 3]]}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -358,14 +359,16 @@ class QuerySession:
         self._connection.close()
 
 
+#: Deepest list or dict nesting of a parameter whose numpy numbers are converted.
+_MAX_PARAM_DEPTH = 32
 
 
 def _check_params(params: object) -> Params:
     """Refuse parameters DuckDB would misread rather than reject; bind numpy numbers.
 
     A string is a sequence to DuckDB (``"abc"`` binds ``?`` to ``"a"``, ``"b"``, ``"c"``),
-    and a set has no order for ``?`` to follow. DuckDB cannot bind a numpy scalar
-    (``np.int64(5)``, an element of an array of ids): its Python value is bound instead.
+    and a set has no order for ``?`` to follow. Values DuckDB cannot bind are converted
+    (:func:`_bindable`).
 
     Returns:
         The parameters to bind.
@@ -394,9 +397,26 @@ def _check_params(params: object) -> Params:
     )
 
 
-def _bindable(value: Any) -> Any:
-    """A numpy integer, float or bool as its Python value (DuckDB binds only those)."""
-    return value.item() if isinstance(value, np.integer | np.floating | np.bool_) else value
+def _bindable(value: Any, depth: int = 0) -> Any:
+    """A parameter as DuckDB can bind it: numpy numbers and torch tensors as Python values.
+
+    DuckDB binds Python numbers and numpy arrays, not a numpy scalar (also inside a list,
+    ``[ids[0], ids[1]]``) nor a torch tensor (``batch["label"][0]``): those are bound as
+    their Python values, a tensor with dimensions as a (nested) list.
+    """
+    if isinstance(value, np.integer | np.floating | np.bool_):
+        return value.item()
+    if depth < _MAX_PARAM_DEPTH:
+        if isinstance(value, list | tuple):
+            return type(value)(_bindable(item, depth + 1) for item in value)
+        if isinstance(value, dict):
+            return {key: _bindable(item, depth + 1) for key, item in value.items()}
+    torch = sys.modules.get("torch")  # a tensor comes from an imported torch
+    tensor = getattr(torch, "Tensor", None) if torch is not None else None
+    if isinstance(tensor, type) and isinstance(value, tensor):
+        as_list: Any = value
+        return as_list.detach().cpu().tolist()
+    return value
 
 
 def result_limit(memory_bytes: int) -> int:
