@@ -324,3 +324,30 @@ def test_a_copy_refused_right_after_its_download_is_not_downloaded_forever(
         pass
     assert cache.stats.downloads == 3
     assert ds[0] == datagen.row(0)  # the real cache still serves
+
+
+def test_a_symbolic_link_at_a_lock_files_name_is_named_and_left_alone(
+    memory_dataset: tuple[str, list[int]], tmp_path: Path
+) -> None:
+    # it was "cannot use the shard cache directory ...: Too many levels of symbolic links",
+    # naming neither the file nor what to do
+    url, sizes = memory_dataset
+    cache = tmp_path / "cache"
+    ds = ParquetDataset(url, memory=64, cache_dir=cache)
+    assert ds[0] == datagen.row(0)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file")
+    locks = [p for p in cache.glob("*.lock") if not p.name.startswith(".")]
+    assert locks
+    for lock in locks:
+        lock.unlink()
+        lock.symlink_to(victim)
+    again = ParquetDataset(url, memory=64, cache_dir=cache)
+    with pytest.raises(SourceError, match=r"lock file .*\.lock is a symbolic link") as info:
+        again[0]
+    assert str(cache) in str(info.value) and "/proc/" not in str(info.value)
+    assert victim.read_text() == "the user's file"
+    assert all(lock.is_symlink() for lock in locks)
+    for lock in locks:
+        lock.unlink()
+    assert ParquetDataset(url, memory=64, cache_dir=cache)[sizes[0]] == datagen.row(sizes[0])

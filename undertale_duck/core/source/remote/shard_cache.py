@@ -605,6 +605,15 @@ class ShardCache:
             # read-write: opening a FIFO planted at the name never blocks; never via a link
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                # not replaced here: another process may be replacing it too, and the name
+                # may be a real lock by then
+                named = os.path.join(self.directory, os.path.basename(lock))
+                raise SourceError(
+                    f"the shard cache's lock file {named} is a symbolic link, which this "
+                    "library never makes: remove it (or pass another cache_dir=)",
+                    named,
+                ) from None
             raise self._unusable(exc) from None
         with _held_lock:
             _held[fd] = threading.get_ident()
