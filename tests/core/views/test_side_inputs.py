@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -133,6 +134,21 @@ def test_special_and_non_parquet_side_tables_are_named_in_our_error(
 def test_reserved_side_table_names_are_refused(data: Path, name: str) -> None:
     with pytest.raises(ArgumentError, match="dataset_view"):
         ParquetDataset(data, query="SELECT * FROM dataset", tables={name: pa.table({"a": [1]})})
+
+
+def test_side_tables_that_are_not_a_dict_of_string_names_are_refused(data: Path) -> None:
+    # a list of tables raised a bare ValueError from dict(); a number among string names a
+    # TypeError from sorting them, and alone it was told it was reserved or empty
+    table = pa.table({"a": [1]})
+    query = "SELECT * FROM dataset"
+    listed: list[Any] = [[table], [("x", table)], "x", (("x", table),)]
+    for tables in listed:
+        with pytest.raises(ArgumentError, match=r"tables must be a dict .*got (list|str|tuple)"):
+            ParquetDataset(data, query=query, tables=tables)
+    numbered: list[Any] = [{5: table}, {5: table, "a": table}, {"a": table, None: table}]
+    for tables in numbered:
+        with pytest.raises(ArgumentError, match=r"tables= names are strings .*got (5|None)"):
+            ParquetDataset(data, query=query, tables=tables)
 
 
 def test_side_table_names_differing_only_in_case_are_refused(data: Path) -> None:

@@ -142,7 +142,7 @@ def view_query(
 
     Raises:
         ArgumentError: If both are given, ``where`` is not an SQL condition, or ``tables``
-            comes without a query.
+            is not a mapping or comes without a query.
     """
     if query is not None and where is not None:
         raise ArgumentError("pass query= or where=, not both (put the filter in the query)")
@@ -153,6 +153,11 @@ def view_query(
             raise ArgumentError(f"where must be an SQL condition, got {where!r}")
         _check_utf8(where, "where is")
         query = f"SELECT * FROM dataset WHERE {where}"
+    if tables is not None and not isinstance(tables, Mapping):
+        raise ArgumentError(
+            "tables must be a dict of {name: path to a Parquet or CSV file, or a "
+            f"pyarrow.Table}}, got {type(tables).__name__}"
+        )
     if tables and query is None:
         raise ArgumentError("tables= is for views: pass query= joining them as well")
     return query

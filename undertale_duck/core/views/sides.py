@@ -126,8 +126,13 @@ def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
     """
     out = []
     seen: dict[str, str] = {}
+    for name in tables or {}:
+        if not isinstance(name, str):  # also before sorting: names of mixed types do not sort
+            raise ArgumentError(
+                f"tables= names are strings (the names the query uses), got {name!r}"
+            )
     for name, value in sorted((tables or {}).items()):
-        if not isinstance(name, str) or not name or name.lower() in RESERVED:
+        if not name or name.lower() in RESERVED:
             raise ArgumentError(
                 "tables= names must be non-empty and not 'dataset' or 'dataset_view' (in any "
                 f"case), got {name!r}"
