@@ -155,6 +155,44 @@ def test_a_url_signed_again_reuses_the_cached_copy(tmp_path: Path) -> None:
                                                       "row-00000030"]
 
 
+def test_a_url_signed_again_reuses_the_disk_tier_and_the_views_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the shard cache found a re-signed URL's copy, but the disk tier's windows and a view's
+    # index were keyed by the whole URL: decoded and indexed again, their old files kept
+    monkeypatch.setenv("UNDERTALE_DUCK_CACHE", str(tmp_path / "own"))
+    with _signed_shards(tmp_path) as (server, paths, first):
+        options = {"cache_dir": tmp_path / "c", "memory": 1, "window_bytes": 2000,
+                   "disk": 8, "disk_dir": tmp_path / "disk", "read_ahead": False}
+        where = "label % 2 = 0"
+        kept = [row for row in datagen.expected(50) if row["label"] % 2 == 0]
+        ds = ParquetDataset(first, **options)
+        assert [ds[i] for i in range(len(ds))] == datagen.expected(50)
+        view = ParquetDataset(first, where=where, **options)
+        assert [view[i] for i in range(len(view))] == kept
+        written = ds.disk_stats.writes
+        assert written > 0
+        disk_files = sorted(p.name for p in (tmp_path / "disk").rglob("*") if p.is_file())
+        indexes = sorted((tmp_path / "own" / "views").glob("*.json"))
+        assert len(indexes) == 1
+        again = [_signed(server, f"ds/{p.name}", p.read_bytes(), RESIGNED) for p in paths]
+        ds2 = ParquetDataset(again, **options)
+        assert [ds2[i] for i in range(len(ds2))] == datagen.expected(50)
+        assert ds2.disk_stats.writes == 0 and ds2.disk_stats.hits > 0
+        assert sorted(p.name for p in (tmp_path / "disk").rglob("*")
+                      if p.is_file()) == disk_files
+        view2 = ParquetDataset(again, where=where, **options)
+        assert [view2[i] for i in range(len(view2))] == kept
+        assert sorted((tmp_path / "own" / "views").glob("*.json")) == indexes
+        # a replaced object (a new ETag) is still another entry everywhere
+        other = datagen.write_shards(tmp_path / "other", [40], row_group_size=10, prefix="x")
+        _signed(server, f"ds/{paths[0].name}", other[0].read_bytes(), RESIGNED)
+        ds3 = ParquetDataset(again, **options)
+        assert [ds3[i]["id"] for i in (0, 39, 40)] == ["row-00000000", "row-00000039",
+                                                      "row-00000030"]
+        assert ds3.disk_stats.writes > 0
+
+
 # ---------------------------------------------------------------------- S3
 
 

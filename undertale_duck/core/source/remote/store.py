@@ -244,6 +244,16 @@ class RemoteShard(Shard):
             return self.path
         return self.store.cache_name(self.path, self.version)
 
+    @property
+    def identity(self) -> list[object]:
+        """What a cached artefact derived from this object is keyed by (JSON values).
+
+        Named as in the shard cache (:attr:`cache_name`): the disk tier's windows, a view's
+        index and the bounds' records of an object whose URL is signed again are found
+        again, as its cached copy is.
+        """
+        return [self.cache_name, *super().identity[1:]]
+
     def __repr__(self) -> str:
         # the URL without its secrets (a pre-signed query, a user:password@)
         shown = ", ".join(
