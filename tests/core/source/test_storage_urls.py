@@ -27,7 +27,7 @@ from undertale_duck.common.text import redact_url
 from undertale_duck.core.source.remote.listing import footers, list_remote
 from undertale_duck.core.source.remote.shard_cache import ShardCache
 from undertale_duck.core.source.remote.store import identity, open_store, unsigned
-from undertale_duck.errors import ShardChangedError, SourceError, StorageError
+from undertale_duck.errors import ArgumentError, ShardChangedError, SourceError, StorageError
 from undertale_duck.schema import TokenizedDataset
 
 #: A pre-signed URL's query (S3's, with a token and an Azure-style signature too).
@@ -191,6 +191,33 @@ def test_a_url_signed_again_reuses_the_disk_tier_and_the_views_index(
         assert [ds3[i]["id"] for i in (0, 39, 40)] == ["row-00000000", "row-00000039",
                                                       "row-00000030"]
         assert ds3.disk_stats.writes > 0
+
+
+def test_a_state_saved_over_signed_urls_resumes_over_the_urls_signed_again(
+    tmp_path: Path,
+) -> None:
+    # the dataset's fingerprint held each URL whole: once the URLs were signed again (they
+    # expire), every checkpoint was refused as "saved over other data"
+    from undertale_duck import ChunkedSampler
+
+    with _signed_shards(tmp_path) as (server, paths, first):
+        ds = ParquetDataset(first, cache_dir=tmp_path / "c", memory=64)
+        sampler = ChunkedSampler(ds, 4, 0)
+        order = list(sampler)
+        state = sampler.state_dict(consumed=12)
+        again = [_signed(server, f"ds/{p.name}", p.read_bytes(), RESIGNED) for p in paths]
+        ds2 = ParquetDataset(again, cache_dir=tmp_path / "c", memory=64)
+        assert ds2.fingerprint == ds.fingerprint
+        resumed = ChunkedSampler(ds2, 4, 0)
+        resumed.load_state_dict(state)
+        assert list(resumed) == order[12:]
+        # a replaced object (a new ETag) is other data still
+        other = datagen.write_shards(tmp_path / "other", [40], row_group_size=10, prefix="x")
+        _signed(server, f"ds/{paths[0].name}", other[0].read_bytes(), RESIGNED)
+        ds3 = ParquetDataset(again, cache_dir=tmp_path / "c", memory=64)
+        assert ds3.fingerprint != ds.fingerprint
+        with pytest.raises(ArgumentError, match="saved over other data"):
+            ChunkedSampler(ds3, 4, 0).load_state_dict(state)
 
 
 # ---------------------------------------------------------------------- S3

@@ -427,7 +427,8 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             "sides": [] if self.view is None else [s.fingerprint for s in self.view.sides],
             "columns": self.columns,
             "shards": [
-                [s.path, s.rows, s.size, s.mtime_ns, list(s.inode), getattr(s, "version", None)]
+                [s.stable_path, s.rows, s.size, s.mtime_ns, list(s.inode),
+                 getattr(s, "version", None)]
                 for s in self.source.shards
             ],
         }

@@ -60,6 +60,11 @@ class Shard:
     ctime_ns: int = field(default=0, compare=False, repr=False)
 
     @property
+    def stable_path(self) -> str:
+        """The path as saved states name the file (a remote shard's without its signature)."""
+        return self.path
+
+    @property
     def identity(self) -> list[object]:
         """What a cached artefact derived from this file is keyed by (JSON values)."""
         return [self.path, self.size, self.mtime_ns, list(self.inode), self.ctime_ns,

@@ -245,6 +245,17 @@ class RemoteShard(Shard):
         return self.store.cache_name(self.path, self.version)
 
     @property
+    def stable_path(self) -> str:
+        """The URL as saved states name the object: signed again, it is the same.
+
+        Without user information and signing parameters where the version names the
+        content (:data:`CONTENT_IDENTITIES`), as in :meth:`Store.cache_name`; the store's
+        endpoint is left out, so states saved by earlier releases still match.
+        """
+        kind = None if self.version is None else self.version.split("=", 1)[0]
+        return unsigned(self.path) if kind in CONTENT_IDENTITIES else self.path
+
+    @property
     def identity(self) -> list[object]:
         """What a cached artefact derived from this object is keyed by (JSON values).
 
