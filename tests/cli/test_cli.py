@@ -208,6 +208,20 @@ def test_sql_query_from_stdin_and_file(data: Path, tmp_path: Path) -> None:
     assert json.loads(filed.stdout) == {"m": 6, "n": TOTAL}
 
 
+def test_sql_is_confined_by_default_and_says_how_to_lift_it(data: Path, tmp_path: Path) -> None:
+    labels = tmp_path / "labels.csv"
+    labels.write_text("label,name\n0,zero\n")
+    query = f"SELECT name FROM read_csv('{labels}')"
+    confined = invoke("sql", str(data), query)
+    assert confined.returncode == 1 and confined.stdout == ""
+    error = confined.stderr.strip()
+    # the way out is named for this command and for Python, not for another command
+    assert "confined to the dataset's own files" in error and "shell" not in error, error
+    assert "--sql-files any" in error and "sql_files='any'" in error, error
+    free = invoke("sql", str(data), query, "--sql-files", "any")
+    assert (free.returncode, free.stdout) == (0, "name\nzero\n"), free.stderr
+
+
 def test_sql_limit_stops_early(data: Path) -> None:
     result = invoke("sql", str(data), "SELECT id FROM dataset", "--limit", "4", "-f", "jsonl")
     assert [json.loads(x)["id"] for x in result.stdout.splitlines()] == [

@@ -87,6 +87,22 @@ def test_piped_statements_commands_errors_and_exit_status(data: Path, tmp_path: 
     assert not (tmp_path / "undertale-duck").exists()  # no history file from a pipe
 
 
+def test_a_cut_table_names_the_shell_s_own_commands(data: Path, tmp_path: Path) -> None:
+    # the shell has no --limit or --format options: its hint names .rows and .format
+    result = subprocess.run(
+        [sys.executable, "-m", "undertale_duck", "shell", str(data)],
+        input=".rows 2\nSELECT * FROM range(5) t(n);\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    hint = result.stdout.splitlines()[-1]
+    assert hint.startswith("(more than 2 rows; the first 2 are shown") and "--" not in hint, hint
+    assert ".rows N" in hint and ".format csv" in hint, hint
+
+
 def test_piped_shell_without_errors_exits_zero(data: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "undertale_duck", "shell", str(data), "--format", "jsonl"],

@@ -115,3 +115,23 @@ def test_cli_memory_takes_sizes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert usage.value.code == 2
     err = capsys.readouterr().err
     assert "--memory" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [
+    ["describe", "--scan"], ["validate", "--schema", "TokenizedDataset"],
+    ["sql", "SELECT 1 AS n", "--where", "label >= 0"],
+    ["pack", "--column", "tokens", "--length", "4"],
+])
+def test_cli_memory_of_a_pebibyte_or_more_is_a_usage_error_naming_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # '1PiB' reached ParquetDataset/describe as 2**30 MiB, which they refuse as "a byte count
+    # by mistake" ("memory=1073741824.0 is read in MiB"), naming an argument never typed
+    datagen.write_shards(tmp_path / "d", [20])
+    args = [command[0], str(tmp_path / "d"), *command[1:]]
+    with pytest.raises(SystemExit) as usage:
+        main([*args, "--memory", "1PiB"])
+    assert usage.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--memory" in err and "1PiB" in err, err
+    assert "byte count" not in err and "Traceback" not in err, err

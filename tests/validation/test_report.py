@@ -222,3 +222,14 @@ def test_schema_error_for_a_missing_column_names_every_column_the_schema_needs(
     assert message.endswith(
         "TokenizedClassificationDataset needs the columns id, tokens, mask, label"
     )
+
+
+def test_report_for_takes_memory_as_parquetdataset_does(tmp_path: Path) -> None:
+    _write(tmp_path / "part-0.parquet",
+           [{"id": f"r{i}", "label": i, "kind": "<c>", "blob": None} for i in range(5)])
+    report = report_for(tmp_path, S, memory="1GiB")  # a size string, as memory= takes
+    assert report.passed and report.rows == 5
+    with pytest.raises(ArgumentError, match="memory must be a finite size >= 0"):
+        report_for(tmp_path, S, memory=-1)  # not silently "no budget"
+    with pytest.raises(ArgumentError, match="memory must be a size such as"):
+        report_for(tmp_path, S, memory="lots")

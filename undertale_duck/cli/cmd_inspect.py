@@ -9,7 +9,7 @@ import sys
 import pyarrow as pa
 
 from ..common.jsonvalue import jsonable
-from ..common.text import terminal_safe
+from ..common.text import cells, pad, terminal_safe
 from ..errors import ArgumentError
 from . import writers
 from .command import (
@@ -77,9 +77,9 @@ def run_row(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"row {index} of {total}: row {local} of shard {terminal_safe(shard)}")
     names = {key: terminal_safe(key) for key in values}  # values print as repr: escaped
-    width = max((len(n) for n in names.values()), default=0)
+    width = max((cells(n) for n in names.values()), default=0)
     for key, value in values.items():
-        print(f"  {names[key].ljust(width)}  {value!r}")
+        print(f"  {pad(names[key], width)}  {value!r}")
     return EXIT_OK
 
 

@@ -30,6 +30,9 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 #: The memory budget of ad hoc SQL in MiB unless ``--memory`` says (``ParquetDataset``'s).
 DEFAULT_MEMORY_MIB = 4096
+#: ``--memory`` must be below this many bytes (1 PiB, 2**30 MiB: what ``memory=`` refuses as a
+#: byte count given by mistake).
+MOST_MEMORY = 1 << 50
 
 #: Longest query text read from ``@FILE`` or standard input (and given as QUERY).
 MAX_QUERY_BYTES = 1 << 20
@@ -173,12 +176,20 @@ def memory_size(text: str) -> float:
         The budget in MiB.
 
     Raises:
-        argparse.ArgumentTypeError: If it is not a size (:func:`parse_size`).
+        argparse.ArgumentTypeError: If it is not a size (:func:`parse_size`), or is 1 PiB or
+            more.
     """
     try:
-        return parse_size(text, "--memory", "MiB") / MIB
+        size = parse_size(text, "--memory", "MiB")
     except ArgumentError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if size >= MOST_MEMORY:
+        # passed on in MiB, so many would be refused downstream as "a byte count by
+        # mistake" under the name memory=, which the user never typed: refused here instead
+        raise argparse.ArgumentTypeError(
+            f"--memory must be less than 1 PiB, got {text!r}; 0 turns the budget off"
+        )
+    return size / MIB
 
 
 def query_session(

@@ -25,8 +25,8 @@ def to_text(description: Description) -> str:
     base = _common_dir([shown(s.path) for s in d.shards])
     out = [
         f"dataset {shown(d.source)}",
-        f"  {len(d.shards)} shard{_s(len(d.shards))}, {d.rows:,} rows, "
-        f"{d.row_groups:,} row groups, {format_size(d.bytes)}",
+        f"  {len(d.shards)} shard{_s(len(d.shards))}, {d.rows:,} row{_s(d.rows)}, "
+        f"{d.row_groups:,} row group{_s(d.row_groups)}, {format_size(d.bytes)}",
         "",
         f"shards (in {base})" if base else "shards",
     ]
@@ -51,6 +51,8 @@ def to_text(description: Description) -> str:
         if c.min_length is not None:
             row[3] = f"len {c.min_length}"
             row[4] = f"len {c.max_length}"
+        elif d.scanned and c.null_count is not None and _is_list(c.type):
+            row[3] = row[4] = "-"  # scanned, one type: no lengths means no values
         if c.shards != readable:
             row[1] += f" (in {c.shards} of {readable} shards)"
         crows.append(row)
@@ -65,7 +67,8 @@ def to_text(description: Description) -> str:
         out.append("schema drift: none (every readable shard has the same columns and types)")
     else:
         out.append(
-            f"schema drift: {len(d.drift)} shard{_s(len(d.drift))} differ "
+            f"schema drift: {len(d.drift)} shard{_s(len(d.drift))} "
+            f"{'differs' if len(d.drift) == 1 else 'differ'} "
             "from the layout most shards share"
         )
         for drift in d.drift:
@@ -105,6 +108,8 @@ def view_to_text(view: ViewDescription) -> str:
         row = [c.name, c.type, f"{c.null_count:,}", _stat(c.min, c), _stat(c.max, c)]
         if c.min_length is not None:
             row[3], row[4] = f"len {c.min_length}", f"len {c.max_length}"
+        elif _is_list(c.type):
+            row[3] = row[4] = "-"  # scanned: no lengths means no values
         crows.append(row)
     out += aligned(["name", "type", "nulls", "min", "max"], crows).splitlines()
     return "\n".join(terminal_safe(line) for line in out) + "\n"
@@ -112,6 +117,11 @@ def view_to_text(view: ViewDescription) -> str:
 
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
+
+
+def _is_list(duck_type: str) -> bool:
+    """Whether a DuckDB type is a list or array (``BIGINT[]``), which a scan measures."""
+    return duck_type.endswith("]")
 
 
 

@@ -313,6 +313,7 @@ class Shell:
                 max_rows=self.rows or None,
                 width=width,
                 color=self._color,
+                hint=".rows N (0: all), or .format csv for all",
             )
         self.out.flush()
 

@@ -237,6 +237,7 @@ def write_table(
     max_rows: int | None = TABLE_ROWS,
     width: int | None = None,
     color: bool = False,
+    hint: str = "use --limit N, or --format csv for all",
 ) -> int:
     """Write an aligned table of at most ``max_rows`` rows and a row count line.
 
@@ -247,6 +248,8 @@ def write_table(
         max_rows: The most rows shown; when the result has more, the count line says so.
         width: Terminal width; None lets every column take the room it needs.
         color: Whether to use terminal colors.
+        hint: How to see every row, said when rows are left out (the command line's
+            options; the shell's dot commands).
 
     Returns:
         The number of rows shown.
@@ -298,7 +301,7 @@ def write_table(
     n = len(shown)
     if more:
         console.print(
-            f"(more than {n} rows; the first {n} are shown: use --limit N, or --format csv for all)"
+            f"(more than {n} rows; the first {n} are shown: {hint})"
         )
     else:
         console.print(f"({n} row{'' if n == 1 else 's'})")

@@ -101,6 +101,35 @@ def terminal_safe(text: str) -> str:
     )
 
 
+def cells(text: str) -> int:
+    """The terminal columns ``text`` takes: wide characters (CJK) two, combining marks none.
+
+    Args:
+        text: Printable text (:func:`terminal_safe`).
+
+    Returns:
+        Its width on a terminal, as rich (which draws the command line's tables) counts it.
+    """
+    from rich.cells import cell_len  # imported when text is laid out, not with the package
+
+    return cell_len(text)
+
+
+def pad(text: str, width: int, *, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns (:func:`cells`).
+
+    Args:
+        text: Printable text.
+        width: The columns it should take.
+        right: Pad on the left (right-aligned) instead of on the right.
+
+    Returns:
+        The padded text (``text`` itself when it is already as wide).
+    """
+    fill = " " * max(0, width - cells(text))
+    return fill + text if right else text + fill
+
+
 def aligned(
     headers: Sequence[str],
     rows: Sequence[Sequence[str]],
@@ -123,14 +152,14 @@ def aligned(
     """
     headers = [terminal_safe(h) for h in headers]
     rows = [[terminal_safe(c) for c in r] for r in rows]
-    widths = [len(h) for h in headers]
+    # terminal columns, not code points: a name or value in CJK would push its line askew
+    widths = [cells(h) for h in headers]
     for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+        widths = [max(w, cells(c)) for w, c in zip(widths, r, strict=True)]
     lines = []
     for r in [list(headers), ["-" * w for w in widths], *rows]:
         text = "  ".join(
-            c.rjust(w) if k in right else c.ljust(w)
-            for k, (c, w) in enumerate(zip(r, widths, strict=True))
+            pad(c, w, right=k in right) for k, (c, w) in enumerate(zip(r, widths, strict=True))
         )
         lines.append((indent + text).rstrip())
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ import duckdb
 from pydantic import BaseModel
 
 from ..common.progress import Progress
+from ..common.sizes import parse_size
 from ..common.text import redact_url
 from ..core.query import memory_limit
 from ..core.runtime import connect, nan_safe, threads_of
@@ -181,7 +182,7 @@ def report_for(
     progress: Progress | None = None,
     duckdb_config: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
-    memory: float = 4096,
+    memory: float | str = 4096,
     executor: Executor | None = None,
 ) -> ValidationReport:
     """Validate a dataset given as a path, also when some shards cannot be read at all.
@@ -196,7 +197,8 @@ def report_for(
         progress: Called before each query with a short label.
         duckdb_config: DuckDB settings for the connection the checks run on.
         storage_options: Options of a remote source's store (docs/storage.md).
-        memory: The memory budget in MiB (0: none), as :func:`run`'s ``memory_bytes``.
+        memory: The memory budget in MiB, or a size such as ``"2GiB"`` (0: none), as
+            ``ParquetDataset``'s ``memory=``; :func:`run`'s ``memory_bytes``.
         executor: Where the row and uniqueness checks run (default: in this process).
 
     Returns:
@@ -207,10 +209,11 @@ def report_for(
         ArgumentError: If ``schema`` is not a pydantic model class or has a field whose
             verdict the checks cannot give (a validation alias naming several columns, a
             pattern pydantic matches with Python's ``re``), or ``examples`` is not a whole
-            number from 0.
+            number from 0, or ``memory`` is not a size.
     """
     model = schemas.check_schema(schema)
     examples = _example_count(examples)
+    budget = parse_size(memory, "memory", "MiB")  # "2GiB" as ParquetDataset takes it
     files = SourceFiles(source, storage_options)  # local paths or URLs
     paths = files.paths
     shards: list[Shard | None] = []
@@ -228,7 +231,6 @@ def report_for(
         "autoinstall_known_extensions": False,
     }
     config.update(duckdb_config or {})
-    budget = int(memory * (1 << 20))
     if budget > 0:
         config.setdefault("memory_limit", memory_limit(budget))
     config = nan_safe(config)  # every scan sees NaN, whatever the statistics say

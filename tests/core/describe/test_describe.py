@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from support import datagen
 
+from undertale_duck import ArgumentError
 from undertale_duck.cli.render_describe import to_text
 from undertale_duck.core.describe import footers as describe
 
@@ -108,6 +110,18 @@ def test_scan_gives_exact_values_and_list_lengths(spark: Path) -> None:
     )
 
 
+def test_describe_takes_a_list_of_shards_and_memory_as_parquetdataset_does(spark: Path) -> None:
+    shards = sorted(spark.glob("part-*.parquet"))
+    d = describe.describe(shards[2:], scan=True, memory="1GiB")  # a list, a size string
+    assert d.rows == SIZES[2] + SIZES[3] and [Path(s.path) for s in d.shards] == shards[2:]
+    assert d.source == f"{shards[2]}, {shards[3]}"
+    assert f"dataset {shards[2]}, {shards[3]}" in to_text(d)
+    with pytest.raises(ArgumentError, match="memory must be a finite size >= 0"):
+        describe.describe(spark, memory=-1)
+    with pytest.raises(ArgumentError, match="memory must be a size such as"):
+        describe.describe(spark, memory="lots")
+
+
 def test_describe_cli_text_and_json_on_spark_dir(spark: Path) -> None:
     text = run_cli("describe", str(spark))
     assert text.returncode == 0, text.stderr
@@ -157,6 +171,7 @@ def test_drift_is_reported_and_describe_still_works(drifting: Path) -> None:
     ]
     text = to_text(d)
     assert "b.parquet: missing blob; extra extra; label is VARCHAR (expected BIGINT)" in text
+    assert "schema drift: 1 shard differs from the layout most shards share" in text
     assert "DOUBLE (in 1 of 3 shards)" in text
 
 
@@ -223,3 +238,46 @@ def test_float16_footer_statistics_are_numbers(tmp_path: Path) -> None:
     assert isinstance(col.min, float) and col.null_count == 0
     scanned = describe.describe(tmp_path / "half.parquet", scan=True).columns[0]
     assert (scanned.min, scanned.max) == (col.min, col.max)
+
+
+def test_footer_min_of_a_float_zero_is_not_shown_as_negative_zero(tmp_path: Path) -> None:
+    # Parquet writers store a zero minimum as -0.0 (the format's rule, so that readers skip
+    # no group holding -0.0); the data holds +0.0 only, and describe showed "-0.0"
+    root = tmp_path / "zeros"
+    root.mkdir()
+    values = [i * 0.5 for i in range(10)]  # 0.0 .. 4.5, no negative zero
+    pq.write_table(pa.table({"f": values, "h": pa.array(values, pa.float16())}),
+                   root / "part-0.parquet")
+    for scan in (False, True):
+        cols = {c.name: c for c in describe.describe(root, scan=scan).columns}
+        for name in ("f", "h"):
+            assert (cols[name].min, cols[name].max) == (0.0, 4.5)
+            assert str(cols[name].min) == "0.0", (scan, name, cols[name].min)
+    line = next(x for x in to_text(describe.describe(root)).splitlines() if x.split()[:1] == ["f"])
+    assert line.split()[3:] == ["0.0", "4.5"], line
+
+
+def test_scan_min_max_see_nan_beside_numbers_in_a_row_group(tmp_path: Path) -> None:
+    # a full scan is exact: DuckDB's statistics propagation took max from the footer, which
+    # Parquet writers compute without NaN (docs/decisions/0021), and gave 4.5 instead of NaN
+    root = tmp_path / "nan"
+    root.mkdir()
+    values = [math.nan if i == 3 else i * 0.5 for i in range(10)]
+    pq.write_table(pa.table({"f": values}), root / "part-0.parquet", row_group_size=5)
+    cols = {c.name: c for c in describe.describe(root, scan=True).columns}
+    assert cols["f"].null_count == 0 and cols["f"].min == 0.0
+    assert math.isnan(cols["f"].max)  # DuckDB sorts NaN above every number, as ds.sql does
+
+
+def test_a_scan_shows_a_list_column_without_values_as_none_not_unknown(tmp_path: Path) -> None:
+    # a scan is exact: no lengths means no values ("-"), never "?" (unknown), which the
+    # footer view explains in a legend that a scan does not print
+    root = tmp_path / "nulls"
+    root.mkdir()
+    pq.write_table(pa.table({"l": pa.array([None] * 5, pa.list_(pa.int64())),
+                             "i": pa.array(range(5), pa.int64())}), root / "part-0.parquet")
+    for text in (to_text(describe.describe(root, scan=True)),
+                 run_cli("describe", str(root), "--scan", "--where", "i > 10").stdout):
+        lines = [x.split() for x in text.splitlines() if x.split()[:1] == ["l"]]
+        assert lines and all(line[3:] == ["-", "-"] for line in lines), text
+        assert "  1 shard, 5 rows, 1 row group, " in text  # not "1 row groups"

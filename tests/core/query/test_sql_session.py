@@ -556,3 +556,29 @@ def test_tensors_and_lists_of_numpy_numbers_bind_as_python_values(
     assert nested == [{"a": [[1], [2]], "b": {"k": 0.5}}]
     grid = shared.sql("SELECT ? AS g", [torch.arange(4).reshape(2, 2)]).to_pylist()
     assert grid == [{"g": [[0, 1], [2, 3]]}]
+
+
+def test_a_param_value_duckdb_cannot_bind_is_an_argument_error(shared: ParquetDataset) -> None:
+    # was QueryError "query failed: Not implemented Error: Unable to transform python value"
+    for params in ([object()], {"v": pa.scalar(1)}, [[1, object()]]):
+        query = "SELECT ? AS v" if isinstance(params, list) else "SELECT $v AS v"
+        with pytest.raises(ArgumentError, match=r"^params: DuckDB cannot bind a value of type"):
+            shared.sql(query, params)
+        with pytest.raises(ArgumentError, match=r"^params: DuckDB cannot bind"):
+            shared.sql_batches(query, params)
+    assert shared.sql("SELECT ? AS v", [1]).to_pylist() == [{"v": 1}]  # the session goes on
+
+
+def test_numpy_numbers_inside_list_and_struct_params_bind_too(shared: ParquetDataset) -> None:
+    # `list(ids_array)` holds numpy scalars: ANY($ids) failed with DuckDB's "Unable to
+    # transform python value of type numpy.int64", as a bare np.int64 did
+    query = "SELECT id FROM dataset WHERE label = ANY($labels) ORDER BY id"
+    expected = [datagen.row(i)["id"] for i in range(TOTAL) if i % 7 in (2, 5)]
+    for labels in (list(np.array([2, 5])), (np.int8(2), np.int8(5)), [2, 5]):
+        assert shared.sql(query, {"labels": labels}).column("id").to_pylist() == expected
+        with shared.sql_batches(query, {"labels": labels}) as reader:
+            assert reader.read_all().column("id").to_pylist() == expected
+    nested = {"a": np.float32(0.5), "b": [[np.uint16(7)], []], "c": (np.bool_(True),)}
+    assert shared.sql("SELECT ? AS s", [nested]).to_pylist() == [
+        {"s": {"a": 0.5, "b": [[7], []], "c": [True]}}
+    ]

@@ -160,6 +160,13 @@ def test_side_table_names_differing_only_in_case_are_refused(data: Path) -> None
                        "ON d.label = x.label", tables=tables)
 
 
+def test_a_side_table_name_holding_nul_is_an_argument_error(data: Path) -> None:
+    # no DuckDB identifier can hold NUL: one line naming tables=, not a bare ValueError
+    with pytest.raises(ArgumentError, match=r"tables= name 'n\\x00x' holds a NUL character"):
+        ParquetDataset(data, query="SELECT d.id FROM dataset d",
+                       tables={"n\x00x": pa.table({"label": [0, 1]})})
+
+
 def test_a_damaged_window_file_is_never_served(data: Path, tmp_path: Path) -> None:
     before = digest(data)
     directory = tmp_path / "windows"

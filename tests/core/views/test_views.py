@@ -195,8 +195,12 @@ REFUSED = {
     "SELECT * FROM read_parquet('/etc/passwd')": "table function",
     "SELECT * FROM somewhere_else": "neither dataset",
     "SELECT id FROM dataset QUALIFY label > 1": "QUALIFY",
-    "DELETE FROM dataset": "cannot be used",
+    "DELETE FROM dataset": "must be one SELECT statement",
     "SELECT 1; SELECT 2": "one SELECT",
+    # a statement that is not a SELECT beside one: named so, not with DuckDB's "Only SELECT
+    # statements can be serialized to json!"
+    "SELECT * FROM dataset; DROP TABLE x": r"must be one SELECT statement over dataset \(a",
+    "CREATE TABLE t AS SELECT 1; SELECT * FROM dataset": "must be one SELECT statement",
     "SELECT id, $1 AS p FROM dataset": "parameters",
     "SELECT id, label AS __ud_row FROM dataset WHERE __ud_row > 1": "reserved",
     # an alias the rewrite orders by (rows came in its order) or drops from the schema

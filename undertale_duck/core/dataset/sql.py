@@ -76,8 +76,8 @@ class SqlAccess:
             The result as an Arrow table.
 
         Raises:
-            ArgumentError: If ``query`` is not a string, or ``params`` neither a mapping nor
-                a list or tuple.
+            ArgumentError: If ``query`` is not a string, ``params`` neither a mapping nor
+                a list or tuple, or one of its values is not one DuckDB can bind.
             QueryError: If the SQL fails, holds more than one statement, or its result is
                 larger than ``max_bytes``.
             ReadOnlyError: If the SQL would write or change state (``COPY``, ``ATTACH`` ...).
@@ -109,6 +109,7 @@ class SqlAccess:
             A ``pyarrow.RecordBatchReader``; errors while reading are :class:`QueryError`.
 
         Raises:
+            ArgumentError: As :meth:`sql` (``query``, ``params``, also ``batch_rows``).
             QueryError: If the SQL fails to parse, bind or start.
             ReadOnlyError: If the SQL would write or change state.
             ShardChangedError: If a shard changed on disk (checked before, and after the

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ...common.jsonvalue import jsonable
 from ...common.progress import Progress
+from ...common.sizes import parse_size
 from ...common.text import first_line, redact_url
 from ...errors import ColumnError, SourceError
 from ..bounds import VectorBound
@@ -26,6 +27,7 @@ from ..runtime import (
     default_duckdb_config,
     duckdb_path,
     interruptible,
+    nan_safe,
     sqlfiles,
     threads_of,
 )
@@ -33,6 +35,7 @@ from ..source import (
     Shard,
     ShardDrift,
     SourceFiles,
+    SourceLike,
     check_column_names,
     reference_columns,
     schema_drift,
@@ -310,8 +313,14 @@ def _stat_values(st: Any) -> tuple[Any, Any]:
     if str(st.logical_type) == "Float16":
         # pyarrow gives a float16's statistics as their two raw little-endian bytes, which
         # would be shown (and compared) as bytes: decode them as the numbers they are
-        return struct.unpack("<e", st.min)[0], struct.unpack("<e", st.max)[0]
-    return st.min, st.max
+        low, high = struct.unpack("<e", st.min)[0], struct.unpack("<e", st.max)[0]
+    else:
+        low, high = st.min, st.max
+    # Parquet writers store a zero minimum as -0.0 whether or not the data holds one (the
+    # format's rule): it says "zero", shown as the scan shows the data's +0.0
+    if isinstance(low, float) and low == 0:
+        low = 0.0
+    return low, high
 
 
 def scan_aggregates(columns: list[tuple[str, str]]) -> str:
@@ -464,12 +473,12 @@ def scan_task(task: ScanTask) -> tuple[Stats | None, str | None]:
 
 
 def describe(
-    source: str | os.PathLike[str],
+    source: SourceLike,
     *,
     scan: bool = False,
     progress: Progress | None = None,
     storage_options: Mapping[str, Any] | None = None,
-    memory: float = 4096,
+    memory: float | str = 4096,
     executor: TaskMap | None = None,
 ) -> Description:
     """Describe a dataset from its shards' footers (and, with ``scan``, one full scan).
@@ -478,12 +487,14 @@ def describe(
     stopping the description; shards whose columns or types differ are reported as drift.
 
     Args:
-        source: A Parquet file, a directory of shards, or a glob (as ``ParquetDataset`` takes).
+        source: A Parquet file, a directory of shards, a glob or a list of shards (as
+            ``ParquetDataset`` takes).
         scan: Read every value for exact null counts, min/max (and list lengths).
         progress: Called with each shard's file name before it is scanned.
         storage_options: Options of a remote source's store (footers are read by range
             reads; see docs/storage.md).
-        memory: The scan's memory budget in MiB (0: none): a shard whose string and
+        memory: The scan's memory budget in MiB, or a size such as ``"2GiB"`` (0: none), as
+            ``ParquetDataset``'s ``memory=``: a shard whose string and
             binary values the scan would hold at once pass it (a dictionary bomb) is
             reported with the reason instead of scanned (:mod:`vectors`).
         executor: Where ``scan`` runs: one task per shard through its ``map`` (e.g.
@@ -496,13 +507,16 @@ def describe(
 
     Raises:
         SourceError: If the source resolves to no file at all.
+        ArgumentError: If ``memory`` is not a size.
     """
+    budget = parse_size(memory, "memory", "MiB")  # "2GiB" as ParquetDataset takes it
     files = SourceFiles(source, storage_options)  # local paths or URLs
     paths = files.paths
-    config = {k: v for k, v in default_duckdb_config().items()}
+    # a scan is exact: without the optimizers that trust footer min/max, which leave NaN out
+    config = nan_safe({k: v for k, v in default_duckdb_config().items()})
     con = connect(config)
     files.attach(con)
-    budget, threads = int(memory * (1 << 20)), threads_of(config.get("threads"))
+    threads = threads_of(config.get("threads"))
     options = None if storage_options is None else dict(storage_options)
     try:
         infos: list[ShardInfo] = []
@@ -574,8 +588,14 @@ def describe(
         for s in infos:
             if s.error is not None:
                 s.columns = []
+        if isinstance(source, str | os.PathLike):
+            shown = os.fspath(source)
+        else:  # a list of shards, named as validation reports name it
+            names = [os.fspath(p) for p in source]
+            more = f", ... ({len(names)} files)" if len(names) > 3 else ""
+            shown = ", ".join(names[: 1 if more else 3]) + more
         return Description(
-            source=os.fspath(source),
+            source=shown,
             shards=infos,
             columns=list(columns.values()),
             drift=[d for d in drift if not any(x.path == d.path and x.error for x in infos)],

@@ -323,10 +323,19 @@ class QuerySession:
         self.source.check_unchanged()
         if failures.is_interrupt(exc):
             return QueryError("the query was interrupted")
+        unbindable = _UNBINDABLE.search(str(exc))
+        if isinstance(exc, duckdb.NotImplementedException) and unbindable:
+            # only a parameter's value reaches DuckDB from Python: the caller's argument
+            return ArgumentError(
+                f"params: DuckDB cannot bind a value of type {unbindable.group(1)}; pass "
+                "str, int, float, bool, bytes, None, dates and times, Decimal, UUID, numpy "
+                "numbers and arrays, torch tensors, or lists and dicts of them"
+            )
         if isinstance(exc, duckdb.PermissionException) and self.sql_files == "dataset":
             return QueryError(
                 "refused: ad hoc SQL is confined to the dataset's own files (sql_files="
-                f"'dataset'; the shell's --sql-files any lifts it): {failures.message(exc)}"
+                "'dataset'; ParquetDataset(..., sql_files='any') or the command line's "
+                f"--sql-files any lifts it): {failures.message(exc)}"
             )
         drift = blame.drift_failure(self.source, exc)
         if drift is not None:
@@ -361,6 +370,10 @@ class QuerySession:
 
 #: Deepest list or dict nesting of a parameter whose numpy numbers are converted.
 _MAX_PARAM_DEPTH = 32
+
+
+#: DuckDB's error for a Python value it cannot bind as a parameter (names the value's type).
+_UNBINDABLE = re.compile(r"Unable to transform python value of type '<class '([^']+)'>'")
 
 
 def _check_params(params: object) -> Params:
@@ -400,15 +413,20 @@ def _check_params(params: object) -> Params:
 def _bindable(value: Any, depth: int = 0) -> Any:
     """A parameter as DuckDB can bind it: numpy numbers and torch tensors as Python values.
 
-    DuckDB binds Python numbers and numpy arrays, not a numpy scalar (also inside a list,
-    ``[ids[0], ids[1]]``) nor a torch tensor (``batch["label"][0]``): those are bound as
-    their Python values, a tensor with dimensions as a (nested) list.
+    DuckDB binds Python numbers and numpy arrays, not a numpy scalar (also inside a list:
+    ``list(ids_array)``) nor a torch tensor (``batch["label"][0]``): those are bound as
+    their Python values, a tensor with dimensions as a (nested) list. Lists, tuples and
+    dicts are converted inside; a sequence with nothing to convert is bound as given (a
+    namedtuple stays one).
     """
     if isinstance(value, np.integer | np.floating | np.bool_):
         return value.item()
     if depth < _MAX_PARAM_DEPTH:
         if isinstance(value, list | tuple):
-            return type(value)(_bindable(item, depth + 1) for item in value)
+            items = [_bindable(item, depth + 1) for item in value]
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            return items if isinstance(value, list) else tuple(items)
         if isinstance(value, dict):
             return {key: _bindable(item, depth + 1) for key, item in value.items()}
     torch = sys.modules.get("torch")  # a tensor comes from an imported torch

@@ -89,6 +89,12 @@ def _parse(con: duckdb.DuckDBPyConnection, query: str) -> dict[str, Any]:
     tree: dict[str, Any] = json.loads(rows[0][0]) if rows and rows[0][0] else {"error": True}
     if tree.get("error"):
         message = tree.get("error_message") or "it is not a SELECT statement DuckDB can parse"
+        if message.startswith("Only SELECT statements can be serialized"):
+            # DuckDB's words for any statement that is not a SELECT (DELETE, or DROP after ';')
+            raise QueryError(
+                "view query must be one SELECT statement over dataset (a statement that is "
+                "not a SELECT cannot be a view, nor follow one after ';')"
+            )
         raise QueryError(f"view query cannot be used: {message}")
     return tree
 

@@ -137,6 +137,11 @@ def side_tables(tables: Mapping[str, SideTable] | None) -> tuple[Side, ...]:
                 "tables= names must be non-empty and not 'dataset' or 'dataset_view' (in any "
                 f"case), got {name!r}"
             )
+        if "\x00" in name:  # no DuckDB identifier can hold one (quoting it would fail later)
+            raise ArgumentError(
+                f"tables= name {name!r} holds a NUL character, which no SQL name can hold; "
+                "give the table another name"
+            )
         if name.lower() in seen:  # one table in DuckDB: the last registered would serve both
             raise ArgumentError(
                 f"tables= names {seen[name.lower()]!r} and {name!r} differ only in case, and "
