@@ -540,7 +540,7 @@ def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
         CorruptShardError: If the schema cannot be decoded.
     """
     try:
-        return meta.schema.to_arrow_schema()
+        return with_uuids(meta.schema.to_arrow_schema(), meta.schema)
     except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
         raise UnsupportedShardError(
             f"Parquet shard {path} uses a column type Arrow cannot represent: {first_line(exc)}",
@@ -551,6 +551,52 @@ def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
             f"Parquet shard {path} is corrupt: its schema cannot be read ({first_line(exc)})",
             path,
         ) from None
+
+
+def with_uuids(schema: pa.Schema, parquet: pq.ParquetSchema) -> pa.Schema:
+    """``schema`` with Arrow's ``uuid`` type for the leaves the footer annotates UUID.
+
+    ``ParquetSchema.to_arrow_schema`` reads them as 16-byte binary, where pyarrow's own
+    reads (``ParquetFile``, ``read_table``: Arrow extensions on) give ``uuid``, whose
+    ``as_py()`` is a ``uuid.UUID``. Only a file without pyarrow's stored schema differs
+    (DuckDB's, Spark's): the leaves of ``schema`` are the footer's columns in order.
+
+    Args:
+        schema: The footer's schema as ``to_arrow_schema`` gives it.
+        parquet: The footer's Parquet schema.
+
+    Returns:
+        The schema pyarrow's reads give (``schema`` itself when no leaf changes).
+    """
+    uuids = {
+        i for i in range(len(parquet))
+        if parquet.column(i).physical_type == "FIXED_LEN_BYTE_ARRAY"
+        and str(parquet.column(i).logical_type) == "UUID"
+    }
+    if not uuids:
+        return schema
+    leaf = iter(range(len(parquet)))
+
+    def convert(typ: pa.DataType) -> pa.DataType:
+        if pa.types.is_map(typ):
+            return pa.map_(convert(typ.key_type), convert(typ.item_type), typ.keys_sorted)
+        if typ.num_fields == 0:
+            index = next(leaf)
+            return pa.uuid() if index in uuids and typ == pa.binary(16) else typ
+        fields = [typ.field(k) for k in range(typ.num_fields)]
+        children = [f.with_type(convert(f.type)) for f in fields]
+        if pa.types.is_struct(typ):
+            return pa.struct(children)
+        if pa.types.is_large_list(typ):
+            return pa.large_list(children[0])
+        if pa.types.is_fixed_size_list(typ):
+            return pa.list_(children[0], typ.list_size)
+        if pa.types.is_list(typ):
+            return pa.list_(children[0])
+        raise NotImplementedError(f"a column of type {typ} holding a UUID")
+
+    fields = [f.with_type(convert(f.type)) for f in schema]
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 def checked_row_groups(path: str, meta: pq.FileMetaData, size: int) -> tuple[tuple[int, int], ...]:

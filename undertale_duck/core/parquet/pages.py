@@ -10,6 +10,7 @@ decoding it stays within the read limit; anything else, or any doubt, goes to Du
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, NamedTuple
@@ -17,6 +18,7 @@ from typing import BinaryIO, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .footers import chunks_known
 from .thrift import Thrift
 
 #: Data page encodings both readers decode alike (Parquet's Encoding enum), for any of the
@@ -140,6 +142,49 @@ class ShardPages:
         except (OSError, ValueError, IndexError, pa.ArrowException):
             return None
         return total
+
+
+#: Physical types DuckDB decodes BYTE_STREAM_SPLIT pages of; pyarrow also writes (and
+#: reads) them for FIXED_LEN_BYTE_ARRAY: float16, decimals, fixed-size binary.
+DUCKDB_SPLIT_TYPES = frozenset({"FLOAT", "DOUBLE", "INT32", "INT64"})
+#: Row groups :func:`split_columns` looks at (writers encode a column alike in each).
+SPLIT_SCAN_GROUPS = 256
+
+
+def split_columns(path: str, columns: Sequence[str]) -> list[str]:
+    """The columns of ``columns`` with BYTE_STREAM_SPLIT pages DuckDB cannot decode.
+
+    DuckDB's error for them names no column; this names them for ours. Only the first
+    :data:`SPLIT_SCAN_GROUPS` row groups are looked at, and only once the footer's chunks
+    are known to hold no value pyarrow's chunk accessors abort the process on.
+
+    Args:
+        path: A local Parquet file.
+        columns: The top-level columns read.
+
+    Returns:
+        Those columns, in ``columns`` order ([] if none, or the footer cannot be read).
+    """
+    wanted = set(columns)
+    found: set[str] = set()
+    try:
+        if not chunks_known(path, os.path.getsize(path)):
+            return []
+        meta = pq.read_metadata(path)
+        for group in range(min(meta.num_row_groups, SPLIT_SCAN_GROUPS)):
+            rg = meta.row_group(group)
+            for index in range(rg.num_columns):
+                chunk = rg.column(index)
+                name = chunk.path_in_schema.split(".")[0]
+                if (
+                    name in wanted
+                    and chunk.physical_type not in DUCKDB_SPLIT_TYPES
+                    and "BYTE_STREAM_SPLIT" in chunk.encodings
+                ):
+                    found.add(name)
+    except (OSError, ValueError, IndexError, pa.ArrowException):
+        return []
+    return [name for name in columns if name in found]
 
 
 def _leaves(
@@ -400,4 +445,5 @@ __all__ = [
     "chunk_range",
     "page_headers",
     "plain_type",
+    "split_columns",
 ]

@@ -6,6 +6,7 @@ import duckdb
 
 from ...common.text import first_line
 from ...errors import QueryError, SourceError
+from ..parquet import pages
 from ..runtime import duckdb_path, failures, sqlfiles
 from ..source import Source
 
@@ -153,4 +154,9 @@ def query_failure(
         if probed is None:
             return None
         error = probed
-    return failures.shard_error(error, path, "rows the query reads")
+    culprits = (
+        pages.split_columns(path, source.columns)
+        if "byte_stream_split" in str(error).lower()
+        else []
+    )
+    return failures.shard_error(error, path, "rows the query reads", culprits=culprits)

@@ -16,6 +16,7 @@ from ...common.sizes import MIB
 from ...common.text import first_line
 from ...errors import CorruptShardError, MemoryBudgetError, ShardChangedError, SourceError
 from ..bounds import NestedBound, ValueBound, read_bounded
+from ..parquet import pages
 from ..runtime import Connection, duckdb_path, failures, held_pool, interruptible, sqlfiles
 from ..source import Shard, Source, Window, conform, touched_bytes, window_row_groups
 from .direct import DirectReader, Spare
@@ -562,9 +563,14 @@ class WindowDecoder:
             if failures.is_fatal(exc):
                 self.connection.close()  # DuckDB invalidated the database: reopen on next use
             local.check_unchanged()
+            culprits = (
+                pages.split_columns(local.path, self.source.columns)
+                if "byte_stream_split" in str(exc).lower()
+                else []
+            )
             raise failures.shard_error(
                 exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched,
-                columns=len(self.source.columns),
+                columns=len(self.source.columns), culprits=culprits,
             ) from None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import duckdb
 import pyarrow as pa
@@ -66,6 +67,7 @@ def shard_error(
     memory: int = 0,
     footer_bytes: int | None = None,
     columns: int = 0,
+    culprits: Sequence[str] = (),
 ) -> SourceError:
     """Return our error for a failure of DuckDB or pyarrow while reading a shard.
 
@@ -82,6 +84,8 @@ def shard_error(
         footer_bytes: The bytes the footer records for what was read, when known.
         columns: The number of columns read (0: unknown), to tell a shard too wide for
             the budget from one whose pages decompress to more than its footer records.
+        culprits: The columns found to use the feature DuckDB cannot read, when known
+            (DuckDB's message names none).
 
     Returns:
         The error to raise (a :class:`SourceError` subclass).
@@ -151,9 +155,15 @@ def shard_error(
             f"shard {path}: {what} cannot be converted to Arrow: {text}", path
         )
     if isinstance(exc, duckdb.NotImplementedException) or any(k in low for k in _UNSUPPORTED):
+        which = (
+            f"column{'s' if len(culprits) > 1 else ''} "
+            + ", ".join(repr(name) for name in culprits)
+            if culprits
+            else "the column"
+        )
         return UnsupportedShardError(
             f"shard {path} uses a Parquet feature DuckDB cannot read ({what}): {text}; the "
-            "file is not corrupt: rewrite it with common settings, or leave the column out "
+            f"file is not corrupt: rewrite it with common settings, or leave {which} out "
             "with columns=[...]",
             path,
         )

@@ -21,12 +21,14 @@ from ...common.arrays import numpy_of
 from ...common.progress import Progress, progress_bar
 from ...common.text import first_line
 from ...errors import QueryError, SourceError
+from ..parquet import pages
 from ..runtime import (
     CacheUnwritableError,
     TaskMap,
     atomic_file,
     connect,
     duckdb_path,
+    failures,
     interruptible,
     nan_safe,
     process_cache_dir,
@@ -391,6 +393,27 @@ class IndexedView:
         con.execute(sqlfiles.render("view_define", view=self.query.sql))
 
 
+def _first_shard_failure(
+    exc: duckdb.Error, first: Shard | None, columns: Sequence[str]
+) -> SourceError | None:
+    """The shard's error for a failure of the view's first read that is the shard's, or None.
+
+    That read takes no rows of the first shard, yet DuckDB decodes its pages: a codec or an
+    encoding DuckDB does not read there is the shard's fault, not the query's. Such a failure
+    names the file, or (BYTE_STREAM_SPLIT on FIXED_LEN_BYTE_ARRAY) nothing but the encoding.
+    """
+    if first is None or isinstance(exc, duckdb.BinderException | duckdb.ParserException):
+        return None
+    text = str(exc)
+    culprits = (
+        pages.split_columns(first.path, columns) if "byte_stream_split" in text.lower() else []
+    )
+    named = {f'file "{first.path}"', f'file "{duckdb_path(first.path)}"'}
+    if not culprits and not any(name in text for name in named):
+        return None
+    return failures.shard_error(exc, first.path, "the view's columns", culprits=culprits)
+
+
 def _without_own_columns(text: str) -> str:
     """DuckDB's error without the view's own columns (``__ud_row``) among its suggestions.
 
@@ -487,6 +510,9 @@ def _index(
                 f"dataset it reads (columns={list(columns)}): add them to columns=, or leave "
                 f"columns= out and choose the view's columns in its SELECT list ({text})"
             ) from None
+        blamed = _first_shard_failure(exc, first, columns)
+        if blamed is not None:
+            raise blamed from None
         raise QueryError(
             f"view query cannot run over the dataset: {_without_own_columns(text)}"
         ) from None
