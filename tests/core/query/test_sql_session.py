@@ -582,3 +582,20 @@ def test_numpy_numbers_inside_list_and_struct_params_bind_too(shared: ParquetDat
     assert shared.sql("SELECT ? AS s", [nested]).to_pylist() == [
         {"s": {"a": 0.5, "b": [[7], []], "c": [True]}}
     ]
+
+
+def test_a_dropped_stream_stops_its_query(data: Path) -> None:
+    # docs/sql.md: dropping the reader (or ds.close()) stops the query; pyarrow's close()
+    # of a reader of Python batches does not, which the page now says
+    ds = ParquetDataset(data, memory=64)
+    session = ds.sql_session
+    reader = ds.sql_batches("SELECT id FROM dataset", batch_rows=7)
+    assert reader.read_next_batch().num_rows == 7
+    assert len(session._streams) == 1
+    del reader
+    assert len(session._streams) == 0
+    kept = ds.sql_batches("SELECT id FROM dataset", batch_rows=7)
+    assert kept.read_next_batch().num_rows == 7
+    ds.close()
+    with pytest.raises(QueryError, match="closed before it was read to the end"):
+        kept.read_next_batch()

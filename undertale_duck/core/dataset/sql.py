@@ -98,7 +98,9 @@ class SqlAccess:
         """Run one read-only SQL statement and stream its result in record batches.
 
         DuckDB computes the result as it is read, so memory stays bounded whatever its size.
-        Read it to the end or close it (``with ds.sql_batches(q) as reader: ...``).
+        Read it to the end, or drop the reader (``del reader``) or call ``close()`` to stop
+        the query early: pyarrow's ``close()`` of a reader of Python batches does not reach
+        the query.
 
         Args:
             query: SQL text in which ``dataset`` is the view over every shard.
