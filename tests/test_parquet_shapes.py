@@ -88,6 +88,44 @@ def test_uuid_columns_other_writers_annotate_are_uuids(tmp_path: Path, fmt: str)
         for i, row in zip([9, 0, 3], ds.__getitems__([9, 0, 3]), strict=True):
             _check_row(row, want[i], schema, f"__getitems__ {i}")
 
+def test_uuids_inside_lists_structs_and_maps_are_uuids(tmp_path: Path) -> None:
+    # a UUID nested in a list, struct or map was served as DuckDB's text (str) while the
+    # dataset's schema, and pyarrow's read, say uuid: from DuckDB's writer and pyarrow's
+    import uuid
+
+    import duckdb
+
+    n = 13
+    theirs = tmp_path / "duckdb.parquet"
+    con = duckdb.connect()  # its own database: the macro is not left in the default one
+    con.sql(
+        "CREATE MACRO u(k) AS ('00000000-0000-0000-0000-' || lpad(k::VARCHAR, 12, '0'))::UUID"
+    )
+    con.sql(
+        "SELECT i, CASE WHEN i % 5 = 2 THEN NULL ELSE [CASE WHEN (i + k) % 3 = 0 THEN NULL "
+        "  ELSE u(i * 10 + k) END FOR k IN range(i % 4)] END AS lu, "
+        "CASE WHEN i % 6 = 4 THEN NULL ELSE {'a': CASE WHEN i % 4 = 1 THEN NULL ELSE u(i) "
+        "  END, 'b': i} END AS su, "
+        "CASE WHEN i % 7 = 5 THEN NULL ELSE MAP([u(i)], [CASE WHEN i % 2 = 1 THEN NULL "
+        "  ELSE u(1000 - i) END]) END AS mu, "
+        "[{'x': CASE WHEN i % 3 = 0 THEN NULL ELSE [u(i + 500)] END}] AS lsu "
+        "FROM range(13) t(i) ORDER BY i"
+    ).write_parquet(str(theirs))
+    con.close()
+    want = pq.read_table(theirs).to_pylist()
+    assert isinstance(want[0]["su"]["a"], uuid.UUID)
+    assert isinstance(want[1]["lu"][0], uuid.UUID)
+    mine = tmp_path / "pyarrow.parquet"
+    pq.write_table(pq.read_table(theirs), mine, row_group_size=4)
+    assert pq.read_table(mine).to_pylist() == want
+    for path in (theirs, mine):
+        for options in ({}, {"memory": 1, "window_bytes": 300}):
+            ds = ParquetDataset(path, **options)
+            assert ds.schema.field("lu").type == pa.list_(pa.uuid())
+            assert [ds[i] for i in range(n)] == want, (path.name, options)
+            assert ds.__getitems__([12, 0, 5, 4]) == [want[12], want[0], want[5], want[4]]
+
+
 # ------------------------------------------------------------------ differential checks
 UTC = dt.UTC
 

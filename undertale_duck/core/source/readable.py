@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -108,9 +109,7 @@ def conform(
             drifting = shard is not None and (view or _drifts(shard, field))
             why = ""
             try:
-                cast = _uuids(column, target) if isinstance(target, pa.UuidType) else (
-                    column.cast(target)
-                )
+                cast = _uuids(column, target) if _has_uuid(target) else column.cast(target)
                 if drifting:
                     why = _zone_change(column.type, target) or _lost(column, cast)
                 if not why:
@@ -222,15 +221,69 @@ def _plain(typ: pa.DataType) -> pa.DataType:
     return typ
 
 
+def _has_uuid(typ: pa.DataType) -> bool:
+    """Whether a type is Arrow's ``uuid`` or holds it (in a list, struct or map)."""
+    if isinstance(typ, pa.UuidType):
+        return True
+    if isinstance(typ, pa.ExtensionType):
+        return False
+    return any(_has_uuid(typ.field(k).type) for k in range(typ.num_fields))
+
+
 def _uuids(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
-    """UUIDs as DuckDB returns them (text) in Arrow's ``uuid`` type, as pyarrow reads them."""
-    if not pa.types.is_string(column.type):
-        return column.cast(target)
-    chunks = []
-    for chunk in column.chunks:
-        raw = [None if v is None else uuid.UUID(v).bytes for v in chunk.to_pylist()]
-        chunks.append(pa.ExtensionArray.from_storage(target, pa.array(raw, pa.binary(16))))
-    return pa.chunked_array(chunks, target)
+    """UUIDs as DuckDB returns them (text) in Arrow's ``uuid`` type, as pyarrow reads them.
+
+    Also inside lists, structs and maps (``list<uuid>``): each level is rebuilt around its
+    converted children, other values cast as they are.
+    """
+    return pa.chunked_array([_uuid_array(chunk, target) for chunk in column.chunks], target)
+
+
+def _uuid_array(array: pa.Array, target: pa.DataType) -> pa.Array:
+    typ = array.type
+    if isinstance(target, pa.UuidType):
+        if not pa.types.is_string(typ):
+            return array.cast(target)
+        raw = [None if v is None else uuid.UUID(v).bytes for v in array.to_pylist()]
+        return pa.ExtensionArray.from_storage(target, pa.array(raw, pa.binary(16)))
+    if not _has_uuid(target):
+        return array.cast(target)
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(target) and pa.types.is_struct(typ):
+        # flatten(): each field within the slice, null where the struct is (the values under
+        # a null struct are whatever the writer left there, not UUIDs)
+        children = [
+            _uuid_array(child, target.field(k).type)
+            for k, child in enumerate(array.flatten())
+        ]
+        return pa.StructArray.from_arrays(
+            children, fields=[target.field(k) for k in range(target.num_fields)], mask=mask
+        )
+    listed = (
+        (pa.types.is_map, pa.MapArray), (pa.types.is_list, pa.ListArray),
+        (pa.types.is_large_list, pa.LargeListArray),
+    )
+    for kind, cls in listed:
+        if not (kind(target) and kind(typ)):
+            continue
+        # the values of the slice's lists, none of a null list (whose range may hold
+        # leftovers), with offsets from 0 as pyarrow takes them beside a null mask
+        bounds = array.offsets.to_numpy()
+        lengths = np.diff(bounds)
+        if mask is not None:
+            lengths[mask.to_numpy(zero_copy_only=False)] = 0
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        kept = pa.array(
+            np.arange(offsets[-1]) + np.repeat(bounds[:-1] - offsets[:-1], lengths)
+        )
+        rebased = pa.array(offsets, array.offsets.type)
+        if cls is pa.MapArray:
+            keys = _uuid_array(array.keys.take(kept), target.key_type)
+            items = _uuid_array(array.items.take(kept), target.item_type)
+            return pa.MapArray.from_arrays(rebased, keys, items, type=target, mask=mask)
+        values = _uuid_array(array.values.take(kept), target.value_type)
+        return cls.from_arrays(rebased, values, type=target, mask=mask)
+    return array.cast(target)  # another shape: the cast's own error says why
 
 
 def _drifts(shard: Shard, field: pa.Field) -> bool:
