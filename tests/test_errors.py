@@ -5,8 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from support import datagen
+from support import datagen, footer
 
 from undertale_duck import (
     CorruptShardError,
@@ -116,6 +118,72 @@ def test_other_readers_failing_on_a_good_shard_do_not_blame_it(tmp_path: Path) -
     with pytest.raises(CorruptShardError) as corrupt:
         ParquetDataset(tmp_path).sql("SELECT * FROM dataset")
     assert corrupt.value.path == str(shard)
+
+
+def _scribble_page_body(path: Path, group: int, column: str) -> None:
+    """Overwrite the body of ``column``'s first page in row group ``group``, keeping its header."""
+    file = pq.ParquetFile(path)
+    chunk = file.metadata.row_group(group).column(file.schema_arrow.get_field_index(column))
+    data = bytearray(path.read_bytes())
+    at = chunk.data_page_offset
+    reader = footer._Reader(bytes(data[at : at + chunk.total_compressed_size]))
+    header = reader.struct()
+    body = at + reader.pos
+    data[body : body + footer.get(header, 3)] = bytes(
+        (k * 7 + 13) % 256 for k in range(footer.get(header, 3))
+    )
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("compression", ["zstd", "snappy"])
+def test_sql_blames_a_shard_whose_later_row_group_fails_to_decompress(
+    tmp_path: Path, compression: str
+) -> None:
+    # DuckDB names the file ("Failed to read file ...: ZSTD Decompression failure") while the
+    # shard's footer and first rows read fine: it was a QueryError, as for a query whose
+    # read_csv fails on a good shard, because the message does not say "parquet"
+    rows = list(range(96))
+    for k, part in enumerate((rows[:32], rows[32:])):
+        table = pa.table({"idx": part, "text": [f"value-{i:06d}-" + "x" * (i % 7) for i in part]})
+        pq.write_table(
+            table, tmp_path / f"part-{k}.parquet", row_group_size=32,
+            compression=compression, use_dictionary=False,
+        )
+    bad = tmp_path / "part-1.parquet"
+    _scribble_page_body(bad, 1, "text")  # rows 64..95; rows 32..63 are intact
+    ds = ParquetDataset(tmp_path, memory=64)
+    for query in ("SELECT * FROM dataset", "SELECT sum(length(text)) FROM dataset"):
+        with pytest.raises(CorruptShardError) as info:
+            ds.sql(query)
+        assert info.value.path == str(bad)
+    assert ds.sql("SELECT sum(idx) AS s FROM dataset").column("s").to_pylist() == [sum(rows)]
+    # other readers failing on the good shard are still the query's error
+    good = tmp_path / "part-0.parquet"
+    with pytest.raises(QueryError) as other:
+        ds.sql(f"SELECT count(*) FROM read_csv('{good}')")
+    assert not isinstance(other.value, CorruptShardError)
+
+
+def test_sql_failing_on_a_page_without_naming_a_file_says_how_to_find_the_shard(
+    tmp_path: Path,
+) -> None:
+    # a garbled page header in a later row group: DuckDB says only "TProtocolException:
+    # Invalid data" (no file), and the shard's footer and first rows read fine
+    rows = list(range(64))
+    path = tmp_path / "part-0.parquet"
+    pq.write_table(pa.table({"idx": rows}), path, row_group_size=32, use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(1).column(0)
+    data = bytearray(path.read_bytes())
+    for k in range(chunk.data_page_offset, chunk.data_page_offset + 6):
+        data[k] ^= 0x5A
+    path.write_bytes(bytes(data))
+    with pytest.raises(QueryError) as info:
+        ParquetDataset(tmp_path).sql("SELECT sum(idx) FROM dataset")
+    assert "describe" in str(info.value) and "--scan" in str(info.value)
+    # an error in the SQL itself gets no such advice
+    with pytest.raises(QueryError) as sql_error:
+        ParquetDataset(tmp_path).sql("SELECT nosuchcolumn FROM dataset")
+    assert "--scan" not in str(sql_error.value)
 
 
 def test_corrupt_data_page_names_shard_and_rows(tmp_path: Path) -> None:

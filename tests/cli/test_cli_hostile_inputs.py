@@ -215,3 +215,24 @@ def test_a_column_name_holding_nul_is_named_not_an_unexpected_error(tmp_path: Pa
     model = create_model("Nul", x=(int, Field(alias="a\x00b", ge=0)))
     with pytest.raises(ArgumentError, match="field 'x' reads the column 'a\\\\x00b'"):
         report_for(root, model)
+
+
+def test_describe_scan_says_once_that_a_damaged_shard_cannot_be_read(tmp_path: Path) -> None:
+    # the error line read "shard ... cannot be read: cannot be read: Out of buffer"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "data"
+    root.mkdir()
+    shard = root / "a.parquet"
+    table = pa.table({"idx": list(range(64)), "text": [f"t-{i}" for i in range(64)]})
+    pq.write_table(table, shard, row_group_size=32, use_dictionary=False)
+    chunk = pq.ParquetFile(shard).metadata.row_group(1).column(1)
+    data = bytearray(shard.read_bytes())
+    for k in range(chunk.data_page_offset, chunk.data_page_offset + 6):
+        data[k] ^= 0x5A  # a garbled page header past the first rows
+    shard.write_bytes(bytes(data))
+    status, out, err = invoke("describe", str(root), "--scan")
+    assert status == 2, (out, err)
+    assert err.startswith(f"undertale-duck: error: shard {shard}") and err.count("\n") == 1
+    assert err.count("cannot be read") == 1, err

@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             terminal_safe(
                 redact_url(
-                    f"undertale-duck: error: shard {bad[0].path} cannot be read: "
-                    f"{bad[0].error}{more}"
+                    # the reason is the report's ("cannot be read: ...", "is truncated ...")
+                    f"undertale-duck: error: shard {bad[0].path}: {bad[0].error}{more}"
                 )
             ),
             file=sys.stderr,

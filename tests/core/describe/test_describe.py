@@ -281,3 +281,42 @@ def test_a_scan_shows_a_list_column_without_values_as_none_not_unknown(tmp_path:
         lines = [x.split() for x in text.splitlines() if x.split()[:1] == ["l"]]
         assert lines and all(line[3:] == ["-", "-"] for line in lines), text
         assert "  1 shard, 5 rows, 1 row group, " in text  # not "1 row groups"
+
+
+def test_scan_reads_values_not_footer_statistics_that_lie(tmp_path: Path) -> None:
+    # DuckDB answers count/min/max from footer statistics marked exact without reading a
+    # page: --scan repeated a lying footer as a "full scan" and passed a damaged shard
+    import struct
+
+    from support import footer
+
+    rows = list(range(100))
+    src = tmp_path / "src.parquet"
+    table = pa.table({"idx": rows, "val": [-i for i in rows], "text": [f"t-{i}" for i in rows]})
+    pq.write_table(table, src, row_group_size=50, use_dictionary=False)
+
+    def lie(meta: footer.Struct) -> None:  # val is -99..0; claim 0..5, exactly
+        for group in footer.row_groups(meta):
+            footer.put(footer.column_meta(group)[1], 12, [
+                [3, footer.I64, 0], [5, footer.BINARY, struct.pack("<q", 5)],
+                [6, footer.BINARY, struct.pack("<q", 0)], [7, footer.TRUE, True],
+                [8, footer.TRUE, True],
+            ], footer.STRUCT)
+
+    lying = tmp_path / "lying" / "part-0.parquet"
+    lying.parent.mkdir()
+    footer.rewrite(src, lying, lie)
+    val = {c.name: c for c in describe.describe(lying.parent, scan=True).columns}["val"]
+    assert (val.min, val.max, val.null_count) == (-99, 0, 0)
+    assert {c.name: c for c in describe.describe(lying.parent).columns}["val"].max == 5
+
+    # a garbled page header past the first row group: the scan must read it and fail
+    damaged = tmp_path / "damaged" / "part-0.parquet"
+    damaged.parent.mkdir()
+    data = bytearray(src.read_bytes())
+    chunk = pq.ParquetFile(src).metadata.row_group(1).column(2)
+    for k in range(chunk.data_page_offset, chunk.data_page_offset + 6):
+        data[k] ^= 0x5A
+    damaged.write_bytes(bytes(data))
+    scanned = describe.describe(damaged.parent, scan=True)
+    assert [s.path for s in scanned.errors] == [str(damaged)]

@@ -24,6 +24,7 @@ from support import datagen
 
 from undertale_duck import (
     ArgumentError,
+    CorruptShardError,
     ParquetDataset,
     QueryError,
     ReadOnlyError,
@@ -498,6 +499,43 @@ def test_a_shard_whose_column_does_not_cast_names_shard_and_column(
         assert caught.value.path == bad and "Conversion Error" not in text
         assert f"column {column!r} is {own} there but {wanted} in the dataset" in text
         assert "schema drift between shards" in text
+
+
+@pytest.mark.parametrize("second", [["i"], ["i", "other"]], ids=["missing", "renamed"])
+def test_a_shard_without_a_column_is_named_not_the_first_shard_as_corrupt(
+    tmp_path: Path, second: list[str]
+) -> None:
+    # DuckDB's "Failed to read file B: schema mismatch ... column "label" was read from the
+    # original file A, but could not be found in file B" named A first: the good first shard
+    # was blamed, and called corrupt
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.table({"i": range(4), "label": [i % 3 for i in range(4)]}),
+                   data / "part-0.parquet")
+    columns = {"i": pa.array(range(4, 8)), "other": pa.array(range(4))}
+    pq.write_table(pa.table({name: columns[name] for name in second}), data / "part-1.parquet")
+    ds = ParquetDataset(data)
+    assert ds.sql("SELECT sum(i) AS s FROM dataset").column("s").to_pylist() == [28]
+    bad = str(data / "part-1.parquet")
+    for run in (
+        lambda: ds.sql("SELECT * FROM dataset"),
+        lambda: ds.sql_batches("SELECT label FROM dataset").read_all(),
+    ):
+        with pytest.raises(SourceError) as caught:
+            run()
+        assert not isinstance(caught.value, CorruptShardError)
+        text = str(caught.value)
+        assert caught.value.path == bad, text
+        assert "'label'" in text and "schema drift between shards" in text
+
+
+def test_a_query_past_duckdbs_memory_limit_says_how_to_raise_it(data: Path) -> None:
+    # "query failed: Out of Memory Error: failed to allocate ..." said nothing of memory=
+    ds = ParquetDataset(data, memory=64)
+    with pytest.raises(QueryError) as info:
+        ds.sql("SELECT length(list(i)) AS n FROM range(100000000) t(i)")
+    text = str(info.value)
+    assert "Out of Memory" in text and "memory=" in text and "256MiB" in text, text
 
 
 def test_params_that_duckdb_would_misread_are_refused(shared: ParquetDataset) -> None:

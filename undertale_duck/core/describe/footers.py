@@ -512,7 +512,9 @@ def describe(
     budget = parse_size(memory, "memory", "MiB")  # "2GiB" as ParquetDataset takes it
     files = SourceFiles(source, storage_options)  # local paths or URLs
     paths = files.paths
-    # a scan is exact: without the optimizers that trust footer min/max, which leave NaN out
+    # a scan reads the values themselves: without the optimizers that trust footer
+    # statistics (min/max that leave NaN out, counts marked exact by a lying footer, pages
+    # never decoded)
     config = nan_safe({k: v for k, v in default_duckdb_config().items()})
     con = connect(config)
     files.attach(con)

@@ -525,6 +525,31 @@ def check_statistics(path: str, meta: pq.FileMetaData) -> None:
                     )
 
 
+def unreadable_footer(path: str, exc: BaseException) -> CorruptShardError | UnsupportedShardError:
+    """Our error for a footer pyarrow cannot decode, naming the shard.
+
+    Args:
+        path: The shard (a local path or a URL).
+        exc: pyarrow's error.
+
+    Returns:
+        :class:`UnsupportedShardError` for a schema nested deeper than pyarrow reads (a
+        sound file; pyarrow's advice to raise its limit is no option here), else
+        :class:`CorruptShardError`.
+    """
+    text = first_line(exc)
+    if "too deeply nested" in text:
+        return UnsupportedShardError(
+            f"shard {path} has a schema nested deeper than pyarrow reads ({text}); the file "
+            "is not corrupt: rewrite it with shallower nesting (a list takes two levels)",
+            path,
+        )
+    return CorruptShardError(
+        f"Parquet shard {path} is truncated or corrupt: its footer cannot be read ({text})",
+        path,
+    )
+
+
 def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
     """The Arrow schema a footer describes, or our error naming the shard.
 

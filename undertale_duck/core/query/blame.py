@@ -20,11 +20,16 @@ _SHARD_KINDS = (
 )
 
 
-def _probe(cursor: duckdb.DuckDBPyConnection, path: str, rows: int) -> duckdb.Error | None:
-    """The error reading a shard's footer (``rows=0``) or first rows gives, or None."""
+def _probe(
+    cursor: duckdb.DuckDBPyConnection, path: str, rows: int | None
+) -> duckdb.Error | None:
+    """The error reading a shard's footer (``rows=0``), first rows, or every value (None)."""
+    name, params = ("probe_shard", {"rows": rows}) if rows is not None else (
+        "probe_shard_scan", {}
+    )
     try:
         cursor.sql(
-            sqlfiles.sql_text("probe_shard"), params={"path": duckdb_path(path), "rows": rows}
+            sqlfiles.sql_text(name), params={"path": duckdb_path(path), **params}
         ).fetchall()
     except duckdb.Error as exc:
         if failures.is_interrupt(exc):
@@ -38,8 +43,9 @@ def culprit(
 ) -> tuple[str, BaseException] | None:
     """Return the shard a DuckDB error is about and the error to describe it by.
 
-    The shard the message names, else the first whose footer fails to read, else the first
-    whose first rows fail to read (a whole scan is never repeated).
+    The shard DuckDB's reader says it failed on, else the shard the message names, else the
+    first whose footer fails to read, else the first whose first rows fail to read (a whole
+    scan of the dataset is never repeated).
 
     Args:
         source: The dataset's shards.
@@ -50,6 +56,11 @@ def culprit(
         ``(shard path, error)``, or None if no shard can be blamed.
     """
     text = str(exc)
+    # DuckDB's reader names the file it failed on first ("Failed to read file X: ...");
+    # other files its message names (the one a column was read from) are not to blame
+    for shard in source.shards:
+        if f'Failed to read file "{shard.path}"' in text:
+            return shard.path, exc
     for shard in source.shards:
         if shard.path in text:
             return shard.path, exc
@@ -59,6 +70,28 @@ def culprit(
             if found is not None:
                 return shard.path, found
     return None
+
+
+def unblamed_advice(exc: BaseException) -> str:
+    """What to add to a query's failure that may be a shard's though no shard was blamed.
+
+    DuckDB's Parquet reader fails on a damaged page past a shard's first rows with a message
+    naming no file ("Out of buffer", a Thrift error: a plain ``duckdb.Error``); finding the
+    shard would take a scan of every shard, which ``describe --scan`` is.
+
+    Args:
+        exc: The DuckDB error a query raised.
+
+    Returns:
+        The advice (starting with ``"; "``), or ``""`` when the error is the SQL's.
+    """
+    plain = type(exc) is duckdb.Error
+    if not (plain or (isinstance(exc, _SHARD_KINDS) and failures.looks_corrupt(exc))):
+        return ""
+    return (
+        "; DuckDB's message names no file: if a shard may be damaged, `undertale-duck "
+        "describe SOURCE --scan` reads every shard and names those that cannot be read"
+    )
 
 
 def view_failure(
@@ -125,6 +158,40 @@ def drift_failure(source: Source, exc: BaseException) -> SourceError | None:
     return None
 
 
+def missing_column_failure(source: Source, exc: BaseException) -> SourceError | None:
+    """Our error for a shard that lacks a column of the ``dataset`` view, or None.
+
+    DuckDB's reader fails with ``Failed to read file "B": schema mismatch in glob: column
+    "c" was read from the original file "A", but could not be found in file "B"``.
+
+    Args:
+        source: The dataset's shards.
+        exc: The error an ad hoc query raised.
+
+    Returns:
+        The error naming the shard that lacks the column, and the column, or None.
+    """
+    text = str(exc)
+    if "schema mismatch" not in text:
+        return None
+    for shard in source.shards:
+        if f'could not be found in file "{shard.path}"' not in text:
+            continue
+        for name in source.columns:
+            # DuckDB quotes the name as it is; a " in it may also come doubled
+            doubled = name.replace('"', '""')
+            if not any(f'column "{n}" was read' in text for n in (name, doubled)):
+                continue
+            return SourceError(
+                f"shard {shard.path} has no column {name!r}, which the dataset has (its "
+                f"first shard's columns: {list(source.columns)}; schema drift between "
+                "shards): rewrite the shard with the dataset's columns, or leave it out of "
+                "the dataset",
+                shard.path,
+            )
+    return None
+
+
 def query_failure(
     source: Source, cursor: duckdb.DuckDBPyConnection, exc: BaseException | None
 ) -> SourceError | None:
@@ -147,12 +214,16 @@ def query_failure(
         return None
     path, error = found
     if error is exc and "parquet" not in str(exc).replace(path, "").lower():
-        # The message names the shard but is not the Parquet reader's: the query may read
-        # it with another reader (read_csv, read_text, ...). The shard is to blame only if
-        # it does not read as Parquet either.
+        # The message names the shard but does not say it is the Parquet reader's: the
+        # query may read it with another reader (read_csv, read_text, ...). The shard is to
+        # blame only if it does not read as Parquet either: its footer, its first rows, or
+        # (a page past them that fails to decompress) its every value, this one shard only.
         probed = _probe(cursor, path, 0) or _probe(cursor, path, 1)
         if probed is None:
-            return None
+            whole = _probe(cursor, path, None)
+            if whole is None or isinstance(whole, duckdb.OutOfMemoryException):
+                return None  # it reads (or cannot be weighed): the query's own failure
+            probed = exc  # DuckDB's message is about the page that failed
         error = probed
     culprits = (
         pages.split_columns(path, source.columns)

@@ -154,6 +154,7 @@ class QuerySession:
         self._vectors: VectorBound | None = None
         # every query sees NaN rows, whatever the footers' statistics say (nan_safe)
         settings = nan_safe(config)
+        self._memory_limit = settings.get("memory_limit")  # named when a query passes it
         self._threads = threads_of(settings.get("threads"))
         settings.pop("lock_configuration", None)  # locked after setup, whatever it says
         self._connection = _QueryConnection(
@@ -337,7 +338,9 @@ class QuerySession:
                 "'dataset'; ParquetDataset(..., sql_files='any') or the command line's "
                 f"--sql-files any lifts it): {failures.message(exc)}"
             )
-        drift = blame.drift_failure(self.source, exc)
+        drift = blame.drift_failure(self.source, exc) or blame.missing_column_failure(
+            self.source, exc
+        )
         if drift is not None:
             return drift
         if failures.is_fatal(exc):
@@ -349,7 +352,17 @@ class QuerySession:
                 found = None
             if found is not None:
                 return found
-        return _no_table(exc) or QueryError(f"query failed: {failures.message(exc)}")
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            limit = f" ({self._memory_limit})" if self._memory_limit else ""
+            return QueryError(
+                f"query failed: {failures.message(exc)}; the query needs more than DuckDB's "
+                f"memory_limit{limit}: raise memory= (the command line's --memory) or "
+                "duckdb_config['memory_limit'], or make the query hold less at once (fewer "
+                "columns, smaller lists or groups)"
+            )
+        return _no_table(exc) or QueryError(
+            f"query failed: {failures.message(exc)}{blame.unblamed_advice(exc)}"
+        )
 
     # ------------------------------------------------------------------ control
     def interrupt(self) -> None:

@@ -48,6 +48,12 @@ def message(exc: BaseException) -> str:
     return first_line(Exception(text)) if text else type(exc).__name__
 
 
+def looks_corrupt(exc: BaseException) -> bool:
+    """Whether a DuckDB or pyarrow message uses the words of a damaged file's failures."""
+    low = message(exc).lower()
+    return any(k in low for k in _CORRUPT)
+
+
 def is_interrupt(exc: BaseException) -> bool:
     """Whether a DuckDB error is the interrupt of a query (Ctrl-C), not a failure."""
     return isinstance(exc, duckdb.InterruptException)

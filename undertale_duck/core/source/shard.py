@@ -9,11 +9,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ...common.text import first_line
 from ...errors import (
     ArgumentError,
     ColumnError,
-    CorruptShardError,
     NotParquetError,
     ShardChangedError,
     SourceError,
@@ -164,11 +162,7 @@ def read_footer(path: str) -> Shard:
             meta = footers.read_metadata(path)
         except (OSError, pa.ArrowException, ValueError) as exc:
             footers.check_encryption(path, None, st.st_size)
-            raise CorruptShardError(
-                f"Parquet shard {path} is truncated or corrupt: its footer cannot be read "
-                f"({first_line(exc)})",
-                path,
-            ) from None
+            raise footers.unreadable_footer(path, exc) from None
     footers.check_encryption(path, meta, st.st_size, key=key)
     schema = footers.arrow_schema(path, meta)
     groups = footers.checked_row_groups(path, meta, st.st_size)

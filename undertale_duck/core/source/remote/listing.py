@@ -247,10 +247,7 @@ def _metadata(store: Store, url: str, size: int, version: str | None) -> tuple[A
     try:
         meta = pq.read_metadata(pa.BufferReader(tail))
     except (OSError, pa.ArrowException, ValueError) as exc:
-        raise CorruptShardError(
-            f"Parquet shard {url} is truncated or corrupt: its footer cannot be read ({exc})",
-            url,
-        ) from None
+        raise footer_checks.unreadable_footer(url, exc) from None
     # the checks read_footer makes of a local file, before anything touches a column
     footer_checks.check_encrypted_columns(url, meta, tail[:-8])
     footer_checks.arrow_schema(url, meta)
