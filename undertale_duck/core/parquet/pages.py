@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, NamedTuple
 
@@ -185,6 +186,85 @@ def split_columns(path: str, columns: Sequence[str]) -> list[str]:
     except (OSError, ValueError, IndexError, pa.ArrowException):
         return []
     return [name for name in columns if name in found]
+
+
+#: Bytes of a page's body read at once while its checksum is computed.
+CHECKSUM_READ = 1 << 20
+
+
+class ChecksumMismatch(NamedTuple):
+    """A page whose CRC-32 (from its header) does not match its bytes in the file.
+
+    Attributes:
+        column: The leaf column's dotted path.
+        group: The row group.
+        page: The page's index in its column chunk (0: the first, a dictionary page or not).
+    """
+
+    column: str
+    group: int
+    page: int
+
+
+def checksum_mismatch(
+    path: str, meta: pq.FileMetaData, group: int, columns: Sequence[str]
+) -> ChecksumMismatch | None:
+    """The first page of a row group whose recorded CRC-32 its bytes do not match, or None.
+
+    Parquet writers may record each page's CRC-32 (parquet-mr and Spark do by default,
+    pyarrow with ``write_page_checksum=True``); DuckDB never checks it, so a byte flipped in
+    a page that still decompresses would be served as a wrong value. A column chunk whose
+    first page records none is taken to record none (writers decide per file), and a chunk
+    whose headers cannot be followed is left to the reader's own errors.
+
+    Args:
+        path: A local Parquet file.
+        meta: Its footer.
+        group: The row group.
+        columns: The top-level columns read (their leaves are checked).
+
+    Returns:
+        The first mismatch, or None (all match, or nothing records a checksum).
+
+    Raises:
+        OSError: If the file cannot be read.
+    """
+    wanted = set(columns)
+    rg = meta.row_group(group)
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        for index in range(rg.num_columns):
+            chunk = rg.column(index)
+            if chunk.path_in_schema.split(".")[0] not in wanted:
+                continue
+            start, end = chunk_range(chunk)
+            if start < 4 or end > size - 8 or end <= start:
+                continue
+            try:
+                for number, page in enumerate(page_headers(fh, start, end)):
+                    crc = page.fields.get(4)
+                    if not isinstance(crc, int) or isinstance(crc, bool):
+                        if number == 0:
+                            break  # this chunk records no checksums
+                        continue
+                    if _crc32(fh, page.body, page.packed) != crc & 0xFFFFFFFF:
+                        return ChecksumMismatch(chunk.path_in_schema, group, number)
+            except ValueError:
+                continue  # headers not followed: the reader reports the damage
+    return None
+
+
+def _crc32(fh: BinaryIO, start: int, length: int) -> int | None:
+    """CRC-32 of ``length`` bytes of a file from ``start`` (None if the file ends first)."""
+    fh.seek(start)
+    crc = 0
+    while length > 0:
+        data = fh.read(min(length, CHECKSUM_READ))
+        if not data:
+            return None
+        crc = zlib.crc32(data, crc)
+        length -= len(data)
+    return crc
 
 
 def _leaves(
@@ -439,9 +519,11 @@ def _longest_value(fh: BinaryIO, page: PageHeader, codec: str, entries: int) -> 
 
 
 __all__ = [
+    "ChecksumMismatch",
     "PageHeader",
     "ShardPages",
     "allowed_type",
+    "checksum_mismatch",
     "chunk_range",
     "page_headers",
     "plain_type",

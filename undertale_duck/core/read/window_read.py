@@ -16,7 +16,7 @@ from ...common.sizes import MIB
 from ...common.text import first_line
 from ...errors import CorruptShardError, MemoryBudgetError, ShardChangedError, SourceError
 from ..bounds import NestedBound, ValueBound, read_bounded
-from ..parquet import pages
+from ..parquet import footers, pages
 from ..runtime import Connection, duckdb_path, failures, held_pool, interruptible, sqlfiles
 from ..source import Shard, Source, Window, conform, touched_bytes, window_row_groups
 from .direct import DirectReader, Spare
@@ -31,6 +31,9 @@ ARROW_BATCH_ROWS = 2048
 #: DuckDB queries kept open on row groups cut into windows. One: a query holds its row
 #: group's buffers outside the cache's budget, and a pass reads one group at a time.
 MAX_DUCK_STREAMS = 1
+
+#: Row groups remembered as having matching page checksums (each checked once per process).
+MAX_CHECKSUMMED = 65_536
 
 
 class DuckStream:
@@ -186,6 +189,10 @@ class WindowDecoder:
         #: DuckDB queries begun on row groups cut into windows ("streams"), and windows
         #: read by continuing one ("continued").
         self.stream_stats = {"streams": 0, "continued": 0}
+        #: Row groups whose recorded page checksums were found to match, by (local file,
+        #: its mtime, group): each is checked once per process.
+        self._checksummed: OrderedDict[tuple[str, int, int], None] = OrderedDict()
+        self._checksum_lock = threading.Lock()
 
     def close(self) -> None:
         """Close the readers kept open on row groups between windows."""
@@ -350,6 +357,7 @@ class WindowDecoder:
         table = self._read_direct(local, win, what, spare)
         direct = table is not None
         if table is None:
+            self._check_page_checksums(local, win)
             table = self._read_duckdb(local, win, what, touched)
         local.check_unchanged()
         if self._view is not None:
@@ -398,6 +406,51 @@ class WindowDecoder:
                 memory_pool=held_pool()
             )
         return table
+
+    def _check_page_checksums(self, local: Shard, win: Window) -> None:
+        """Refuse a window whose row groups hold a page its recorded CRC-32 does not match.
+
+        DuckDB does not check page checksums, and pyarrow (which can) is not given files
+        that record them (:mod:`pages`): without this a byte flipped on disk in a page that
+        still decompresses is served as a wrong value. Files recording none cost one page
+        header per column chunk, once per row group and process.
+
+        Raises:
+            CorruptShardError: If a page's bytes do not match its checksum.
+        """
+        shard = self.source.shards[win.shard]
+        groups, _ = window_row_groups(shard.row_groups, win)
+        with self._checksum_lock:
+            todo = [g for g in groups
+                    if (local.path, local.mtime_ns, g) not in self._checksummed]
+        if not todo:
+            return
+        try:
+            meta = footers.checked_metadata(local.path, local.size, local.mtime_ns)
+        except (OSError, ValueError, pa.ArrowException, SourceError):
+            return  # DuckDB's read reports what is wrong with the file
+        for group in todo:
+            if group >= meta.num_row_groups:
+                return
+            try:
+                bad = pages.checksum_mismatch(local.path, meta, group, self.source.columns)
+            except OSError:
+                return
+            if bad is not None:
+                first = sum(rows for rows, _ in shard.row_groups[:group])
+                rows = shard.row_groups[group][0]
+                raise CorruptShardError(
+                    f"shard {shard.path} is corrupt: page {bad.page} of column {bad.column!r} "
+                    f"in row group {bad.group} (local rows {first}..{first + rows - 1}) does "
+                    "not match the CRC-32 checksum its header records: the file was damaged "
+                    "after it was written; restore or rewrite it",
+                    shard.path,
+                    (win.offset, win.end),
+                )
+            with self._checksum_lock:
+                self._checksummed[(local.path, local.mtime_ns, group)] = None
+                while len(self._checksummed) > MAX_CHECKSUMMED:
+                    self._checksummed.popitem(last=False)
 
     def _read_direct(
         self, local: Shard, win: Window, what: str, spare: Spare | None = None
