@@ -208,8 +208,8 @@ class ChecksumMismatch(NamedTuple):
 
 def checksum_mismatch(
     path: str, meta: pq.FileMetaData, group: int, columns: Sequence[str]
-) -> ChecksumMismatch | None:
-    """The first page of a row group whose recorded CRC-32 its bytes do not match, or None.
+) -> tuple[ChecksumMismatch | None, bool]:
+    """The first page of a row group whose recorded CRC-32 its bytes do not match, if any.
 
     Parquet writers may record each page's CRC-32 (parquet-mr and Spark do by default,
     pyarrow with ``write_page_checksum=True``); DuckDB never checks it, so a byte flipped in
@@ -224,12 +224,14 @@ def checksum_mismatch(
         columns: The top-level columns read (their leaves are checked).
 
     Returns:
-        The first mismatch, or None (all match, or nothing records a checksum).
+        ``(mismatch, recorded)``: the first mismatch (None: all match, or nothing records
+        a checksum), and whether any page read records one.
 
     Raises:
         OSError: If the file cannot be read.
     """
     wanted = set(columns)
+    recorded = False
     rg = meta.row_group(group)
     with open(path, "rb") as fh:
         size = fh.seek(0, 2)
@@ -247,11 +249,12 @@ def checksum_mismatch(
                         if number == 0:
                             break  # this chunk records no checksums
                         continue
+                    recorded = True
                     if _crc32(fh, page.body, page.packed) != crc & 0xFFFFFFFF:
-                        return ChecksumMismatch(chunk.path_in_schema, group, number)
+                        return ChecksumMismatch(chunk.path_in_schema, group, number), True
             except ValueError:
                 continue  # headers not followed: the reader reports the damage
-    return None
+    return None, recorded
 
 
 def _crc32(fh: BinaryIO, start: int, length: int) -> int | None:

@@ -190,7 +190,7 @@ class WindowDecoder:
         #: read by continuing one ("continued").
         self.stream_stats = {"streams": 0, "continued": 0}
         #: Row groups whose recorded page checksums were found to match, by (local file,
-        #: its mtime, group): each is checked once per process.
+        #: its mtime, group; -1: the file records none): each is checked once per process.
         self._checksummed: OrderedDict[tuple[str, int, int], None] = OrderedDict()
         self._checksum_lock = threading.Lock()
 
@@ -412,8 +412,8 @@ class WindowDecoder:
 
         DuckDB does not check page checksums, and pyarrow (which can) is not given files
         that record them (:mod:`pages`): without this a byte flipped on disk in a page that
-        still decompresses is served as a wrong value. Files recording none cost one page
-        header per column chunk, once per row group and process.
+        still decompresses is served as a wrong value. A file recording none costs one page
+        header per column of the first row group read, once per process.
 
         Raises:
             CorruptShardError: If a page's bytes do not match its checksum.
@@ -421,6 +421,8 @@ class WindowDecoder:
         shard = self.source.shards[win.shard]
         groups, _ = window_row_groups(shard.row_groups, win)
         with self._checksum_lock:
+            if (local.path, local.mtime_ns, -1) in self._checksummed:
+                return  # the file records no checksums
             todo = [g for g in groups
                     if (local.path, local.mtime_ns, g) not in self._checksummed]
         if not todo:
@@ -433,7 +435,9 @@ class WindowDecoder:
             if group >= meta.num_row_groups:
                 return
             try:
-                bad = pages.checksum_mismatch(local.path, meta, group, self.source.columns)
+                bad, recorded = pages.checksum_mismatch(
+                    local.path, meta, group, self.source.columns
+                )
             except OSError:
                 return
             if bad is not None:
@@ -448,7 +452,9 @@ class WindowDecoder:
                     (win.offset, win.end),
                 )
             with self._checksum_lock:
-                self._checksummed[(local.path, local.mtime_ns, group)] = None
+                # a writer records checksums for a whole file or not at all: a file whose
+                # first group read records none is not looked at again (group -1)
+                self._checksummed[(local.path, local.mtime_ns, group if recorded else -1)] = None
                 while len(self._checksummed) > MAX_CHECKSUMMED:
                     self._checksummed.popitem(last=False)
 
