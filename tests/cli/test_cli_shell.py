@@ -39,6 +39,16 @@ def env(state: Path) -> dict[str, str]:
     return {**os.environ, "XDG_STATE_HOME": str(state), "TERM": "dumb", "COLUMNS": "120"}
 
 
+def piped_shell(
+    root: Path, state: Path, script: str, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``undertale-duck shell root`` with ``script`` piped to it."""
+    return subprocess.run(
+        [sys.executable, "-m", "undertale_duck", "shell", str(root), *options],
+        input=script, capture_output=True, text=True, timeout=120, env=env(state),
+    )
+
+
 def test_piped_statements_commands_errors_and_exit_status(data: Path, tmp_path: Path) -> None:
     before = {p: p.read_bytes() for p in data.iterdir()}
     script = "\n".join(
@@ -56,14 +66,7 @@ def test_piped_statements_commands_errors_and_exit_status(data: Path, tmp_path: 
             "SELECT 99 AS tail",  # no ';' at the end of input: still run
         ]
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "undertale_duck", "shell", str(data)],
-        input=script + "\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env(tmp_path),
-    )
+    result = piped_shell(data, tmp_path, script + "\n")
     assert result.returncode == 1  # some statements failed
     out = result.stdout
     assert "duck>" not in out and "undertale-duck shell" not in out  # no prompt noise in a pipe
@@ -89,14 +92,7 @@ def test_piped_statements_commands_errors_and_exit_status(data: Path, tmp_path: 
 
 def test_a_cut_table_names_the_shell_s_own_commands(data: Path, tmp_path: Path) -> None:
     # the shell has no --limit or --format options: its hint names .rows and .format
-    result = subprocess.run(
-        [sys.executable, "-m", "undertale_duck", "shell", str(data)],
-        input=".rows 2\nSELECT * FROM range(5) t(n);\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env(tmp_path),
-    )
+    result = piped_shell(data, tmp_path, ".rows 2\nSELECT * FROM range(5) t(n);\n")
     assert result.returncode == 0, result.stderr
     hint = result.stdout.splitlines()[-1]
     assert hint.startswith("(more than 2 rows; the first 2 are shown") and "--" not in hint, hint
@@ -104,14 +100,8 @@ def test_a_cut_table_names_the_shell_s_own_commands(data: Path, tmp_path: Path) 
 
 
 def test_piped_shell_without_errors_exits_zero(data: Path, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "undertale_duck", "shell", str(data), "--format", "jsonl"],
-        input=".schema\nSELECT max(id) AS m FROM dataset;\n.quit\nSELECT 1;\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env(tmp_path),
-    )
+    script = ".schema\nSELECT max(id) AS m FROM dataset;\n.quit\nSELECT 1;\n"
+    result = piped_shell(data, tmp_path, script, "--format", "jsonl")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert '{"column_name": "id", "column_type": "VARCHAR"}' in lines
@@ -320,15 +310,9 @@ def test_values_the_shell_cannot_show_are_one_error_line(tmp_path: Path) -> None
     root = tmp_path / "deep"
     root.mkdir()
     pq.write_table(pa.table({"id": [1, 2], "deep": deep}), root / "d.parquet")
-    result = subprocess.run(
-        [sys.executable, "-m", "undertale_duck", "shell", str(root)],
-        input="SELECT deep FROM dataset;\nSELECT id FROM dataset;\n.format jsonl\n"
-        "SELECT deep FROM dataset;\nSELECT 5 AS five;\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env(tmp_path),
-    )
+    script = ("SELECT deep FROM dataset;\nSELECT id FROM dataset;\n.format jsonl\n"
+              "SELECT deep FROM dataset;\nSELECT 5 AS five;\n")
+    result = piped_shell(root, tmp_path, script)
     assert result.returncode == 1
     errors = result.stderr.splitlines()
     assert len(errors) == 2 and all(e.startswith("error (line") for e in errors), errors
@@ -340,16 +324,10 @@ def test_confined_by_default(data: Path, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("s3cr3t")
     query = f"SELECT content FROM read_text('{secret}');\n"
-    confined = subprocess.run(
-        [sys.executable, "-m", "undertale_duck", "shell", str(data)],
-        input=query, capture_output=True, text=True, timeout=120, env=env(tmp_path),
-    )
+    confined = piped_shell(data, tmp_path, query)
     assert confined.returncode == 1 and "s3cr3t" not in confined.stdout
     assert "confined to the dataset's own files" in confined.stderr
-    free = subprocess.run(
-        [sys.executable, "-m", "undertale_duck", "shell", str(data), "--sql-files", "any"],
-        input=query, capture_output=True, text=True, timeout=120, env=env(tmp_path),
-    )
+    free = piped_shell(data, tmp_path, query, "--sql-files", "any")
     assert free.returncode == 0 and "s3cr3t" in free.stdout
 
 
