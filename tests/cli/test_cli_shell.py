@@ -99,6 +99,14 @@ def test_a_cut_table_names_the_shell_s_own_commands(data: Path, tmp_path: Path) 
     assert ".rows N" in hint and ".format csv" in hint, hint
 
 
+def test_format_and_rows_alone_show_their_setting(data: Path, tmp_path: Path) -> None:
+    # they were errors ("got ''") rather than showing the setting
+    result = piped_shell(data, tmp_path, ".format\n.rows\n.format csv\n.rows 5\n.format\n.rows\n"
+                         ".rows 0\n.rows\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["table", "100", "csv", "5", "all"]
+
+
 def test_piped_shell_without_errors_exits_zero(data: Path, tmp_path: Path) -> None:
     script = ".schema\nSELECT max(id) AS m FROM dataset;\n.quit\nSELECT 1;\n"
     result = piped_shell(data, tmp_path, script, "--format", "jsonl")

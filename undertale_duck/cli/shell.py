@@ -45,8 +45,10 @@ Commands (on a line of their own):
   .help               this text
   .schema             the dataset's columns and their DuckDB types
   .shards             the shard files with their row counts
-  .format FORMAT      how results are shown: table, csv, json or jsonl (now: {fmt})
+  .format FORMAT      how results are shown: table, csv, json or jsonl (now: {fmt};
+                      .format alone shows it)
   .rows N             show at most N rows of a table (now: {rows}); 0 shows every row
+                      (.rows alone shows the number)
                       (only the rows shown are fetched: the query stops there)
   .quit, .exit        leave (Ctrl-D too); Ctrl-C clears the statement being typed
 """
@@ -253,6 +255,10 @@ class Shell:
         elif word == ".shards":
             rows = [[p, f"{r:,}"] for p, r in self._shards]
             self.out.write(aligned(["shard", "rows"], rows, indent=""))
+        elif word == ".format" and not arg:
+            self.out.write(f"{self.fmt}\n")
+        elif word == ".rows" and not arg:
+            self.out.write(f"{self.rows or 'all'}\n")
         elif word == ".format":
             if arg not in ("table", "csv", "json", "jsonl"):
                 self._error(f".format takes table, csv, json or jsonl, got {arg!r}", number)
