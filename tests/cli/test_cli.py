@@ -329,6 +329,23 @@ def test_head_rows_and_columns(data: Path) -> None:
     assert len(list(csv.reader(io.StringIO(everything.stdout)))) == TOTAL + 1
 
 
+def test_head_and_row_read_within_their_memory_option(tmp_path: Path) -> None:
+    # they had no --memory: a shard of 1 MiB values ran at the default 4096 MiB whatever the
+    # machine (the other commands take one)
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    # one row group of 96 MiB of values (zstd: a few KB), past the 64 MiB least read limit
+    values = [bytes([i]) * (1 << 20) for i in range(96)]
+    pq.write_table(pa.table({"i": list(range(96)), "b": values}), wide / "w.parquet",
+                   row_group_size=96, compression="zstd")
+    for args in (["head", str(wide), "-n", "2", "-f", "jsonl"], ["row", str(wide), "1"]):
+        refused = invoke(*args, "--memory", "8")
+        assert refused.returncode != 0 and refused.stdout == "", refused.stderr
+        assert "memory" in one_error_line(refused), refused.stderr
+        served = invoke(*args, "--memory", "1GiB")
+        assert served.returncode == 0, served.stderr
+
+
 def test_row_of_an_empty_view_says_no_index_is_valid(data: Path) -> None:
     # it said "(valid: 0..-1, or -0..-1 from the end)"
     for index in ("0", "-1"):

@@ -15,6 +15,7 @@ from . import writers
 from .command import (
     EXIT_OK,
     Command,
+    add_memory,
     add_view_options,
     count,
     open_dataset,
@@ -35,7 +36,8 @@ def run_head(args: argparse.Namespace) -> int:
     """
     fmt = writers.choose_format(args.format, None, sys.stdout.isatty())
     with open_dataset(
-        args.source, args.columns, storage_options(args), view_arguments(args)
+        args.source, args.columns, storage_options(args), view_arguments(args),
+        memory=args.memory,
     ) as ds:
         rows = ds.__getitems__(list(range(min(args.n, len(ds)))))
     table = pa.Table.from_pylist(rows, schema=ds.schema)
@@ -56,7 +58,8 @@ def run_row(args: argparse.Namespace) -> int:
         ArgumentError: If INDEX is out of range.
     """
     with open_dataset(
-        args.source, args.columns, storage_options(args), view_arguments(args)
+        args.source, args.columns, storage_options(args), view_arguments(args),
+        memory=args.memory,
     ) as ds:
         total = len(ds)
         try:
@@ -92,6 +95,7 @@ def _head_arguments(p: argparse.ArgumentParser) -> None:
         choices=("table", "csv", "json", "jsonl"),
         help="output format (default: table on a terminal, csv in a pipe)",
     )
+    add_memory(p, "the windows the rows are read from")
     add_view_options(p)
 
 
@@ -101,6 +105,7 @@ def _row_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--columns", "-c", metavar="A,B", help="only these columns, in this order")
     p.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    add_memory(p, "the window the row is read from")
     add_view_options(p)
 
 
