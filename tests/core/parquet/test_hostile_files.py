@@ -356,6 +356,22 @@ def test_row_groups_larger_than_the_budget_are_refused_before_reading(tmp_path: 
     shutil.rmtree(tmp_path)
 
 
+def test_a_narrow_read_of_a_wide_row_group_is_weighed_by_its_columns(tmp_path: Path) -> None:
+    # columns=["i"] decodes only i's chunks, but the read was refused for the whole 96 MiB
+    # row group ("decompressing row groups of 96 MiB")
+    path = tmp_path / "wide.parquet"
+    values = [bytes([k]) * (1 << 20) for k in range(96)]
+    pq.write_table(pa.table({"i": list(range(96)), "b": values, "j": [-k for k in range(96)]}),
+                   path, row_group_size=96, compression="zstd")
+    del values
+    narrow = ParquetDataset(path, columns=["j", "i"], memory=8)
+    assert [narrow[k] for k in (0, 95, 40)] == [{"j": -k, "i": k} for k in (0, 95, 40)]
+    for columns in (["b"], ["i", "b"], None):  # the wide column is still weighed whole
+        ds = ParquetDataset(path, columns=columns, memory=8)
+        with pytest.raises(MemoryBudgetError, match=r"row groups of 9\d(\.\d+)? MiB"):
+            ds[1]
+
+
 # --------------------------------------------------------------------------- dictionary bombs
 @pytest.mark.heavy
 def test_dictionary_bomb_stops_at_the_budget_before_duckdb_materialises_it(

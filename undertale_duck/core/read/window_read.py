@@ -318,6 +318,8 @@ class WindowDecoder:
         touched = touched_bytes(win, shard.row_groups)
         limit = self.read_limit
         if limit and touched > limit:
+            touched = self._touched_columns(shard, win, touched)
+        if limit and touched > limit:
             raise MemoryBudgetError(
                 f"reading {what} of shard {shard.path} means decompressing row groups of "
                 f"{touched / MIB:.4g} MiB (as its footer records), more than the memory budget "
@@ -406,6 +408,35 @@ class WindowDecoder:
                 memory_pool=held_pool()
             )
         return table
+
+    def _touched_columns(self, shard: Shard, win: Window, whole: int) -> int:
+        """The footer bytes of the columns read of a window's row groups (``whole``: all).
+
+        A dataset opened with ``columns=`` decodes only those columns' chunks, so a narrow
+        read of a wide row group is weighed by them, not by the whole group. Only a plain
+        dataset over local shards whose column names hold no dot (a leaf's path names its
+        top-level column) is narrowed; anything else keeps ``whole``.
+        """
+        wanted = set(self.source.columns)
+        if (
+            self._view is not None
+            or type(shard) is not Shard
+            or any("." in name for name in wanted)
+            or set(shard.schema.names) <= wanted
+        ):
+            return whole
+        try:
+            meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
+            total = 0
+            for group in window_row_groups(shard.row_groups, win)[0]:
+                rg = meta.row_group(group)
+                for index in range(rg.num_columns):
+                    chunk = rg.column(index)
+                    if chunk.path_in_schema.split(".")[0] in wanted:
+                        total += max(0, int(chunk.total_uncompressed_size))
+        except (OSError, ValueError, IndexError, pa.ArrowException, SourceError):
+            return whole
+        return min(total, whole)
 
     def _check_page_checksums(self, local: Shard, win: Window) -> None:
         """Refuse a window whose row groups hold a page its recorded CRC-32 does not match.
