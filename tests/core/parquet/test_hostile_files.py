@@ -509,3 +509,21 @@ def test_a_checksum_mismatch_names_the_column_and_row_group(tmp_path: Path) -> N
     pq.write_table(want, plain, row_group_size=40, data_page_size=256, compression="NONE",
                    use_dictionary=False)
     assert ParquetDataset(plain)[100] == want.slice(100, 1).to_pylist()[0]
+
+
+def test_a_checksum_is_checked_in_a_column_whose_name_holds_a_dot(tmp_path: Path) -> None:
+    # a chunk's dotted path ("a.b") names its top-level column ambiguously: such a dataset
+    # has every chunk of the group checked, rather than none of that column's
+    rows = 60
+    table = pa.table({"i": list(range(rows)), "a.b": [[k, k * 2] for k in range(rows)]})
+    good = tmp_path / "good.parquet"
+    pq.write_table(table, good, write_page_checksum=True, compression="NONE",
+                   use_dictionary=False, data_page_size=128)
+    column, start, length = [b for b in _page_bodies(good) if b[0].startswith("a.b")][-1]
+    raw = bytearray(good.read_bytes())
+    raw[start + length - 1] ^= 0x01
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(raw))
+    assert ParquetDataset(good)[rows - 1] == table.slice(rows - 1, 1).to_pylist()[0]
+    with pytest.raises(CorruptShardError, match=r"does not match the CRC-32"):
+        ParquetDataset(bad)[rows - 1]

@@ -152,20 +152,24 @@ DUCKDB_SPLIT_TYPES = frozenset({"FLOAT", "DOUBLE", "INT32", "INT64"})
 SPLIT_SCAN_GROUPS = 256
 
 
-def split_columns(path: str, columns: Sequence[str]) -> list[str]:
+def split_columns(error: BaseException, path: str, columns: Sequence[str]) -> list[str]:
     """The columns of ``columns`` with BYTE_STREAM_SPLIT pages DuckDB cannot decode.
 
-    DuckDB's error for them names no column; this names them for ours. Only the first
+    DuckDB's error for them (``error``) names no column; this names them for ours, and
+    nothing when ``error`` is about something else. Only the first
     :data:`SPLIT_SCAN_GROUPS` row groups are looked at, and only once the footer's chunks
     are known to hold no value pyarrow's chunk accessors abort the process on.
 
     Args:
+        error: DuckDB's error reading the file.
         path: A local Parquet file.
         columns: The top-level columns read.
 
     Returns:
         Those columns, in ``columns`` order ([] if none, or the footer cannot be read).
     """
+    if "byte_stream_split" not in str(error).lower():
+        return []
     wanted = set(columns)
     found: set[str] = set()
     try:
@@ -186,6 +190,30 @@ def split_columns(path: str, columns: Sequence[str]) -> list[str]:
     except (OSError, ValueError, IndexError, pa.ArrowException):
         return []
     return [name for name in columns if name in found]
+
+
+def read_chunks(
+    meta: pq.FileMetaData, group: int, columns: Sequence[str]
+) -> list[pq.ColumnChunkMetaData]:
+    """The column chunks of a row group that a read of the top-level ``columns`` decodes.
+
+    A chunk's dotted path names its top-level column by its first part; where a name read
+    holds a dot that cannot be told apart, so every chunk of the group is given.
+
+    Args:
+        meta: The file's footer.
+        group: The row group.
+        columns: The top-level columns read.
+
+    Returns:
+        The chunks, in file order.
+    """
+    wanted = set(columns)
+    rg = meta.row_group(group)
+    chunks = [rg.column(index) for index in range(rg.num_columns)]
+    if any("." in name for name in wanted):
+        return chunks
+    return [c for c in chunks if c.path_in_schema.split(".")[0] in wanted]
 
 
 #: Bytes of a page's body read at once while its checksum is computed.
@@ -230,15 +258,10 @@ def checksum_mismatch(
     Raises:
         OSError: If the file cannot be read.
     """
-    wanted = set(columns)
     recorded = False
-    rg = meta.row_group(group)
     with open(path, "rb") as fh:
         size = fh.seek(0, 2)
-        for index in range(rg.num_columns):
-            chunk = rg.column(index)
-            if chunk.path_in_schema.split(".")[0] not in wanted:
-                continue
+        for chunk in read_chunks(meta, group, columns):
             start, end = chunk_range(chunk)
             if start < 4 or end > size - 8 or end <= start:
                 continue
@@ -530,5 +553,6 @@ __all__ = [
     "chunk_range",
     "page_headers",
     "plain_type",
+    "read_chunks",
     "split_columns",
 ]

@@ -225,9 +225,5 @@ def query_failure(
                 return None  # it reads (or cannot be weighed): the query's own failure
             probed = exc  # DuckDB's message is about the page that failed
         error = probed
-    culprits = (
-        pages.split_columns(path, source.columns)
-        if "byte_stream_split" in str(error).lower()
-        else []
-    )
+    culprits = pages.split_columns(error, path, source.columns)
     return failures.shard_error(error, path, "rows the query reads", culprits=culprits)

@@ -412,28 +412,23 @@ class WindowDecoder:
     def _touched_columns(self, shard: Shard, win: Window, whole: int) -> int:
         """The footer bytes of the columns read of a window's row groups (``whole``: all).
 
-        A dataset opened with ``columns=`` decodes only those columns' chunks, so a narrow
-        read of a wide row group is weighed by them, not by the whole group. Only a plain
-        dataset over local shards whose column names hold no dot (a leaf's path names its
-        top-level column) is narrowed; anything else keeps ``whole``.
+        A dataset opened with ``columns=`` decodes only those columns' chunks
+        (:func:`pages.read_chunks`), so a narrow read of a wide row group is weighed by them,
+        not by the whole group. Only a plain dataset over local shards is narrowed; a view,
+        or a remote shard, keeps ``whole``.
         """
-        wanted = set(self.source.columns)
-        if (
-            self._view is not None
-            or type(shard) is not Shard
-            or any("." in name for name in wanted)
-            or set(shard.schema.names) <= wanted
-        ):
+        columns = self.source.columns
+        if self._view is not None or type(shard) is not Shard:
             return whole
+        if set(shard.schema.names) <= set(columns):
+            return whole  # every column is read
         try:
             meta = footers.checked_metadata(shard.path, shard.size, shard.mtime_ns)
-            total = 0
-            for group in window_row_groups(shard.row_groups, win)[0]:
-                rg = meta.row_group(group)
-                for index in range(rg.num_columns):
-                    chunk = rg.column(index)
-                    if chunk.path_in_schema.split(".")[0] in wanted:
-                        total += max(0, int(chunk.total_uncompressed_size))
+            total = sum(
+                max(0, int(chunk.total_uncompressed_size))
+                for group in window_row_groups(shard.row_groups, win)[0]
+                for chunk in pages.read_chunks(meta, group, columns)
+            )
         except (OSError, ValueError, IndexError, pa.ArrowException, SourceError):
             return whole
         return min(total, whole)
@@ -653,11 +648,7 @@ class WindowDecoder:
             if failures.is_fatal(exc):
                 self.connection.close()  # DuckDB invalidated the database: reopen on next use
             local.check_unchanged()
-            culprits = (
-                pages.split_columns(local.path, self.source.columns)
-                if "byte_stream_split" in str(exc).lower()
-                else []
-            )
+            culprits = pages.split_columns(exc, local.path, self.source.columns)
             raise failures.shard_error(
                 exc, shard.path, what, (win.offset, win.end), memory=limit, footer_bytes=touched,
                 columns=len(self.source.columns), culprits=culprits,

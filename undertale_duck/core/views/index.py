@@ -405,9 +405,7 @@ def _first_shard_failure(
     if first is None or isinstance(exc, duckdb.BinderException | duckdb.ParserException):
         return None
     text = str(exc)
-    culprits = (
-        pages.split_columns(first.path, columns) if "byte_stream_split" in text.lower() else []
-    )
+    culprits = pages.split_columns(exc, first.path, columns)
     named = {f'file "{first.path}"', f'file "{duckdb_path(first.path)}"'}
     if not culprits and not any(name in text for name in named):
         return None
