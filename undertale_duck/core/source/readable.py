@@ -223,11 +223,7 @@ def _plain(typ: pa.DataType) -> pa.DataType:
 
 def _has_uuid(typ: pa.DataType) -> bool:
     """Whether a type is Arrow's ``uuid`` or holds it (in a list, struct or map)."""
-    if isinstance(typ, pa.UuidType):
-        return True
-    if isinstance(typ, pa.ExtensionType):
-        return False
-    return any(_has_uuid(typ.field(k).type) for k in range(typ.num_fields))
+    return isinstance(typ, pa.UuidType) or any(_has_uuid(child) for child in _children(typ))
 
 
 def _uuids(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
