@@ -36,7 +36,7 @@ from .traffic import StorageStats, Traffic
 __all__ = [
     "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "RETRIES", "Listed",
     "ListedObject", "RemoteShard", "Store", "identity", "is_remote", "open_store", "protocol_of",
-    "unsigned",
+    "unsigned", "version_name",
 ]
 
 T = TypeVar("T")
@@ -130,6 +130,24 @@ def is_remote(source: object) -> bool:
     if isinstance(source, Sequence) and not isinstance(source, bytes):
         return any(protocol_of(s) is not None for s in source)
     return False
+
+
+def version_name(url: str, version: str | None) -> str:
+    """The URL naming one version of an object, the same when it is signed again.
+
+    Without user information and signing parameters (:func:`unsigned`) where the version
+    names the content (an ETag, version id, generation, digest: :data:`CONTENT_IDENTITIES`);
+    an object known only by a time, or not at all, keeps its whole URL.
+
+    Args:
+        url: The object's URL.
+        version: Its version (:func:`identity`), or None.
+
+    Returns:
+        The name.
+    """
+    kind = None if version is None else version.split("=", 1)[0]
+    return unsigned(url) if kind in CONTENT_IDENTITIES else url
 
 
 def identity(info: Mapping[str, Any], like: str | None = None) -> str | None:
@@ -248,12 +266,10 @@ class RemoteShard(Shard):
     def stable_path(self) -> str:
         """The URL as saved states name the object: signed again, it is the same.
 
-        Without user information and signing parameters where the version names the
-        content (:data:`CONTENT_IDENTITIES`), as in :meth:`Store.cache_name`; the store's
-        endpoint is left out, so states saved by earlier releases still match.
+        :func:`version_name`, as :meth:`Store.cache_name` names it but without the store's
+        endpoint, so states saved by earlier releases still match.
         """
-        kind = None if self.version is None else self.version.split("=", 1)[0]
-        return unsigned(self.path) if kind in CONTENT_IDENTITIES else self.path
+        return version_name(self.path, self.version)
 
     @property
     def identity(self) -> list[object]:
@@ -410,14 +426,10 @@ class Store:
     def cache_name(self, url: str, version: str | None) -> str:
         """What names an object in the shard cache's keys (with its version and size).
 
-        The object's URL and this store's endpoint. An object whose version names its content
-        (an ETag, version id, generation, digest: :data:`CONTENT_IDENTITIES`) is named by its
-        URL without user information and signing parameters (:func:`unsigned`): a pre-signed
-        URL signed again is the same cached copy, while a replaced object's new ETag is a new
-        entry. An object known only by a time, or not at all, keeps its whole URL.
+        The object's :func:`version_name` and this store's endpoint: a pre-signed URL signed
+        again is the same cached copy, while a replaced object's new ETag is a new entry.
         """
-        kind = None if version is None else version.split("=", 1)[0]
-        name = unsigned(url) if kind in CONTENT_IDENTITIES else url
+        name = version_name(url, version)
         return f"{name}\0{self.endpoint}" if self.endpoint else name
 
     def key(self, url: str, version: str | None, size: int) -> str:
