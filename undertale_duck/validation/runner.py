@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,7 @@ from ..common.sizes import parse_size
 from ..common.text import redact_url
 from ..core.query import memory_limit
 from ..core.runtime import connect, nan_safe, threads_of
-from ..core.source import Shard, SourceFiles, SourceLike
+from ..core.source import Shard, SourceFiles, SourceLike, source_text
 from ..errors import ArgumentError, SourceError
 from . import schemas
 from .executors import Executor, InProcessExecutor
@@ -244,12 +243,7 @@ def report_for(
         report = _validate(state, executor)
     finally:
         connection.close()
-    if isinstance(source, str | os.PathLike):
-        report.source = redact_url(os.fspath(source))
-    else:
-        names = [os.fspath(p) for p in source]
-        more = f", ... ({len(names)} files)" if len(names) > 3 else ""
-        report.source = redact_url(", ".join(names[: 1 if more else 3]) + more)
+    report.source = source_text(source)
     return report
 
 

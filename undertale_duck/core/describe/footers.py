@@ -39,6 +39,7 @@ from ..source import (
     check_column_names,
     reference_columns,
     schema_drift,
+    source_text,
 )
 
 
@@ -590,14 +591,8 @@ def describe(
         for s in infos:
             if s.error is not None:
                 s.columns = []
-        if isinstance(source, str | os.PathLike):
-            shown = os.fspath(source)
-        else:  # a list of shards, named as validation reports name it
-            names = [os.fspath(p) for p in source]
-            more = f", ... ({len(names)} files)" if len(names) > 3 else ""
-            shown = ", ".join(names[: 1 if more else 3]) + more
         return Description(
-            source=shown,
+            source=source_text(source),
             shards=infos,
             columns=list(columns.values()),
             drift=[d for d in drift if not any(x.path == d.path and x.error for x in infos)],

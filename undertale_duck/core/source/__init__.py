@@ -14,7 +14,7 @@ from .remote.listing import SourceFiles, remote_metadata
 from .remote.store import is_remote
 from .remote.traffic import StorageStats
 from .shard import Shard, check_column_names, read_footer
-from .source import Source
+from .source import Source, source_text
 from .windows import (
     Window,
     max_touched_bytes,
@@ -43,6 +43,7 @@ __all__ = [
     "reference_columns",
     "remote_metadata",
     "schema_drift",
+    "source_text",
     "touched_bytes",
     "view_plan",
     "window_row_groups",

@@ -18,7 +18,7 @@ from .remote.fsclient import check_options
 from .remote.shard_cache import ShardCache
 from .shard import Shard, check_column_names, read_footer, reference_schema
 
-__all__ = ["Source"]
+__all__ = ["Source", "source_text"]
 
 
 
@@ -49,7 +49,7 @@ class Source:
         retries: int | None = None,
     ) -> None:
         # what names the dataset in reprs, logs and records: a URL without its secrets
-        self.spec = redact_url(source if isinstance(source, str) else _describe(source))
+        self.spec = source_text(source)
         self.store: Any = None  # a store.Store when the shards are in object storage
         if _remote_source(source):
             self.store = storemod.open_store(
@@ -135,6 +135,21 @@ class Source:
 def _remote_source(source: object) -> bool:
     """Whether a source is a URL or list of URLs (``core/remote.py`` reads those)."""
     return storemod.is_remote(source)
+
+
+def source_text(source: SourceLike) -> str:
+    """How reprs, logs, reports and descriptions name a source, without a URL's secrets.
+
+    A path or URL as given; a list of shards as its files, or its first file and their
+    count when there are more than three.
+
+    Args:
+        source: A source as ``ParquetDataset`` takes it.
+
+    Returns:
+        The text.
+    """
+    return redact_url(source if isinstance(source, str) else _describe(source))
 
 
 def _describe(source: object) -> str:
