@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -474,31 +475,38 @@ def test_a_shard_whose_column_does_not_cast_names_shard_and_column(
 ) -> None:
     # the view reads every shard with the first one's types; a cast that fails was DuckDB's
     # raw "Conversion Error" text in a QueryError (and an exit status of 1 from the CLI)
-    data = tmp_path / "data"
-    data.mkdir()
     first: dict[str, pa.Array] = {"i": pa.array(range(4), pa.int64())}
     first.update(
         {"label": pa.array([i % 3 for i in range(4)], pa.int64())}
         if column == "label"
         else {column: pa.array([None] * 4, pa.null())}
     )
-    pq.write_table(pa.table(first), data / "part-0.parquet")
-    pq.write_table(
-        pa.table({"i": pa.array(range(4, 8), pa.int64()), **second}), data / "part-1.parquet"
-    )
-    ds = ParquetDataset(data)
-    assert ds.sql("SELECT sum(i) AS s FROM dataset").column("s").to_pylist() == [28]
-    bad = str(data / "part-1.parquet")
-    for run in (
-        lambda: ds.sql("SELECT * FROM dataset"),
-        lambda: ds.sql_batches("SELECT * FROM dataset").read_all(),
-    ):
-        with pytest.raises(SourceError) as caught:
-            run()
-        text = str(caught.value)
-        assert caught.value.path == bad and "Conversion Error" not in text
+    second = {"i": pa.array(range(4, 8), pa.int64()), **second}
+    for error in _second_shard_errors(tmp_path, first, second, "SELECT * FROM dataset"):
+        text = str(error)
+        assert "Conversion Error" not in text
         assert f"column {column!r} is {own} there but {wanted} in the dataset" in text
         assert "schema drift between shards" in text
+
+
+def _second_shard_errors(
+    tmp_path: Path, first: dict[str, Any], second: dict[str, Any], query: str
+) -> list[SourceError]:
+    """The errors ``ds.sql`` and ``ds.sql_batches`` raise over two shards, each naming the
+    second; ``i`` is 0..3 in the first and 4..7 in the second (a query of it alone works)."""
+    data = tmp_path / "data"
+    data.mkdir(parents=True)
+    pq.write_table(pa.table(first), data / "part-0.parquet")
+    pq.write_table(pa.table(second), data / "part-1.parquet")
+    ds = ParquetDataset(data)
+    assert ds.sql("SELECT sum(i) AS s FROM dataset").column("s").to_pylist() == [28]
+    errors = []
+    for run in (lambda: ds.sql(query), lambda: ds.sql_batches(query).read_all()):
+        with pytest.raises(SourceError) as caught:
+            run()
+        assert caught.value.path == str(data / "part-1.parquet"), str(caught.value)
+        errors.append(caught.value)
+    return errors
 
 
 @pytest.mark.parametrize("second", [["i"], ["i", "other"]], ids=["missing", "renamed"])
@@ -508,25 +516,14 @@ def test_a_shard_without_a_column_is_named_not_the_first_shard_as_corrupt(
     # DuckDB's "Failed to read file B: schema mismatch ... column "label" was read from the
     # original file A, but could not be found in file B" named A first: the good first shard
     # was blamed, and called corrupt
-    data = tmp_path / "data"
-    data.mkdir()
-    pq.write_table(pa.table({"i": range(4), "label": [i % 3 for i in range(4)]}),
-                   data / "part-0.parquet")
+    first = {"i": pa.array(range(4)), "label": pa.array([i % 3 for i in range(4)])}
     columns = {"i": pa.array(range(4, 8)), "other": pa.array(range(4))}
-    pq.write_table(pa.table({name: columns[name] for name in second}), data / "part-1.parquet")
-    ds = ParquetDataset(data)
-    assert ds.sql("SELECT sum(i) AS s FROM dataset").column("s").to_pylist() == [28]
-    bad = str(data / "part-1.parquet")
-    for run in (
-        lambda: ds.sql("SELECT * FROM dataset"),
-        lambda: ds.sql_batches("SELECT label FROM dataset").read_all(),
-    ):
-        with pytest.raises(SourceError) as caught:
-            run()
-        assert not isinstance(caught.value, CorruptShardError)
-        text = str(caught.value)
-        assert caught.value.path == bad, text
-        assert "'label'" in text and "schema drift between shards" in text
+    kept = {name: columns[name] for name in second}
+    for place, query in (("all", "SELECT * FROM dataset"), ("one", "SELECT label FROM dataset")):
+        for error in _second_shard_errors(tmp_path / place, first, kept, query):
+            assert not isinstance(error, CorruptShardError)
+            text = str(error)
+            assert "'label'" in text and "schema drift between shards" in text
 
 
 def test_a_query_past_duckdbs_memory_limit_says_how_to_raise_it(data: Path) -> None:
