@@ -286,3 +286,26 @@ def test_ctrl_c_exits_while_a_window_is_read_ahead(slow: Path) -> None:
     out, err, proc = _interrupt_python(_READ_AHEAD, slow)  # the read-ahead thread is reading
     assert proc.returncode != 0 and "KeyboardInterrupt" in err, err
     assert out == ""
+
+
+_SECOND_CTRL_C = (
+    "import sys\n"
+    "from undertale_duck import cli\n"
+    "from undertale_duck.cli import app\n"
+    "def main():\n"
+    "    app._say_interrupted()  # what main() does on the first Ctrl-C\n"
+    "    raise KeyboardInterrupt  # the second one, as main() returns\n"
+    "app.main = main\n"
+    "cli.entry()\n"
+)
+
+
+def test_a_second_ctrl_c_after_main_returned_prints_no_second_line() -> None:
+    # The same moment as the test above, made deterministic: main() has printed the line and
+    # returned 130 when the second KeyboardInterrupt reaches entry(); it printed a second line
+    proc = subprocess.run(
+        [sys.executable, "-c", _SECOND_CTRL_C], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["undertale-duck: interrupted"]

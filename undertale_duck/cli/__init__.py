@@ -31,8 +31,11 @@ def entry() -> None:
             # arrives late) must not print a second line or a traceback from the exit hooks,
             # nor turn status 130 into death by SIGINT
             _ignore_interrupts()
-    except KeyboardInterrupt:  # before main() could say so (the imports) or while it did
-        _interrupted()
+    except KeyboardInterrupt:  # before main() could say so (the imports), or after it did
+        # main() may have said it and returned when a second Ctrl-C arrived: one line only
+        app = sys.modules.get(f"{__name__}.app")
+        if not getattr(app, "interruption_reported", False):
+            _interrupted()
         status = _INTERRUPTED
     sys.exit(status)
 

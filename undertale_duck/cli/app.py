@@ -98,9 +98,17 @@ def _say(message: str) -> None:
               flush=True)
 
 
+#: Whether this process has said "interrupted": ``cli.entry`` reads it so that a Ctrl-C
+#: pressed again after :func:`main` returned does not print the line a second time.
+interruption_reported = False
+
+
 def _say_interrupted() -> int:
+    global interruption_reported
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C again: still one line
-        _say("interrupted")
+        if not interruption_reported:
+            _say("interrupted")
+        interruption_reported = True
     return EXIT_INTERRUPTED
 
 
@@ -117,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 success, 1 failed or refused query / failed validation, 2 usage,
         input or unexpected error, 130 interrupted (Ctrl-C).
     """
+    global interruption_reported
+    interruption_reported = False  # main may run more than once in a process (tests, tools)
     with warnings.catch_warnings():  # restored on the way out (main may run in-process)
         warnings.showwarning = _show_warning
         return _main(argv)
