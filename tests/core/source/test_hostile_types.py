@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -429,6 +430,43 @@ def test_fixed_len_interval_is_read_with_a_memory_budget(tmp_path: Path) -> None
         assert [r["id"] for r in rows] == [1, 2] and rows[1]["iv"] is None
         assert type(rows[0]["iv"]) is type(ds.__getitems__([1, 0])[1]["iv"])
         assert _count(ds) == 2
+
+
+def test_the_schema_gives_interval_columns_the_type_served(tmp_path: Path) -> None:
+    # INTERVAL leaves (DuckDB's writer, and a pyarrow file annotated by hand) are served as
+    # month_day_nano_interval; ds.schema said fixed_size_binary[12], at every level
+    root = tmp_path / "duck"
+    root.mkdir()
+    duckdb.sql(
+        "COPY (SELECT i, to_months(i) + to_days(2 * i) AS iv, [to_days(i), NULL] AS ivs, "
+        "{'a': to_months(3 * i)} AS st, map([1], [to_days(i)]) AS m FROM range(3000) t(i)) "
+        f"TO '{root / 'a.parquet'}' (ROW_GROUP_SIZE 1000)"
+    )
+    ds = ParquetDataset(root, memory=64)
+    interval = pa.month_day_nano_interval()
+    types = {f.name: f.type for f in ds.schema}
+    assert types["iv"] == interval
+    assert types["ivs"].value_type == interval
+    assert types["st"].field("a").type == interval
+    assert types["m"].item_type == interval and types["m"].key_type == pa.int32()
+    for i in (0, 1234, 2999):
+        row = ds[i]
+        assert (row["iv"].months, row["iv"].days, row["iv"].nanoseconds) == (i, 2 * i, 0)
+        assert row["ivs"][0].days == i and row["ivs"][1] is None
+        assert row["st"]["a"].months == 3 * i
+    table = ds.sql("SELECT iv, ivs, st FROM dataset LIMIT 1")
+    assert [f.type for f in table.schema] == [types["iv"], table.schema.field("ivs").type,
+                                              table.schema.field("st").type]
+    assert table.schema.field("ivs").type.value_type == interval
+
+    src = tmp_path / "src.parquet"
+    raw = [bytes([i, 0, 0, 0, 2 * i, 0, 0, 0, 0, 0, 0, 0]) for i in range(3)]
+    pq.write_table(pa.table({"id": [0, 1, 2], "iv": pa.array(raw, pa.binary(12))}), src)
+    path = tmp_path / "iv.parquet"
+    hf.interval_column(src, path, "iv")
+    ds = ParquetDataset(path)
+    assert ds.schema.field("iv").type == interval
+    assert [(r["iv"].months, r["iv"].days) for r in ds.__getitems__([2, 0])] == [(2, 4), (0, 0)]
 
 
 def test_cli_writes_timestamps_beyond_python_as_text(tmp_path: Path) -> None:

@@ -579,26 +579,32 @@ def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
 
 
 def with_uuids(schema: pa.Schema, parquet: pq.ParquetSchema) -> pa.Schema:
-    """``schema`` with Arrow's ``uuid`` type for the leaves the footer annotates UUID.
+    """``schema`` with the Arrow types reads serve for the leaves annotated UUID or INTERVAL.
 
-    ``ParquetSchema.to_arrow_schema`` reads them as 16-byte binary, where pyarrow's own
-    reads (``ParquetFile``, ``read_table``: Arrow extensions on) give ``uuid``, whose
-    ``as_py()`` is a ``uuid.UUID``. Only a file without pyarrow's stored schema differs
-    (DuckDB's, Spark's): the leaves of ``schema`` are the footer's columns in order.
+    ``ParquetSchema.to_arrow_schema`` reads both as fixed-size binary. A UUID leaf is served
+    as Arrow's ``uuid`` (pyarrow's own reads, ``ParquetFile`` and ``read_table`` with Arrow
+    extensions on, give it too; only a file without pyarrow's stored schema differs:
+    DuckDB's, Spark's). An INTERVAL leaf (12 bytes: months, days, milliseconds) is read by
+    DuckDB, which serves ``month_day_nano_interval``. The leaves of ``schema`` are the
+    footer's columns in order.
 
     Args:
         schema: The footer's schema as ``to_arrow_schema`` gives it.
         parquet: The footer's Parquet schema.
 
     Returns:
-        The schema pyarrow's reads give (``schema`` itself when no leaf changes).
+        The schema of the values served (``schema`` itself when no leaf changes).
     """
-    uuids = {
-        i for i in range(len(parquet))
-        if parquet.column(i).physical_type == "FIXED_LEN_BYTE_ARRAY"
-        and str(parquet.column(i).logical_type) == "UUID"
-    }
-    if not uuids:
+    served: dict[int, tuple[pa.DataType, pa.DataType]] = {}
+    for i in range(len(parquet)):
+        column = parquet.column(i)
+        if column.physical_type != "FIXED_LEN_BYTE_ARRAY":
+            continue
+        if str(column.logical_type) == "UUID":
+            served[i] = (pa.binary(16), pa.uuid())
+        elif column.converted_type == "INTERVAL" or str(column.logical_type) == "Interval":
+            served[i] = (pa.binary(12), pa.month_day_nano_interval())
+    if not served:
         return schema
     leaf = iter(range(len(parquet)))
 
@@ -606,8 +612,8 @@ def with_uuids(schema: pa.Schema, parquet: pq.ParquetSchema) -> pa.Schema:
         if pa.types.is_map(typ):
             return pa.map_(convert(typ.key_type), convert(typ.item_type), typ.keys_sorted)
         if typ.num_fields == 0:
-            index = next(leaf)
-            return pa.uuid() if index in uuids and typ == pa.binary(16) else typ
+            stored, serves = served.get(next(leaf), (None, None))
+            return serves if serves is not None and typ == stored else typ
         fields = [typ.field(k) for k in range(typ.num_fields)]
         children = [f.with_type(convert(f.type)) for f in fields]
         if pa.types.is_struct(typ):
@@ -618,7 +624,7 @@ def with_uuids(schema: pa.Schema, parquet: pq.ParquetSchema) -> pa.Schema:
             return pa.list_(children[0], typ.list_size)
         if pa.types.is_list(typ):
             return pa.list_(children[0])
-        raise NotImplementedError(f"a column of type {typ} holding a UUID")
+        raise NotImplementedError(f"a column of type {typ} holding a UUID or an INTERVAL")
 
     fields = [f.with_type(convert(f.type)) for f in schema]
     return pa.schema(fields, metadata=schema.metadata)
