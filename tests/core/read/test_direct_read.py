@@ -22,6 +22,7 @@ from support import hostile_files as hf
 from undertale_duck import ParquetDataset
 from undertale_duck.core.parquet import pages
 from undertale_duck.core.source import window_row_groups
+from undertale_duck.errors import CorruptShardError
 
 DAY0 = dt.date(2020, 1, 1)
 
@@ -221,7 +222,6 @@ def _hostile(root: Path) -> dict[str, Path]:
     ints = pa.table({"x": pa.array(range(10), pa.int32())})
     pq.write_table(ints, place("bss_int"), use_dictionary=False,
                    column_encoding={"x": "BYTE_STREAM_SPLIT"})
-    pq.write_table(ints, place("crc"), write_page_checksum=True)
     pq.write_table(pa.table({"x": pa.array([1, 2], pa.timestamp("ns"))}), place("int96"),
                    use_deprecated_int96_timestamps=True)
     return made
@@ -352,3 +352,44 @@ def test_the_verdicts_of_many_shards_are_bounded(tmp_path: Path) -> None:
     assert got == [want[i] for i in order]
     assert len(direct._shards) == MAX_SHARD_PAGES
     assert direct.stats["fallback"] == 0 and direct.stats["direct"] >= shards
+
+
+def test_checksummed_files_and_sparks_metadata_are_read_by_pyarrow(tmp_path: Path) -> None:
+    # files that record page CRC-32s (parquet-mr and Spark by default) and carry Spark's
+    # metadata keys went to DuckDB only; pyarrow now reads them and verifies each page
+    cols = ["label", "tokens", "id", "score", "blob", "category"]  # types pyarrow may read
+    table = datagen.table(0, 300).select(cols)
+    spark = {
+        b"org.apache.spark.version": b"3.5.1", b"writer.model.name": b"spark",
+        b"org.apache.spark.sql.parquet.row.metadata": b'{"type":"struct","fields":[]}',
+    }
+    good = tmp_path / "good"
+    good.mkdir()
+    pq.write_table(table.replace_schema_metadata(spark), good / "part-0.parquet",
+                   write_page_checksum=True, row_group_size=100, data_page_size=512,
+                   compression="NONE", use_dictionary=False, store_schema=False)
+    fast, slow = _both(good, window_bytes=4000, columns=cols)
+    assert len(fast.windows) > 3
+    for position in range(len(fast.windows)):
+        assert fast.reader.read(position).equals(slow.reader.read(position)), position
+    assert fast.reader.direct is not None
+    assert fast.reader.direct.stats["direct"] == len(fast.windows)
+    want = [{k: r[k] for k in cols} for r in datagen.expected(300)]
+    assert fast.__getitems__(list(range(300))) == want
+
+    # a byte flipped in the last page of a column: pyarrow's read of that window fails its
+    # check, and DuckDB's path names the page; the windows before it are still pyarrow's
+    meta = pq.read_metadata(good / "part-0.parquet")
+    chunk = meta.row_group(2).column(meta.schema.names.index("label"))
+    start, end = pages.chunk_range(chunk)
+    raw = bytearray((good / "part-0.parquet").read_bytes())
+    raw[end - 1] ^= 0x10
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "part-0.parquet").write_bytes(bytes(raw))
+    ds = ParquetDataset(bad, window_bytes=4000, read_ahead=False, columns=cols)
+    assert ds.__getitems__(list(range(200))) == want[:200]
+    assert ds.reader.direct is not None and ds.reader.direct.stats["direct"] > 0
+    with pytest.raises(CorruptShardError, match=r"column 'label' in row group 2 .*CRC-32"):
+        ds[299]
+    assert ds.reader.direct.stats["fallback"] >= 1

@@ -43,7 +43,13 @@ CONVERTED = frozenset({
 })
 #: File metadata keys known to change nothing in either reader (DuckDB gives meaning to
 #: others, such as GeoParquet's ``geo``).
-METADATA_KEYS = frozenset({b"ARROW:schema", b"pandas", b"huggingface"})
+METADATA_KEYS = frozenset({
+    b"ARROW:schema", b"pandas", b"huggingface",
+    # parquet-mr's and Spark's (its schema as JSON, its version, how it rebased old dates)
+    b"writer.model.name", b"org.apache.spark.version",
+    b"org.apache.spark.sql.parquet.row.metadata", b"org.apache.spark.legacyDateTime",
+    b"org.apache.spark.legacyINT96",
+})
 #: Per value besides its data: validity bit, list or string offsets (rounded up).
 VALUE_OVERHEAD = 9
 #: Per value of a list's element column besides its data: its validity bit (rounded up to
@@ -452,8 +458,6 @@ def _chunk_bound(
     bound, peak, dict_bytes, count = 0, 0, 0, 0
     for index, page in enumerate(page_headers(fh, start, end)):
         header, kind, raw, packed = page.fields, page.kind, page.raw, page.packed
-        if 4 in header:  # a CRC: whether each reader checks it is not known to agree
-            return None
         if plain and raw != packed:  # DuckDB refuses such a page
             return None
         peak = max(peak, raw + packed)

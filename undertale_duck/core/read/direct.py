@@ -299,8 +299,11 @@ class _GroupStream:
         self, pages: ShardPages, groups: list[int], columns: list[str], text: list[str],
         first: int, expected: int, *, batch_rows: int, threads: bool,
     ) -> None:
+        # pages that record a CRC-32 are checked as they are decoded: a mismatch fails the
+        # read, and DuckDB's path then checks the group and names the page (window_read.py)
         self._file = pq.ParquetFile(
-            pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False
+            pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False,
+            page_checksum_verification=True,
         )
         self._batches = self._file.iter_batches(
             batch_size=batch_rows, row_groups=groups, columns=columns, use_threads=threads

@@ -436,9 +436,9 @@ class WindowDecoder:
     def _check_page_checksums(self, local: Shard, win: Window) -> None:
         """Refuse a window whose row groups hold a page its recorded CRC-32 does not match.
 
-        DuckDB does not check page checksums, and pyarrow (which can) is not given files
-        that record them (:mod:`pages`): without this a byte flipped on disk in a page that
-        still decompresses is served as a wrong value. A file recording none costs one page
+        DuckDB does not check page checksums (pyarrow's path verifies them as it decodes,
+        :mod:`direct`): without this a byte flipped on disk in a page that still
+        decompresses is served as a wrong value. A file recording none costs one page
         header per column of the first row group read, once per process.
 
         Raises:
