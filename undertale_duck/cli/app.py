@@ -36,6 +36,7 @@ from .command import (
     Command,
     check_text_arguments,
 )
+from .wording import for_the_command_line
 
 __all__ = [
     "COMMANDS",
@@ -138,7 +139,7 @@ def _show_warning(
 ) -> None:
     """Show a library warning as one line, as errors are (not Python's two with a path)."""
     text = first_line(message, ERROR_LENGTH) if isinstance(message, Warning) else message
-    _say(f"warning: {' '.join(str(text).split())}")
+    _say(f"warning: {for_the_command_line(' '.join(str(text).split()))}")
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -164,10 +165,10 @@ def _report(exc: Exception) -> int:
     if _interrupted(exc):  # DuckDB reported Ctrl-C as its own error
         return _say_interrupted()
     if isinstance(exc, QueryError | MemoryBudgetError):  # failed or refused (docs/cli.md)
-        _say(f"error: {first_line(exc, ERROR_LENGTH)}")
+        _say(f"error: {for_the_command_line(first_line(exc, ERROR_LENGTH))}")
         return EXIT_FAILED
     if isinstance(exc, UndertaleDuckError):
-        _say(f"error: {first_line(exc, ERROR_LENGTH)}")
+        _say(f"error: {for_the_command_line(first_line(exc, ERROR_LENGTH))}")
         return EXIT_USAGE
     if isinstance(exc, BrokenPipeError):
         # the reader of our output (e.g. `| head`) went away: not an error; point stdout at

@@ -1,0 +1,46 @@
+"""Library messages in the command line's words: its flags for the Python arguments named."""
+
+from __future__ import annotations
+
+import re
+
+#: Where an argument's name may start: the message's start, after a space or "(" (never
+#: inside a path or a quoted name, such as ``/data/memory=1``).
+_AT = r"(?<![^\s(])"
+
+#: Python argument forms in library messages, and the flag a command-line user typed.
+_FLAGS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # tables['x']: ... -> --table x: ...
+    (re.compile(_AT + r"tables\[(?P<q>['\"])(?P<name>.*?)(?P=q)\]"), r"--table \g<name>"),
+    # memory=1 MB is below ... -> --memory 1 is below ...; Raise memory -> Raise --memory
+    (re.compile(_AT + r"memory=(?P<size>[0-9.]+(?:e[+-]?[0-9]+)?) MB\b"), r"--memory \g<size>"),
+    (re.compile(_AT + r"memory=(?=[\w.'\"])"), "--memory "),
+    (re.compile(r"\b(?P<verb>[Rr]aise) memory\b"), r"\g<verb> --memory"),
+    # the command line has no window_bytes: only the advice it can follow stays
+    (re.compile(r",? or pass a smaller window_bytes"), ""),
+    # (columns=[...]) -> (--columns A,B); columns must ... -> --columns must ...
+    (re.compile(_AT + r"columns=\[\.\.\.\]"), "--columns A,B"),
+    (re.compile(r"^columns(?=[ :(])"), "--columns"),
+    (re.compile(_AT + r"columns=(?=[\w\['\"])"), "--columns "),
+    (re.compile(_AT + r"columns="), "--columns"),
+    (re.compile(r"^storage_options(?=[ :])"), "--storage-option"),
+)
+
+
+def for_the_command_line(message: str) -> str:
+    """``message`` with the Python arguments it names written as the command line's flags.
+
+    The library's messages name its keyword arguments (``columns=[...]``,
+    ``tables['x']``, ``memory=1 MB``); a command-line user typed ``--columns``,
+    ``--table x`` and ``--memory 1``. Only these argument forms change; paths, columns and
+    SQL quoted in the message are left as they are.
+
+    Args:
+        message: One line of an error or warning.
+
+    Returns:
+        The line as the command line says it.
+    """
+    for pattern, flag in _FLAGS:
+        message = pattern.sub(flag, message)
+    return message
