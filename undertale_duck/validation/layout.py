@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from ..common.text import first_line
 from ..core.runtime import duckdb_path
@@ -75,16 +77,68 @@ def shard_groups(state: RunState) -> list[ShardGroup]:
             for i in members:
                 state.errors[i] = f"the schema cannot be read: {first_line(exc)}"
             continue
-        key = tuple(sorted((name, str(t)) for name, t in columns.items()))  # by name
+        first = state.shards[members[0]]
+        assert first is not None
+        durations = {} if state.relation.view is not None else {
+            f.name: str(f.type) for f in first.schema if _holds_duration(f.type)
+        }
+        key = (  # by name; a duration column and a BIGINT one are served apart
+            *sorted((name, str(t)) for name, t in columns.items()),
+            *sorted(durations.items()),
+        )
         if key in by_duck:
             by_duck[key].indices.extend(members)
         else:
-            by_duck[key] = ShardGroup(list(members), columns)
+            by_duck[key] = ShardGroup(list(members), columns, durations)
     groups = list(by_duck.values())
     for group in groups:
         group.indices.sort()
     groups.sort(key=lambda g: g.indices[0])
     return groups
+
+
+def _holds_duration(dtype: pa.DataType) -> bool:
+    """Whether an Arrow type holds durations at any depth (in lists, structs, maps)."""
+    if pa.types.is_duration(dtype):
+        return True
+    if pa.types.is_dictionary(dtype):
+        return _holds_duration(dtype.value_type)
+    if pa.types.is_map(dtype):
+        return _holds_duration(dtype.key_type) or _holds_duration(dtype.item_type)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or (
+        pa.types.is_fixed_size_list(dtype)
+    ):
+        return _holds_duration(dtype.value_type)
+    if pa.types.is_struct(dtype):
+        return any(_holds_duration(dtype.field(k).type) for k in range(dtype.num_fields))
+    return False
+
+
+def _duration_mismatch(target: Target, arrow_type: str) -> str | None:
+    """Why a field cannot take, or the checks cannot judge, a column of Arrow durations.
+
+    pyarrow stores a duration as a Parquet integer with its Arrow type in the file's
+    metadata: the dataset serves ``datetime.timedelta`` values, while DuckDB reads a count
+    of the unit (``BIGINT``). A ``timedelta`` (or ``Any``) field takes them; constraints on
+    them, and every other type (pydantic refuses a timedelta for ``int``, ``float``, ...),
+    cannot be judged from DuckDB's integers.
+    """
+    annotation = target.annotation
+    if annotation is Any or annotation is object:
+        return None
+    duckdb_reads = "which DuckDB reads as BIGINT, a count of its unit"
+    if annotation is dt.timedelta:
+        if not target.metadata:
+            return None
+        return (
+            f"found Arrow {arrow_type}, {duckdb_reads}, so the field's constraints cannot be "
+            "checked on the timedelta values the dataset serves; validate a view that "
+            "converts the column (query=) or leave the constraints out"
+        )
+    return (
+        f"found Arrow {arrow_type}, {duckdb_reads}; the dataset serves datetime.timedelta "
+        f"values, expected {describe_type(annotation)}"
+    )
 
 
 def _fail_shard(state: RunState, tally: Tally, index: int, value: str) -> None:
@@ -135,6 +189,8 @@ def layout_checks(state: RunState, groups: Sequence[ShardGroup]) -> None:
             reason = mismatch(
                 target.annotation, group.types[column], target.strict, target.strict_inside,
                 by_row=True,
+            ) if column not in group.durations else _duration_mismatch(
+                target, group.durations[column]
             )
             if reason is not None:
                 for i in group.indices:
@@ -188,7 +244,7 @@ def compatible_type(state: RunState, target: Target, group: ShardGroup) -> Any |
     top = next((t for t in state.targets if t.path == target.path[:1]), None)
     target = in_group(state, target, group)
     root = group.types.get(target.path[0])
-    if root is None:
+    if root is None or target.path[0] in group.durations:  # DuckDB's integers, not timedeltas
         return None
     strict = (top.strict, top.strict_inside) if top is not None else (False, False)
     if top is not None and mismatch(top.annotation, root, *strict, by_row=True) is not None:

@@ -47,10 +47,14 @@ class ShardGroup:
     Attributes:
         indices: Shard numbers, ascending.
         types: ``{column: duckdb.DuckDBPyType}`` in the first member's column order.
+        durations: ``{column: Arrow type}`` of the columns holding Arrow durations (at any
+            depth): DuckDB reads them as ``BIGINT`` counts while the dataset serves
+            ``datetime.timedelta`` (the shards' own rows only; a view serves DuckDB's).
     """
 
     indices: list[int]
     types: dict[str, Any]
+    durations: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

@@ -20,6 +20,7 @@ from pydantic import (
     AllowInfNan,
     BaseModel,
     PydanticUserError,
+    Strict,
     StringConstraints,
 )
 from pydantic.fields import FieldInfo
@@ -383,6 +384,54 @@ def _refuse_python_patterns(model: type[BaseModel], name: str, items: Sequence[A
             )
 
 
+def _checked_alone(arm: Any, model: type[BaseModel]) -> bool:
+    """Whether a union's arm carries checks of its own (constraints, literals, a model, ...).
+
+    Such checks are translated only where the arm is the field's one type; inside a union of
+    several types validation would drop them.
+    """
+    inner = strip_optional(arm)[0]
+    origin = typing.get_origin(inner)
+    # strictness alone is judged by the union's type check (StrictInt | StrictStr)
+    own = [m for m in (*inner_metadata(arm), *item_metadata(inner)) if not isinstance(m, Strict)]
+    if own or config_metadata(model, inner, ()):
+        return True
+    if origin is Literal or model_class(inner) is not None:
+        return True
+    if isinstance(inner, type) and issubclass(inner, enum.Enum):
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_checked_alone(a, model) for a in typing.get_args(inner))
+    return any(_checked_alone(item, model) for _, item in item_annotations(inner))
+
+
+def _refuse_checked_unions(model: type[BaseModel], name: str, annotation: Any) -> None:
+    """Refuse a union of several types when one of them carries its own checks.
+
+    pydantic validates a value against each type of a union with that type's constraints
+    (``Annotated[int, Field(ge=0)] | str``, ``Literal["a"] | int``, ``A | B`` of models,
+    ``list[Annotated[int, Field(ge=0)] | str]``); the checks give each column one set of
+    constraints, so they would pass rows pydantic refuses.
+    """
+    inner = strip_optional(annotation)[0]
+    if typing.get_origin(inner) in (typing.Union, types.UnionType):
+        arms = [a for a in typing.get_args(inner) if a is not type(None)]
+        if any(_checked_alone(a, model) for a in arms):
+            raise ArgumentError(
+                f"schema {model.__name__}: field {name!r} is a union of several types, one of "
+                "which carries its own constraints (a Field, Literal, Enum, nested model or "
+                "constrained items); validation checks one type per column and cannot give "
+                "pydantic's verdict for it. Put the constraints on the whole field "
+                "(x: int | str = Field(ge=0)), or give the field one type, cast in a view "
+                "(query=) if needed"
+            )
+        for arm in arms:
+            _refuse_checked_unions(model, name, arm)
+        return
+    for _, item in item_annotations(inner):
+        _refuse_checked_unions(model, name, item)
+
+
 def _refuse_unusable(model: type[BaseModel]) -> None:
     """Refuse a model whose verdict on a row is not given by its fields' checks.
 
@@ -441,6 +490,7 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
         path = (*prefix, column)
         own = (*info.metadata, *inner_metadata(info.annotation))
         _refuse_python_patterns(model, name, (*own, *item_metadata(annotation)))
+        _refuse_checked_unions(model, name, info.annotation)
         config_strict = model.model_config.get("strict") is True  # a nested model has its own
         own_strict = strict_setting(own)
         out.append(

@@ -143,13 +143,15 @@ class Pack:
         for argument, value in (("pack.eod", self.eod), ("pack.pad", self.pad)):
             if value is not None and not _fits(value, dtype):
                 raise ArgumentError(
-                    f"{argument}={value} does not fit column {self.column!r}'s {dtype} tokens"
+                    f"{argument}={value} does not fit the {dtype} tokens of column "
+                    f"{self.column!r}; give a value that {dtype} holds"
                 )
         for name in self.alongside:
             kind = np.dtype(schema.field(name).type.value_type.to_pandas_dtype())
             if not _fits(self.fill, kind):
                 raise ArgumentError(
-                    f"pack.fill={self.fill} does not fit column {name!r}'s {kind} values"
+                    f"pack.fill={self.fill} does not fit the {kind} values of column {name!r}; "
+                    f"give a value that {kind} holds"
                 )
 
 
