@@ -634,3 +634,43 @@ def test_a_dropped_stream_stops_its_query(data: Path) -> None:
     ds.close()
     with pytest.raises(QueryError, match="closed before it was read to the end"):
         kept.read_next_batch()
+
+
+#: Filters of the test below, and which rows each keeps.
+_KEEPS = {
+    "": lambda i: True, " WHERE i % 3 = 0": lambda i: i % 3 == 0, " WHERE i < 0": lambda i: False,
+}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    groups=st.lists(st.integers(1, 40), min_size=1, max_size=4),
+    rows=st.lists(st.integers(0, 300), min_size=1, max_size=3),
+    batch_rows=st.integers(1, 700),
+    where=st.sampled_from(sorted(_KEEPS)),
+    order=st.sampled_from(["", " ORDER BY i"]),
+)
+def test_sql_batches_hold_batch_rows_rows_over_tiny_row_groups(
+    tmp_path_factory: pytest.TempPathFactory, groups: list[int], rows: list[int],
+    batch_rows: int, where: str, order: str,
+) -> None:
+    # DuckDB hands over one batch per small row group (7-row groups: batches of 7 rows);
+    # every batch but the last now holds batch_rows rows, the rows in order and each once
+    root = tmp_path_factory.mktemp("tiny")
+    start = 0
+    for k, n in enumerate(rows):
+        pq.write_table(pa.table({"i": pa.array(range(start, start + n), pa.int64()),
+                                 "s": pa.array([f"v{i}" for i in range(start, start + n)],
+                                               pa.string())}),
+                       root / f"part-{k}.parquet", row_group_size=groups[k % len(groups)])
+        start += n
+    ds = ParquetDataset(root)
+    batches = list(ds.sql_batches(f"SELECT i, s FROM dataset{where}{order}",
+                                  batch_rows=batch_rows))
+    want = [i for i in range(start) if _KEEPS[where](i)]
+    got = [i for b in batches for i in b.column("i").to_pylist()]
+    assert got == want  # insertion order is kept without ORDER BY (DuckDB's default)
+    assert [s for b in batches for s in b.column("s").to_pylist()] == [f"v{i}" for i in want]
+    sizes = [len(b) for b in batches]
+    assert all(n == batch_rows for n in sizes[:-1]) and all(0 < n <= batch_rows for n in sizes)
+    ds.close()

@@ -56,6 +56,7 @@ class Stream:
         shape: tuple[frozenset[str] | None, int],
     ) -> None:
         self._session = session
+        self._batch_rows = max(1, batch_rows)
         self._cursor: duckdb.DuckDBPyConnection | None = cursor
         self._reader: pa.RecordBatchReader | None = None
         self._lock = threading.Lock()
@@ -98,6 +99,29 @@ class Stream:
         raise self._session.failure(error) from None
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
+        """Each batch of the result, ``batch_rows`` rows (the last one and empty results aside).
+
+        DuckDB hands over one small batch per row group it scans where row groups are small
+        (a few rows each: thousands of batches of 7 rows); those are joined up to
+        ``batch_rows`` rows, as DuckDB's batches over large row groups are.
+        """
+        held: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in self._batches():
+            if not held and len(batch) >= self._batch_rows:
+                yield batch  # as DuckDB made it: no copy
+                continue
+            held.append(batch)
+            rows += len(batch)
+            while rows >= self._batch_rows:
+                joined = pa.Table.from_batches(held, self.schema).combine_chunks()
+                yield joined.slice(0, self._batch_rows).to_batches()[0]
+                rest = joined.slice(self._batch_rows)
+                held, rows = (rest.to_batches(), len(rest)) if len(rest) else ([], 0)
+        if rows:
+            yield pa.Table.from_batches(held, self.schema).combine_chunks().to_batches()[0]
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
         try:
             while True:
                 with self._busy:
