@@ -8,6 +8,7 @@ import json
 import mmap
 import os
 import secrets
+import stat
 import threading
 import time
 import warnings
@@ -226,7 +227,7 @@ class DiskTier:
         with self._lock:
             if position in self._mapped:
                 return True
-        return os.path.exists(self.path(position))
+        return _is_file(self.path(position))
 
     def get(self, position: int) -> pa.Table | None:
         """Return window ``position`` mapped from its file, or None if it has none.
@@ -301,7 +302,9 @@ class DiskTier:
         if table_bytes(table) > self.limit:
             self._skipped += 1
             return False
-        if os.path.exists(path):
+        # a file is there (another process wrote it); anything else (a directory, a FIFO, a
+        # link) is no window: replaced by the rename, or, a directory, kept in memory instead
+        if _is_file(path):
             return True
         tmp = os.path.join(
             self._through, f".{self._keys[position]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
@@ -480,6 +483,14 @@ def _checked(mapped: mmap.mmap, key: str, *, verify: bool = True) -> pa.Buffer |
     finally:
         body.release()
     return pa.py_buffer(mapped).slice(0, size - _TRAILER) if ok else None
+
+
+def _is_file(path: str) -> bool:
+    """Whether a regular file (not a link, a directory or a FIFO) is at ``path``."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _is_window_file(name: str) -> bool:

@@ -26,6 +26,7 @@ from .cachedir import (
     process_cache_dir,
     read_cached,
     read_record,
+    tagged,
     write_atomic,
     write_record,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "run_here",
     "sqlfiles",
     "syntax_nodes",
+    "tagged",
     "threads_of",
     "try_acquire",
     "worker_duckdb_config",

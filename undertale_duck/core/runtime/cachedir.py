@@ -390,9 +390,9 @@ def foreign_parquet(directory: Path) -> str | None:
     return None
 
 
-def _tagged(directory: Path) -> bool:
-    """Whether ``directory`` carries our ``CACHEDIR.TAG``."""
-    data = read_cached(directory / TAG_NAME, limit=4096)
+def tagged(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` is a cache of ours: it carries our ``CACHEDIR.TAG``."""
+    data = read_cached(os.path.join(directory, TAG_NAME), limit=4096)
     return data is not None and data.startswith(TAG_SIGNATURE) and b"undertale_duck" in data
 
 
@@ -403,7 +403,7 @@ def _claim(real: Path, what: str, hint: str, *, folder: bool = True) -> Path:
     is adopted); those are tagged now. Any other directory holds someone else's files: with
     ``folder``, our folder inside it is returned, else it is refused.
     """
-    if _tagged(real):
+    if tagged(real):
         return real
     try:
         names = os.listdir(real)

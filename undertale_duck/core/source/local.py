@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ...common.text import not_utf8
 from ...errors import SourceError
-from ..runtime import GLOB_CHARS
+from ..runtime import GLOB_CHARS, tagged
 
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 MAGIC = b"PAR1"
@@ -91,9 +91,18 @@ def _directory_files(directory: Path) -> list[str]:
 
 def _glob_files(pattern: str) -> list[str]:
     matches = sorted(globlib.glob(pattern, recursive=True))
+    # a cache of ours that a wildcard directory reaches (a shard cache_dir= inside the tree
+    # of ``data/**/*.parquet``) holds copies of other datasets' shards, never this one's
+    wild = bool(GLOB_CHARS & set(os.path.dirname(pattern)))
+    caches: dict[str, bool] = {}
     files = []
     for m in matches:
         if _is_hidden(os.path.basename(m)) or os.path.isdir(m):
+            continue
+        parent = os.path.dirname(m)
+        if wild and parent not in caches:
+            caches[parent] = tagged(parent or ".")
+        if wild and caches[parent]:
             continue
         if not os.path.isfile(m):  # a FIFO, a device, a broken link: never silently skipped
             raise SourceError(_not_regular(m), m)

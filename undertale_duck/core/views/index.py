@@ -101,7 +101,19 @@ def load_counts(key: str, protected: list[str]) -> tuple[list[int], KeptRows | N
         return None
     if not all(isinstance(c, int) and c >= 0 for c in counts):
         return None
+    if data.get("check") != _record_check(key, counts, data.get("kept")):
+        return None  # edited or damaged (or an earlier release's): indexed again
     return counts, KeptRows.from_json(directory, data.get("kept"))
+
+
+def _record_check(key: str, counts: Sequence[int], kept: object) -> str:
+    """The digest an index record carries of what it records.
+
+    A count edited or damaged in place would otherwise be trusted by every later open
+    (``refresh()`` included), each window then refused as a changed side table.
+    """
+    text = json.dumps([key, list(counts), kept], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def save_counts(
@@ -111,6 +123,7 @@ def save_counts(
     record: dict[str, Any] = {"key": key, "counts": list(counts)}
     if kept is not None:
         record["kept"] = kept.to_json()
+    record["check"] = _record_check(key, counts, record.get("kept"))
     directory = process_cache_dir("views", protected)
     return write_atomic(directory, f"{key}.json", json.dumps(record).encode())
 

@@ -114,17 +114,17 @@ class BitmapWriter:
 
 
 _lock = threading.Lock()
-_maps: dict[tuple[str, str], tuple[tuple[int, int, int], np.ndarray | None]] = {}
+_maps: dict[tuple[str, str], tuple[tuple[int, int, int, int], np.ndarray | None]] = {}
 
 
 def _mapped(kept: KeptRows) -> np.ndarray | None:
     # a file changed in place (never by us: we publish by rename) is checked again, since a
-    # mapping would show its new bits
+    # mapping would show its new bits; by its ctime too, which putting the mtime back changes
     try:
         st = os.stat(kept.path)
     except OSError:
         return None
-    identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+    identity = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     key = (kept.path, kept.digest)
     with _lock:
         known = _maps.get(key)

@@ -592,6 +592,15 @@ class ShardCache:
             _verified.add(seen)
         return st
 
+    def write_error(self, shard: Shard, exc: OSError) -> SourceError:
+        """The error for a shard's bytes that cannot be written into the cache (a full disk)."""
+        return SourceError(
+            f"cannot write shard {shard.path} into the shard cache {self.directory}: "
+            f"{exc.strerror or first_line(exc)}; free space, lower cache_limit or pass "
+            "another cache_dir",
+            shard.path,
+        )
+
     def _unusable(self, exc: OSError) -> SourceError:
         """The error for a cache directory that cannot be created or written."""
         return SourceError(
@@ -667,12 +676,7 @@ class ShardCache:
             with _verified_lock:
                 _verified.add(_seen(data, st))
         except OSError as exc:
-            raise SourceError(
-                f"cannot write shard {shard.path} into the shard cache {self.directory}: "
-                f"{exc.strerror or first_line(exc)}; free space, lower cache_limit or pass "
-                "another cache_dir",
-                shard.path,
-            ) from None
+            raise self.write_error(shard, exc) from None
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(part)

@@ -179,6 +179,12 @@ def identity(info: Mapping[str, Any], like: str | None = None) -> str | None:
     return None
 
 
+#: Errors of the local disk a download writes to (full, over a quota or a file size limit,
+#: read-only): never the store's, and no retry helps.
+_LOCAL_DISK_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS") if hasattr(errno, name)
+)
+
 #: What a client raises for options it does not accept (unknown names, wrong types).
 _REFUSALS = (ValueError, TypeError, NotImplementedError, KeyError, AttributeError)
 
@@ -209,6 +215,8 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, FileNotFoundError | PermissionError | IsADirectoryError):
         return False
     if isinstance(exc, NotADirectoryError | ArgumentError | SourceError):
+        return False
+    if isinstance(exc, OSError) and exc.errno in _LOCAL_DISK_ERRNOS:  # the cache's disk
         return False
     if isinstance(exc, _REFUSALS) or _refused(exc):  # the client refused its options
         return False
@@ -744,7 +752,10 @@ class Store:
                               strict=True))
             pieces[0] = MAGIC
             pieces[shard.size - len(tail)] = tail
-            write_sparse(fd, shard.size, pieces)
+            try:
+                write_sparse(fd, shard.size, pieces)
+            except OSError as exc:  # the cache's disk is full (or read-only)
+                raise cache.write_error(shard, exc) from None
             self.traffic.add(range_windows=1)
             yield local_shard(shard, path, os.fstat(fd))
         if behind:
