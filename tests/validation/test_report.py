@@ -101,6 +101,19 @@ def test_text_is_an_aligned_table(reports: tuple[ValidationReport, ValidationRep
     assert to_text(reports[1]).splitlines()[3].startswith("PASSED")
 
 
+def test_a_count_of_one_is_singular(reports: tuple[ValidationReport, ValidationReport]) -> None:
+    """The text, markdown and summary said "1 shards" and "1 rows"."""
+    bad, good = reports  # bad: 42 rows in 3 shards, one unreadable; good: 1 row in 1 shard
+    assert to_text(good).splitlines()[2].startswith("rows:   1 in 1 shard (")
+    assert "\n- rows: 1 in 1 shard\n" in to_markdown(good)
+    assert " against test_report.S (1 row, 1 shard): all " in good.summary()
+    assert to_text(bad).splitlines()[2].startswith("rows:   42 in 3 shards (")
+    assert "\n- rows: 42 in 3 shards\n" in to_markdown(bad)
+    summary = bad.summary()
+    assert "(42 rows, 3 shards)" in summary and "readable: 1 shard [" in summary
+    assert "unique(id): 4 rows [" in summary
+
+
 def test_markdown_tables_are_well_formed(
     reports: tuple[ValidationReport, ValidationReport],
 ) -> None:

@@ -65,6 +65,11 @@ def not_utf8(text: str) -> str | None:
     return None
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless the count is 1: ``1 shard``, ``3 rows``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def first_line(exc: BaseException, limit: int = 300) -> str:
     """The message of an exception on one line (whitespace collapsed), for error text.
 

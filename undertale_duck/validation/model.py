@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from ..common.text import redact_url
+from ..common.text import counted, redact_url
 
 
 def _shown(value: str | None) -> str | None:
@@ -181,14 +181,17 @@ class ValidationReport(BaseModel):
         Returns:
             ``"... passed N checks"`` or a list of the failed checks.
         """
-        head = f"{self.source} against {self.schema_name} ({self.rows} rows, {self.shards} shards)"
+        head = (
+            f"{self.source} against {self.schema_name} "
+            f"({counted(self.rows, 'row')}, {counted(self.shards, 'shard')})"
+        )
         if self.passed:
             return f"{head}: all {len(self.checks)} checks passed"
         parts = []
         for c in self.failed:
             where = f"({c.column})" if c.column else ""
-            unit = "shards" if c.check == "readable" else "rows"
-            what = c.error if c.error else f"{c.violations} {unit}"
+            unit = "shard" if c.check == "readable" else "row"
+            what = c.error if c.error else counted(c.violations, unit)
             parts.append(f"{c.check}{where}: {what} [{c.description}]")
         text = f"{head}: {len(parts)} of {len(self.checks)} checks failed: " + "; ".join(parts)
         if any(c.check == "present" for c in self.failed):

@@ -6,7 +6,7 @@ import html
 import json
 from collections.abc import Callable
 
-from ..common.text import aligned, terminal_safe
+from ..common.text import aligned, counted, terminal_safe
 from ..errors import ArgumentError
 from .model import CheckResult, Example, ValidationReport
 
@@ -86,7 +86,7 @@ def to_text(report: ValidationReport) -> str:
         f"source: {report.source}",
         *([] if report.query is None else [f"view:   {' '.join(report.query.split())}"]),
         f"schema: {report.schema_name}",
-        f"rows:   {report.rows} in {report.shards} shards ({report.seconds:.2f} s)",
+        f"rows:   {report.rows} in {counted(report.shards, 'shard')} ({report.seconds:.2f} s)",
         _headline(report),
         "",
     ]
@@ -157,7 +157,7 @@ def to_markdown(report: ValidationReport) -> str:
         f"- source: {_md(report.source)}",
         *([] if report.query is None else [f"- view: {_md(report.query)}"]),
         f"- schema: {_md(report.schema_name)}",
-        f"- rows: {report.rows} in {report.shards} shards",
+        f"- rows: {report.rows} in {counted(report.shards, 'shard')}",
         "",
         "| status | check | column | violations | requirement |",
         "|---|---|---|---:|---|",

@@ -18,7 +18,9 @@ from pydantic import (
     AliasChoices,
     AliasPath,
     AllowInfNan,
+    AwareDatetime,
     BaseModel,
+    NaiveDatetime,
     PydanticUserError,
     Strict,
     StringConstraints,
@@ -27,6 +29,7 @@ from pydantic.fields import FieldInfo
 
 from ..common.text import first_line
 from ..errors import ArgumentError
+from .schemas import is_unique_marker
 
 INTEGER_TYPES = frozenset(
     {
@@ -52,6 +55,8 @@ TIMESTAMP_TYPES = frozenset(
 #: Timestamps with a time zone: UTC instants in DuckDB, whose zone (the Arrow field's, in
 #: which a row holds the value) DuckDB does not keep.
 ZONED_TIMESTAMP_TYPES = frozenset({"timestamp with time zone", "timestamptz_ns"})
+#: Timestamps without a time zone: rows hold naive datetimes.
+NAIVE_TIMESTAMP_TYPES = TIMESTAMP_TYPES - ZONED_TIMESTAMP_TYPES
 LIST_TYPES = frozenset({"list", "array"})
 _BINARY_FLOATS = frozenset({"float", "double"})
 #: DuckDB types whose values lax pydantic compares with a ``Literal``'s ints (and bools, as 0
@@ -69,7 +74,8 @@ LAX_TYPES: dict[type, frozenset[str]] = {
     decimal.Decimal: INTEGER_TYPES | _BINARY_FLOATS,
     # every date (it is midnight), and a naive timestamp whose time of day is midnight
     dt.datetime: frozenset({"date"}),
-    dt.date: TIMESTAMP_TYPES - ZONED_TIMESTAMP_TYPES,
+    NaiveDatetime: frozenset({"date"}),  # AwareDatetime refuses a date: its midnight is naive
+    dt.date: NAIVE_TIMESTAMP_TYPES,
     str: frozenset({"blob"}),  # bytes that are UTF-8
     bytes: frozenset({"varchar"}),  # every str (encoded as UTF-8)
 }
@@ -85,6 +91,9 @@ SCALAR_TYPES: dict[type, frozenset[str]] = {
     str: frozenset({"varchar", "enum"}),
     bytes: frozenset({"blob"}),
     dt.datetime: TIMESTAMP_TYPES,
+    # pydantic refuses every datetime of the other kind: the column's time zone decides
+    AwareDatetime: ZONED_TIMESTAMP_TYPES,
+    NaiveDatetime: NAIVE_TIMESTAMP_TYPES,
     dt.date: frozenset({"date"}),
     dt.time: frozenset({"time", "time with time zone", "time_ns"}),
     dt.timedelta: frozenset({"interval"}),
@@ -384,6 +393,60 @@ def _refuse_python_patterns(model: type[BaseModel], name: str, items: Sequence[A
             )
 
 
+def _unique_in_items(annotation: Any, seen: frozenset[type[BaseModel]] = frozenset()
+                     ) -> str | None:
+    """Where a type's list items hold a ``Unique`` marker, as the refusal names it, or None.
+
+    An item's own marker, or a field of an item's model, at any depth.
+    """
+    for _, item in item_annotations(strip_optional(annotation)[0]):
+        if any(is_unique_marker(m) for m in inner_metadata(item)):
+            return f"its items are {repr(item).replace('typing.', '')}"
+        inner = strip_optional(item)[0]
+        found = _unique_in_items(inner, seen)
+        if found is not None:
+            return found
+        nested = model_class(inner)
+        if nested is not None and nested not in seen:  # a model may hold a list of itself
+            found = _unique_in_model(nested, seen | {nested})
+            if found is not None:
+                return f"its items are {nested.__name__}, whose {found}"
+    return None
+
+
+def _unique_in_model(model: type[BaseModel], seen: frozenset[type[BaseModel]]) -> str | None:
+    """Which field of a model (at any depth) is marked ``Unique``, or None."""
+    for name, info in model.model_fields.items():
+        annotation = strip_optional(info.annotation)[0]
+        if any(is_unique_marker(m) for m in (*info.metadata, *inner_metadata(info.annotation))):
+            return f"field {name!r} is Unique"
+        nested = model_class(annotation)
+        found = None
+        if nested is not None and nested not in seen:
+            found = _unique_in_model(nested, seen | {nested})
+        found = found or _unique_in_items(annotation, seen)
+        if found is not None:
+            return f"field {name!r}: {found}"
+    return None
+
+
+def _refuse_unique_items(model: type[BaseModel], name: str, annotation: Any) -> None:
+    """Refuse a ``Unique`` marker inside a field's list items (``list[Annotated[int, Unique]]``).
+
+    Uniqueness is checked on a whole column or struct field; inside list items its meaning
+    (within a row, or across rows) is not defined, and it would pass silently unchecked.
+    """
+    where = _unique_in_items(annotation)
+    if where is not None:
+        raise ArgumentError(
+            f"schema {model.__name__}: field {name!r} marks values inside its list items "
+            f"Unique ({where}); validation checks Unique on a whole column or struct field, "
+            "and uniqueness inside lists is not defined (within a row, or across rows). Mark "
+            "the whole field Unique (Annotated[list[int], Unique]: no two rows hold the same "
+            "list), or remove the marker from the items"
+        )
+
+
 def _checked_alone(arm: Any, model: type[BaseModel]) -> bool:
     """Whether a union's arm carries checks of its own (constraints, literals, a model, ...).
 
@@ -491,6 +554,7 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
         own = (*info.metadata, *inner_metadata(info.annotation))
         _refuse_python_patterns(model, name, (*own, *item_metadata(annotation)))
         _refuse_checked_unions(model, name, info.annotation)
+        _refuse_unique_items(model, name, annotation)
         config_strict = model.model_config.get("strict") is True  # a nested model has its own
         own_strict = strict_setting(own)
         out.append(
@@ -536,6 +600,8 @@ def describe_type(annotation: Any) -> str:
             str: "VARCHAR",
             bytes: "BLOB",
             dt.datetime: "TIMESTAMP",
+            AwareDatetime: "TIMESTAMP WITH TIME ZONE",
+            NaiveDatetime: "TIMESTAMP without time zone",
             dt.date: "DATE",
             dt.time: "TIME",
             dt.timedelta: "INTERVAL",
@@ -629,6 +695,16 @@ def mismatch(
                 "the time zone a row holds it in (the Arrow field's), which DuckDB does not "
                 "keep, so validation cannot give pydantic's verdict; cast the column in a "
                 "view (query=), or write it without a time zone"
+            )
+        if annotation is AwareDatetime and kind in NAIVE_TIMESTAMP_TYPES | {"date"}:
+            return (
+                f"found {found}, expected {describe_type(annotation)}: AwareDatetime refuses "
+                "every value of this column, a datetime without a time zone"
+            )
+        if annotation is NaiveDatetime and kind in ZONED_TIMESTAMP_TYPES:
+            return (
+                f"found {found}, expected {describe_type(annotation)}: NaiveDatetime refuses "
+                "every value of this column, a datetime with a time zone"
             )
         return f"found {found}, expected {describe_type(annotation)}"
     origin = typing.get_origin(annotation)
