@@ -520,6 +520,35 @@ def _refuse_unusable(model: type[BaseModel]) -> None:
         ) from None
 
 
+def _models_within(annotation: Any) -> list[type[BaseModel]]:
+    """The models an annotation holds at any depth (in lists, unions, dicts, ``Annotated``)."""
+    nested = model_class(annotation)
+    if nested is not None:
+        return [nested]
+    return [m for arg in typing.get_args(annotation) for m in _models_within(arg)]
+
+
+def _refuse_recursive(model: type[BaseModel], within: tuple[type[BaseModel], ...] = (),
+                      fields: tuple[str, ...] = ()) -> None:
+    """Refuse a schema whose model holds itself (``child: Node | None``, ``list[Node]``).
+
+    Every field is checked as a column, or a struct field, of a fixed depth; a model that
+    holds itself describes values of any depth (and walking it never ends).
+    """
+    for name, info in model.model_fields.items():
+        for nested in _models_within(info.annotation):
+            path = (*fields, name)
+            if nested in (*within, model):
+                raise ArgumentError(
+                    f"schema {(within or (model,))[0].__name__}: field {'.'.join(path)!r} "
+                    f"holds {nested.__name__} within itself (a recursive model), which no "
+                    "Parquet column of fixed depth matches; validation cannot check it. "
+                    "Validate with a model that stops at the depth the data has (or types the "
+                    "field Any)"
+                )
+            _refuse_recursive(nested, (*within, model), path)
+
+
 def _reason(exc: BaseException) -> str:
     """The message pydantic gives, without its documentation link."""
     message = getattr(exc, "message", None)
@@ -537,9 +566,12 @@ def targets(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[Target
         One target per field, depth first.
 
     Raises:
-        ArgumentError: If the model is not fully defined or is a ``RootModel``.
+        ArgumentError: If the model is not fully defined, is a ``RootModel`` or holds
+            itself.
     """
     _refuse_unusable(model)
+    if not prefix:
+        _refuse_recursive(model)
     out: list[Target] = []
     for name, info in model.model_fields.items():
         column = column_name(name, info, model)
