@@ -351,3 +351,25 @@ def test_a_symbolic_link_at_a_lock_files_name_is_named_and_left_alone(
     for lock in locks:
         lock.unlink()
     assert ParquetDataset(url, memory=64, cache_dir=cache)[sizes[0]] == datagen.row(sizes[0])
+
+
+def test_a_directory_at_a_lock_files_name_is_named(
+    memory_dataset: tuple[str, list[int]], tmp_path: Path
+) -> None:
+    # "cannot use the shard cache directory ...: Is a directory" named no file to remove
+    url, sizes = memory_dataset
+    cache = tmp_path / "cache"
+    assert ParquetDataset(url, memory=64, cache_dir=cache)[0] == datagen.row(0)
+    locks = [p for p in cache.glob("*.lock") if not p.name.startswith(".")]
+    assert locks
+    for lock in locks:
+        lock.unlink()
+        lock.mkdir()
+    again = ParquetDataset(url, memory=64, cache_dir=cache)
+    with pytest.raises(SourceError, match=r"Is a directory \(.*\.lock; remove it\)") as info:
+        again[0]
+    named = str(info.value).split("(", 1)[1].split(";", 1)[0]
+    assert Path(named) in locks and str(cache) in str(info.value)
+    for lock in locks:
+        lock.rmdir()
+    assert ParquetDataset(url, memory=64, cache_dir=cache)[sizes[0]] == datagen.row(sizes[0])

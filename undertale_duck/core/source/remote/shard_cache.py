@@ -537,7 +537,7 @@ class ShardCache:
                 out = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                               | os.O_CLOEXEC, 0o600)
             except OSError as exc:
-                raise self._unusable(exc) from None
+                raise self._unusable(exc, os.path.basename(part)) from None
             try:
                 yield out, part
             finally:
@@ -601,11 +601,16 @@ class ShardCache:
             shard.path,
         )
 
-    def _unusable(self, exc: OSError) -> SourceError:
-        """The error for a cache directory that cannot be created or written."""
+    def _unusable(self, exc: OSError, name: str | None = None) -> SourceError:
+        """The error for a cache directory that cannot be created or written.
+
+        ``name``: the file of ours inside it that could not be opened (a lock or a copy;
+        something planted at its name, such as a directory, can be removed).
+        """
+        where = "" if name is None else f" ({os.path.join(self.directory, name)}; remove it)"
         return SourceError(
             f"cannot use the shard cache directory {self.directory}: "
-            f"{exc.strerror or first_line(exc)}; pass cache_dir= or set ${ENV_DIR}",
+            f"{exc.strerror or first_line(exc)}{where}; pass cache_dir= or set ${ENV_DIR}",
             str(self.directory),
         )
 
@@ -623,7 +628,7 @@ class ShardCache:
                     "library never makes: remove it (or pass another cache_dir=)",
                     named,
                 ) from None
-            raise self._unusable(exc) from None
+            raise self._unusable(exc, os.path.basename(lock)) from None
         with _held_lock:
             _held[fd] = threading.get_ident()
         return fd
