@@ -119,6 +119,13 @@ def check_module_state(state: object) -> dict[str, Any]:
             f"a DataModule state must be a dict from state_dict(), got {type(state).__name__}"
         )
     train = state.get("train")
+    if train is None and "train" in state:
+        # no state_dict() writes it (before training it leaves 'train' out): read as {}, the
+        # next fit would restart the epoch in silence
+        raise ArgumentError(
+            "the DataModule's 'train' state is None; DataModule.state_dict() gives "
+            "{'train': <the training loader's state>} or {} (before training): pass one of those"
+        )
     if train is None and {"epoch", "consumed"} & set(state):
         # a loader's or sampler's own state: ignored, training would restart from scratch
         raise ArgumentError(

@@ -85,7 +85,8 @@ class ChunkedSampler(DistributedSampler[int]):
     keeps it as it is instead of partitioning its order a second time.
 
     The ranks and this rank come from ``torch.distributed`` when not given (rank 0 of 1
-    outside a distributed run).
+    outside a distributed run; ``ranks > 1`` without ``rank`` there is rank 0, with a
+    warning).
 
     Note:
         This relies on ``DataLoader`` giving batches to its workers round-robin (true of every
@@ -126,8 +127,10 @@ class ChunkedSampler(DistributedSampler[int]):
         drop_last: bool = True,
     ) -> None:
         try:
-            size = getattr(dataset, "epoch_size", None)  # a Mixture's (0 is an epoch too)
-            length = int(len(dataset) if size is None else size)
+            # a Mixture's epoch (0 is an epoch too): only with the epoch_units its sequence
+            # comes from; another dataset's own epoch_size would serve other rows than len()
+            mixture = callable(getattr(dataset, "epoch_units", None))
+            length = int(dataset.epoch_size if mixture else len(dataset))
         except TypeError as exc:
             raise ArgumentError(
                 f"ChunkedSampler needs a dataset with a length; {type(dataset).__name__} has none"
@@ -136,6 +139,18 @@ class ChunkedSampler(DistributedSampler[int]):
         self.workers = check_int("workers", workers, 0)
         world_size, world_rank = _world()
         ranks = world_size if ranks is None else check_int("ranks", ranks, 1)
+        if rank is None and ranks > world_size == 1:
+            # undertale's original dataset module takes rank 0 here, as written; in several
+            # processes each would read rank 0's share (the same rows trained once per
+            # process, the other shares never): said, not refused
+            warnings.warn(
+                f"ranks={ranks} without rank=, and torch.distributed gives no rank here (not "
+                "initialized, or a world of 1): this process takes rank 0's share. If several "
+                f"processes train, give each its rank= (0 to {ranks - 1}), or initialize "
+                "torch.distributed first",
+                UserWarning,
+                stacklevel=2,
+            )
         rank = world_rank if rank is None else check_int("rank", rank, 0)
         if rank >= ranks:
             raise ArgumentError(f"rank must be in [0, {ranks - 1}] for ranks={ranks}, got {rank}")
@@ -464,9 +479,22 @@ class ChunkedSampler(DistributedSampler[int]):
             ``{"epoch", "consumed", ...}``, the settings the order depends on, ``before``
             (the parts of the epoch run with other topologies, after an elastic resume) and
             ``tail`` (rows of the epoch's sequence that no rank gets).
+
+        Raises:
+            ArgumentError: If ``consumed`` is not an integer >= 0, or is more than this
+                rank's samples of the epoch (a count over all epochs, say).
         """
         if consumed is not None:
             done = check_int("consumed", consumed, 0)
+            rows = len(self)  # after an elastic resume, with the batches run before it
+            if done > rows:
+                # cut to the share, it would read as the epoch's end: the resumed run would
+                # skip the rest of the epoch without a word
+                raise ArgumentError(
+                    f"consumed={done} is more than the {rows} samples this rank has in epoch "
+                    f"{self.epoch}: give the samples of this epoch that training used (not a "
+                    "count over all epochs), or set_epoch() to the epoch it counts in"
+                )
         elif self.counted_by_loader:
             done = self.consumed
         elif self._live is not None and self._live.epoch == self.epoch:
@@ -546,8 +574,10 @@ class ChunkedSampler(DistributedSampler[int]):
         before = _parts(state.get("before", []))
         carried = check_int("carried", state.get("carried", 0), 0)
         saved = _topology(state, mine)
+        saver = _saver(state, saved)
+        _check_counts(self.length, epoch, before, saved, saver, consumed)
         rest = _rest(self.length, before)
-        if consumed >= _share(rest, saved, _saver(state, saved)) and (consumed or before):
+        if consumed >= _share(rest, saved, saver) and (consumed or before):
             # saved at its epoch's end. Loaded again where it left the sampler (Lightning loads
             # the loader's state after the DataModule did), the count carried into the next
             # epoch stays
@@ -601,11 +631,51 @@ def _parts(value: Any) -> list[dict[str, Any]]:
         raise ArgumentError("a ChunkedSampler state's 'before' must be a list from state_dict()")
     parts = []
     for part in value:
-        if not isinstance(part, dict) or "consumed" not in part:
-            raise ArgumentError("a ChunkedSampler state's 'before' entries come from state_dict()")
+        missing = [key for key in (*_TOPOLOGY[:3], "consumed")
+                   if not isinstance(part, dict) or key not in part]
+        if missing:
+            # a KeyError from _topology otherwise, or a default that resumes at a wrong place
+            raise ArgumentError(
+                "a ChunkedSampler state's 'before' entries come from state_dict(); "
+                f"this one lacks {', '.join(missing)}: {part!r:.100}"
+            )
+        if not isinstance(part.get("drop_last", True), bool):  # bool("no") would be True
+            raise ArgumentError(
+                "a ChunkedSampler state's 'before' entry has drop_last="
+                f"{part['drop_last']!r}, not True or False; pass a state saved by state_dict()"
+            )
         parts.append({**_topology(part, part), "consumed": check_int(
             "consumed", part["consumed"], 0)})
     return parts
+
+
+def _check_counts(length: int, epoch: int, before: list[dict[str, Any]],
+                  saved: dict[str, Any], saver: int, consumed: int) -> None:
+    """Refuse a count beyond its rank's share: no ``state_dict()`` writes one.
+
+    ``load_state_dict`` reads a count that reaches the share as the end of the epoch, so an
+    altered count (``consumed=10**9``) would otherwise skip the rest of the epoch in silence.
+    """
+    rest = length
+    for part in before:
+        share = _share(rest, part, 0)  # the part's saver is not recorded: rank 0's is largest
+        if part["consumed"] > share:
+            raise ArgumentError(
+                f"cannot resume: the state's 'before' entry says {part['consumed']} samples "
+                f"were consumed per rank of epoch {epoch}, more than the {share} of a rank's "
+                f"share there (ranks={part['ranks']}, workers={part['workers']}); the state "
+                "was altered or comes from another dataset: pass a state saved by state_dict()"
+            )
+        rest = _rest(rest, [part])
+    share = _share(rest, saved, saver)
+    if consumed > share:
+        raise ArgumentError(
+            f"cannot resume: the state says {consumed} samples of epoch {epoch} were consumed, "
+            f"more than the {share} of rank {saver}'s share (length {length}, "
+            f"ranks={saved['ranks']}, workers={saved['workers']}, "
+            f"drop_last={saved['drop_last']}); the state was altered or comes from another "
+            "dataset: pass a state saved by state_dict()"
+        )
 
 
 def _share(length: int, topology: dict[str, Any], rank: int) -> int:
