@@ -105,6 +105,6 @@ def test_a_fifo_side_table_never_hangs_the_command_line(tmp_path: Path) -> None:
     )
     assert out.returncode == 2 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "tables['keep']" in lines[0] and "not a regular file" in lines[0]
+    assert len(lines) == 1 and "--table keep" in lines[0] and "not a regular file" in lines[0]
     assert "Traceback" not in out.stderr
     assert digest(data) == before
