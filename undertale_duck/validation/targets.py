@@ -393,38 +393,36 @@ def _refuse_python_patterns(model: type[BaseModel], name: str, items: Sequence[A
             )
 
 
-def _unique_in_items(annotation: Any, seen: frozenset[type[BaseModel]] = frozenset()
-                     ) -> str | None:
+def _unique_in_items(annotation: Any) -> str | None:
     """Where a type's list items hold a ``Unique`` marker, as the refusal names it, or None.
 
-    An item's own marker, or a field of an item's model, at any depth.
+    An item's own marker, or a field of an item's model, at any depth (a model holding
+    itself is refused before, by :func:`_refuse_recursive`).
     """
     for _, item in item_annotations(strip_optional(annotation)[0]):
         if any(is_unique_marker(m) for m in inner_metadata(item)):
             return f"its items are {repr(item).replace('typing.', '')}"
         inner = strip_optional(item)[0]
-        found = _unique_in_items(inner, seen)
+        found = _unique_in_items(inner)
         if found is not None:
             return found
         nested = model_class(inner)
-        if nested is not None and nested not in seen:  # a model may hold a list of itself
-            found = _unique_in_model(nested, seen | {nested})
+        if nested is not None:
+            found = _unique_in_model(nested)
             if found is not None:
                 return f"its items are {nested.__name__}, whose {found}"
     return None
 
 
-def _unique_in_model(model: type[BaseModel], seen: frozenset[type[BaseModel]]) -> str | None:
+def _unique_in_model(model: type[BaseModel]) -> str | None:
     """Which field of a model (at any depth) is marked ``Unique``, or None."""
     for name, info in model.model_fields.items():
         annotation = strip_optional(info.annotation)[0]
         if any(is_unique_marker(m) for m in (*info.metadata, *inner_metadata(info.annotation))):
             return f"field {name!r} is Unique"
         nested = model_class(annotation)
-        found = None
-        if nested is not None and nested not in seen:
-            found = _unique_in_model(nested, seen | {nested})
-        found = found or _unique_in_items(annotation, seen)
+        found = None if nested is None else _unique_in_model(nested)
+        found = found or _unique_in_items(annotation)
         if found is not None:
             return f"field {name!r}: {found}"
     return None

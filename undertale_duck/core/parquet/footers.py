@@ -565,7 +565,7 @@ def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
         CorruptShardError: If the schema cannot be decoded.
     """
     try:
-        return with_uuids(meta.schema.to_arrow_schema(), meta.schema)
+        return served_types(meta.schema.to_arrow_schema(), meta.schema)
     except (pa.ArrowNotImplementedError, NotImplementedError) as exc:
         raise UnsupportedShardError(
             f"Parquet shard {path} uses a column type Arrow cannot represent: {first_line(exc)}",
@@ -578,7 +578,7 @@ def arrow_schema(path: str, meta: pq.FileMetaData) -> pa.Schema:
         ) from None
 
 
-def with_uuids(schema: pa.Schema, parquet: pq.ParquetSchema) -> pa.Schema:
+def served_types(schema: pa.Schema, parquet: pq.ParquetSchema) -> pa.Schema:
     """``schema`` with the Arrow types reads serve for the leaves annotated UUID or INTERVAL.
 
     ``ParquetSchema.to_arrow_schema`` reads both as fixed-size binary. A UUID leaf is served
