@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from ...errors import SourceError
 from ..parquet import ShardPages, footers
+from ..runtime import read_pool
 from ..source import Shard, Window, window_row_groups
 
 #: Most bytes a window read by pyarrow may decode when the dataset has no memory budget
@@ -300,13 +301,20 @@ class _GroupStream:
         first: int, expected: int, *, batch_rows: int, threads: bool,
     ) -> None:
         # pages that record a CRC-32 are checked as they are decoded: a mismatch fails the
-        # read, and DuckDB's path then checks the group and names the page (window_read.py)
-        self._file = pq.ParquetFile(
+        # read, and DuckDB's path then checks the group and names the page (window_read.py).
+        # Decoded into read_pool(), not pyarrow's default pool (decision 0021).
+        self._file = pq.ParquetReader(memory_pool=read_pool())
+        self._file.open(
             pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False,
             page_checksum_verification=True,
         )
+        # the allow-list found one leaf per column (pages.leaves, in the columns' order)
+        leaves = [index for index, _ in pages.leaves or ()]
+        if len(leaves) != len(columns):
+            self._file.close()
+            raise ValueError("the shard's leaves do not match the columns")
         self._batches = self._file.iter_batches(
-            batch_size=batch_rows, row_groups=groups, columns=columns, use_threads=threads
+            batch_rows, row_groups=groups, column_indices=leaves, use_threads=threads
         )
         self._text = text
         self.first = first

@@ -17,7 +17,7 @@ from ...common.text import first_line
 from ...errors import CorruptShardError, MemoryBudgetError, ShardChangedError, SourceError
 from ..bounds import NestedBound, ValueBound, read_bounded
 from ..parquet import footers, pages
-from ..runtime import Connection, duckdb_path, failures, held_pool, interruptible, sqlfiles
+from ..runtime import Connection, duckdb_path, failures, interruptible, read_pool, sqlfiles
 from ..source import Shard, Source, Window, conform, touched_bytes, window_row_groups
 from .direct import DirectReader, Spare
 
@@ -402,10 +402,10 @@ class WindowDecoder:
             # batches cost the consumer 3-4x more CPU than this copy saves the reader, see
             # DESIGN.md), and the cache counts what is really held (not the whole row groups
             # a slice of pyarrow's batch points into). One copy per window read, into the
-            # pool for held buffers (see held_pool); the reader's own buffers are freed
+            # pool of our reads (see read_pool); the reader's own buffers are freed
             # right away.
             table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks(
-                memory_pool=held_pool()
+                memory_pool=read_pool()
             )
         return table
 

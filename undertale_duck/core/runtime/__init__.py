@@ -7,7 +7,7 @@ Also the private cache directories and the parsed SQL tree walker. Imports only
 from __future__ import annotations
 
 from . import arrowpool, cachedir, duck, failures, lifecycle, sqlfiles
-from .arrowpool import POOL_ENV, TIGHT_BUDGET, fit_arrow_pool, held_pool
+from .arrowpool import POOL_ENV, TIGHT_BUDGET, fit_arrow_pool, read_pool
 from .cachedir import (
     CACHE_ENV,
     CACHE_KINDS,
@@ -76,7 +76,6 @@ __all__ = [
     "fit_arrow_pool",
     "foreign_parquet",
     "held_path",
-    "held_pool",
     "interruptible",
     "kind_directory",
     "lifecycle",
@@ -86,6 +85,7 @@ __all__ = [
     "private_directory",
     "process_cache_dir",
     "read_cached",
+    "read_pool",
     "read_record",
     "release",
     "run_here",

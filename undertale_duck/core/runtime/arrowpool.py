@@ -1,4 +1,4 @@
-"""The Arrow memory pools: one that returns memory at small budgets, one for held windows."""
+"""The Arrow memory pools: one that returns memory at small budgets, one for our reads."""
 
 from __future__ import annotations
 
@@ -59,20 +59,21 @@ def _our_jemalloc() -> pa.MemoryPool | None:
         return None
 
 
-def held_pool() -> pa.MemoryPool:
-    """The pool a window's buffers are copied into when they are joined to be held.
+def read_pool() -> pa.MemoryPool:
+    """The pool our reads decode windows into and hold them in.
 
     pyarrow's jemalloc pool rather than the default mimalloc one. In pyarrow's wheels
-    mimalloc backs such buffers with transparent huge pages, and a first epoch's held
-    windows are all fresh memory: on the shared virtual machines measured, first touching
-    them in huge pages cost more kernel time than in jemalloc's 4 KiB pages (200,000 rows of
-    2.6 KB, 495 MiB held: 1.5-1.95 s of system time for the process against 0.84-1.24 s, and
-    a quarter of the epoch's CPU; decision 0020). Only the held copy moves: decoding stays in
-    the default pool, which reuses its pages from one batch to the next (decoding into
-    jemalloc too was slower). A pool chosen with ``ARROW_DEFAULT_MEMORY_POOL`` is used as it
-    is, and so is the default pool of a pyarrow built without jemalloc.
+    mimalloc reserves its arenas with ``MADV_HUGEPAGE`` and hands freed pages back to the
+    system between batches, so decoding refaults (and the kernel zeroes) fresh 2 MiB pages
+    over and over; how often depends on timing, which made a first epoch erratic: 24-190k
+    rows/s over repeated runs of the same process on a quiet machine, up to 84 us of CPU per
+    row, 42% of it in the kernel's page clearing (decision 0021). With decoding and the
+    held copies in jemalloc, 4 KiB pages and reuse between batches: 139-181k rows/s at
+    9.7-12.4 us. A pool chosen with ``ARROW_DEFAULT_MEMORY_POOL`` is used as it is, and so
+    is the default pool of a pyarrow built without jemalloc; the process's default pool is
+    not changed (below :data:`TIGHT_BUDGET`, :func:`fit_arrow_pool` does that).
     """
     return _our_jemalloc() or pa.default_memory_pool()
 
 
-__all__ = ["POOL_ENV", "TIGHT_BUDGET", "fit_arrow_pool", "held_pool"]
+__all__ = ["POOL_ENV", "TIGHT_BUDGET", "fit_arrow_pool", "read_pool"]
