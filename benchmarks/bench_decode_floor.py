@@ -7,7 +7,8 @@ the order of the loaders; ratios are taken within a round against the pyarrow ru
 round, then the median over rounds is reported. CPU time is ``resource.getrusage`` of the
 process (every thread) plus reaped children; the main thread's own CPU time
 (``time.thread_time``: the loop that hands out and checks the batches, which caps the rate
-where cores are plenty) is reported beside it; peak RSS is ``ru_maxrss``. Cold runs drop the
+where cores are plenty) is reported beside it; peak RSS is the process's own ``VmHWM``
+(``ru_maxrss`` keeps the launching process's peak across ``exec``). Cold runs drop the
 shards' page cache first (``os.posix_fadvise(..., POSIX_FADV_DONTNEED)``). Every row is
 checked (its label and its mask's length are functions of the row index). The load average
 is recorded beside every figure. Writes ``decode_floor.json`` and ``decode_floor.md`` to
@@ -198,7 +199,8 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "rows": check.rows, "seconds": seconds, "rate": check.rows / seconds,
         "cpu_us_per_row": cpu / check.rows * 1e6,
-        "main_cpu_us_per_row": main / check.rows * 1e6, "peak_rss_mib": after.ru_maxrss / 1024,
+        "main_cpu_us_per_row": main / check.rows * 1e6,
+        "peak_rss_mib": common.own_peak_rss(after) / 2**20,
         "load": os.getloadavg()[0],
     }
     if ds is not None:  # row-group decodes begun, by pyarrow and by DuckDB
@@ -381,7 +383,7 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
             "rows": check.rows, "seconds": seconds, "rate": check.rows / seconds,
             "cpu_us_per_row": cpu / check.rows * 1e6,
             "main_cpu_us_per_row": main / check.rows * 1e6,
-            "peak_rss_mib": after.ru_maxrss / 1024,
+            "peak_rss_mib": common.own_peak_rss(after) / 2**20,
             "load": os.getloadavg()[0],
         }
         if args.loader == "ours":

@@ -14,7 +14,8 @@ is dropped (``os.posix_fadvise(..., POSIX_FADV_DONTNEED)``); nothing is warmed. 
 starts before the dataset is opened (or converted), so the time to the first batch counts
 opening it. Rounds rotate the order of the loaders; ratios are taken within a round, then
 the median over rounds is reported. CPU time is ``resource.getrusage`` of the process
-(every thread); peak RSS is ``ru_maxrss``. Every row of every batch is checked against the
+(every thread); peak RSS is the process's own ``VmHWM`` (``ru_maxrss`` keeps the
+launching process's peak across ``exec``). Every row of every batch is checked against the
 sampler's indices (its ``id``, ``label``, ``mask`` and ``tokens`` are functions of the row
 index). The load average is recorded beside every figure. Writes ``random_first.json`` and
 ``random_first.md`` to ``benchmarks/results``.
@@ -124,7 +125,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
         out.update({
             "rows": rows, "seconds": seconds, "rate": rows / seconds, "first_batch_s": first,
             "cpu_s": cpu, "cpu_us_per_row": cpu / rows * 1e6,
-            "peak_rss_mib": after.ru_maxrss / 1024, "load": os.getloadavg()[0],
+            "peak_rss_mib": common.own_peak_rss(after) / 2**20, "load": os.getloadavg()[0],
         })
         if args.loader == "ours":
             stats = ds.disk_stats

@@ -288,6 +288,16 @@ def peak_rss() -> int:
     return _status_kib("VmHWM").get("VmHWM", 0)
 
 
+def own_peak_rss(usage: Any) -> int:
+    """This process's own peak RSS in bytes: ``VmHWM``, else ``usage.ru_maxrss`` (KiB).
+
+    ``ru_maxrss`` of a process started by another keeps the launcher's peak across ``exec``
+    (Linux records the old address space's high-water mark), so a benchmark child launched
+    by a driver holding 1.1 GiB reported 1,124 MiB for every loader.
+    """
+    return peak_rss() or int(usage.ru_maxrss) * 1024
+
+
 def rss_split() -> dict[str, int]:
     """Resident bytes by kind: ``anon`` (heap, data) and ``file`` (library code, mapped files)."""
     found = _status_kib("RssAnon", "RssFile")

@@ -302,7 +302,7 @@ class _GroupStream:
     ) -> None:
         # pages that record a CRC-32 are checked as they are decoded: a mismatch fails the
         # read, and DuckDB's path then checks the group and names the page (window_read.py).
-        # Decoded into read_pool(), not pyarrow's default pool (decision 0021).
+        # Decoded into read_pool(), not pyarrow's default pool (decision 0022).
         self._file = pq.ParquetReader(memory_pool=read_pool())
         self._file.open(
             pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False,

@@ -67,7 +67,7 @@ def read_pool() -> pa.MemoryPool:
     system between batches, so decoding refaults (and the kernel zeroes) fresh 2 MiB pages
     over and over; how often depends on timing, which made a first epoch erratic: 24-190k
     rows/s over repeated runs of the same process on a quiet machine, up to 84 us of CPU per
-    row, 42% of it in the kernel's page clearing (decision 0021). With decoding and the
+    row, 42% of it in the kernel's page clearing (decision 0022). With decoding and the
     held copies in jemalloc, 4 KiB pages and reuse between batches: 139-181k rows/s at
     9.7-12.4 us. A pool chosen with ``ARROW_DEFAULT_MEMORY_POOL`` is used as it is, and so
     is the default pool of a pyarrow built without jemalloc; the process's default pool is
