@@ -30,6 +30,11 @@ import common
 DECODERS: dict[str, str | None] = {
     "pyarrow-iter": None,  # ParquetFile.iter_batches, Arrow's decode threads
     "pyarrow-iter-1": None,  # the same with use_threads=False
+    # iter_batches decoding into pyarrow's jemalloc pool, as our reads do (decision 0022)
+    "pyarrow-iter-jemalloc": None,
+    # how our reads decode a whole-shard window: a ParquetReader on jemalloc, batches of
+    # 3,476 rows (what core/read/direct.py picks for these files), joined into one table
+    "pyarrow-ours": None,
     "pyarrow-groups": None,  # ParquetFile.read_row_group, one group at a time
     "arro3": "arro3.io",  # the Rust parquet crate (whole files: no group or column choice)
     "polars": "polars",
@@ -63,6 +68,11 @@ def run_one(decoder: str, data: Path, scratch: Path) -> dict[str, Any]:
         from arro3.io import read_parquet
     elif decoder == "polars":
         import polars
+    if decoder == "pyarrow-iter-jemalloc":
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+        decoder = "pyarrow-iter"
     _drop(dropped)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter()
@@ -72,6 +82,21 @@ def run_one(decoder: str, data: Path, scratch: Path) -> dict[str, Any]:
             reader = pq.ParquetFile(path)
             for part in reader.iter_batches(use_threads=decoder == "pyarrow-iter"):
                 rows += part.num_rows
+    elif decoder == "pyarrow-ours":
+        import pyarrow as pa
+
+        pool = pa.jemalloc_memory_pool()
+        for path in files:
+            meta = pq.read_metadata(path)
+            opened = pq.ParquetReader(memory_pool=pool)
+            opened.open(str(path), metadata=meta, buffer_size=1 << 16, pre_buffer=False,
+                        page_checksum_verification=True)
+            groups = list(range(meta.num_row_groups))
+            leaves = list(range(meta.num_columns))
+            parts = list(opened.iter_batches(3476, row_groups=groups, column_indices=leaves,
+                                             use_threads=True))
+            rows += pa.Table.from_batches(parts).combine_chunks(memory_pool=pool).num_rows
+            opened.close()
     elif decoder == "pyarrow-groups":
         for path in files:
             reader = pq.ParquetFile(path)
