@@ -154,7 +154,7 @@ def test_joined_windows_are_held_in_jemalloc_and_leave_with_the_dataset(
 
 def test_a_window_decoded_in_one_batch_is_decoded_into_jemalloc(many_groups: Path) -> None:
     # pyarrow's batch is exactly the window's rows and is held as decoded: pyarrow decoded
-    # it into jemalloc (decision 0021), not into the default mimalloc pool
+    # it into jemalloc (decision 0022), not into the default mimalloc pool
     if not _has_jemalloc():
         pytest.skip("this pyarrow has no jemalloc")
     got = _held(many_groups, {}, jemalloc=True)

@@ -65,7 +65,7 @@ def read_pool() -> pa.MemoryPool:
     pyarrow's jemalloc pool rather than the default mimalloc one. In pyarrow's wheels
     mimalloc reserves its arenas with ``MADV_HUGEPAGE`` and hands freed pages back to the
     system between batches, so decoding refaults (and the kernel zeroes) fresh 2 MiB pages
-    over and over; how often depends on timing, which made a first epoch erratic: 24-190k
+    over and over; how often depends on timing, which made a first epoch erratic: 17-190k
     rows/s over repeated runs of the same process on a quiet machine, up to 84 us of CPU per
     row, 42% of it in the kernel's page clearing (decision 0022). With decoding and the
     held copies in jemalloc, 4 KiB pages and reuse between batches: 139-181k rows/s at
