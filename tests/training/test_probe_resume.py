@@ -105,6 +105,28 @@ def test_a_module_state_whose_train_entry_is_none_is_refused(data: Path) -> None
     assert module.state_dict() == {}
 
 
+@pytest.mark.parametrize("extra", [{"training": None}, {"val": 1}, {3: "x"}, {"Train": None}])
+@pytest.mark.parametrize("with_train", [False, True])
+def test_a_module_state_with_keys_besides_train_is_refused(
+    data: Path, extra: dict[Any, Any], with_train: bool
+) -> None:
+    # a misspelt key or another object's state was read as {}: the resumed fit restarted
+    # the epoch in silence and trained its first batches again
+    from undertale_duck import DataModule
+
+    module = DataModule(data, None, None, ids, BATCH, seed=2)
+    state = {**extra}
+    if with_train:
+        state["train"] = _state_after(data, 1)
+    with pytest.raises(ArgumentError, match=r"holds only 'train'.*also has") as caught:
+        module.load_state_dict(state)
+    assert repr(next(iter(extra))) in str(caught.value)
+    assert module.state_dict() == {}  # nothing was taken from it
+    if with_train:  # the same state without the extra key is taken
+        module.load_state_dict({"train": state["train"]})
+        assert module.state_dict() == {"train": state["train"]}
+
+
 @pytest.mark.parametrize("make", ["sampler", "load"])
 def test_ranks_without_rank_outside_torch_distributed_is_said(data: Path, make: str) -> None:
     # every process took rank 0 of 2 in silence: the same share trained twice, the other

@@ -111,8 +111,9 @@ def check_module_state(state: object) -> dict[str, Any]:
         The state with its sampler state checked.
 
     Raises:
-        ArgumentError: If it is not a dict, its ``train`` entry is not a sampler state, or
-            it is a sampler's state itself (not under ``train``).
+        ArgumentError: If it is not a dict, its ``train`` entry is not a sampler state, it
+            is a sampler's state itself (not under ``train``), or it has keys besides
+            ``train``.
     """
     if not isinstance(state, dict):
         raise ArgumentError(
@@ -133,6 +134,15 @@ def check_module_state(state: object) -> dict[str, Any]:
             "DataModule.state_dict() returns it; this one has no 'train' key but holds a "
             f"loader's keys ({', '.join(sorted(map(str, state))[:6])}); pass "
             "{'train': state} instead"
+        )
+    unknown = sorted(map(str, set(state) - {"train"}))
+    if unknown:
+        # a state of another object (or a misspelt key) was read as {}: the resumed fit
+        # restarted the epoch in silence and trained its first batches again
+        raise ArgumentError(
+            "a DataModule state holds only 'train' (DataModule.state_dict() gives "
+            "{'train': <the training loader's state>} or {}); this one also has "
+            f"{', '.join(repr(k) for k in unknown[:6])}: pass the dict state_dict() returned"
         )
     if train is None or (isinstance(train, dict) and not train):
         return {}
