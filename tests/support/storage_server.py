@@ -182,6 +182,8 @@ class _Files:
         #: False: the server ignores Range headers and sends the whole object (as Python's
         #: http.server does), without Accept-Ranges.
         self.ranges = True
+        #: False: the server sends neither ETag nor Last-Modified (objects have no version).
+        self.versions = True
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -203,8 +205,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(length))
         if self.server.state.ranges:
             self.send_header("Accept-Ranges", "bytes")
-        self.send_header("ETag", '"' + hashlib.md5(data).hexdigest() + '"')
-        self.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
+        if self.server.state.versions:
+            self.send_header("ETag", '"' + hashlib.md5(data).hexdigest() + '"')
+            self.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
 
     def do_HEAD(self) -> None:
         self.server.state.requests.append(("HEAD", self.path, None))

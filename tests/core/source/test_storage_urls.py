@@ -392,6 +392,85 @@ def test_a_server_that_ignores_byte_ranges_serves_the_rows(tmp_path: Path) -> No
         server.close()
 
 
+def _same_size_rows(directory: Path, rows: int) -> tuple[Path, Path]:
+    """Two shards of one size and footer whose rows differ: ``x = i`` and ``x = i + 1000``."""
+    import pyarrow as pa
+
+    directory.mkdir(parents=True, exist_ok=True)
+    one, two = directory / "one.parquet", directory / "two.parquet"
+    for path, shift in ((one, 0), (two, 1000)):
+        table = pa.table({"x": pa.array(range(shift, shift + rows), pa.int64())})
+        pq.write_table(table, path, row_group_size=rows // 2, compression="none",
+                       use_dictionary=False, write_statistics=False)
+    assert one.stat().st_size == two.stat().st_size
+    assert pq.read_metadata(one).serialized_size == pq.read_metadata(two).serialized_size
+    assert one.read_bytes() != two.read_bytes()
+    return one, two
+
+
+@pytest.mark.parametrize("versions", [False, True])
+@pytest.mark.parametrize("window_bytes", [None, "256B"])  # whole downloads, range reads
+def test_an_object_replaced_by_one_of_its_size_is_read_anew_by_the_next_open(
+    tmp_path: Path, versions: bool, window_bytes: str | None
+) -> None:
+    # a server sending neither ETag nor Last-Modified: the object was known by URL and size
+    # alone, and the next open served the copy an earlier process had cached (old rows)
+    pytest.importorskip("aiohttp")
+    one, two = _same_size_rows(tmp_path / "v", 40)
+    server = HTTPServer()
+    server.state.versions = versions
+    cache = tmp_path / "cache"
+    options: dict[str, object] = {"cache_dir": cache, "memory": 64, "read_ahead": False}
+    if window_bytes is not None:
+        options["window_bytes"] = window_bytes
+    try:
+        url = server.put("ds/part.parquet", one.read_bytes())
+        first = ParquetDataset([url], **options)
+        assert [first[i]["x"] for i in range(40)] == list(range(40))
+        first.close()
+        same = ParquetDataset([url], **options)  # not replaced: the same rows
+        assert [same[i]["x"] for i in (39, 0, 20)] == [39, 0, 20]
+        stats = same.storage_stats
+        assert stats is not None
+        if window_bytes is None:
+            # a versioned object's copy is shared by the opens; one without a version is
+            # downloaded by each open (its copy is that open's own)
+            assert stats.downloads == (0 if versions else 1)
+        same.close()
+        server.put("ds/part.parquet", two.read_bytes())
+        second = ParquetDataset([url], **options)
+        assert [second[i]["x"] for i in range(40)] == list(range(1000, 1040))
+        got = second.sql("SELECT x FROM dataset ORDER BY x").column("x").to_pylist()
+        assert got == list(range(1000, 1040))
+        second.close()
+    finally:
+        server.close()
+
+
+def test_a_listing_gives_an_unversioned_object_its_own_token(tmp_path: Path) -> None:
+    # each listing's token, on the objects without a version only; a later info() of the
+    # object gives no token, so its check compares the size alone (no false change)
+    pytest.importorskip("aiohttp")
+    one, _ = _same_size_rows(tmp_path / "v", 40)
+    server = HTTPServer()
+    try:
+        server.state.versions = False
+        url = server.put("ds/part.parquet", one.read_bytes())
+        store = open_store([url], None, ShardCache(tmp_path / "c"))
+        (_, a), = list_remote(store, [url])
+        (_, b), = list_remote(store, [url])
+        first, second = identity(a), identity(b)
+        assert first is not None and second is not None and first != second
+        assert first.startswith("undertale_duck_listed=")
+        shard, = footers(store, [(url, a)])
+        store.check(shard)  # unchanged: no ShardChangedError
+        server.state.versions = True
+        (_, c), = list_remote(store, [url])
+        assert not str(identity(c)).startswith("undertale_duck_listed=")
+    finally:
+        server.close()
+
+
 def test_sql_reads_shards_at_urls_with_a_query_string(tmp_path: Path) -> None:
     # DuckDB globs "?": the escaped URL reached the HTTP client as a pattern, "No files found"
     with _signed_shards(tmp_path) as (_, _, urls):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import struct
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,7 @@ from ..local import MAGIC, PARQUET_SUFFIXES, _is_hidden, local_paths
 from ..shard import Shard, read_footer
 from .fsclient import check_options
 from .store import (
+    LISTED_KEY,
     ListedObject,
     RemoteShard,
     Store,
@@ -62,7 +64,8 @@ def list_remote(store: Store, source: str | Sequence[str]) -> Listed:
     magic bytes); a glob lists its matches; a list keeps its order.
 
     Returns:
-        ``(url, info)`` of each shard, ``info`` as the listing gave it.
+        ``(url, info)`` of each shard, ``info`` as the listing gave it (with this listing's
+        token as its version where the store gives none, see :func:`_versioned`).
 
     Raises:
         SourceError: If nothing is found.
@@ -71,14 +74,30 @@ def list_remote(store: Store, source: str | Sequence[str]) -> Listed:
     with contextlib.suppress(Exception):
         store.fs.invalidate_cache()  # a refresh() must see the store as it is now
     if isinstance(source, str):
-        return _resolve_one(store, source, single=True)
+        return _versioned(_resolve_one(store, source, single=True))
     items = list(source)
     if not items:
         raise SourceError("the dataset source is an empty list of URLs")
     found: Listed = []
     for item in items:
         found.extend(_resolve_one(store, item, single=False))
-    return found
+    return _versioned(found)
+
+
+def _versioned(listed: Listed) -> Listed:
+    """Give each object its store gives no version for this listing's token as one.
+
+    Such an object (an HTTP server sending neither ETag nor Last-Modified) was known by its
+    URL and size alone: replaced by one of the same size, the copy cached by an earlier
+    process was served in silence. Under a token of this listing, its cached copy, footer
+    and records are this listing's own (the processes and DataLoader workers of one open
+    dataset share them; another open, or ``refresh()``, downloads it again).
+    """
+    token = secrets.token_hex(8)
+    return [
+        (url, info if identity(info) is not None else {**info, LISTED_KEY: token})
+        for url, info in listed
+    ]
 
 
 def _resolve_one(store: Store, url: str, *, single: bool) -> Listed:

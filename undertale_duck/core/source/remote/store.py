@@ -34,7 +34,8 @@ from .shard_cache import NoRoomError, ShardCache, key_of, local_shard
 from .traffic import StorageStats, Traffic
 
 __all__ = [
-    "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "RETRIES", "Listed",
+    "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "LISTED_KEY", "RETRIES",
+    "Listed",
     "ListedObject", "RemoteShard", "Store", "identity", "is_remote", "open_store", "protocol_of",
     "unsigned", "version_name",
 ]
@@ -67,7 +68,12 @@ IDENTITY_KEYS = (
     "Last-Modified",
     "mtime",
     "created",
+    "undertale_duck_listed",
 )
+#: The key :func:`.listing.list_remote` adds to the listing of an object its store gives no
+#: version for: a token of that listing, so the object's cached copy, footer and records
+#: are that listing's own (a same-size replacement is never served from an older copy).
+LISTED_KEY = "undertale_duck_listed"
 
 #: Identifiers that name an object's content (not merely a time): an object keyed by one
 #: may be cached under its URL without the URL's signature (see :meth:`Store.cache_name`).
@@ -161,7 +167,9 @@ def identity(info: Mapping[str, Any], like: str | None = None) -> str | None:
 
     Returns:
         ``"key=value"`` for the most precise identifier the store gives (of ``like``'s kind
-        when given), or None when it gives none (only the size is then compared).
+        when given), or None when it gives none (only the size is then compared). An object
+        without one that :func:`.listing.list_remote` listed has its listing's token
+        (:data:`LISTED_KEY`), which no later ``info()`` gives.
     """
     kind = None if like is None else like.split("=", 1)[0]
     for key in IDENTITY_KEYS:
