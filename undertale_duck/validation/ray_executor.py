@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -22,8 +23,12 @@ from .unique import UniquePartial
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: What ``ray.init`` gets when this executor starts a local Ray (``address=None``).
-LOCAL_DEFAULTS: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+#: What ``ray.init`` gets when this executor starts a local Ray (``address=None``): its own
+#: log lines ("Started a local Ray instance", the token notice of a cluster that lives only
+#: for this run) went to stderr, around the CLI's output; its errors still do.
+LOCAL_DEFAULTS: dict[str, Any] = {
+    "include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR,
+}
 
 
 def import_ray() -> Any:

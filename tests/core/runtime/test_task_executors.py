@@ -225,3 +225,32 @@ def test_a_local_ray_describes_and_indexes_as_one_process(
     finally:
         ray.shutdown()
 
+
+
+@pytest.mark.heavy
+def test_a_local_ray_started_by_the_cli_prints_nothing_of_its_own(
+    drifted: Path, ray_home: Path
+) -> None:
+    # `describe --scan --ray` printed Ray's "Started a local Ray instance" and its token
+    # notice on stderr, around the report
+    pytest.importorskip("ray")
+    import subprocess
+    import sys
+
+    from support.storage_server import child_env
+
+    cli = Path(sys.executable).with_name("undertale-duck")
+    env = {**child_env(), "HOME": str(ray_home), "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run(
+        [str(cli), "describe", str(drifted), "--scan", "--ray", "--format", "json"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    here = subprocess.run(
+        [str(cli), "describe", str(drifted), "--scan", "--format", "json"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    # an unreadable shard among them: reported, exit 2, our one line about it on stderr
+    assert (done.returncode, here.returncode) == (2, 2), done.stderr[-3000:]
+    assert "not a Parquet file" in here.stderr
+    assert done.stderr == here.stderr  # and nothing of Ray's
+    assert json.loads(done.stdout) == json.loads(here.stdout)
