@@ -13,7 +13,18 @@ from typing import Annotated, Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, create_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NaiveDatetime,
+    Strict,
+    StringConstraints,
+    create_model,
+)
 from support.pydantic_reference import refused_by_pydantic, refused_by_report
 
 from undertale_duck.validation.executors import SerialExecutor
@@ -382,3 +393,86 @@ def test_text_under_an_int_enum_says_it_cannot_give_pydantics_verdict(tmp_path: 
     assert refused_by_pydantic(_LevelText, table) == {3}  # parsed as int rules say
     [typed] = [c for c in report_for(tmp_path, _LevelText).failed if c.check == "type"]
     assert "lax pydantic parses text as an int for _Level" in typed.examples[0].value
+
+
+#: Ints around the edges of lax pydantic's Unix times: seconds up to 2e10 in magnitude,
+#: milliseconds beyond, the years 1 to 9999, midnights (whole days) for a date.
+_LO, _HI, _SECONDS = -62_135_596_800_000, 253_402_300_799_999, 20_000_000_000
+UNIX_TIMES = [
+    0, 1, -1, 86_400, -86_400, 86_401, _SECONDS, _SECONDS + 1, -_SECONDS, -_SECONDS - 1,
+    _SECONDS - _SECONDS % 86_400, -(_SECONDS - _SECONDS % 86_400), 86_400_000 * 231_482,
+    -86_400_000 * 231_482, _LO, _LO - 1, _LO + 86_400_000, _HI, _HI + 1, _HI - 86_399_999,
+    2**63 - 1, -(2**63), 1_700_000_000, 1_700_000_000_000, 1_700_006_400_000, 172_800,
+    -172_800_000_000, 100, 99_999, 1_000_000_000_000_000,
+]
+_ZONE = dt.timezone(dt.timedelta(hours=2))
+
+
+class _Unix(BaseModel):
+    when: dt.datetime
+    after: dt.datetime = Field(ge=dt.datetime(1970, 1, 2))  # naive: UTC wall-clock time
+    before: dt.datetime = Field(lt=dt.datetime(2023, 11, 15, 1, tzinfo=_ZONE))
+    aware: AwareDatetime = Field(le=dt.datetime(2286, 1, 1))
+    naive: NaiveDatetime  # refuses every int: its datetime is in UTC
+    day: dt.date
+    later: dt.date = Field(gt=dt.date(1970, 1, 2))
+    many: list[Annotated[dt.datetime, Field(gt=dt.datetime(1970, 1, 1, 0, 0, 1))]]
+
+
+class _StrictUnix(_Unix):
+    model_config = ConfigDict(strict=True)
+
+
+_INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(),
+              pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
+
+
+def _fits(value: int, typ: pa.DataType) -> bool:
+    bits = typ.bit_width
+    if pa.types.is_unsigned_integer(typ):
+        return 0 <= value < 2**bits
+    return -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+
+
+@pytest.mark.parametrize("typ", _INT_TYPES, ids=str)
+@pytest.mark.parametrize("model", [_Unix, _StrictUnix])
+def test_ints_under_datetimes_and_dates_give_pydantic_verdict_per_row(
+    tmp_path: Path, typ: pa.DataType, model: type[BaseModel]
+) -> None:
+    """Lax pydantic takes an int as a Unix time for a datetime (and a midnight for a date):
+    every row failed `type`, and its bounds were not compared with that datetime."""
+    values = [v for v in UNIX_TIMES if _fits(v, typ)]
+    values += [v % (2 ** (typ.bit_width - 1)) for v in (37, 86_400, 1_700_000_000)]
+    column = pa.array(values, typ)
+    table = pa.table({name: column for name in model.model_fields if name != "many"})
+    table = table.append_column("many", pa.array([[v] for v in values], pa.list_(typ)))
+    pq.write_table(table, tmp_path / "a.parquet")
+    for name in model.model_fields:
+        one = _one_field(model, name)
+        report = report_for(tmp_path, one, examples=len(values))
+        expected = refused_by_pydantic(one, table.select([name]))
+        assert refused_by_report(report, table) == expected, name
+        if model is _StrictUnix or name == "naive":
+            assert expected == set(range(len(values)))  # an int is never one
+    lax = refused_by_pydantic(_one_field(_Unix, "when"), table.select(["when"]))
+    assert len(lax) < len(values)  # some rows pass: the verdict is per row
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1) | st.sampled_from(UNIX_TIMES)
+                | st.integers(-3 * _SECONDS, 3 * _SECONDS).map(lambda d: d * 86_400)
+                | st.integers(-(10**6), 3 * 10**6).map(lambda d: d * 86_400_000),
+                min_size=1, max_size=24))
+@settings(max_examples=25, deadline=None)
+def test_any_int64s_under_datetimes_and_dates_get_pydantics_verdict(values: list[int]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        column = pa.array(values, pa.int64())
+        table = pa.table({"after": column, "later": column, "before": column})
+        pq.write_table(table, root / "a.parquet")
+        for name in ("after", "later", "before"):
+            one = _one_field(_Unix, name)
+            report = report_for(root, one, examples=len(values))
+            assert refused_by_report(report, table) == refused_by_pydantic(
+                one, table.select([name])), name

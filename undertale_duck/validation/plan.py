@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import duckdb
+from pydantic import AwareDatetime
 
 from ..core.runtime import sqlfiles
 from .model import CheckKind
@@ -42,6 +43,8 @@ _NESTED_TYPES = frozenset({"list", "array", "struct", "map", "union"})
 
 #: DuckDB type ids of binary floating-point numbers (NaN and infinities; pydantic's float rules).
 _FLOAT_KINDS = frozenset({"float", "double"})
+#: Types lax pydantic makes of an int taken as a Unix time (``NaiveDatetime`` refuses one).
+_FROM_UNIX_TIME = (dt.datetime, AwareDatetime, dt.date)
 
 #: Templates of null checks (the footers' statistics can prove these without a scan).
 NULL_TEMPLATES = frozenset({"not_null", "not_null_elements"})
@@ -309,6 +312,11 @@ def _condition_on(check: RowCheck, value: str, dtype: Any, bound: str) -> str | 
         if length is None:
             return None
         return _fragment(check.template, value=value, bound=bound, length=length)
+    if check.template in ("ge", "gt", "le", "lt") and kind in INTEGER_TYPES and (
+        check.target.annotation in _FROM_UNIX_TIME
+    ):  # lax pydantic compares the datetime (or date) it made of the int
+        of = "date_of_int" if check.target.annotation is dt.date else "datetime_of_int"
+        return _fragment(check.template, value=_fragment(of, value=value), bound=bound, nan="")
     if check.template in ("ge", "gt", "le", "lt"):
         # pydantic refuses NaN against any bound; DuckDB sorts NaN above every number
         nan = f"isnan({value}) OR " if kind in _FLOAT_KINDS else ""
@@ -340,6 +348,8 @@ def _lax_template(annotation: Any, kind: str) -> str | None:
         return "finite"
     if annotation is dt.date and kind in TIMESTAMP_TYPES - ZONED_TIMESTAMP_TYPES:
         return "date_from_timestamp"
+    if annotation in _FROM_UNIX_TIME and kind in INTEGER_TYPES:
+        return "date_from_int" if annotation is dt.date else "datetime_from_int"
     if annotation is str and kind == "blob":
         return "str_from_blob"
     return None
@@ -644,7 +654,10 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
     if check.template == "pattern":
         return re2_pattern(value)
     if isinstance(value, dt.datetime):
-        return _same_awareness(value, str(dtype.id))
+        kind = str(dtype.id)
+        if kind in INTEGER_TYPES:  # lax pydantic makes a UTC datetime of an int
+            kind = "timestamp with time zone"
+        return _same_awareness(value, kind)
     return value
 
 

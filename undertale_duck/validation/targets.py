@@ -72,10 +72,12 @@ LAX_TYPES: dict[type, frozenset[str]] = {
     float: frozenset({"boolean"}),
     bool: INTEGER_TYPES | _BINARY_FLOATS | {"decimal", "varchar"},
     decimal.Decimal: INTEGER_TYPES | _BINARY_FLOATS,
-    # every date (it is midnight), and a naive timestamp whose time of day is midnight
-    dt.datetime: frozenset({"date"}),
+    # every date (it is midnight), and a naive timestamp whose time of day is midnight; an
+    # int is a Unix time (seconds, or milliseconds past 2e10), a UTC datetime
+    dt.datetime: frozenset({"date"}) | INTEGER_TYPES,
     NaiveDatetime: frozenset({"date"}),  # AwareDatetime refuses a date: its midnight is naive
-    dt.date: NAIVE_TIMESTAMP_TYPES,
+    AwareDatetime: INTEGER_TYPES,  # NaiveDatetime refuses an int: its datetime is in UTC
+    dt.date: NAIVE_TIMESTAMP_TYPES | INTEGER_TYPES,
     str: frozenset({"blob"}),  # bytes that are UTF-8
     bytes: frozenset({"varchar"}),  # every str (encoded as UTF-8)
 }
