@@ -35,9 +35,8 @@ from .traffic import StorageStats, Traffic
 
 __all__ = [
     "BACKOFF_MAX_S", "BACKOFF_S", "CHECK_THREADS", "IDENTITY_KEYS", "LISTED_KEY", "RETRIES",
-    "Listed",
-    "ListedObject", "RemoteShard", "Store", "identity", "is_remote", "open_store", "protocol_of",
-    "unsigned", "version_name",
+    "Listed", "ListedObject", "RemoteShard", "Store", "identity", "is_remote", "open_store",
+    "protocol_of", "unsigned", "version_name",
 ]
 
 T = TypeVar("T")
