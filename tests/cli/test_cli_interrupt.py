@@ -171,6 +171,77 @@ def test_ctrl_c_while_importing_prints_one_line(
     _assert_interrupted(proc, out, err)
 
 
+#: Runs the command line after arranging that the process sends itself SIGINT from inside
+#: DuckDB's extension module while it initialises (the first enum it creates): a Ctrl-C at the
+#: worst moment of the imports, every time. The file named by argv[1] records that it was sent.
+SIGINT_INSIDE_DUCKDB_INIT = """
+import enum, os, signal, sys
+from pathlib import Path
+
+marker = Path(sys.argv.pop(1))
+create = enum.EnumType._create_
+
+def _create_(*args, **kwargs):
+    # duckdb/__init__.py is running `import _duckdb`, which binds the name once it is done
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None and not hasattr(duckdb, "_duckdb") and not marker.exists():
+        marker.write_text("sent")
+        os.kill(os.getpid(), signal.SIGINT)
+    return create(*args, **kwargs)
+
+enum.EnumType._create_ = _create_
+sys.argv[0] = "undertale-duck"
+from undertale_duck.cli import entry
+entry()
+"""
+
+
+@pytest.mark.parametrize("command", ["describe", "sql"])
+def test_ctrl_c_inside_duckdbs_module_initialisation_prints_one_line(
+    command: str, tmp_path: Path
+) -> None:
+    # Without deferral DuckDB's module aborts the process here ("Critical nanobind error",
+    # SIGABRT) or the interrupt comes back as a traceback of another exception
+    data = tmp_path / "data"
+    datagen.write_shards(data, [4])
+    args = {
+        "describe": ["describe", str(data)],
+        "sql": ["sql", str(data), "SELECT count(*) FROM dataset"],
+    }[command]
+    marker = tmp_path / "sent"
+    proc = _start([sys.executable, "-c", SIGINT_INSIDE_DUCKDB_INIT, str(marker), *args])
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        _reap(proc)
+    assert marker.read_text() == "sent"  # the signal came from inside DuckDB's initialisation
+    _assert_interrupted(proc, out, err)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
+def test_ctrl_c_at_any_moment_of_the_imports_prints_one_line(tmp_path: Path) -> None:
+    # SIGINT sent at spread moments after DuckDB's library is mapped: each run either finished
+    # (a loaded machine) or stopped with one line; none aborted or printed a traceback
+    data = tmp_path / "data"
+    datagen.write_shards(data, [4])
+    interrupted = 0
+    for delay in (0.0, 0.003, 0.008, 0.015, 0.03, 0.06):
+        proc = _start(_cli("describe", str(data)))
+        try:
+            while proc.poll() is None and not _loaded(proc.pid, "_duckdb."):
+                pass
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            _reap(proc)
+        if proc.returncode == 0:  # it ended before the signal: nothing to judge
+            continue
+        _assert_interrupted(proc, out, err)
+        interrupted += 1
+    assert interrupted > 0, "every run ended before its signal; none was judged"
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("command", ["describe", "validate"])
 def test_ctrl_c_stops_a_view_being_indexed(slow: Path, tmp_path: Path, command: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,12 +20,11 @@ def entry() -> None:
 
     The command line's modules (DuckDB, pyarrow, pydantic) are imported here, inside the
     handler, so that Ctrl-C during those imports ends with one line and status 130 as it does
-    while a command runs, never with a traceback.
+    while a command runs, never with a traceback or an aborted process.
     """
     try:
         try:
-            from .app import main
-
+            main = _import_deferring_interrupts()
             status = main()
         finally:
             # From here on the process only exits: a Ctrl-C pressed again (or one that
@@ -38,6 +38,39 @@ def entry() -> None:
             _interrupted()
         status = _INTERRUPTED
     sys.exit(status)
+
+
+def _import_deferring_interrupts() -> Callable[[], int]:
+    """Import the command line, holding a Ctrl-C pressed meanwhile until the imports end.
+
+    A KeyboardInterrupt raised inside a native module's initialisation is not survivable:
+    DuckDB's extension module aborts the process (SIGABRT, "Critical nanobind error") when
+    one arrives while it creates its enums, and other libraries re-raise it as another
+    exception. So the signal is only recorded here and raised once the imports are done.
+    """
+    pending: list[int] = []
+
+    def record(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started ignoring Ctrl-C: keep it so
+        from .app import main
+
+        return main
+    try:
+        previous = signal.signal(signal.SIGINT, record)
+    except (ValueError, OSError):  # not the main thread: nothing to defer
+        from .app import main
+
+        return main
+    try:
+        from .app import main
+    finally:
+        # None: a handler set outside Python; Python's own is what such a process had
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+    if pending:
+        raise KeyboardInterrupt
+    return main
 
 
 def _ignore_interrupts() -> None:
