@@ -243,6 +243,11 @@ def test_rss_stays_within_the_budget_when_groups_are_shared(tmp_path: Path, mode
         assert got["decodes"] <= got["groups"] * (2 if mode == "random" else 1)
     mib = 1 << 20
     batch = 2 * 64 * split_rss_child.WIDTH * 4  # the consumer's batch and the next one
+    # and the one row group being decoded while the cache is full (pyarrow's output for it,
+    # before its windows are admitted or dropped): how much of it is still resident at the
+    # peak depends on how the read-ahead thread and the consumer interleave (once 73 MiB
+    # under a loaded machine, against 52-63 when quiet)
+    batch += 125 * split_rss_child.WIDTH * 4
     if mode == "random":
         over = got["peak_anon"] - got["footprint_anon"]
     else:
