@@ -145,30 +145,46 @@ def _entry_points() -> list[list[str]]:
 def test_ctrl_c_while_importing_prints_one_line(
     entry: list[str], command: str, tmp_path: Path
 ) -> None:
-    data = tmp_path / "data"
-    datagen.write_shards(data, [4])
-    args = {
-        "describe": ["describe", str(data)],
-        "validate": ["validate", str(data), "-s", "Dataset"],
-        "sql": ["sql", str(data), "SELECT count(*) FROM dataset"],
-    }[command]
+    args = _command_args(command, tmp_path)
     # On a loaded machine the command may finish before the signal is sent (it then exits
     # 0 having done its work): a few tries, each judged only if the signal found it running
     for _ in range(5):
-        proc = _start([*entry, *args])
-        try:
-            # DuckDB's library is mapped while the command line's modules are being
-            # imported, before main() runs: Ctrl-C arrives in the middle of the imports
-            while proc.poll() is None and not _loaded(proc.pid, "_duckdb."):
-                pass
-            proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=120)
-        finally:
-            _reap(proc)
+        proc, out, err = _interrupt_after_duckdb_loads([*entry, *args], 0.0)
         if proc.returncode != 0:
             break
     assert "Traceback" not in err
     _assert_interrupted(proc, out, err)
+
+
+def _command_args(command: str, tmp_path: Path) -> list[str]:
+    """The arguments of ``command`` over a small dataset written under ``tmp_path``."""
+    data = tmp_path / "data"
+    datagen.write_shards(data, [4])
+    return {
+        "describe": ["describe", str(data)],
+        "validate": ["validate", str(data), "-s", "Dataset"],
+        "sql": ["sql", str(data), "SELECT count(*) FROM dataset"],
+    }[command]
+
+
+def _interrupt_after_duckdb_loads(
+    command: list[str], delay: float
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Run ``command`` and send it SIGINT ``delay`` seconds after DuckDB's library is mapped.
+
+    The library is mapped while the command line's modules are being imported, before
+    main() runs: the signal arrives in the middle of the imports.
+    """
+    proc = _start(command)
+    try:
+        while proc.poll() is None and not _loaded(proc.pid, "_duckdb."):
+            pass
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        _reap(proc)
+    return proc, out, err
 
 
 #: Runs the command line after arranging that the process sends itself SIGINT from inside
@@ -202,12 +218,7 @@ def test_ctrl_c_inside_duckdbs_module_initialisation_prints_one_line(
 ) -> None:
     # Without deferral DuckDB's module aborts the process here ("Critical nanobind error",
     # SIGABRT) or the interrupt comes back as a traceback of another exception
-    data = tmp_path / "data"
-    datagen.write_shards(data, [4])
-    args = {
-        "describe": ["describe", str(data)],
-        "sql": ["sql", str(data), "SELECT count(*) FROM dataset"],
-    }[command]
+    args = _command_args(command, tmp_path)
     marker = tmp_path / "sent"
     proc = _start([sys.executable, "-c", SIGINT_INSIDE_DUCKDB_INIT, str(marker), *args])
     try:
@@ -222,19 +233,10 @@ def test_ctrl_c_inside_duckdbs_module_initialisation_prints_one_line(
 def test_ctrl_c_at_any_moment_of_the_imports_prints_one_line(tmp_path: Path) -> None:
     # SIGINT sent at spread moments after DuckDB's library is mapped: each run either finished
     # (a loaded machine) or stopped with one line; none aborted or printed a traceback
-    data = tmp_path / "data"
-    datagen.write_shards(data, [4])
+    args = _command_args("describe", tmp_path)
     interrupted = 0
     for delay in (0.0, 0.003, 0.008, 0.015, 0.03, 0.06):
-        proc = _start(_cli("describe", str(data)))
-        try:
-            while proc.poll() is None and not _loaded(proc.pid, "_duckdb."):
-                pass
-            time.sleep(delay)
-            proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=120)
-        finally:
-            _reap(proc)
+        proc, out, err = _interrupt_after_duckdb_loads(_cli(*args), delay)
         if proc.returncode == 0:  # it ended before the signal: nothing to judge
             continue
         _assert_interrupted(proc, out, err)

@@ -53,29 +53,30 @@ def _import_deferring_interrupts() -> Callable[[], int]:
     def record(signum: int, frame: object) -> None:
         pending.append(signum)
 
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started ignoring Ctrl-C: keep it so
-        from .app import main
-
-        return main
-    try:
-        previous = signal.signal(signal.SIGINT, record)
-    except (ValueError, OSError):  # not the main thread: nothing to defer
-        from .app import main
-
-        return main
+    previous = signal.getsignal(signal.SIGINT)
+    # a process started ignoring Ctrl-C keeps ignoring it
+    deferring = previous is not signal.SIG_IGN and _set_sigint(record)
     try:
         from .app import main
     finally:
-        # None: a handler set outside Python; Python's own is what such a process had
-        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+        if deferring:  # None: a handler set outside Python; Python's own is what it had
+            _set_sigint(signal.default_int_handler if previous is None else previous)
     if pending:
         raise KeyboardInterrupt
     return main
 
 
 def _ignore_interrupts() -> None:
-    with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
-        signal.signal(signal.SIGINT, _ignore)
+    _set_sigint(_ignore)
+
+
+def _set_sigint(handler: Callable[[int, Any], object] | int) -> bool:
+    """Install ``handler`` for SIGINT; False where it cannot be (not the main thread)."""
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except (ValueError, OSError):  # ValueError: not the main thread
+        return False
+    return True
 
 
 def _ignore(signum: int, frame: object) -> None:
