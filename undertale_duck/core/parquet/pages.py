@@ -16,6 +16,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -535,8 +536,35 @@ def _longest_value(fh: BinaryIO, page: PageHeader, codec: str, entries: int) -> 
         return None
     if len(data) != page.raw:
         return None
+    return longest_plain_value(data, entries)
+
+
+def longest_plain_value(data: bytes, entries: int) -> int | None:
+    """The longest of ``entries`` PLAIN byte-array values that fill ``data`` exactly.
+
+    Each value is a 4-byte little-endian length and its bytes. None when the values do not
+    fill ``data`` exactly (too few bytes, or bytes left over).
+
+    Args:
+        data: The values, as a PLAIN page stores them (decompressed).
+        entries: How many values the page header says it holds.
+
+    Returns:
+        The longest value's length in bytes, or None.
+    """
+    end = len(data)
+    if entries > 0 and end >= 4:
+        width = int.from_bytes(data[:4], "little")
+        step = width + 4
+        if entries * step == end:
+            # Values of one length (ids, digests): the walk below would visit exactly the
+            # prefixes one step apart, so one numpy pass over them gives its answer (a
+            # dictionary page of 10,000 ids took 3 ms of Python per row group).
+            prefixes = np.ndarray((entries,), dtype="<u4", buffer=data, strides=(step,))
+            if bool((prefixes == width).all()):
+                return width
     view = memoryview(data)
-    pos, longest, end = 0, 0, len(data)
+    pos, longest = 0, 0
     unpack = struct.Struct("<I").unpack_from
     for _ in range(entries):
         if pos + 4 > end:
@@ -555,6 +583,7 @@ __all__ = [
     "allowed_type",
     "checksum_mismatch",
     "chunk_range",
+    "longest_plain_value",
     "page_headers",
     "plain_type",
     "read_chunks",
