@@ -59,14 +59,19 @@ def _text(index: np.ndarray) -> pa.Array:
     return pa.array([hexed[k * width:(k + 1) * width] for k in range(len(index))], pa.string())
 
 
+def _write(root: Path, shards: int, rows: int, row_group: int) -> Path:
+    """``shards`` shards of ``rows`` rows each (row ``i``: id ``i``, its text), uncompressed."""
+    for k in range(shards):
+        index = np.arange(k * rows, (k + 1) * rows)
+        table = pa.table({"id": pa.array(index, pa.int64()), "text": _text(index)})
+        pq.write_table(table, root / f"part-{k:05d}.parquet", row_group_size=row_group,
+                       compression="none")
+    return root
+
+
 @pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("big")
-    for k in range(SHARDS):
-        index = np.arange(k * ROWS, (k + 1) * ROWS)
-        table = pa.table({"id": pa.array(index, pa.int64()), "text": _text(index)})
-        pq.write_table(table, root / f"part-{k:05d}.parquet", row_group_size=1024,
-                       compression="none")
+    root = _write(tmp_path_factory.mktemp("big"), SHARDS, ROWS, 1024)
     assert sum(p.stat().st_size for p in root.iterdir()) > 15 * BUDGET * MIB
     return root
 
@@ -74,13 +79,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two shards of the same schema, 1/64 of ``big``'s rows each."""
-    root = tmp_path_factory.mktemp("small")
-    for k in range(2):
-        index = np.arange(k * ROWS // 64, (k + 1) * ROWS // 64)
-        table = pa.table({"id": pa.array(index, pa.int64()), "text": _text(index)})
-        pq.write_table(table, root / f"part-{k:05d}.parquet", row_group_size=128,
-                       compression="none")
-    return root
+    return _write(tmp_path_factory.mktemp("small"), 2, ROWS // 64, 128)
 
 
 @pytest.fixture(scope="module", autouse=True)
