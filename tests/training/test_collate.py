@@ -315,6 +315,23 @@ def test_all_empty_lists_keep_an_integer_dtype_given_the_schema(tmp_path: Any) -
         collate(ds.__getitems__([0]), schema={"t32": "int32"})  # type: ignore[arg-type]
 
 
+def test_each_call_follows_its_own_schema_when_schemas_alternate() -> None:
+    import pyarrow as pa
+
+    # collate keeps the last schema's column types: a schema that is another object, even
+    # one equal in names, must be read again, and a non-schema is refused every time
+    rows = [{"t": []}, {"t": []}]
+    as_int = pa.schema([("t", pa.list_(pa.int32()))])
+    as_bool = pa.schema([("t", pa.list_(pa.bool_()))])
+    for _ in range(3):
+        assert collate(rows, schema=as_int)["t"].dtype == torch.int64
+        assert collate(rows, schema=as_bool)["t"].dtype == torch.bool
+        assert collate(rows)["t"].dtype == torch.float64  # no schema: as torch.tensor([[]])
+        with pytest.raises(ArgumentError, match="schema must be a pyarrow Schema"):
+            collate(rows, schema={"t": "int32"})  # type: ignore[arg-type]
+    assert collate(rows, schema=as_int)["t"].dtype == torch.int64
+
+
 @pytest.mark.parametrize("fmt", ["numpy", "torch"])
 def test_all_empty_lists_keep_the_arrow_dtype_in_numpy_and_torch_rows(
     tmp_path: Any, fmt: str

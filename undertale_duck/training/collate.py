@@ -169,16 +169,27 @@ def _column(
     return values, None
 
 
+#: The last schema's column types: a loader passes one schema object with every batch, and
+#: walking its fields cost more than the rest of a batch's set-up (read only, never changed).
+_last_types: tuple[pa.Schema | None, dict[str, pa.DataType]] = (None, {})
+
+
 def _types_of(schema: object) -> dict[str, pa.DataType]:
-    """The column types of a ``schema=`` argument (none for None)."""
+    """The column types of a ``schema=`` argument (none for None); do not change the dict."""
+    global _last_types
     if schema is None:
         return {}
+    last = _last_types
+    if last[0] is schema:
+        return last[1]
     if not isinstance(schema, pa.Schema):
         raise ArgumentError(
             f"collate: schema must be a pyarrow Schema (such as dataset.schema), got "
             f"{type(schema).__name__}"
         )
-    return {field.name: field.type for field in schema}
+    types = {field.name: field.type for field in schema}
+    _last_types = (schema, types)
+    return types
 
 
 def _empty_dtype(typ: pa.DataType | None) -> torch.dtype | None:
