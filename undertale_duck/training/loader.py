@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import torch
+from torch.autograd.profiler import record_function
 from torch.utils.data import DataLoader, get_worker_info
 
 from ..common.keywords import guard
@@ -66,13 +68,24 @@ class ChunkedLoader(DataLoader[Any]):
         return sampler if isinstance(sampler, ChunkedSampler) else None
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        """Iterate the batches, recording in the sampler how many samples were handed out."""
+        """Iterate the batches, recording in the sampler how many samples were handed out.
+
+        Without workers, pinning or a timeout the batches come from :class:`_Batches`, which
+        does what torch's single-process iterator does without its per-batch cost.
+        """
         sampler = self.chunked_sampler
         if sampler is None or self.batch_size is None:
             return super().__iter__()
         self._hint(sampler, self.batch_size)
         sampler.counted_by_loader = True
         sampler.consumed = sampler.resume_at
+        if (
+            self.num_workers == 0 and not self.pin_memory and self.timeout == 0
+            and isinstance(self.dataset, ParquetDataset | Mixture)
+            and callable(getattr(self.dataset, "__getitems__", None))
+            and self.batch_sampler is not None
+        ):
+            return _Batches(self, sampler, self.batch_size)
         return _Counting(super().__iter__(), sampler, self.batch_size)
 
     def _hint(self, sampler: ChunkedSampler, batch: int) -> None:
@@ -148,6 +161,60 @@ class WorkerHints:
                 dataset.prefetch(self.orders[worker_id])
         if self.user is not None:
             self.user(worker_id)
+
+
+#: torch's name for a single-process DataLoader step in profiler traces.
+_STEP = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+#: torch's test of a running profiler; None where this torch has none (then always annotate).
+_profiler_enabled: Callable[[], bool] | None = getattr(
+    getattr(torch._C, "_autograd", None), "_profiler_enabled", None
+)
+
+
+def _profiling() -> bool:
+    """Whether a torch profiler is recording (True if this torch cannot say)."""
+    enabled = _profiler_enabled
+    return True if enabled is None else bool(enabled())
+
+
+class _Batches(Iterator[Any]):
+    """A ``workers=0`` epoch of a :class:`ChunkedLoader`, counted for its sampler.
+
+    What torch's single-process iterator does (the batch sampler's next indices, the
+    dataset's ``__getitems__``, ``collate_fn``), without the profiler annotation it opens
+    around every batch even when no profiler runs: with the rest of torch's step, 60-70 us
+    of a cached 64-row batch's 190 (``benchmarks/bench_small_batches.py``, decision 0023).
+    The annotation is kept while a profiler records, and one number is drawn from the
+    loader's generator (or torch's global one) at the start of the epoch, as torch's
+    iterator draws it, so the random numbers a training step draws stay the same whichever
+    iterator served the batches.
+    """
+
+    def __init__(self, loader: ChunkedLoader, sampler: ChunkedSampler, batch: int) -> None:
+        assert loader.batch_sampler is not None
+        self._indices = iter(loader.batch_sampler)
+        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
+        fetch = loader.dataset.__getitems__  # type: ignore[attr-defined]
+        self._fetch: Callable[[list[int]], Any] = fetch
+        self._collate: Callable[[Any], Any] = loader.collate_fn
+        self._sampler = sampler
+        self._batch = batch
+        self._length = len(loader.batch_sampler)  # type: ignore[arg-type]
+
+    def __next__(self) -> Any:
+        if _profiling():
+            with record_function(_STEP):
+                item = self._collate(self._fetch(next(self._indices)))
+        else:
+            item = self._collate(self._fetch(next(self._indices)))
+        sampler = self._sampler
+        sampler.consumed = min(sampler.consumed + self._batch, len(sampler))
+        return item
+
+    def __len__(self) -> int:
+        return self._length
 
 
 class _Counting(Iterator[Any]):
