@@ -5,6 +5,12 @@ torch's ``DataLoader`` with ``collate``, ``workers=0``) over data the cache hold
 (every epoch after the first reads only memory), so what differs between batch sizes is the
 cost paid per batch: torch's DataLoader, the sampler, ``__getitems__`` and ``collate``.
 pyarrow slices of an in-memory table turned into tensors give the floor of the same ratio.
+Two more rows: ``ChunkedLoader`` (what ``load()`` and ``DataModule`` return: at
+``workers=0`` its own iterator does what torch's does without torch's per-batch profiler
+annotation) and ``DataLoader alone`` (the same sampler and torch DataLoader over a dataset
+that hands out one prebuilt batch: what torch's step costs by itself). From the CPU per row
+at two batch sizes each row is fitted as ``a + c * batch`` microseconds per batch, and the
+per-batch cost ``a`` that a 0.8x ratio would allow is printed beside it.
 
 Batch sizes take turns within each round (A/B/A/B) and each measurement is several epochs
 back to back, so drift from other jobs on the machine hits them alike; medians of the
@@ -40,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
 
+import undertale_duck
 from undertale_duck import ChunkedSampler, ParquetDataset, collate
 
 Entry = dict[str, Any]
@@ -65,6 +72,59 @@ def ours(ds: ParquetDataset, batch: int) -> Iterable[Any]:
     """The documented loader: ChunkedSampler, DataLoader(batch_size=...), collate."""
     sampler = ChunkedSampler(ds, batch, workers=0)
     return DataLoader(ds, batch_size=batch, sampler=sampler, collate_fn=collate)
+
+
+class Prebuilt(torch.utils.data.Dataset[Any]):
+    """A dataset whose batch costs nothing: ``__getitems__`` returns one batch built once.
+
+    Through the same sampler and ``DataLoader`` as ours, what is left per batch is torch's
+    own step (the batch sampler, the fetcher, the iterator), the floor of any map-style
+    dataset at ``workers=0``.
+    """
+
+    def __init__(self, length: int, batch: Any) -> None:
+        self.length = length
+        self.batch = batch
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> Any:
+        raise NotImplementedError("batched only")
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        n = len(indices)
+        if n == len(self.batch["id"]):
+            return self.batch
+        return {k: v[:n] for k, v in self.batch.items()}  # an epoch's last, shorter batch
+
+
+def alone(ds: ParquetDataset, prebuilt: Prebuilt, batch: int) -> Iterable[Any]:
+    """The torch DataLoader and our sampler over a dataset handing out a prebuilt batch."""
+    sampler = ChunkedSampler(ds, batch, workers=0)
+    return DataLoader(prebuilt, batch_size=batch, sampler=sampler, collate_fn=_same)
+
+
+def _same(batch: Any) -> Any:
+    return batch
+
+
+def chunked(ds: ParquetDataset, batch: int) -> Iterable[Any]:
+    """``load()``'s loader (a ``ChunkedLoader``): the same sampler, ``collate``."""
+    return undertale_duck.load(ds, None, collate, batch)
+
+
+def fit(small: float, large: float, b_small: int, b_large: int) -> dict[str, float]:
+    """Fit CPU microseconds per row at two batch sizes as ``a + c * batch`` per batch.
+
+    Returns ``a`` (per batch), ``c`` (per row) and ``a_for_0.8``: the per-batch cost at
+    which batch ``b_small`` would run at 0.8x the rows/s of ``b_large`` with this ``c``
+    (solving ``(c + a / b_large) / (c + a / b_small) = 0.8``).
+    """
+    per_row = (large * b_large - small * b_small) / (b_large - b_small)
+    per_batch = small * b_small - per_row * b_small
+    allowed = per_row * 0.2 / (0.8 / b_small - 1 / b_large)
+    return {"a_us_per_batch": per_batch, "c_us_per_row": per_row, "a_for_0.8": allowed}
 
 
 def to_tensors(table: pa.Table) -> dict[str, Any]:
@@ -111,6 +171,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=7, help="rounds (medians are reported)")
     p.add_argument("--epochs", type=int, default=2, help="cached epochs per measurement")
     p.add_argument("--no-pyarrow", action="store_true", help="skip the pyarrow slices")
+    p.add_argument("--no-floor", action="store_true", help="skip the DataLoader-alone rows")
     p.add_argument("--profile", type=int, default=0,
                    help="also print a cProfile of cached epochs at this batch size")
     p.add_argument("--label", default="", help="a name for this run in the output")
@@ -126,6 +187,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                      row_group=args.row_group)
     ds = ParquetDataset(directory, memory=4096, format="torch")
     measure(lambda: ours(ds, args.batches[0]), 1)  # the first epoch fills the cache
+    # one real batch of each size, collated, handed out again and again by the floor
+    prebuilt = {b: Prebuilt(len(ds), collate(ds.__getitems__(list(range(b)))))
+                for b in args.batches}
     table = None if args.no_pyarrow else pa.concat_tables(
         pq.read_table(p) for p in common.shard_paths(directory))
 
@@ -147,6 +211,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 entry = measure(lambda b=batch: slices(b), args.epochs)
                 results["entries"].append({"loader": f"pyarrow slices, batch {batch}",
                                            "batch": batch, **entry})
+            entry = measure(lambda b=batch: chunked(ds, b), args.epochs)
+            results["entries"].append({"loader": f"undertale_duck ChunkedLoader, batch {batch}",
+                                       "batch": batch, **entry})
+            if not args.no_floor:
+                entry = measure(lambda b=batch: alone(ds, prebuilt[b], b), args.epochs)
+                results["entries"].append({"loader": f"DataLoader alone, batch {batch}",
+                                           "batch": batch, **entry})
     results["load_after"] = load()
     entries = results["entries"]
     loaders = list(dict.fromkeys(e["loader"] for e in entries))
@@ -154,7 +225,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for name in loaders]
     ratios: dict[str, float] = {}
     reference = args.batches[0]
-    for kind in ("undertale_duck cached", "pyarrow slices"):
+    kinds = ("undertale_duck cached", "undertale_duck ChunkedLoader", "pyarrow slices",
+             "DataLoader alone")
+    fits: dict[str, dict[str, float]] = {}
+    for kind in kinds:
         for batch in args.batches[1:]:
             small, large = f"{kind}, batch {batch}", f"{kind}, batch {reference}"
             if small in loaders:
@@ -170,7 +244,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     (e for e in entries if e["loader"] == large), strict=True)]
                 key = f"{kind}: batch {batch} / {reference} rows/s"
                 results.setdefault("paired", {})[key] = pairs
+                fits[f"{kind}, batches {batch} and {reference}"] = fit(
+                    median_of(entries, small, "cpu_us_per_row"),
+                    median_of(entries, large, "cpu_us_per_row"), batch, reference)
     results["ratios"] = ratios
+    results["fits"] = fits
     text = (f"{len(ds):,} rows of 512 tokens (`id`, `tokens`, `mask`, `label`), "
             f"{args.shards} shards, row groups of {args.row_group}, warm cache, workers=0; "
             f"medians of {args.repeat} rounds of {args.epochs} epochs, batch sizes taking "
@@ -180,7 +258,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             + "\n".join(f"- {k}: **{v:.2f}x**" + (
                 f" (paired per round {min(results['paired'][k]):.2f}-"
                 f"{max(results['paired'][k]):.2f})" if k in results["paired"] else "")
-                for k, v in ratios.items()) + "\n")
+                for k, v in ratios.items()) + "\n\n"
+            + "CPU per batch fitted as `a + c * batch` from the two batch sizes' medians, "
+            "and the per-batch cost that 0.8x would allow at that `c`:\n\n"
+            + common.markdown_table(
+                ["loader", "a: us per batch", "c: us per row", "a for 0.8x"],
+                [[k, v["a_us_per_batch"], v["c_us_per_row"], v["a_for_0.8"]]
+                 for k, v in fits.items()]) + "\n")
     if args.profile:
         results["profile"] = profile(ds, args.profile, args.epochs)
         print(results["profile"])

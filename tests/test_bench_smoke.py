@@ -91,6 +91,11 @@ def test_small_batches_benchmark_runs(tmp_path: Path) -> None:
     assert {e["rows"] for e in results["entries"]} == {2 * 600}
     assert all(math.isfinite(e["rate"]) and e["rate"] > 0 for e in results["entries"])
     assert all(math.isfinite(v) and v > 0 for v in results["ratios"].values())
+    loaders = {e["loader"].rsplit(",", 1)[0] for e in results["entries"]}
+    assert loaders == {"undertale_duck cached", "undertale_duck ChunkedLoader", "pyarrow slices",
+                       "DataLoader alone"}
+    assert len(results["fits"]) == 4  # a + c * batch for each loader
+    assert all(math.isfinite(v) for fit in results["fits"].values() for v in fit.values())
     assert "cumtime" in results["profile"]
     assert (tmp_path / "out" / "small_batches.md").read_text().count("|") > 10
 
