@@ -71,7 +71,8 @@ class ChunkedLoader(DataLoader[Any]):
         """Iterate the batches, recording in the sampler how many samples were handed out.
 
         Without workers, pinning or a timeout the batches come from :class:`_Batches`, which
-        does what torch's single-process iterator does without its per-batch cost.
+        does what torch's single-process iterator does without its per-batch cost; either
+        way :class:`_Counting` counts them.
         """
         sampler = self.chunked_sampler
         if sampler is None or self.batch_size is None:
@@ -79,14 +80,13 @@ class ChunkedLoader(DataLoader[Any]):
         self._hint(sampler, self.batch_size)
         sampler.counted_by_loader = True
         sampler.consumed = sampler.resume_at
-        if (
+        lean = (
             self.num_workers == 0 and not self.pin_memory and self.timeout == 0
             and isinstance(self.dataset, ParquetDataset | Mixture)
             and callable(getattr(self.dataset, "__getitems__", None))
-            and self.batch_sampler is not None
-        ):
-            return _Batches(self, sampler, self.batch_size)
-        return _Counting(super().__iter__(), sampler, self.batch_size)
+        )
+        inner = _Batches(self) if lean else super().__iter__()
+        return _Counting(inner, sampler, self.batch_size)
 
     def _hint(self, sampler: ChunkedSampler, batch: int) -> None:
         """Give each reader of a shuffled epoch its window order, for read-ahead."""
@@ -180,7 +180,7 @@ def _profiling() -> bool:
 
 
 class _Batches(Iterator[Any]):
-    """A ``workers=0`` epoch of a :class:`ChunkedLoader`, counted for its sampler.
+    """The batches of a ``workers=0`` epoch of a :class:`ChunkedLoader` (counted by its wrapper).
 
     What torch's single-process iterator does (the batch sampler's next indices, the
     dataset's ``__getitems__``, ``collate_fn``), without the profiler annotation it opens
@@ -192,26 +192,21 @@ class _Batches(Iterator[Any]):
     iterator served the batches.
     """
 
-    def __init__(self, loader: ChunkedLoader, sampler: ChunkedSampler, batch: int) -> None:
-        assert loader.batch_sampler is not None
-        self._indices = iter(loader.batch_sampler)
+    def __init__(self, loader: ChunkedLoader) -> None:
+        batches = loader.batch_sampler  # set whenever batch_size is: DataLoader builds it
+        assert batches is not None
+        self._indices = iter(batches)
         torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
         fetch = loader.dataset.__getitems__  # type: ignore[attr-defined]
         self._fetch: Callable[[list[int]], Any] = fetch
         self._collate: Callable[[Any], Any] = loader.collate_fn
-        self._sampler = sampler
-        self._batch = batch
-        self._length = len(loader.batch_sampler)  # type: ignore[arg-type]
+        self._length = len(batches)  # type: ignore[arg-type]
 
     def __next__(self) -> Any:
         if _profiling():
             with record_function(_STEP):
-                item = self._collate(self._fetch(next(self._indices)))
-        else:
-            item = self._collate(self._fetch(next(self._indices)))
-        sampler = self._sampler
-        sampler.consumed = min(sampler.consumed + self._batch, len(sampler))
-        return item
+                return self._collate(self._fetch(next(self._indices)))
+        return self._collate(self._fetch(next(self._indices)))
 
     def __len__(self) -> int:
         return self._length
