@@ -71,9 +71,13 @@ def collate(
         OutOfRangeError: If a column holds numpy or Arrow uint64 values of 2**63 or more
             (Python ints beyond int64 stay a list, exact).
     """
-    _check_options(padding_value, mask_suffix)
+    # the defaults (every batch of a loop) skip the checks' isinstance calls
+    if type(padding_value) is not int or type(mask_suffix) is not str or not mask_suffix:
+        _check_options(padding_value, mask_suffix)
     types = _types_of(schema)
-    if isinstance(rows, Mapping) or not isinstance(rows, Sequence) or isinstance(rows, str):
+    if type(rows) is not RowBatch and (
+        isinstance(rows, Mapping) or not isinstance(rows, Sequence) or isinstance(rows, str)
+    ):
         raise ArgumentError(
             f"collate takes a list of rows, got {type(rows).__name__}: a DataLoader with "
             "batch_size=None hands its collate_fn one row at a time; give it a batch_size"
@@ -138,6 +142,8 @@ def _column(
     values: list[Any], padding_value: float, mask_suffix: str, typ: pa.DataType | None = None
 ) -> tuple[Any, torch.Tensor | None]:
     first = values[0]
+    if type(first) is str or type(first) is bytes:  # kept as a list, as below (the usual id)
+        return values, None
     if isinstance(first, torch.Tensor):
         if all(isinstance(v, torch.Tensor) for v in values):
             return _tensors(values, padding_value)
