@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, MutableSequence
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from typing import Any, overload
 
+import numpy as np
 import torch
 
 Row = dict[str, Any]
@@ -68,6 +69,45 @@ class RowBatch(MutableSequence[Row]):
             if row.get(key, None) is not value:
                 return None
         return whole
+
+    def split(self, sizes: Sequence[int]) -> list[RowBatch] | None:
+        """Cut the batch into consecutive batches of ``sizes`` rows each.
+
+        Each part holds what a batch of its rows alone would hold; its batched columns are
+        views of this batch's (writable, sharing no rows with another part).
+
+        Args:
+            sizes: Rows of each part, in order; they add up to the batch's length.
+
+        Returns:
+            The parts, or None once rows were accessed (they may have been changed).
+        """
+        if self._rows is not None or sum(sizes) != self._length:
+            return None
+        whole = list(self._whole.items())
+        values = list(self._values.items())
+        parts = []
+        start = 0
+        for size in sizes:
+            stop = start + size
+            parts.append(RowBatch(
+                self._names, size,
+                {key: column[start:stop] for key, column in whole},
+                {key: column[start:stop] for key, column in values},
+            ))
+            start = stop
+        return parts
+
+    def nbytes(self) -> int:
+        """Bytes of the batch's values, roughly.
+
+        Arrays' and tensors' buffers, strings' and bytes' lengths, 8 for any other value
+        (lists and structs: their values' and 8).
+        """
+        total = sum(_size(column) for column in self._whole.values())
+        for column in self._values.values():
+            total += sum(_size(value) for value in column)
+        return total
 
     def column(self, key: str) -> list[Any]:
         """Return the rows' values of column ``key`` (without building the row dicts).
@@ -153,6 +193,21 @@ class RowBatch(MutableSequence[Row]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_row_batch, (self.rows,))
+
+
+def _size(value: Any) -> int:
+    """Bytes of one value or batched column (see :meth:`RowBatch.nbytes`)."""
+    if isinstance(value, torch.Tensor):
+        return value.element_size() * value.nelement()
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, list | tuple):
+        return 8 + sum(_size(v) for v in value)
+    if isinstance(value, dict):
+        return 8 + sum(_size(v) for v in value.values())
+    return 8
 
 
 def _row_batch(rows: list[Row]) -> list[Row]:
