@@ -191,6 +191,51 @@ def test_a_subclass_that_reads_its_batch_is_handed_each_batch_alone(root: Path) 
     assert all(same(a, b) for a, b in zip(mine, list(theirs), strict=True))
 
 
+def test_an_instances_own_getitems_is_handed_each_batch_alone(root: Path) -> None:
+    ds = ParquetDataset(root, memory=64, format="torch")
+    seen: list[int] = []
+    fetch = ds.__getitems__
+
+    def recording(indices: Sequence[int]) -> Any:
+        seen.append(len(indices))
+        return fetch(indices)
+
+    ds.__getitems__ = recording  # type: ignore[method-assign]
+    loader = load(ds, None, collate, 7)
+    assert sum(len(ids(b)) for b in loader) == TOTAL
+    assert seen == [7] * (TOTAL // 7) + [TOTAL % 7]
+
+
+def test_an_interrupt_inside_a_group_fetch_loses_no_batch(root: Path) -> None:
+    ds = ParquetDataset(root, memory=64, format="torch")
+    ours, theirs = pair(ds, 5)
+    iterator = iter(ours)
+    inner = iterator._inner  # type: ignore[attr-defined]
+    fetch = inner._fetch
+    interrupts: list[int] = []
+
+    def interrupted(indices: list[int]) -> Any:
+        if len(indices) > 5 and not interrupts:  # the first group's fetch, as Ctrl-C would
+            interrupts.append(len(indices))
+            raise KeyboardInterrupt
+        return fetch(indices)
+
+    inner._fetch = interrupted
+    mine: list[Any] = []
+    while True:
+        try:
+            mine.append(next(iterator))
+        except KeyboardInterrupt:
+            assert ours.state_dict() == ours.sampler.state_dict(len(mine) * 5)  # type: ignore[attr-defined]
+            continue
+        except StopIteration:
+            break
+    assert interrupts and interrupts[0] > 5
+    expected = list(theirs)
+    assert len(mine) == len(expected)
+    assert all(same(a, b) for a, b in zip(mine, expected, strict=True))
+
+
 def test_writing_into_a_batch_changes_no_other_batch_and_no_later_epoch(root: Path) -> None:
     ds = ParquetDataset(root, memory=64, format="torch")
     ours, theirs = pair(ds, 6)

@@ -187,7 +187,8 @@ _GROUP_ROWS = 256
 _GROUP_BYTES = 1 << 20
 
 #: ``__getitems__`` whose rows depend on their indices alone (several batches may be fetched
-#: as one): our own datasets', not a subclass's that may look at the batch it is handed.
+#: as one): our own datasets', not a subclass's (or an instance's own) that may look at the
+#: batch it is handed.
 _GROUPABLE = (ParquetDataset.__getitems__, PackedDataset.__getitems__)
 
 
@@ -222,7 +223,7 @@ class _Batches(Iterator[Any]):
         self._length = len(batches)  # type: ignore[arg-type]
         self._batch = loader.batch_size or 1
         #: Whether the next fetch is the epoch's first (it sets ``_per_group``).
-        self._first = getattr(type(loader.dataset), "__getitems__", None) in _GROUPABLE
+        self._first = getattr(fetch, "__func__", None) in _GROUPABLE
         self._per_group = 1  # batches per fetch
         self._ready: list[Any] = []  # the rows of a group's coming batches, the next last
         self._alone: list[list[int]] = []  # a failed group's indices, the next last
@@ -258,6 +259,10 @@ class _Batches(Iterator[Any]):
             parts = rows.split([len(x) for x in lists]) if isinstance(rows, RowBatch) else None
         except Exception:  # fetched again batch by batch, the error comes back in its place
             parts = None
+        except BaseException:  # an interrupt: a loop that goes on still gets these batches
+            lists.reverse()
+            self._alone = lists
+            raise
         if parts is None:
             lists.reverse()
             self._alone = lists
