@@ -221,12 +221,10 @@ class _Batches(Iterator[Any]):
         self._fetch: Callable[[list[int]], Any] = fetch
         self._collate: Callable[[Any], Any] = loader.collate_fn
         self._length = len(batches)  # type: ignore[arg-type]
-        self._batch = loader.batch_size or 1
-        #: Whether the next fetch is the epoch's first (it sets ``_per_group``).
-        self._first = getattr(fetch, "__func__", None) in _GROUPABLE
-        self._per_group = 1  # batches per fetch
+        # batches per fetch; 0: not yet judged (the epoch's first batch, fetched alone, sets it)
+        self._per_group = 0 if getattr(fetch, "__func__", None) in _GROUPABLE else 1
         self._ready: list[Any] = []  # the rows of a group's coming batches, the next last
-        self._alone: list[list[int]] = []  # a failed group's indices, the next last
+        self._alone: list[list[int]] = []  # a group's indices to fetch alone, the next last
 
     def __next__(self) -> Any:
         if _profiling():
@@ -243,40 +241,38 @@ class _Batches(Iterator[Any]):
             return self._ready.pop()
         if self._alone:
             return self._fetch(self._alone.pop())
-        if self._per_group == 1:
+        if self._per_group <= 1:
             rows = self._fetch(next(self._indices))
-            if self._first:
-                self._first = False
-                self._per_group = self._plan(rows)
+            if not self._per_group:
+                self._per_group = _per_group(rows)
             return rows
         lists = list(itertools.islice(self._indices, self._per_group))
         if len(lists) < 2:
             if not lists:
                 raise StopIteration
             return self._fetch(lists[0])
+        # fetched alone if the group's fetch fails (the error then comes back in its place)
+        # or is interrupted (a loop that goes on still gets these batches)
+        self._alone = lists[::-1]
         try:
             rows = self._fetch(list(itertools.chain.from_iterable(lists)))
             parts = rows.split([len(x) for x in lists]) if isinstance(rows, RowBatch) else None
-        except Exception:  # fetched again batch by batch, the error comes back in its place
+        except Exception:
             parts = None
-        except BaseException:  # an interrupt: a loop that goes on still gets these batches
-            lists.reverse()
-            self._alone = lists
-            raise
         if parts is None:
-            lists.reverse()
-            self._alone = lists
-            return self._fetch(lists.pop())
+            return self._fetch(self._alone.pop())
+        self._alone = []
         parts.reverse()
         self._ready = parts
         return parts.pop()
 
-    def _plan(self, rows: Any) -> int:
-        """How many batches to fetch at once, judged by the first batch's rows."""
-        if not isinstance(rows, RowBatch) or rows.materialized or not len(rows):
-            return 1
-        row_bytes = max(1, -(-rows.nbytes() // len(rows)))
-        return max(1, min(_GROUP_ROWS, _GROUP_BYTES // row_bytes) // self._batch)
+
+def _per_group(rows: Any) -> int:
+    """How many batches of the size of ``rows`` (an epoch's first) one fetch serves."""
+    if not isinstance(rows, RowBatch) or rows.materialized or not len(rows):
+        return 1
+    row_bytes = max(1, -(-rows.nbytes() // len(rows)))
+    return max(1, min(_GROUP_ROWS, _GROUP_BYTES // row_bytes) // len(rows))
 
 
 class _Counting(Iterator[Any]):
