@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .dataset import PackedDataset, ParquetDataset
     from .training.collate import collate
     from .training.datamodule import DataModule
-    from .training.loader import load
+    from .training.loader import ChunkedLoader, load
     from .training.lookup import batch_rows
     from .training.mixture import Mixture, Stream
     from .training.sampler import ChunkedSampler
@@ -54,6 +54,7 @@ _LAZY = {
     "Pack": "core.pack",
     "Split": "core.views",
     "ChunkedSampler": "training.sampler",
+    "ChunkedLoader": "training.loader",
     "load": "training.loader",
     "DataModule": "training.datamodule",
     "collate": "training.collate",
@@ -67,6 +68,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentError",
     "CheckResult",
+    "ChunkedLoader",
     "ChunkedSampler",
     "ColumnError",
     "CorruptShardError",

@@ -54,9 +54,16 @@ def default_start_method() -> str:
 class ChunkedLoader(DataLoader[Any]):
     """A ``DataLoader`` that counts the batches it hands out, so its sampler can resume.
 
-    Batches prefetched by workers are not counted; only those the loop received. Built by
-    :func:`load`; construct it as a ``DataLoader`` with a :class:`ChunkedSampler` as
-    ``sampler``. With any other sampler it is a plain ``DataLoader``.
+    What :func:`load` and :class:`DataModule` return; construct it as you would a
+    ``DataLoader``, with a :class:`ChunkedSampler` as ``sampler`` built for the same batch
+    size and workers. Batches prefetched by workers are not counted, only those the loop
+    received, so :meth:`state_dict` resumes at the next batch. Without workers, pinning or a
+    timeout its epochs come from its own iterator (the same batches as torch's, less torch's
+    per-batch cost) and small batches of ``numpy``/``torch`` rows are fetched several at a
+    time (decisions 0023 and 0024). With any other sampler it is a plain ``DataLoader``.
+
+    Iterating raises :class:`ArgumentError` if the ``ChunkedSampler`` was built for
+    another batch size or number of workers than ``batch_size`` and ``num_workers``.
     """
 
     #: Whether :meth:`load_state_dict` refuses a state saved over other data.
@@ -78,6 +85,7 @@ class ChunkedLoader(DataLoader[Any]):
         sampler = self.chunked_sampler
         if sampler is None or self.batch_size is None:
             return super().__iter__()
+        self._check(sampler, self.batch_size)
         self._hint(sampler, self.batch_size)
         sampler.counted_by_loader = True
         sampler.consumed = sampler.resume_at
@@ -88,6 +96,28 @@ class ChunkedLoader(DataLoader[Any]):
         )
         inner = _Batches(self) if lean else super().__iter__()
         return _Counting(inner, sampler, self.batch_size)
+
+    def _check(self, sampler: ChunkedSampler, batch: int) -> None:
+        """Refuse a sampler built for other batches or workers than the loader's.
+
+        Checked when an epoch starts, not in ``__init__``: Lightning rebuilds loaders from
+        ``DataLoader.__init__``'s arguments, which an ``__init__`` of ours would change.
+        """
+        if sampler.batch != batch:
+            raise ArgumentError(
+                f"ChunkedLoader: its ChunkedSampler was built for batch {sampler.batch} but "
+                f"batch_size is {batch}: the sampler deals each worker its rows in blocks of "
+                f"its batch and its resume state counts them; build ChunkedSampler(dataset, "
+                f"{batch}, ...) or pass batch_size={sampler.batch}"
+            )
+        if max(1, sampler.workers) != max(1, self.num_workers):
+            raise ArgumentError(
+                f"ChunkedLoader: its ChunkedSampler was built for {sampler.workers} workers "
+                f"but num_workers is {self.num_workers}: the sampler deals its batches "
+                "round-robin to that many workers, so each would read rows scattered over "
+                f"the others' parts; build ChunkedSampler(dataset, {batch}, "
+                f"{self.num_workers}, ...) or pass num_workers={sampler.workers}"
+            )
 
     def _hint(self, sampler: ChunkedSampler, batch: int) -> None:
         """Give each reader of a shuffled epoch its window order, for read-ahead."""
