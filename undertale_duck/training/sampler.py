@@ -726,11 +726,12 @@ class _Pass(Iterator[int]):
 
     The indices come from a list iterator over a buffer of the order, and the position is
     read off it (the buffer's end less what it has left), so nothing is counted per index.
-    ``iter()`` of a pass hands out that list iterator (chained with the next buffers)
-    rather than the pass itself: torch's ``BatchSampler`` takes each batch with
-    ``itertools.islice(iter(pass), batch)``, which then runs in C instead of calling a
-    Python ``__next__`` per index; ``next()`` on the pass itself takes from the same
-    iterator, so both ways of iterating share one position.
+    ``iter()`` of a pass hands out one iterator over those buffers (the same object every
+    time) rather than the pass itself: torch's ``BatchSampler`` takes each batch with
+    ``itertools.islice(iter(pass), batch)``, or with ``drop_last=True`` zips ``batch``
+    references to it, which then run in C instead of calling a Python ``__next__`` per
+    index; ``next()`` on the pass takes from the same iterator, so every way of iterating
+    shares one position.
     """
 
     def __init__(self, sampler: ChunkedSampler, start: int) -> None:
@@ -742,6 +743,9 @@ class _Pass(Iterator[int]):
         self._order = self._sampler.order()
         self._buffer_end = min(start, len(self._order))
         self._indices: Iterator[int] = iter([])
+        # one iterator for every iter() and next(): zip(*[iter(pass)] * batch), as torch's
+        # BatchSampler(drop_last=True) does, must draw every index from the same stream
+        self._stream: Iterator[int] = itertools.chain.from_iterable(self._buffers())
 
     @property
     def position(self) -> int:
@@ -758,19 +762,16 @@ class _Pass(Iterator[int]):
         self._indices = iter(buffer)
         return True
 
-    def _rest(self) -> Iterator[int]:
+    def _buffers(self) -> Iterator[Iterator[int]]:
+        """The list iterator of each buffer in turn (the stream takes their indices in C)."""
         while self._refill():
-            yield from self._indices
+            yield self._indices
 
     def __iter__(self) -> Iterator[int]:
-        return itertools.chain(self._indices, self._rest())
+        return self._stream
 
     def __next__(self) -> int:
-        for value in self._indices:
-            return value
-        if not self._refill():
-            raise StopIteration
-        return next(self._indices)
+        return next(self._stream)
 
     def state_dict(self) -> dict[str, Any]:
         """Return the sampler's state at this iteration's position (indices handed out)."""
