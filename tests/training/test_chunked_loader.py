@@ -152,6 +152,20 @@ def test_a_sampler_built_for_other_batches_or_workers_is_refused_when_iterated(
         loader._check(sampler, loader_batch)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_out_of_order_are_refused_where_workers_would_reorder_them(
+    root: Path, workers: int
+) -> None:
+    ds = ParquetDataset(root)
+    loader = ChunkedLoader(ds, batch_size=10, sampler=ChunkedSampler(ds, 10, workers),
+                           num_workers=workers, collate_fn=ids_of, in_order=False)
+    if workers:
+        with pytest.raises(ArgumentError, match="in_order=False"):
+            iter(loader)
+    else:  # one process hands batches out in order whatever in_order says
+        assert [i for b in loader for i in b] == list(range(ROWS))
+
+
 def test_without_a_chunked_sampler_it_is_a_plain_dataloader(root: Path) -> None:
     ds = ParquetDataset(root)
     loader = ChunkedLoader(ds, batch_size=50, collate_fn=ids_of)

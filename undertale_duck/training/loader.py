@@ -63,7 +63,8 @@ class ChunkedLoader(DataLoader[Any]):
     time (decisions 0023 and 0024). With any other sampler it is a plain ``DataLoader``.
 
     Iterating raises :class:`ArgumentError` if the ``ChunkedSampler`` was built for
-    another batch size or number of workers than ``batch_size`` and ``num_workers``.
+    another batch size or number of workers than ``batch_size`` and ``num_workers``, or if
+    workers may hand batches out of order (``in_order=False``).
     """
 
     #: Whether :meth:`load_state_dict` refuses a state saved over other data.
@@ -100,9 +101,19 @@ class ChunkedLoader(DataLoader[Any]):
     def _check(self, sampler: ChunkedSampler, batch: int) -> None:
         """Refuse a sampler built for other batches or workers than the loader's.
 
+        And workers that hand batches out of order (``in_order=False``): the state counts
+        batches received, which is a resume point only if they came in the sampler's order.
         Checked when an epoch starts, not in ``__init__``: Lightning rebuilds loaders from
         ``DataLoader.__init__``'s arguments, which an ``__init__`` of ours would change.
         """
+        if self.num_workers > 0 and not getattr(self, "in_order", True):
+            raise ArgumentError(
+                "ChunkedLoader: in_order=False hands out each batch as soon as a worker has "
+                "it, so the batches received are not the first of the epoch and a state "
+                "saved then would skip some on resuming and repeat others; leave in_order "
+                "at True (the workers still read ahead), or use a plain DataLoader where no "
+                "resume is needed"
+            )
         if sampler.batch != batch:
             raise ArgumentError(
                 f"ChunkedLoader: its ChunkedSampler was built for batch {sampler.batch} but "
