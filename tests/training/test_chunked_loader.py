@@ -58,6 +58,16 @@ def ids_of(rows: list[dict[str, Any]]) -> list[int]:
     return [int(row["id"]) for row in rows]
 
 
+def record_hint(directory: Path, worker_id: int) -> None:
+    """A user's worker_init_fn: writes the read-ahead order its worker was given."""
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    assert info is not None
+    order = info.dataset.reader_settings().order
+    (directory / f"worker-{worker_id}.json").write_text(json.dumps(list(order or [])))
+
+
 def test_it_is_public_and_what_load_returns(root: Path) -> None:
     assert "ChunkedLoader" in undertale_duck.__all__
     from undertale_duck.training.loader import ChunkedLoader as inner
@@ -150,6 +160,32 @@ def test_a_sampler_built_for_other_batches_or_workers_is_refused_when_iterated(
         assert next(iter(loader)) == list(range(loader_batch))
     else:  # the same check, without starting worker processes
         loader._check(sampler, loader_batch)
+
+
+def test_workers_of_a_shuffled_epoch_are_told_their_windows_and_run_the_users_init(
+    root: Path, tmp_path: Path
+) -> None:
+    import functools
+
+    ds = ParquetDataset(root, memory=1)
+    sampler = ChunkedSampler(ds, 10, 2, shuffle=True, seed=6)
+    user_init = functools.partial(record_hint, tmp_path)
+    loader = ChunkedLoader(ds, batch_size=10, sampler=sampler, num_workers=2,
+                           collate_fn=ids_of, worker_init_fn=user_init)
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        batches = list(loader)
+        assert [i for b in batches for i in b] == sampler.order(epoch).tolist()
+        for worker in range(2):  # batch k went to worker k % 2; its windows in first-use order
+            windows: list[int] = []
+            for batch in batches[worker::2]:
+                for i in batch:
+                    if ds.window_of(i) not in windows:
+                        windows.append(ds.window_of(i))
+            told = json.loads((tmp_path / f"worker-{worker}.json").read_text())
+            assert told == windows, (epoch, worker)
+        for path in tmp_path.glob("worker-*.json"):
+            path.unlink()
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -135,10 +135,13 @@ class ChunkedLoader(DataLoader[Any]):
         dataset = self.dataset
         if not sampler.shuffle or not isinstance(dataset, ParquetDataset):
             return
+        if self.num_workers > 0 and self.persistent_workers:
+            return  # persistent workers start once: a hint would go stale after their first epoch
         init = self.worker_init_fn
-        if self.num_workers > 0 and (self.persistent_workers or not isinstance(init, WorkerHints)):
-            # persistent workers start once: a hint would go stale after their first epoch
-            return
+        if self.num_workers > 0 and not isinstance(init, WorkerHints):
+            # a loader built by the user: its workers get their orders as load()'s do, and
+            # its own worker_init_fn runs after that
+            init = self.worker_init_fn = WorkerHints(init)
         order = sampler.order()[sampler.resume_at :]
         starts = [w.offset for w in dataset.windows]
         hints = worker_windows(order, starts, batch, self.num_workers)
