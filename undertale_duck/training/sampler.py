@@ -743,8 +743,9 @@ class _Pass(Iterator[int]):
         self._order = self._sampler.order()
         self._buffer_end = min(start, len(self._order))
         self._indices: Iterator[int] = iter([])
-        # one iterator for every iter() and next(): zip(*[iter(pass)] * batch), as torch's
-        # BatchSampler(drop_last=True) does, must draw every index from the same stream
+        # one iterator for every iter() and next(): torch's BatchSampler(drop_last=True) zips
+        # `batch` references to the pass, calling iter() on each, and every one of them must
+        # draw from the same stream
         self._stream: Iterator[int] = itertools.chain.from_iterable(self._buffers())
 
     @property
