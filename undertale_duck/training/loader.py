@@ -60,7 +60,7 @@ class ChunkedLoader(DataLoader[Any]):
     received, so :meth:`state_dict` resumes at the next batch. Without workers, pinning or a
     timeout its epochs come from its own iterator (the same batches as torch's, less torch's
     per-batch cost) and small batches of ``numpy``/``torch`` rows are fetched several at a
-    time (decisions 0023 and 0024). With any other sampler it is a plain ``DataLoader``.
+    time (decisions 0023, 0024 and 0025). With any other sampler it is a plain ``DataLoader``.
 
     Iterating raises :class:`ArgumentError` if the ``ChunkedSampler`` was built for
     another batch size or number of workers than ``batch_size`` and ``num_workers``, or if
