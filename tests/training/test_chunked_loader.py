@@ -250,3 +250,33 @@ def test_a_lightning_fit_resumes_a_user_built_loader_mid_epoch(root: Path, tmp_p
     order = ChunkedSampler(ParquetDataset(root), 16, 0, shuffle=True, seed=2).order(0).tolist()
     assert len(before) == 7 * 16
     assert before + after == order  # no batch trained twice, none skipped
+
+
+def ids_tensor(rows: list[dict[str, Any]]) -> torch.Tensor:
+    return torch.tensor([int(row["id"]) for row in rows])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_lightning_predicts_every_row_once_in_the_samplers_order(
+    root: Path, workers: int
+) -> None:
+    import lightning
+
+    from undertale_duck import DataModule
+
+    class Echo(lightning.LightningModule):
+        def predict_step(self, batch: torch.Tensor, index: int) -> torch.Tensor:
+            return batch
+
+    dm = DataModule(root, None, None, ids_tensor, 10, workers, predict=root)
+    trainer = lightning.Trainer(accelerator="cpu", devices=1, logger=False,
+                                enable_progress_bar=False, enable_model_summary=False)
+    out = trainer.predict(Echo(), datamodule=dm)
+    assert out is not None
+    got = [int(i) for batch in out for i in batch]  # type: ignore[union-attr]
+    order = list(ChunkedSampler(ParquetDataset(root), 10, workers, drop_last=False))
+    assert got == order and sorted(got) == list(range(ROWS))
+    if workers == 0:
+        assert got == list(range(ROWS))  # one process: the dataset's order
+    else:  # each worker's contiguous part, a batch at a time in turn: not the dataset's
+        assert got != list(range(ROWS))
