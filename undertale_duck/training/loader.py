@@ -135,20 +135,19 @@ class ChunkedLoader(DataLoader[Any]):
         dataset = self.dataset
         if not sampler.shuffle or not isinstance(dataset, ParquetDataset):
             return
-        if self.num_workers > 0 and self.persistent_workers:
+        workers = self.num_workers
+        if workers > 0 and self.persistent_workers:
             return  # persistent workers start once: a hint would go stale after their first epoch
-        init = self.worker_init_fn
-        if self.num_workers > 0 and not isinstance(init, WorkerHints):
-            # a loader built by the user: its workers get their orders as load()'s do, and
-            # its own worker_init_fn runs after that
-            init = self.worker_init_fn = WorkerHints(init)
         order = sampler.order()[sampler.resume_at :]
         starts = [w.offset for w in dataset.windows]
-        hints = worker_windows(order, starts, batch, self.num_workers)
-        if isinstance(init, WorkerHints) and self.num_workers > 0:
-            init.orders = hints
-        else:
+        hints = worker_windows(order, starts, batch, workers)
+        if workers == 0:
             dataset.prefetch(hints[0])
+            return
+        init = self.worker_init_fn
+        if not isinstance(init, WorkerHints):  # each worker's order first, then the user's
+            init = self.worker_init_fn = WorkerHints(init)
+        init.orders = hints
 
     def state_dict(self) -> dict[str, Any]:
         """Return the sampler's epoch and the samples consumed in it (see ``ChunkedSampler``).
@@ -513,7 +512,7 @@ def load(
         prefetch_factor=prefetch_factor,
         multiprocessing_context=context,
         timeout=timeout,
-        worker_init_fn=WorkerHints(worker_init_fn) if workers > 0 else worker_init_fn,
+        worker_init_fn=worker_init_fn,  # wrapped for a shuffled epoch's hints (_hint)
     )
     loader.check_data = check_data
     return loader
