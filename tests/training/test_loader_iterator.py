@@ -60,8 +60,9 @@ def both(dataset: Any, batch: int, collate_fn: Callable[[Any], Any] | None,
 
 
 def inner(loader: ChunkedLoader) -> Any:
-    """The iterator a fresh epoch's counting wrapper draws its batches from."""
-    return iter(loader)._inner  # type: ignore[attr-defined]
+    """A fresh epoch's iterator: ours (which counts its batches), or torch's inside a wrapper."""
+    iterator = iter(loader)
+    return getattr(iterator, "_inner", iterator)
 
 
 def to_list(rows: Any) -> Any:

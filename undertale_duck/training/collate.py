@@ -138,6 +138,59 @@ def collate(
     return out
 
 
+def split_batch(
+    batch: Mapping[str, Any], rows: RowBatch, sizes: Sequence[int]
+) -> list[dict[str, Any]] | None:
+    """Cut :func:`collate`'s batch of ``rows`` into the batches it makes of their parts.
+
+    The parts are consecutive runs of ``sizes`` rows. Each batch is what ``collate`` returns
+    for its part alone, as long as no column's value depends on which rows share a batch:
+    every column is one of ``rows``' batched columns (its tensor is cut into views) or a
+    list whose every part starts with a string, bytes or None (``collate`` keeps such a
+    part's values as a list whatever follows; cut into slices). Anything else (padded
+    lists, Python numbers, structs) returns None: collate each part alone then.
+
+    Args:
+        batch: ``collate(rows)`` (with any of its options).
+        rows: The rows ``batch`` was collated from, unchanged since.
+        sizes: Rows of each part (at least one), in order; they add up to ``len(rows)``.
+
+    Returns:
+        One batch per part, or None.
+    """
+    sizes = list(sizes)
+    if rows.materialized or list(batch) != rows.keys() or sum(sizes) != len(rows) or (
+        not sizes or 0 in sizes
+    ):
+        return None  # a padding mask was added, rows were touched, or an empty part
+    starts = list(itertools.accumulate(sizes, initial=0))[:-1]
+    cuts: list[tuple[str, Sequence[Any]]] = []
+    for key, value in batch.items():
+        if type(value) is torch.Tensor and rows.batched(key) is not None:
+            # one call cuts every part (a view each): a slice per part costs as much as it
+            cuts.append((key, value.split_with_sizes(sizes)))
+        elif type(value) is list and all(type(value[k]) in _KEPT for k in starts):
+            cuts.append((key, _slices(value, sizes)))
+        else:
+            return None
+    return [{key: parts[k] for key, parts in cuts} for k in range(len(sizes))]
+
+
+#: Types of a first value that make ``_column`` keep a batch's values as a list, whatever
+#: the other values are.
+_KEPT = frozenset((str, bytes, type(None)))
+
+
+def _slices(values: list[Any], sizes: list[int]) -> list[list[Any]]:
+    """Consecutive slices of ``values`` of ``sizes`` items each."""
+    parts = []
+    start = 0
+    for size in sizes:
+        parts.append(values[start:start + size])
+        start += size
+    return parts
+
+
 def _column(
     values: list[Any], padding_value: float, mask_suffix: str, typ: pa.DataType | None = None
 ) -> tuple[Any, torch.Tensor | None]:

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import torch
 from torch.autograd.profiler import record_function
-from torch.utils.data import DataLoader, get_worker_info
+from torch.utils.data import BatchSampler, DataLoader, get_worker_info
 
 from ..common.keywords import guard
 from ..common.numbers import check_int
@@ -27,7 +27,7 @@ from ..core.source import SourceLike
 from ..core.views import Split
 from ..dataset import PackedDataset, ParquetDataset
 from ..errors import ArgumentError
-from .collate import collate
+from .collate import collate, split_batch
 from .mixture import Mixture
 from .order import worker_windows
 from .sampler import ChunkedSampler
@@ -80,8 +80,8 @@ class ChunkedLoader(DataLoader[Any]):
         """Iterate the batches, recording in the sampler how many samples were handed out.
 
         Without workers, pinning or a timeout the batches come from :class:`_Batches`, which
-        does what torch's single-process iterator does without its per-batch cost; either
-        way :class:`_Counting` counts them.
+        does what torch's single-process iterator does without its per-batch cost and counts
+        them; else :class:`_Counting` counts torch's.
         """
         sampler = self.chunked_sampler
         if sampler is None or self.batch_size is None:
@@ -90,13 +90,16 @@ class ChunkedLoader(DataLoader[Any]):
         self._hint(sampler, self.batch_size)
         sampler.counted_by_loader = True
         sampler.consumed = sampler.resume_at
+        batches = self.batch_sampler  # what batch_size= builds, unless a subclass changed it
         lean = (
             self.num_workers == 0 and not self.pin_memory and self.timeout == 0
             and isinstance(self.dataset, ParquetDataset | Mixture)
             and callable(getattr(self.dataset, "__getitems__", None))
+            and type(batches) is BatchSampler and batches.sampler is sampler
         )
-        inner = _Batches(self) if lean else super().__iter__()
-        return _Counting(inner, sampler, self.batch_size)
+        if lean:
+            return _Batches(self, sampler)
+        return _Counting(super().__iter__(), sampler, self.batch_size)
 
     def _check(self, sampler: ChunkedSampler, batch: int) -> None:
         """Refuse a sampler built for other batches or workers than the loader's.
@@ -224,9 +227,10 @@ def _profiling() -> bool:
 
 
 #: The most rows and bytes one fetch serves to several small batches of a ``workers=0``
-#: epoch: past about a batch of 256 the fixed cost of a fetch is small beside its rows, and a
-#: group that outgrows the CPU's cache costs more per row than it saves per batch.
-_GROUP_ROWS = 256
+#: epoch: past about 1,024 rows cutting a group costs more per batch than its fetch saves,
+#: and past 1 MiB its copies land on fresh pages (a fault per page) and outgrow the CPU's
+#: cache, costing more per row than they save per batch.
+_GROUP_ROWS = 1024
 _GROUP_BYTES = 1 << 20
 
 #: ``__getitems__`` whose rows depend on their indices alone (several batches may be fetched
@@ -236,7 +240,7 @@ _GROUPABLE = (ParquetDataset.__getitems__, PackedDataset.__getitems__)
 
 
 class _Batches(Iterator[Any]):
-    """The batches of a ``workers=0`` epoch of a :class:`ChunkedLoader` (counted by its wrapper).
+    """The batches of a ``workers=0`` epoch of a :class:`ChunkedLoader`, counted in its sampler.
 
     What torch's single-process iterator does (the batch sampler's next indices, the
     dataset's ``__getitems__``, ``collate_fn``), without the profiler annotation it opens
@@ -245,69 +249,131 @@ class _Batches(Iterator[Any]):
     The annotation is kept while a profiler records, and one number is drawn from the
     loader's generator (or torch's global one) at the start of the epoch, as torch's
     iterator draws it, so the random numbers a training step draws stay the same whichever
-    iterator served the batches.
+    iterator served the batches. The batch sampler ``batch_size=`` builds (torch's own
+    ``BatchSampler`` over the loader's sampler) is not asked batch by batch: its lists are
+    taken straight from the sampler's pass, several batches' at once (the same lists, the
+    same position).
 
     Small batches of our own datasets' ``numpy``/``torch`` rows are fetched several at a
-    time (up to 256 rows and 1 MiB, judged by the epoch's first batch) and cut apart
-    (:meth:`RowBatch.split`), so the fixed cost of a fetch is paid once per group; each
-    batch still goes through ``collate_fn`` alone. Its columns are then views of the
-    group's (decision 0024). A group whose fetch fails is fetched again batch by batch, so
-    an error is raised by the batch it belongs to, after the batches before it.
+    time (up to 1,024 rows and 1 MiB, judged by the epoch's first batch) and cut apart, so
+    the fixed cost of a fetch is paid once per group: with our own ``collate`` the group is
+    collated once and its batch cut (:func:`split_batch`) wherever that is each part's
+    batch, else each part's rows (:meth:`RowBatch.split`) go through ``collate_fn`` alone.
+    Their columns are views of the group's (decisions 0024, 0026). A group whose fetch fails
+    is fetched again batch by batch, so an error is raised by the batch it belongs to, after
+    the batches before it.
     """
 
-    def __init__(self, loader: ChunkedLoader) -> None:
-        batches = loader.batch_sampler  # set whenever batch_size is: DataLoader builds it
-        assert batches is not None
-        self._indices = iter(batches)
+    def __init__(self, loader: ChunkedLoader, sampler: ChunkedSampler) -> None:
+        batches = loader.batch_sampler
+        assert isinstance(batches, BatchSampler)  # torch's own, over ``sampler``
+        self._sampler = sampler
+        self._batch = batches.batch_size
+        self._drop = batches.drop_last
+        self._stream: Iterator[int] | None = None  # the sampler's pass, from the first batch on
         torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
         fetch = loader.dataset.__getitems__  # type: ignore[attr-defined]
         self._fetch: Callable[[list[int]], Any] = fetch
         self._collate: Callable[[Any], Any] = loader.collate_fn
-        self._length = len(batches)  # type: ignore[arg-type]
+        self._ours = _is_collate(loader.collate_fn)
+        self._length = len(batches)
         # batches per fetch; 0: not yet judged (the epoch's first batch, fetched alone, sets it)
         self._per_group = 0 if getattr(fetch, "__func__", None) in _GROUPABLE else 1
-        self._ready: list[Any] = []  # the rows of a group's coming batches, the next last
+        # a group's coming batches, the next last: collated, or rows to collate (``_rows``)
+        self._ready: list[Any] = []
+        self._rows = False
         self._alone: list[list[int]] = []  # a group's indices to fetch alone, the next last
 
     def __next__(self) -> Any:
         if _profiling():
             with record_function(_STEP):
-                return self._collate(self._rows())
-        return self._collate(self._rows())
+                batch = self._next()
+        else:
+            batch = self._next()
+        sampler = self._sampler
+        sampler.consumed = min(sampler.consumed + self._batch, len(sampler))
+        return batch
 
     def __len__(self) -> int:
         return self._length
 
-    def _rows(self) -> Any:
-        """The next batch's rows."""
+    def _take(self, count: int) -> tuple[list[int], list[int]]:
+        """The indices of up to ``count`` coming batches (one list) and each batch's size.
+
+        The lists torch's ``BatchSampler`` would hand out, drawn from the same pass of the
+        sampler (which it too starts at the first batch), several at once.
+        """
+        if self._stream is None:
+            self._stream = iter(self._sampler)
+        batch = self._batch
+        flat = list(itertools.islice(self._stream, count * batch))
+        full, rest = divmod(len(flat), batch)
+        sizes = [batch] * full
+        if rest and self._drop:  # as BatchSampler(drop_last=True): the short last is dropped
+            del flat[full * batch:]
+        elif rest:
+            sizes.append(rest)
+        return flat, sizes
+
+    def _next(self) -> Any:
+        """The next batch."""
         if self._ready:
-            return self._ready.pop()
+            ready = self._ready.pop()
+            return self._collate(ready) if self._rows else ready
         if self._alone:
-            return self._fetch(self._alone.pop())
-        if self._per_group <= 1:
-            rows = self._fetch(next(self._indices))
+            return self._collate(self._fetch(self._alone.pop()))
+        flat, sizes = self._take(max(1, self._per_group))
+        if not sizes:
+            raise StopIteration
+        if len(sizes) == 1:
+            rows = self._fetch(flat)
             if not self._per_group:
                 self._per_group = _per_group(rows)
-            return rows
-        lists = list(itertools.islice(self._indices, self._per_group))
-        if len(lists) < 2:
-            if not lists:
-                raise StopIteration
-            return self._fetch(lists[0])
+            return self._collate(rows)
         # fetched alone if the group's fetch fails (the error then comes back in its place)
         # or is interrupted (a loop that goes on still gets these batches)
-        self._alone = lists[::-1]
+        starts = itertools.accumulate(sizes, initial=0)
+        self._alone = [flat[a:a + n] for a, n in zip(starts, sizes, strict=False)][::-1]
         try:
-            rows = self._fetch(list(itertools.chain.from_iterable(lists)))
-            parts = rows.split([len(x) for x in lists]) if isinstance(rows, RowBatch) else None
+            ready = self._cut(self._fetch(flat), sizes)
         except Exception:
-            parts = None
-        if parts is None:
-            return self._fetch(self._alone.pop())
+            ready = None
+        if ready is None:
+            return self._collate(self._fetch(self._alone.pop()))
         self._alone = []
-        parts.reverse()
-        self._ready = parts
-        return parts.pop()
+        ready.reverse()
+        self._ready = ready
+        return self._next()
+
+    def _cut(self, rows: Any, sizes: list[int]) -> list[Any] | None:
+        """A group's batches (or the rows of each, ``_rows`` set), or None to fetch alone.
+
+        Our own ``collate`` collates the group once and cuts its batch apart where that is
+        the batch of each part (:func:`split_batch`): a collate and the part's dicts less
+        per batch. Else, and for any other ``collate_fn``, each part's rows are collated
+        when its batch is handed out, so an error comes from the batch it belongs to.
+        """
+        if not isinstance(rows, RowBatch):
+            return None
+        if self._ours:
+            try:
+                batches = split_batch(self._collate(rows), rows, sizes)
+            except Exception:
+                batches = None  # each part collated alone raises it in its own batch
+            if batches is not None:
+                self._rows = False
+                return batches
+            self._ours = False  # such columns come again: not collated twice per group
+        parts = rows.split(sizes)
+        self._rows = True
+        return parts
+
+
+def _is_collate(function: object) -> bool:
+    """Whether ``function`` is :func:`collate`, or a ``functools.partial`` of it with options."""
+    if isinstance(function, functools.partial):
+        return function.func is collate and not function.args
+    return function is collate
 
 
 def _per_group(rows: Any) -> int:

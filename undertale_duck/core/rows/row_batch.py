@@ -84,19 +84,23 @@ class RowBatch(MutableSequence[Row]):
         """
         if self._rows is not None or sum(sizes) != self._length:
             return None
-        whole = list(self._whole.items())
-        values = list(self._values.items())
-        parts = []
-        start = 0
-        for size in sizes:
-            stop = start + size
-            parts.append(RowBatch(
+        sizes = list(sizes)
+        # a tensor is cut by one call (a view per part), where a slice each costs as much
+        # as the call: about 3 us per view on these cores, several views per batch
+        cuts = {
+            key: column.split_with_sizes(sizes) if isinstance(column, torch.Tensor)
+            else _slices(column, sizes)
+            for key, column in self._whole.items()
+        }
+        values = {key: _slices(column, sizes) for key, column in self._values.items()}
+        return [
+            RowBatch(
                 self._names, size,
-                {key: column[start:stop] for key, column in whole},
-                {key: column[start:stop] for key, column in values},
-            ))
-            start = stop
-        return parts
+                {key: parts[k] for key, parts in cuts.items()},
+                {key: parts[k] for key, parts in values.items()},
+            )
+            for k, size in enumerate(sizes)
+        ]
 
     def nbytes(self) -> int:
         """Bytes of the batch's values, roughly.
@@ -208,6 +212,16 @@ def _size(value: Any) -> int:
     if isinstance(value, dict):
         return 8 + sum(_size(v) for v in value.values())
     return 8
+
+
+def _slices(column: Any, sizes: list[int]) -> list[Any]:
+    """Consecutive slices of ``column`` (a list or numpy array) of ``sizes`` rows each."""
+    parts = []
+    start = 0
+    for size in sizes:
+        parts.append(column[start:start + size])
+        start += size
+    return parts
 
 
 def _row_batch(rows: list[Row]) -> list[Row]:
