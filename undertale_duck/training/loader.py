@@ -355,11 +355,8 @@ class _Batches(Iterator[Any]):
         """
         if not isinstance(rows, RowBatch):
             return None
-        if self._ours:
-            try:
-                batches = split_batch(self._collate(rows), rows, sizes)
-            except Exception:
-                batches = None  # each part collated alone raises it in its own batch
+        if self._ours:  # if its collate raises, the group is fetched batch by batch
+            batches = split_batch(self._collate(rows), rows, sizes)
             if batches is not None:
                 self._rows = False
                 return batches
