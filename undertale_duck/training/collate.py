@@ -169,8 +169,8 @@ def split_batch(
         if type(value) is torch.Tensor and rows.batched(key) is not None:
             # one call cuts every part (a view each): a slice per part costs as much as it
             cuts.append((key, value.split_with_sizes(sizes)))
-        elif type(value) is list and all(type(value[k]) in _KEPT for k in starts):
-            cuts.append((key, _slices(value, sizes)))
+        elif type(value) is list and all(type(value[a]) in _KEPT for a in starts):
+            cuts.append((key, [value[a:a + n] for a, n in zip(starts, sizes, strict=True)]))
         else:
             return None
     return [{key: parts[k] for key, parts in cuts} for k in range(len(sizes))]
@@ -179,16 +179,6 @@ def split_batch(
 #: Types of a first value that make ``_column`` keep a batch's values as a list, whatever
 #: the other values are.
 _KEPT = frozenset((str, bytes, type(None)))
-
-
-def _slices(values: list[Any], sizes: list[int]) -> list[list[Any]]:
-    """Consecutive slices of ``values`` of ``sizes`` items each."""
-    parts = []
-    start = 0
-    for size in sizes:
-        parts.append(values[start:start + size])
-        start += size
-    return parts
 
 
 def _column(
