@@ -382,3 +382,30 @@ def test_a_second_ctrl_c_after_main_returned_prints_no_second_line() -> None:
     )
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.strip().splitlines() == ["undertale-duck: interrupted"]
+
+
+_CTRL_C_AT_SHUTDOWN = (
+    "import os, signal\n"
+    "from undertale_duck import cli\n"
+    "from undertale_duck.cli import app\n"
+    "class Late:\n"
+    "    def __del__(self):  # a module global: runs after the interpreter's signal teardown\n"
+    "        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C arriving as the process ends\n"
+    "late = Late()\n"
+    "def main():\n"
+    "    return app._say_interrupted()  # what main() does on the first Ctrl-C\n"
+    "app.main = main\n"
+    "cli.entry()\n"
+)
+
+
+def test_a_ctrl_c_while_the_interpreter_shuts_down_changes_nothing() -> None:
+    # The moment of test_ctrl_c_pressed_again_while_exiting_changes_nothing that it met only
+    # now and then: once Python has torn down its signal handling (after the exit hooks),
+    # SIGINT's default action is back and killed the process (status -SIGINT, not 130)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AT_SHUTDOWN], capture_output=True, text=True,
+        timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["undertale-duck: interrupted"]

@@ -37,6 +37,12 @@ def entry() -> None:
         if not getattr(app, "interruption_reported", False):
             _interrupted()
         status = _INTERRUPTED
+    # Python's own handler (``_ignore``) lasts until the interpreter tears down its signal
+    # handling, after the exit hooks; from then SIGINT's default action, death by SIGINT,
+    # would be back. The kernel's SIG_IGN outlives that teardown. Set only now: a Ctrl-C
+    # already received is handled by ``_ignore`` as this call sets it (Python runs pending
+    # handlers first), where under SIG_IGN it would print "ignored due to race condition".
+    _set_sigint(signal.SIG_IGN)
     sys.exit(status)
 
 
