@@ -11,6 +11,7 @@ import pyarrow as pa
 import torch
 
 from ..common.numbers import is_number
+from ..common.parts import consecutive_parts
 from ..core.rows import RowBatch, TensorRangeError, to_tensor
 from ..errors import ArgumentError, OutOfRangeError
 
@@ -163,16 +164,16 @@ def split_batch(
         not sizes or 0 in sizes
     ):
         return None  # a padding mask was added, rows were touched, or an empty part
-    starts = list(itertools.accumulate(sizes, initial=0))[:-1]
     cuts: list[tuple[str, Sequence[Any]]] = []
     for key, value in batch.items():
         if type(value) is torch.Tensor and rows.batched(key) is not None:
             # one call cuts every part (a view each): a slice per part costs as much as it
             cuts.append((key, value.split_with_sizes(sizes)))
-        elif type(value) is list and all(type(value[a]) in _KEPT for a in starts):
-            cuts.append((key, [value[a:a + n] for a, n in zip(starts, sizes, strict=True)]))
-        else:
+            continue
+        parts = consecutive_parts(value, sizes) if type(value) is list else None
+        if parts is None or not all(type(part[0]) in _KEPT for part in parts):
             return None
+        cuts.append((key, parts))
     return [{key: parts[k] for key, parts in cuts} for k in range(len(sizes))]
 
 

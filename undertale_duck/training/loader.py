@@ -19,6 +19,7 @@ from torch.utils.data import BatchSampler, DataLoader, get_worker_info
 
 from ..common.keywords import guard
 from ..common.numbers import check_int
+from ..common.parts import consecutive_parts
 from ..common.sizes import DEFAULT_MEMORY
 from ..core.pack import Pack
 from ..core.rows import Format, RowBatch
@@ -332,8 +333,7 @@ class _Batches(Iterator[Any]):
             return self._collate(rows)
         # fetched alone if the group's fetch fails (the error then comes back in its place)
         # or is interrupted (a loop that goes on still gets these batches)
-        starts = itertools.accumulate(sizes, initial=0)
-        self._alone = [flat[a:a + n] for a, n in zip(starts, sizes, strict=False)][::-1]
+        self._alone = consecutive_parts(flat, sizes)[::-1]
         try:
             ready = self._cut(self._fetch(flat), sizes)
         except Exception:

@@ -8,6 +8,8 @@ from typing import Any, overload
 import numpy as np
 import torch
 
+from ...common.parts import consecutive_parts
+
 Row = dict[str, Any]
 
 
@@ -89,10 +91,10 @@ class RowBatch(MutableSequence[Row]):
         # as the call: about 3 us per view on these cores, several views per batch
         cuts = {
             key: column.split_with_sizes(sizes) if isinstance(column, torch.Tensor)
-            else _slices(column, sizes)
+            else consecutive_parts(column, sizes)
             for key, column in self._whole.items()
         }
-        values = {key: _slices(column, sizes) for key, column in self._values.items()}
+        values = {key: consecutive_parts(column, sizes) for key, column in self._values.items()}
         return [
             RowBatch(
                 self._names, size,
@@ -212,16 +214,6 @@ def _size(value: Any) -> int:
     if isinstance(value, dict):
         return 8 + sum(_size(v) for v in value.values())
     return 8
-
-
-def _slices(column: Any, sizes: list[int]) -> list[Any]:
-    """Consecutive slices of ``column`` (a list or numpy array) of ``sizes`` rows each."""
-    parts = []
-    start = 0
-    for size in sizes:
-        parts.append(column[start:start + size])
-        start += size
-    return parts
 
 
 def _row_batch(rows: list[Row]) -> list[Row]:
