@@ -4,7 +4,8 @@ What a Parquet decoder alone costs per row, beside Lance's own format, on the da
 ``bench_decode_floor.py --scenarios sharded`` (all four columns). One fresh process per
 measurement, the files' page cache dropped before the clock (Lance's converted copy is
 written before it, then dropped too); rounds rotate the decoders. Decoders that are not
-installed (``arro3-io``, ``polars``, ``pylance``) are skipped: none is a dependency.
+installed (``arro3-io``, ``polars``, ``pylance``) are skipped: none is a dependency;
+``duckdb`` (a dependency) is DuckDB's own Parquet reader with its Arrow export.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ DECODERS: dict[str, str | None] = {
     # 3,476 rows (what core/read/direct.py picks for these files), joined into one table
     "pyarrow-ours": None,
     "pyarrow-groups": None,  # ParquetFile.read_row_group, one group at a time
+    # DuckDB's own Parquet reader, its Arrow export in batches (what views and ds.sql use)
+    "duckdb": None,
     "arro3": "arro3.io",  # the Rust parquet crate (whole files: no group or column choice)
     "polars": "polars",
     "lance": "lance",  # Lance's own format, converted before the clock
@@ -68,6 +71,10 @@ def run_one(decoder: str, data: Path, scratch: Path) -> dict[str, Any]:
         from arro3.io import read_parquet
     elif decoder == "polars":
         import polars
+    elif decoder == "duckdb":
+        import duckdb
+
+        connection = duckdb.connect()  # DuckDB's default threads: one per core
     if decoder == "pyarrow-iter-jemalloc":
         import pyarrow as pa
 
@@ -102,6 +109,13 @@ def run_one(decoder: str, data: Path, scratch: Path) -> dict[str, Any]:
             reader = pq.ParquetFile(path)
             for group in range(reader.num_row_groups):
                 rows += reader.read_row_group(group).num_rows
+    elif decoder == "duckdb":
+        for path in files:
+            relation = connection.sql("SELECT * FROM read_parquet($path)",
+                                      params={"path": str(path)})
+            for part in relation.to_arrow_reader(3476):
+                rows += part.num_rows
+        connection.close()
     elif decoder == "arro3":
         for path in files:
             rows += sum(part.num_rows for part in read_parquet(str(path)))

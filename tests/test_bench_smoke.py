@@ -145,12 +145,13 @@ def test_bare_decode_benchmark_runs(tmp_path: Path) -> None:
 
     results = bench_bare_decode.main([
         "--shards", "2", "--shard-rows", "300", "--rounds", "2",
-        "--decoders", "pyarrow-iter,pyarrow-iter-jemalloc,pyarrow-ours,pyarrow-groups,lance",
+        "--decoders",
+        "pyarrow-iter,pyarrow-iter-jemalloc,pyarrow-ours,pyarrow-groups,duckdb,lance",
         "--root", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
     ])
     assert set(results["runs"]) | set(results["skipped"]) == {
         "pyarrow-iter", "pyarrow-iter-jemalloc", "pyarrow-ours", "pyarrow-groups",
-        "lance"}
+        "duckdb", "lance"}
     for found in results["runs"].values():
         assert len(found) == 2 and all(r["rows"] == 600 and r["rate"] > 0 for r in found)
     assert (tmp_path / "out" / "bare_decode.md").read_text().count("|") > 10
