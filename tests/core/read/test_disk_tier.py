@@ -185,6 +185,38 @@ def test_corrupt_or_foreign_files_are_replaced(data: tuple[Path, int], tmp_path:
     assert (cache / "notes.txt").read_text() == "not ours"  # only our own files are touched
 
 
+@pytest.mark.parametrize("damaged", [False, True])
+def test_the_read_ahead_maps_the_coming_windows_files(
+    data: tuple[Path, int], tmp_path: Path, damaged: bool
+) -> None:
+    root, total = data
+    cache = tmp_path / "cache"
+    expected = datagen.expected(total)
+    first = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache, format="torch")
+    first.__getitems__(list(range(total)))
+    assert first.cache_stats.misses == len(first.windows) > 2
+    # another object, as another process: its files must be mapped and checked first
+    again = ParquetDataset(root, window_bytes=3000, disk=64, disk_dir=cache, format="torch")
+    tier = again.reader.cache.tier  # type: ignore[attr-defined]  # a TieredCache
+    if damaged:  # the next window's file, truncated: never mapped, decoded anew
+        path = Path(tier.path(1))
+        path.write_bytes(path.read_bytes()[:200])
+    size = again.windows[0].rows
+    rows = again.__getitems__(list(range(size)))
+    assert [{k: plain(v) for k, v in r.items()} for r in rows] == expected[:size]
+    hits = again.disk_stats.hits  # type: ignore[union-attr]
+    again.reader.ahead.settle()
+    # the consumer is still on window 0; window 1's file was mapped (its pages read, its
+    # checksum taken) in the background, unless it was damaged
+    assert tier.opened(1) is not damaged
+    assert again.reader.read_ahead_stats["read"] >= (0 if damaged else 1)
+    assert again.disk_stats.hits == hits  # mapping ahead is not a hit: the consumer's is
+    rows = again.__getitems__(list(range(size, total)))
+    assert [{k: plain(v) for k, v in r.items()} for r in rows] == expected[size:]
+    assert again.cache_stats.misses == (1 if damaged else 0)
+    assert again.disk_stats.writes == (1 if damaged else 0)  # type: ignore[union-attr]
+
+
 # --------------------------------------------------------------------------- bounds
 
 

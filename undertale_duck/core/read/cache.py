@@ -193,6 +193,14 @@ class WindowCache:
     #: Whether the windows this cache serves are mapped files (free to hold for a while).
     maps_windows = False
 
+    def unopened(self, key: Hashable) -> bool:
+        """Whether the window is held as a file not yet opened (:meth:`open_ahead` opens it)."""
+        return False
+
+    def open_ahead(self, key: Hashable) -> bool:
+        """Open a held window's file before it is asked for; whether it is open now."""
+        return False
+
     def handed(self, key: Hashable, table: pa.Table) -> pa.Table:
         """The table to hand out for a window just put: ``table`` itself here."""
         return table

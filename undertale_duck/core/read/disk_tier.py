@@ -250,6 +250,34 @@ class DiskTier:
                 self._hits += 1
         return table
 
+    def opened(self, position: int) -> bool:
+        """Whether window ``position``'s file is mapped in this process already."""
+        with self._lock:
+            return position in self._mapped
+
+    def map_ahead(self, position: int) -> bool:
+        """Map (and check) window ``position``'s file before it is asked for.
+
+        What :meth:`get` does for a window not yet mapped, without counting a hit: the
+        read-ahead thread calls it for the coming window, so the file's pages are read
+        from disk, and its checksum taken, while the consumer is still on the window before.
+
+        Returns:
+            Whether the file is mapped now (False: it has none, or it was damaged and
+            removed, or the window's shard changed; :meth:`get` then says so).
+        """
+        if self.opened(position):
+            return True
+        table = self._open(position)
+        if table is None:
+            return False
+        with self._lock:
+            if position not in self._mapped:
+                self._mapped[position] = table
+                if len(self._mapped) > OPEN_WINDOWS:
+                    self._mapped.popitem(last=False)
+        return True
+
     def _open(self, position: int) -> pa.Table | None:
         path = self.path(position)
         window = self._windows[position]
@@ -547,6 +575,17 @@ class TieredCache(WindowCache):
         return super().put(key, table)
 
     maps_windows = True
+
+    def unopened(self, key: Hashable) -> bool:
+        """Whether the window has a file this process has not mapped yet."""
+        return (
+            isinstance(key, int) and not super().__contains__(key)
+            and not self.tier.opened(key) and key in self.tier
+        )
+
+    def open_ahead(self, key: Hashable) -> bool:
+        """Map and check the window's file now, not as a hit (:meth:`DiskTier.map_ahead`)."""
+        return isinstance(key, int) and self.tier.map_ahead(key)
 
     def handed(self, key: Hashable, table: pa.Table) -> pa.Table:
         """The window's mapped file once it was written, else ``table``.

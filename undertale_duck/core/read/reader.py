@@ -265,7 +265,14 @@ class WindowReader:
         skip = set(covered)  # windows an earlier read decodes anyway
         room = self.cache.limit - current_bytes
         for position in positions:
-            if position in self.cache or position in skip:
+            if position in skip:
+                continue
+            if position in self.cache:
+                # a disk tier's file not mapped yet (another process or an earlier run wrote
+                # it): mapped and checked ahead, its pages read from disk off the consumer's
+                # thread; they live in the page cache, outside the budget
+                if self.cache.unopened(position):
+                    hints.append(position)
                 continue
             need = self._bytes(self.windows[position].rows) if self._row_bytes else 0
             if need > room:
@@ -363,7 +370,7 @@ class WindowReader:
         if group is not None:
             return self._fill(group)
         if position in self.cache:
-            return False
+            return self.cache.open_ahead(position)  # a disk tier's file, mapped ahead
         self._load(position, keep)
         return True
 
