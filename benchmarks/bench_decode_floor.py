@@ -17,7 +17,12 @@ is recorded beside every figure. Writes ``decode_floor.json`` and ``decode_floor
 Loaders of the sharded scenario: ``pyarrow`` (``read_table`` per shard, sliced into fresh
 tensors: the floor every ratio is taken against), ``pyarrow-views`` (the strictest floor:
 ``ParquetFile.read`` per shard, batches as tensor views of its buffers, no copy, no pandas),
-``ours``, ``hf`` and ``lance`` (skipped when not installed).
+``ours`` (torch's ``DataLoader`` over a ``ChunkedSampler``, what the issue's harness runs),
+``ours-load`` (``load()``: the ``ChunkedLoader`` README's Example 1 builds), ``ours-disk``
+(``load()`` with a disk tier, ``disk=``, in the run's scratch directory: in the
+``converted`` mode its files are written by an earlier process before the clock, as a
+peer's conversion is done, then dropped from the page cache; in the other modes the timed
+epoch writes them), ``hf`` and ``lance`` (skipped when not installed).
 
 Scenarios:
 
@@ -217,7 +222,9 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- the sharded table
 
-SHARDED_LOADERS = ("pyarrow", "pyarrow-views", "ours", "hf", "lance")
+SHARDED_LOADERS = ("pyarrow", "pyarrow-views", "ours", "ours-load", "ours-disk", "hf", "lance")
+#: Bound of ``ours-disk``'s disk tier, MiB (a bound: the files take the data's decoded size).
+DISK_MIB = 8192
 SHARDED_MODES = {
     "first epoch, page cache of the shards dropped": ("first", True),
     "first epoch of a fresh object, page cache warm": ("first", False),
@@ -277,14 +284,19 @@ def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
     def ours_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
         from torch.utils.data import DataLoader
 
-        from undertale_duck import ChunkedSampler, ParquetDataset, collate
+        from undertale_duck import ChunkedSampler, ParquetDataset, collate, load
 
         if "ds" not in state:
-            kw = {} if memory is None else {"memory": memory}
+            kw: dict[str, Any] = {} if memory is None else {"memory": memory}
+            if loader == "ours-disk":
+                kw.update(disk=DISK_MIB, disk_dir=str(scratch / "tier"))
             state["ds"] = ParquetDataset(directory, format="torch", **kw)
         ds = state["ds"]
-        sampler = ChunkedSampler(ds, batch, 0, shuffle=shuffle, drop_last=False)
-        yield from DataLoader(ds, batch_size=batch, sampler=sampler, collate_fn=collate)
+        if loader == "ours":
+            sampler = ChunkedSampler(ds, batch, 0, shuffle=shuffle, drop_last=False)
+            yield from DataLoader(ds, batch_size=batch, sampler=sampler, collate_fn=collate)
+            return
+        yield from load(ds, None, collate, batch, shuffle=shuffle, drop_last=False)
 
     def hf_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
         import datasets
@@ -324,7 +336,7 @@ def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
 
     epochs: dict[str, Callable[[bool], Iterable[Any]]] = {
         "pyarrow": pyarrow_epoch, "pyarrow-views": views_epoch, "ours": ours_epoch,
-        "hf": hf_epoch, "lance": lance_epoch}
+        "ours-load": ours_epoch, "ours-disk": ours_epoch, "hf": hf_epoch, "lance": lance_epoch}
     return epochs[loader]
 
 
@@ -340,8 +352,8 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
     # imported before the clock starts, as a user's are (ours: its lazily imported names too)
     for module in {"hf": ("datasets",), "lance": ("lance",)}.get(args.loader, ()):
         importlib.import_module(module)
-    if args.loader == "ours":
-        from undertale_duck import ChunkedSampler, ParquetDataset, collate  # noqa: F401
+    if args.loader.startswith("ours"):
+        from undertale_duck import ChunkedSampler, ParquetDataset, collate, load  # noqa: F401
     scratch = Path(tempfile.mkdtemp(prefix="decode-floor-", dir=directory.parent))
     try:
         torch.set_num_threads(1)
@@ -352,6 +364,9 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
             started = iter(epoch(False))  # the conversion, before the clock
             next(started)
             del started
+            common.drop_tree(scratch)
+        if args.mode == "converted" and args.loader == "ours-disk":
+            fill_tier(directory, scratch / "tier")  # an earlier run's files, before the clock
             common.drop_tree(scratch)
         if args.cold:
             common.drop_cache(directory)
@@ -386,13 +401,28 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
             "peak_rss_mib": common.own_peak_rss(after) / 2**20,
             "load": os.getloadavg()[0],
         }
-        if args.loader == "ours":
+        if args.loader.startswith("ours"):
             ds = state["ds"]
             out["cache_held_mib"] = ds.reader.cache.held / 2**20
+            if ds.disk_stats is not None:  # windows decoded and written in this process
+                out["disk_writes"] = ds.disk_stats.writes  # converted: none
             ds.close()
         return out
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def fill_tier(directory: Path, tier: Path) -> None:
+    """Write ``ours-disk``'s window files in another process (its CPU and memory not ours)."""
+    code = (
+        "import sys\n"
+        "from undertale_duck import ParquetDataset, collate, load\n"
+        f"ds = ParquetDataset(sys.argv[1], format='torch', disk={DISK_MIB}, disk_dir=sys.argv[2])\n"
+        "for _ in load(ds, None, collate, 256, drop_last=False):\n"
+        "    pass\n"
+        "ds.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(directory), str(tier)], check=True)
 
 
 def peer_available(loader: str) -> bool:

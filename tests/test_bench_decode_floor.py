@@ -42,16 +42,23 @@ def test_decode_floor_sharded_scenario_runs(
     monkeypatch.setattr(common, "DATA", tmp_path / "data")
     results = bench_decode_floor.main([
         "--scenarios", "sharded", "--shards", "2", "--shard-rows", "300", "--rounds", "1",
-        "--loaders", "pyarrow-views,ours", "--name", "sharded", "--out", str(tmp_path / "out"),
+        "--loaders", "pyarrow-views,ours,ours-load,ours-disk", "--name", "sharded",
+        "--out", str(tmp_path / "out"),
     ])
     assert list(results["runs"]) == results["sharded"]["cases"]
     # cold, warm, second, shuffled, and cold with the peers' conversions untimed
     assert len(results["runs"]) == 5
     for case, (run,) in results["runs"].items():
         # pyarrow is the base of each ratio; the strictest floor checked like the others
-        assert list(run) == ["pyarrow", "pyarrow-views", "ours"], case
+        assert list(run) == ["pyarrow", "pyarrow-views", "ours", "ours-load", "ours-disk"], case
         assert all(r["rows"] == 600 for r in run.values())  # every row checked, once
         assert run["ours"]["cache_held_mib"] >= 0
+        assert run["ours-disk"]["cache_held_mib"] == 0  # its windows are files, not memory
+        # the disk tier's files were written before the clock (by another process) in the
+        # converted row: nothing decoded; in the others the timed process writes them
+        converted = "conversion done untimed" in case
+        assert (run["ours-disk"]["disk_writes"] == 0) is converted, case
+        assert "disk_writes" not in run["ours-load"]
         for r in run.values():  # the main thread's CPU is a part of the process's
             assert 0 < r["main_cpu_us_per_row"] <= r["cpu_us_per_row"] + 0.01, case
     assert (tmp_path / "out" / "sharded.md").read_text().count("|") > 20
