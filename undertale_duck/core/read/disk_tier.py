@@ -264,7 +264,11 @@ class DiskTier:
 
         Returns:
             Whether the file is mapped now (False: it has none, or it was damaged and
-            removed, or the window's shard changed; :meth:`get` then says so).
+            removed; the window is then decoded and written again when asked for).
+
+        Raises:
+            ShardChangedError: If the window's shard changed on disk since it was opened
+                (the read-ahead drops the error; :meth:`get` raises it to the consumer).
         """
         if self.opened(position):
             return True
