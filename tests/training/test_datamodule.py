@@ -638,3 +638,24 @@ def test_ddp_training_with_drop_last_false_and_unequal_batches_is_refused(
     assert "ArgumentError: drop_last=False gives the 2 ranks 1 to 2 training batches" in (
         result.stderr), result.stderr[-4000:]
     assert not _read(tmp_path, "train-0-0.txt")  # refused before any step
+
+
+def test_a_disk_tier_applies_to_the_splits_given_as_paths(
+    splits: dict[str, Path], tmp_path: Path
+) -> None:
+    from undertale_duck import DataModule, ParquetDataset
+
+    tier = tmp_path / "tier"
+    dm = DataModule(splits["train"], splits["val"], None, _ids, 10, shuffle=False,
+                    disk=64, disk_dir=tier)
+    train = dm.train_dataloader()
+    assert [i for b in train for i in b] == list(range(400))
+    assert train.dataset.disk_dir == str(tier) and train.dataset.disk_stats.writes > 0
+    val = dm.val_dataloader()
+    assert [i for b in val for i in b] == list(range(61))
+    assert val.dataset.disk_dir == str(tier)
+    opened = ParquetDataset(splits["train"])  # opened without one: kept without one
+    dm = DataModule(opened, splits["val"], None, _ids, 10, shuffle=False, disk=64,
+                    disk_dir=tier)
+    assert dm.train_dataloader().dataset.disk_stats is None
+    assert dm.val_dataloader().dataset.disk_dir == str(tier)

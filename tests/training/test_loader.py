@@ -422,3 +422,45 @@ def test_a_loader_state_that_is_not_a_dict_is_refused(uneven: tuple[Path, int]) 
             loader.load_state_dict(bad)  # type: ignore[arg-type]
     loader.load_state_dict({})  # documented: changes nothing
     assert [i for b in loader for i in b] == list(range(total))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_disk_tier_through_load_serves_a_later_run_without_decoding(
+    uneven: tuple[Path, int], tmp_path: Path, workers: int
+) -> None:
+    root, total = uneven
+    before = sorted(p.name for p in root.iterdir())
+    tier = tmp_path / "tier"
+    expected = datagen.expected(total)
+
+    def epoch() -> tuple[list[dict[str, Any]], ParquetDataset]:
+        loader = load(root, Rows, None, 16, workers=workers, drop_last=False, disk="64MiB",
+                      disk_dir=tier, window_bytes=2000)
+        rows = [r for batch in loader for r in batch]
+        assert isinstance(loader.dataset, ParquetDataset)
+        return rows, loader.dataset
+
+    rows, first = epoch()
+    assert sorted(rows, key=lambda r: int(r["id"][4:])) == expected
+    files = sorted(p.name for p in tier.iterdir() if p.suffix == ".arrow")
+    assert first.disk_dir == str(tier) and len(files) == len(first.windows)
+    again, second = epoch()  # a later run: every window mapped from the files, none decoded
+    assert again == rows  # the same rows in the same order
+    if workers == 0:  # workers count in their own processes
+        stats = second.disk_stats
+        assert stats is not None and stats.writes == 0 and stats.hits > 0
+    assert sorted(p.name for p in tier.iterdir() if p.suffix == ".arrow") == files
+    assert sorted(p.name for p in root.iterdir()) == before  # nothing next to the data
+
+
+def test_a_disk_tier_for_an_open_dataset_is_its_own(uneven: tuple[Path, int],
+                                                     tmp_path: Path) -> None:
+    root, _ = uneven
+    ds = ParquetDataset(root)
+    for options in ({"disk": 64}, {"disk_dir": tmp_path / "t"}):
+        with pytest.raises(ArgumentError, match=f"{next(iter(options))}= applies when load"):
+            load(ds, None, ids, 8, **options)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="disk"):
+        load(root, None, ids, 8, disk="lots", disk_dir=tmp_path / "t")
+    with pytest.raises(ArgumentError, match="disk_dir"):
+        load(root, None, ids, 8, disk=64, disk_dir=root)  # inside the dataset: refused

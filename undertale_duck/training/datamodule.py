@@ -35,7 +35,7 @@ _OPTIONS = frozenset(
 #: Options about opening a source (where and how to read it); a split given as an open
 #: dataset or a Mixture was opened with its own, so they apply to the splits given as paths.
 _OPENING = frozenset({"window_bytes", "duckdb_config", "storage_options", "cache_dir",
-                      "cache_limit", "retries"})
+                      "cache_limit", "retries", "disk", "disk_dir"})
 #: Evaluation hooks and the attribute holding each one's path.
 _SPLITS = {"val_dataloader": "validation", "test_dataloader": "test",
            "predict_dataloader": "predict"}

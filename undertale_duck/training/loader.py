@@ -432,6 +432,8 @@ def load(
     cache_dir: str | os.PathLike[str] | None = None,
     cache_limit: int | str | None = None,
     retries: int | None = None,
+    disk: float | str | None = None,
+    disk_dir: str | os.PathLike[str] | None = None,
     pack: Pack | Mapping[str, Any] | None = None,
     split: Split | None = None,
     index_executor: TaskMap | None = None,
@@ -487,6 +489,10 @@ def load(
         cache_dir: The node's shard cache directory for a remote source.
         cache_limit: The shard cache's byte limit.
         retries: Retries of a failed store request.
+        disk: Size of a local disk tier (MiB or a size string, see ``ParquetDataset``):
+            decoded windows kept as memory-mapped files, so uniform random access stays
+            fast and later runs over the same data decode nothing.
+        disk_dir: The disk tier's directory (needs ``disk``; see ``ParquetDataset``).
         pack: Serve fixed-length blocks of tokens (see ``ParquetDataset`` and
             docs/packing.md); the schema still describes the documents.
         split: Serve one part of a train/validation split (see docs/packing.md#splits).
@@ -510,7 +516,8 @@ def load(
                   ("split", split), ("index_executor", index_executor),
                   ("window_bytes", window_bytes), ("duckdb_config", duckdb_config),
                   ("storage_options", storage_options), ("cache_dir", cache_dir),
-                  ("cache_limit", cache_limit), ("retries", retries))
+                  ("cache_limit", cache_limit), ("retries", retries), ("disk", disk),
+                  ("disk_dir", disk_dir))
                  if value is not None]
         if given:
             named = " and ".join(f"{name}=" for name in given)
@@ -537,6 +544,8 @@ def load(
             cache_dir=cache_dir,
             cache_limit=cache_limit,
             retries=retries,
+            disk=disk,
+            disk_dir=disk_dir,
             pack=pack,
             split=split,
             index_executor=index_executor,
