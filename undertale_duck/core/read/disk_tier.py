@@ -241,12 +241,9 @@ class DiskTier:
                 self._mapped.move_to_end(position)
                 self._hits += 1
                 return table
-        table = self._open(position)
+        table = self._map(position)
         if table is not None:
             with self._lock:
-                self._mapped[position] = table
-                if len(self._mapped) > OPEN_WINDOWS:
-                    self._mapped.popitem(last=False)
                 self._hits += 1
         return table
 
@@ -270,17 +267,22 @@ class DiskTier:
             ShardChangedError: If the window's shard changed on disk since it was opened
                 (the read-ahead drops the error; :meth:`get` raises it to the consumer).
         """
-        if self.opened(position):
-            return True
+        return self.opened(position) or self._map(position) is not None
+
+    def _map(self, position: int) -> pa.Table | None:
+        """Open window ``position``'s file and keep it mapped (the most recent of them).
+
+        If another thread mapped it meanwhile (the read-ahead and the consumer), its table
+        is kept and returned: one mapping per window.
+        """
         table = self._open(position)
         if table is None:
-            return False
+            return None
         with self._lock:
-            if position not in self._mapped:
-                self._mapped[position] = table
-                if len(self._mapped) > OPEN_WINDOWS:
-                    self._mapped.popitem(last=False)
-        return True
+            kept: pa.Table = self._mapped.setdefault(position, table)
+            if len(self._mapped) > OPEN_WINDOWS:
+                self._mapped.popitem(last=False)
+        return kept
 
     def _open(self, position: int) -> pa.Table | None:
         path = self.path(position)
