@@ -409,3 +409,57 @@ def test_a_ctrl_c_while_the_interpreter_shuts_down_changes_nothing() -> None:
     )
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.strip().splitlines() == ["undertale-duck: interrupted"]
+
+
+#: main() meets a Ctrl-C inside code that ``exec`` runs, as it does when one lands while a
+#: command imports torch lazily (``dataclasses`` and ``namedtuple`` build methods with exec):
+#: caught there and reported, or left to reach entry().
+_CTRL_C_INSIDE_EXEC = (
+    "from undertale_duck import cli\n"
+    "from undertale_duck.cli import app\n"
+    "CAUGHT = {caught}\n"
+    "def main():\n"
+    "    try:\n"
+    "        {code}\n"
+    "    except KeyboardInterrupt:\n"
+    "        if not CAUGHT:\n"
+    "            raise\n"
+    "        return app._say_interrupted()\n"
+    "    return 0\n"
+    "app.main = main\n"
+    "cli.entry()\n"
+)
+
+
+@pytest.mark.parametrize("how", ["-m", "script"])  # python -m; a file, as the console script
+@pytest.mark.parametrize("caught", [True, False], ids=["caught-in-main", "caught-in-entry"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "exec('raise KeyboardInterrupt')",
+        "eval('(_ for _ in ()).throw(KeyboardInterrupt())')",
+        "import collections; exec('import signal, os; os.kill(os.getpid(), signal.SIGINT)')",
+    ],
+    ids=["exec", "eval", "signal-inside-exec"],
+)
+def test_a_ctrl_c_inside_code_run_by_exec_exits_130(
+    how: str, caught: bool, code: str, tmp_path: Path
+) -> None:
+    # CPython records any KeyboardInterrupt leaving exec'd code, caught or not, and at exit
+    # killed the process with SIGINT: under load the first Ctrl-C of the test above landed in
+    # describe's lazy import of torch and the command died by SIGINT (status -2, not 130)
+    script = _CTRL_C_INSIDE_EXEC.format(caught=caught, code=code)
+    module = tmp_path / "ctrl_c_inside_exec.py"
+    module.write_text(script)
+    command = {
+        "-m": [sys.executable, "-m", module.stem],
+        "script": [sys.executable, str(module)],
+    }[how]
+    proc = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
+        preexec_fn=_default_sigint,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["undertale-duck: interrupted"]
+    assert proc.stdout == ""

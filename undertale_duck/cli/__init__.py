@@ -43,6 +43,7 @@ def entry() -> None:
     # already received is handled by ``_ignore`` as this call sets it (Python runs pending
     # handlers first), where under SIG_IGN it would print "ignored due to race condition".
     _set_sigint(signal.SIG_IGN)
+    _forget_escaped_interrupt()
     sys.exit(status)
 
 
@@ -70,6 +71,20 @@ def _import_deferring_interrupts() -> Callable[[], int]:
     if pending:
         raise KeyboardInterrupt
     return main
+
+
+def _forget_escaped_interrupt() -> None:
+    """Clear CPython's record that a KeyboardInterrupt left code run by ``exec``.
+
+    CPython notes, for the whole process, every KeyboardInterrupt that leaves a string run
+    by ``exec`` or ``eval``, even one caught afterwards, and at exit then kills the process
+    with SIGINT instead of exiting with its status. ``dataclasses`` and ``namedtuple`` build
+    their methods with ``exec`` when a module defining them is imported, so a Ctrl-C landing
+    in a command's lazy import of torch (under load, seconds of it) turned status 130 into
+    death by SIGINT. Running an empty string resets that record; called once SIGINT is
+    ignored, so no later Ctrl-C can set it again.
+    """
+    exec("")
 
 
 def _ignore_interrupts() -> None:
