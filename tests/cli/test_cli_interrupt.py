@@ -61,8 +61,9 @@ def _cli(*args: str) -> list[str]:
 
 
 def _wait_for_cpu(pid: int, seconds: float) -> None:
-    """Wait until a process has used ``seconds`` of CPU: far more than its imports take, so
-    its DuckDB scan is running."""
+    """Wait until a process has used ``seconds`` of CPU: on a quiet machine far more than its
+    imports take, so its DuckDB scan is running; on a loaded one a command may still be
+    importing torch then (a moment a user can press Ctrl-C too, judged alike)."""
     process = psutil.Process(pid)
     for _ in range(6000):
         if sum(process.cpu_times()[:2]) >= seconds:
