@@ -74,7 +74,9 @@ def _wait_for_cpu(pid: int, seconds: float) -> None:
     raise AssertionError("the scan never started")
 
 
-def _assert_interrupted(proc: subprocess.Popen[str], out: str, err: str) -> None:
+def _assert_interrupted(
+    proc: subprocess.Popen[str] | subprocess.CompletedProcess[str], out: str, err: str
+) -> None:
     """The command stopped as Ctrl-C should stop it: exit 130, one line, no output."""
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == ["undertale-duck: interrupted"]
@@ -381,8 +383,7 @@ def test_a_second_ctrl_c_after_main_returned_prints_no_second_line() -> None:
         [sys.executable, "-c", _SECOND_CTRL_C], capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
     )
-    assert proc.returncode == 130, proc.stderr
-    assert proc.stderr.strip().splitlines() == ["undertale-duck: interrupted"]
+    _assert_interrupted(proc, proc.stdout, proc.stderr)
 
 
 _CTRL_C_AT_SHUTDOWN = (
@@ -408,8 +409,7 @@ def test_a_ctrl_c_while_the_interpreter_shuts_down_changes_nothing() -> None:
         [sys.executable, "-c", _CTRL_C_AT_SHUTDOWN], capture_output=True, text=True,
         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
     )
-    assert proc.returncode == 130, proc.stderr
-    assert proc.stderr.strip().splitlines() == ["undertale-duck: interrupted"]
+    _assert_interrupted(proc, proc.stdout, proc.stderr)
 
 
 #: main() meets a Ctrl-C inside code that ``exec`` runs, as it does when one lands while a
@@ -439,7 +439,7 @@ _CTRL_C_INSIDE_EXEC = (
     [
         "exec('raise KeyboardInterrupt')",
         "eval('(_ for _ in ()).throw(KeyboardInterrupt())')",
-        "import collections; exec('import signal, os; os.kill(os.getpid(), signal.SIGINT)')",
+        "exec('import signal, os; os.kill(os.getpid(), signal.SIGINT)')",
     ],
     ids=["exec", "eval", "signal-inside-exec"],
 )
@@ -461,6 +461,4 @@ def test_a_ctrl_c_inside_code_run_by_exec_exits_130(
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
         preexec_fn=_default_sigint,
     )
-    assert proc.returncode == 130, proc.stderr
-    assert proc.stderr.strip().splitlines() == ["undertale-duck: interrupted"]
-    assert proc.stdout == ""
+    _assert_interrupted(proc, proc.stdout, proc.stderr)
