@@ -30,7 +30,8 @@ Scenarios:
   all four columns, batch 64, sequential, ``memory=256`` and the default ``memory=4096``;
   ours counts how many times a row group's decode was begun (``ds.reader.direct.stats`` and
   ``ds.reader.decoder.stream_stats``, ``"streams"``).
-- ``batch``: a warm cache (the dataset read once, then timed), batch 64 against batch 256.
+- ``batch``: a warm cache (the dataset read once, then timed), batch 64 against batch 256,
+  through torch's ``DataLoader`` and through ``load()``'s ``ChunkedLoader``.
 """
 
 from __future__ import annotations
@@ -76,28 +77,6 @@ def one_group_shard(rows: int) -> Path:
 
 
 # --------------------------------------------------------------------------- one measurement
-
-class Checker:
-    """Checks every row of the batches: label = index % 1000, mask length = index % 512 + 1."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-
-    def __call__(self, batch: dict[str, Any]) -> None:
-        """Check one batch (the next rows in order)."""
-        import torch
-
-        n = len(batch["label"])
-        index = torch.arange(self.rows, self.rows + n)
-        label = batch["label"]
-        if not torch.equal(label, index % 1000):
-            raise AssertionError(f"wrong labels in rows {self.rows}..{self.rows + n - 1}")
-        if not torch.equal(batch["mask"].sum(dim=1, dtype=torch.int64), index % 512 + 1):
-            raise AssertionError(f"wrong masks in rows {self.rows}..{self.rows + n - 1}")
-        if batch["tokens"].shape != (n, common.TOKENS) or len(batch["id"]) != n:
-            raise AssertionError(f"wrong shapes in rows {self.rows}..{self.rows + n - 1}")
-        self.rows += n
-
 
 def arrow_to_tensors(part: pa.Table | pa.RecordBatch) -> dict[str, Any]:
     """One Arrow batch of the four columns as tensors (strings as a list), fresh copies."""
@@ -171,7 +150,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from torch.utils.data import DataLoader
 
-    from undertale_duck import ParquetDataset, collate
+    from undertale_duck import ParquetDataset, collate, load
 
     directory = Path(args.data)
     if args.cold:
@@ -184,12 +163,14 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
         ds = ParquetDataset(directory, memory=args.memory, format="torch", columns=COLUMNS)
 
         def batches() -> Iterable[dict[str, Any]]:
+            if args.loader == "ours-load":  # load()'s ChunkedLoader (README's Example 1)
+                return load(ds, None, collate, args.batch)
             return DataLoader(ds, batch_size=args.batch, collate_fn=collate)
         if args.warm_cache:  # the scenario is a cached epoch: fill the cache first
             for _ in batches():
                 pass
     torch.set_num_threads(1)
-    check = Checker()
+    check = common.Checker()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     main = time.thread_time()
     wall = time.perf_counter()
@@ -513,6 +494,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cases["warm cache, batch 64 vs 256"] = [
             ("ours batch 256", {"batch": 256, "warm_cache": True}),
             ("ours batch 64", {"batch": 64, "warm_cache": True}),
+        ]
+        cases["warm cache, batch 64 vs 256, load()"] = [
+            ("ours-load batch 256", {"loader": "ours-load", "batch": 256, "warm_cache": True}),
+            ("ours-load batch 64", {"loader": "ours-load", "batch": 64, "warm_cache": True}),
         ]
     for case, loaders in cases.items():
         runs = []

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import itertools
 import json
 import os
 import pstats
@@ -57,12 +56,22 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def measure(make: Callable[[], Iterable[Any]], epochs: int) -> Entry:
-    """``epochs`` passes of ``make()`` back to back: rows/s and CPU microseconds per row."""
+def measure(make: Callable[[], Iterable[Any]], epochs: int, *, check: int = 0) -> Entry:
+    """``epochs`` passes of ``make()`` back to back: rows/s and CPU microseconds per row.
+
+    With ``check`` (the dataset's rows), every row of every epoch is checked in order
+    (``common.Checker``: labels, mask lengths, shapes), as the issue's method checks them.
+    """
     wall, cpu = time.perf_counter(), time.process_time()
     rows = 0
-    for batch in itertools.chain.from_iterable(make() for _ in range(epochs)):
-        rows += common.batch_rows(batch)
+    for _ in range(epochs):
+        checker = common.Checker() if check else None
+        for batch in make():
+            if checker is not None:
+                checker(batch)
+            rows += common.batch_rows(batch)
+        if checker is not None and checker.rows != check:
+            raise AssertionError(f"an epoch handed out {checker.rows} rows of {check}")
     seconds = time.perf_counter() - wall
     used = time.process_time() - cpu
     return {"rows": rows, "rate": rows / seconds, "cpu_us_per_row": used / rows * 1e6}
@@ -172,6 +181,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=2, help="cached epochs per measurement")
     p.add_argument("--no-pyarrow", action="store_true", help="skip the pyarrow slices")
     p.add_argument("--no-floor", action="store_true", help="skip the DataLoader-alone rows")
+    p.add_argument("--check", action="store_true",
+                   help="check every row (labels, mask lengths, shapes), as the issue's method "
+                   "does; the DataLoader-alone floor (one batch again and again) is not checked")
     p.add_argument("--profile", type=int, default=0,
                    help="also print a cProfile of cached epochs at this batch size")
     p.add_argument("--label", default="", help="a name for this run in the output")
@@ -201,17 +213,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "label": args.label, "rows": len(ds), "shards": args.shards,
         "row_group": args.row_group, "batches": args.batches, "epochs": args.epochs,
         "repeat": args.repeat, "cpus": os.cpu_count(), "load_before": load(), "entries": [],
+        "checked": args.check,
     }
+    check = len(ds) if args.check else 0
+    if check:
+        torch.set_num_threads(1)  # the checks' small tensor ops, as bench_decode_floor.py
     for _ in range(args.repeat):
         for batch in args.batches:
-            entry = measure(lambda b=batch: ours(ds, b), args.epochs)
+            entry = measure(lambda b=batch: ours(ds, b), args.epochs, check=check)
             results["entries"].append({"loader": f"undertale_duck cached, batch {batch}",
                                        "batch": batch, **entry})
             if table is not None:
-                entry = measure(lambda b=batch: slices(b), args.epochs)
+                entry = measure(lambda b=batch: slices(b), args.epochs, check=check)
                 results["entries"].append({"loader": f"pyarrow slices, batch {batch}",
                                            "batch": batch, **entry})
-            entry = measure(lambda b=batch: chunked(ds, b), args.epochs)
+            entry = measure(lambda b=batch: chunked(ds, b), args.epochs, check=check)
             results["entries"].append({"loader": f"undertale_duck ChunkedLoader, batch {batch}",
                                        "batch": batch, **entry})
             if not args.no_floor:
@@ -252,7 +268,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     text = (f"{len(ds):,} rows of 512 tokens (`id`, `tokens`, `mask`, `label`), "
             f"{args.shards} shards, row groups of {args.row_group}, warm cache, workers=0; "
             f"medians of {args.repeat} rounds of {args.epochs} epochs, batch sizes taking "
-            f"turns; 1-minute load average {results['load_before']:.2f} before, "
+            f"turns; {'every row checked' if check else 'rows not checked'}; "
+            f"1-minute load average {results['load_before']:.2f} before, "
             f"{results['load_after']:.2f} after ({os.cpu_count()} cores).\n\n"
             + common.markdown_table(["loader", "rows/s", "CPU us/row"], rows) + "\n\n"
             + "\n".join(f"- {k}: **{v:.2f}x**" + (

@@ -331,6 +331,28 @@ def time_epoch(batches: Iterable[Any], count: Callable[[Any], int]) -> EpochResu
     return EpochResult(rows, time.perf_counter() - t0, first)
 
 
+class Checker:
+    """Checks every row of the batches: label = index % 1000, mask length = index % 512 + 1."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def __call__(self, batch: dict[str, Any]) -> None:
+        """Check one batch (the next rows in order)."""
+        import torch
+
+        n = len(batch["label"])
+        index = torch.arange(self.rows, self.rows + n)
+        label = batch["label"]
+        if not torch.equal(label, index % 1000):
+            raise AssertionError(f"wrong labels in rows {self.rows}..{self.rows + n - 1}")
+        if not torch.equal(batch["mask"].sum(dim=1, dtype=torch.int64), index % 512 + 1):
+            raise AssertionError(f"wrong masks in rows {self.rows}..{self.rows + n - 1}")
+        if batch["tokens"].shape != (n, TOKENS) or len(batch["id"]) != n:
+            raise AssertionError(f"wrong shapes in rows {self.rows}..{self.rows + n - 1}")
+        self.rows += n
+
+
 def batch_rows(batch: Any) -> int:
     """Rows in a collated batch (a dict of tensors / lists) or a list of rows."""
     if isinstance(batch, dict):

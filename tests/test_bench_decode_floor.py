@@ -29,6 +29,13 @@ def test_decode_floor_benchmark_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
             assert run[name]["decodes"]["streams"] <= 1  # one group: decoded once at most
         for r in run.values():  # the main thread's CPU is a part of the process's
             assert 0 < r["main_cpu_us_per_row"] <= r["cpu_us_per_row"] + 0.01, case
+    for case, names in (
+        ("warm cache, batch 64 vs 256", ("ours batch 256", "ours batch 64")),
+        ("warm cache, batch 64 vs 256, load()", ("ours-load batch 256", "ours-load batch 64")),
+    ):
+        (run,) = runs[case]
+        assert list(run) == list(names)  # batch 256 first: the base of the ratio
+        assert all(r["rows"] == 3000 for r in run.values())  # every row checked, in order
     assert (tmp_path / "out" / "decode_floor.md").read_text().count("|") > 20
 
 

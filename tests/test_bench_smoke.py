@@ -98,6 +98,50 @@ def test_small_batches_benchmark_runs(tmp_path: Path) -> None:
     assert all(math.isfinite(v) for fit in results["fits"].values() for v in fit.values())
     assert "cumtime" in results["profile"]
     assert (tmp_path / "out" / "small_batches.md").read_text().count("|") > 10
+    assert results["checked"] is False
+    assert "rows not checked" in (tmp_path / "out" / "small_batches.md").read_text()
+
+
+@pytest.mark.heavy
+def test_small_batches_benchmark_checks_every_row_when_asked(tmp_path: Path) -> None:
+    import bench_small_batches
+
+    results = bench_small_batches.main([
+        "--shards", "2", "--rows", "600", "--row-group", "100", "--repeat", "1",
+        "--epochs", "2", "--check", "--no-floor", "--label", "checked",
+        "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    assert results["checked"] is True
+    assert {e["rows"] for e in results["entries"]} == {2 * 2 * 600}  # two epochs, each checked
+    loaders = {e["loader"].rsplit(",", 1)[0] for e in results["entries"]}
+    assert loaders == {"undertale_duck cached", "undertale_duck ChunkedLoader", "pyarrow slices"}
+    assert "every row checked" in (tmp_path / "out" / "small_batches_checked.md").read_text()
+
+
+def test_the_benchmarks_row_check_refuses_wrong_rows(tmp_path: Path) -> None:
+    import common
+    import torch
+
+    from undertale_duck import ParquetDataset, collate, load
+
+    directory = common.write_dataset(1, 300, root=tmp_path, row_group=100)
+    ds = ParquetDataset(directory, format="torch")
+    check = common.Checker()
+    for batch in load(ds, None, collate, 64):
+        check(batch)
+    assert check.rows == 300
+    good = next(iter(load(ds, None, collate, 64)))
+    skipped = common.Checker()
+    skipped.rows = 1  # expects rows 1..64: the labels are off by one
+    with pytest.raises(AssertionError, match=r"wrong labels in rows 1\.\.64"):
+        skipped(good)
+    wrong = dict(good, mask=torch.zeros_like(good["mask"]))
+    with pytest.raises(AssertionError, match=r"wrong masks in rows 0\.\.63"):
+        common.Checker()(wrong)
+    short = dict(good, id=good["id"][:-1])
+    with pytest.raises(AssertionError, match=r"wrong shapes in rows 0\.\.63"):
+        common.Checker()(short)
+    ds.close()
 
 
 @pytest.mark.heavy
