@@ -192,6 +192,29 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _rounds(args: argparse.Namespace, ds: ParquetDataset, prebuilt: dict[int, Prebuilt],
+            slices: Callable[[int], Iterable[dict[str, Any]]], check: int,
+            results: dict[str, Any]) -> None:
+    """The measurements of every round, batch sizes taking turns, into ``results``."""
+    table = not args.no_pyarrow
+    for _ in range(args.repeat):
+        for batch in args.batches:
+            entry = measure(lambda b=batch: ours(ds, b), args.epochs, check=check)
+            results["entries"].append({"loader": f"undertale_duck cached, batch {batch}",
+                                       "batch": batch, **entry})
+            if table:
+                entry = measure(lambda b=batch: slices(b), args.epochs, check=check)
+                results["entries"].append({"loader": f"pyarrow slices, batch {batch}",
+                                           "batch": batch, **entry})
+            entry = measure(lambda b=batch: chunked(ds, b), args.epochs, check=check)
+            results["entries"].append({"loader": f"undertale_duck ChunkedLoader, batch {batch}",
+                                       "batch": batch, **entry})
+            if not args.no_floor:
+                entry = measure(lambda b=batch: alone(ds, prebuilt[b], b), args.epochs)
+                results["entries"].append({"loader": f"DataLoader alone, batch {batch}",
+                                           "batch": batch, **entry})
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the rounds, print and write the table and JSON; return the results."""
     args = parse(argv)
@@ -216,24 +239,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "checked": args.check,
     }
     check = len(ds) if args.check else 0
+    threads = torch.get_num_threads()
     if check:
         torch.set_num_threads(1)  # the checks' small tensor ops, as bench_decode_floor.py
-    for _ in range(args.repeat):
-        for batch in args.batches:
-            entry = measure(lambda b=batch: ours(ds, b), args.epochs, check=check)
-            results["entries"].append({"loader": f"undertale_duck cached, batch {batch}",
-                                       "batch": batch, **entry})
-            if table is not None:
-                entry = measure(lambda b=batch: slices(b), args.epochs, check=check)
-                results["entries"].append({"loader": f"pyarrow slices, batch {batch}",
-                                           "batch": batch, **entry})
-            entry = measure(lambda b=batch: chunked(ds, b), args.epochs, check=check)
-            results["entries"].append({"loader": f"undertale_duck ChunkedLoader, batch {batch}",
-                                       "batch": batch, **entry})
-            if not args.no_floor:
-                entry = measure(lambda b=batch: alone(ds, prebuilt[b], b), args.epochs)
-                results["entries"].append({"loader": f"DataLoader alone, batch {batch}",
-                                           "batch": batch, **entry})
+    try:
+        _rounds(args, ds, prebuilt, slices, check, results)
+    finally:
+        torch.set_num_threads(threads)  # main() may run inside another program (the tests)
     results["load_after"] = load()
     entries = results["entries"]
     loaders = list(dict.fromkeys(e["loader"] for e in entries))

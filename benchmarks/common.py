@@ -332,7 +332,7 @@ def time_epoch(batches: Iterable[Any], count: Callable[[Any], int]) -> EpochResu
 
 
 class Checker:
-    """Checks every row of the batches: label = index % 1000, mask length = index % 512 + 1."""
+    """Checks every row of the batches: label = index % 1000, mask length = index % TOKENS + 1."""
 
     def __init__(self) -> None:
         self.rows = 0
@@ -346,7 +346,7 @@ class Checker:
         label = batch["label"]
         if not torch.equal(label, index % 1000):
             raise AssertionError(f"wrong labels in rows {self.rows}..{self.rows + n - 1}")
-        if not torch.equal(batch["mask"].sum(dim=1, dtype=torch.int64), index % 512 + 1):
+        if not torch.equal(batch["mask"].sum(dim=1, dtype=torch.int64), index % TOKENS + 1):
             raise AssertionError(f"wrong masks in rows {self.rows}..{self.rows + n - 1}")
         if batch["tokens"].shape != (n, TOKENS) or len(batch["id"]) != n:
             raise AssertionError(f"wrong shapes in rows {self.rows}..{self.rows + n - 1}")

@@ -105,12 +105,19 @@ def test_small_batches_benchmark_runs(tmp_path: Path) -> None:
 @pytest.mark.heavy
 def test_small_batches_benchmark_checks_every_row_when_asked(tmp_path: Path) -> None:
     import bench_small_batches
+    import torch
 
-    results = bench_small_batches.main([
-        "--shards", "2", "--rows", "600", "--row-group", "100", "--repeat", "1",
-        "--epochs", "2", "--check", "--no-floor", "--label", "checked",
-        "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
-    ])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the check runs on one thread; the caller's count comes back
+    try:
+        results = bench_small_batches.main([
+            "--shards", "2", "--rows", "600", "--row-group", "100", "--repeat", "1",
+            "--epochs", "2", "--check", "--no-floor", "--label", "checked",
+            "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+        ])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
     assert results["checked"] is True
     assert {e["rows"] for e in results["entries"]} == {2 * 2 * 600}  # two epochs, each checked
     loaders = {e["loader"].rsplit(",", 1)[0] for e in results["entries"]}
