@@ -16,6 +16,7 @@ import inspect
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,6 +34,14 @@ BIN = Path(sys.executable).parent
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _ILLUSTRATIVE = re.compile(r"^<!--\s*illustrative:\s*(.+?)\s*-->\s*$")
 TIMEOUT = 540
+
+#: The first line of a page's script: every Python process of the run (DDP ranks re-run the
+#: script) prints its threads' stacks to stderr shortly before the test's timeout, so a run
+#: that hangs says where.
+WATCHDOG = (
+    "import faulthandler, sys; "
+    f"faulthandler.dump_traceback_later({TIMEOUT - 30}, file=sys.stderr)  # the docs test's"
+)
 
 
 @dataclass(frozen=True)
@@ -249,7 +258,7 @@ def test_python_blocks_of_a_page_run_in_order(
 ) -> None:
     runnable = [b for b in ALL if b.page == page and b.lang == "python" and not b.illustrative]
     cwd = workdir(tmp_path, docs_data)
-    script: list[str] = []
+    script: list[str] = [WATCHDOG]
     starts: list[tuple[int, Block]] = []
     for block in runnable:
         script.append(f"# --- {block.name}")
@@ -258,14 +267,7 @@ def test_python_blocks_of_a_page_run_in_order(
     path = cwd / "page.py"
     path.write_text("\n".join(script) + "\n")
     extra = request.getfixturevalue("s3_env") if needs_s3("".join(script)) else None
-    result = subprocess.run(
-        [sys.executable, str(path)],
-        cwd=cwd,
-        env=environment(cwd, extra),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    result = run_page(path, cwd, environment(cwd, extra))
     if result.returncode != 0:
         lines = [int(n) for n in re.findall(r'File ".*page\.py", line (\d+)', result.stderr)]
         where = page
@@ -274,6 +276,30 @@ def test_python_blocks_of_a_page_run_in_order(
             first, block = max((s for s in starts if s[0] <= line), key=lambda s: s[0])
             where = f"the block at {block.name} (its line {line - first + 1})"
         pytest.fail(failure(result, where))
+
+
+def run_page(path: Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a page's script; past ``TIMEOUT`` kill every process it started and fail.
+
+    The script runs in a session of its own, so DDP ranks and DataLoader workers it started
+    are killed with it, and the failure shows the ends of its output, where the stacks its
+    first line dumps are.
+    """
+    with subprocess.Popen(
+        [sys.executable, str(path)], cwd=cwd, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    ) as process:
+        try:
+            out, err = process.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            pytest.fail(
+                f"{path.name} ran past {TIMEOUT} s; every process of its session was killed. "
+                f"Threads' stacks at {TIMEOUT - 30} s are in stderr.\n"
+                f"--- stdout (end)\n{out[-4000:]}\n--- stderr (end)\n{err[-20000:]}"
+            )
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 @pytest.mark.parametrize("block", BASH, ids=[b.name for b in BASH])
