@@ -267,7 +267,7 @@ def test_python_blocks_of_a_page_run_in_order(
     path = cwd / "page.py"
     path.write_text("\n".join(script) + "\n")
     extra = request.getfixturevalue("s3_env") if needs_s3("".join(script)) else None
-    result = run_page(path, cwd, environment(cwd, extra))
+    result = run_script(page, [sys.executable, str(path)], cwd, environment(cwd, extra))
     if result.returncode != 0:
         lines = [int(n) for n in re.findall(r'File ".*page\.py", line (\d+)', result.stderr)]
         where = page
@@ -278,15 +278,18 @@ def test_python_blocks_of_a_page_run_in_order(
         pytest.fail(failure(result, where))
 
 
-def run_page(path: Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run a page's script; past ``TIMEOUT`` kill every process it started and fail.
+def run_script(
+    name: str, command: list[str], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run a page's script or a block; past ``TIMEOUT`` kill every process it started and fail.
 
-    The script runs in a session of its own, so DDP ranks and DataLoader workers it started
-    are killed with it, and the failure shows the ends of its output, where the stacks its
-    first line dumps are.
+    The command runs in a session of its own, so the processes it started (DDP ranks,
+    DataLoader workers, a command line run by a shell block) are killed with it, and the
+    failure shows the ends of its output: for a page's Python script, with the stacks its
+    first line (``WATCHDOG``) dumps.
     """
     with subprocess.Popen(
-        [sys.executable, str(path)], cwd=cwd, env=env, stdout=subprocess.PIPE,
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
     ) as process:
         try:
@@ -295,8 +298,8 @@ def run_page(path: Path, cwd: Path, env: dict[str, str]) -> subprocess.Completed
             os.killpg(process.pid, signal.SIGKILL)
             out, err = process.communicate()
             pytest.fail(
-                f"{path.name} ran past {TIMEOUT} s; every process of its session was killed. "
-                f"Threads' stacks at {TIMEOUT - 30} s are in stderr.\n"
+                f"{name} ran past {TIMEOUT} s; every process of its session was "
+                f"killed. A Python page's threads' stacks at {TIMEOUT - 30} s are in stderr.\n"
                 f"--- stdout (end)\n{out[-4000:]}\n--- stderr (end)\n{err[-20000:]}"
             )
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
@@ -308,14 +311,9 @@ def test_bash_block_runs(
 ) -> None:
     cwd = workdir(tmp_path, docs_data)
     extra = request.getfixturevalue("s3_env") if needs_s3(block.code) else None
-    result = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", block.code],
-        cwd=cwd,
-        env=environment(cwd, extra),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
+    result = run_script(
+        block.name, ["bash", "-e", "-o", "pipefail", "-c", block.code], cwd,
+        environment(cwd, extra),
     )
     assert result.returncode == 0, failure(result, block.name)
 
