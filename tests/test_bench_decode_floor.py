@@ -93,3 +93,32 @@ def test_a_peers_conversion_is_left_out_of_the_converted_row(
     ((run,),) = results["runs"].values()
     assert list(run) == ["pyarrow", peers[0]]
     assert all(r["rows"] == 600 for r in run.values())  # every row checked, once
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("peer", ["lance", "hf"])
+def test_a_peer_converted_by_another_process_is_opened_not_converted_again(
+    tmp_path: Path, peer: str,
+) -> None:
+    import bench_decode_floor
+    import common
+
+    if not bench_decode_floor.peer_available(peer):
+        pytest.skip(f"{peer} not installed (the bench extra)")
+    directory = common.write_dataset(2, 300, root=tmp_path / "data")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    bench_decode_floor.convert_peer(peer, directory, scratch)
+
+    def converted() -> dict[Path, int]:
+        return {p: p.stat().st_mtime_ns for p in scratch.rglob("*")
+                if p.is_file() and p.suffix in (".lance", ".arrow")}
+
+    written = converted()
+    assert written, "the other process wrote no converted copy"
+    epoch = bench_decode_floor.sharded_epochs(peer, directory, 64, None, scratch, {})
+    check = bench_decode_floor.IdChecker(600)
+    for batch in epoch(False):
+        check(batch)
+    assert check.rows == 600 and check.seen.all()
+    assert converted() == written  # opened as the other process left it, not written again
