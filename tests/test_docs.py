@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,22 +287,30 @@ def run_script(
     The command runs in a session of its own, so the processes it started (DDP ranks,
     DataLoader workers, a command line run by a shell block) are killed with it, and the
     failure shows the ends of its output: for a page's Python script, with the stacks its
-    first line (``WATCHDOG``) dumps.
+    first line (``WATCHDOG``) dumps. Its ``TMPDIR`` is a directory removed afterwards, so
+    the pages' ``tempfile`` examples leave nothing in the machine's temporary directory; a
+    short one (under it, not the test's ``tmp_path``): the AF_UNIX sockets that
+    multiprocessing makes there have paths of at most 107 bytes. Ray keeps its usual one.
     """
-    with subprocess.Popen(
-        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    ) as process:
-        try:
-            out, err = process.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            out, err = process.communicate()
-            pytest.fail(
-                f"{name} ran past {TIMEOUT} s; every process of its session was "
-                f"killed. A Python page's threads' stacks at {TIMEOUT - 30} s are in stderr.\n"
-                f"--- stdout (end)\n{out[-4000:]}\n--- stderr (end)\n{err[-20000:]}"
-            )
+    scratch = tempfile.mkdtemp(prefix="ud-docs-")
+    env = {**env, "TMPDIR": scratch, "RAY_TMPDIR": env.get("RAY_TMPDIR", tempfile.gettempdir())}
+    try:
+        with subprocess.Popen(
+            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        ) as process:
+            try:
+                out, err = process.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                out, err = process.communicate()
+                pytest.fail(
+                    f"{name} ran past {TIMEOUT} s; every process of its session was killed. "
+                    f"A Python page's threads' stacks at {TIMEOUT - 30} s are in stderr.\n"
+                    f"--- stdout (end)\n{out[-4000:]}\n--- stderr (end)\n{err[-20000:]}"
+                )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 

@@ -4,7 +4,6 @@ dictionary encoded tokens) no longer makes windows many times their target."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -49,11 +48,11 @@ def _column(kind: str, rows: int, width: int, seed: int) -> pa.Array:
 )
 def test_fixed_width_estimates_match_what_arrow_decodes(
     kinds: list[str], rows: int, width: int, group: int, dictionary: bool, compression: str,
-    seed: int,
+    seed: int, tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     table = pa.table({f"c{k}": _column(kind, rows, width, seed + k)
                       for k, kind in enumerate(kinds)})
-    path = Path(tempfile.mkdtemp(prefix="sizes-")) / "a.parquet"
+    path = tmp_path_factory.mktemp("sizes") / "a.parquet"
     pq.write_table(table, path, row_group_size=group, use_dictionary=dictionary,
                    compression=compression)
     meta = pq.read_metadata(path)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,8 +112,9 @@ def _outcome(attempt: Callable[[], Any]) -> tuple[str, Any]:
 def test_pyarrow_and_duckdb_reads_are_equal(
     kinds: list[str], sizes: list[int], group: int, window: int, nulls: int,
     dictionary: bool, encoding: int, compression: str, version: str, page: int,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    root = Path(tempfile.mkdtemp(prefix="direct-"))
+    root = tmp_path_factory.mktemp("direct")
     start = 0
     columns = _table(kinds, 0, 0, nulls).column_names
     encodings = {
@@ -160,11 +160,12 @@ def test_pyarrow_and_duckdb_reads_are_equal(
     version=st.sampled_from(["1.0", "2.0"]),
 )
 def test_corrupt_data_pages_give_duckdbs_answer(
-    seed: int, flips: int, compression: str, dictionary: bool, delta: bool, version: str
+    seed: int, flips: int, compression: str, dictionary: bool, delta: bool, version: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # Flipped bits anywhere before the footer: pyarrow's read must give DuckDB's table, or
     # fail and leave the window to DuckDB (its error, class and message)
-    root = Path(tempfile.mkdtemp(prefix="direct-corrupt-"))
+    root = tmp_path_factory.mktemp("direct-corrupt")
     path = root / "a.parquet"
     kinds = ["i64", "str", "li32", "f64", "bin", "bool"]
     table = _table(kinds, 0, 300, 5)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,9 +104,10 @@ def test_without_room_a_sequential_pass_still_decodes_the_group_once(tmp_path: P
     seed=st.integers(0, 1 << 20),
 )
 def test_any_order_gives_the_rows_and_the_cache_stays_in_bounds(
-    shards: list[tuple[int, int]], window: int, memory: float, read_ahead: bool, seed: int
+    shards: list[tuple[int, int]], window: int, memory: float, read_ahead: bool, seed: int,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    root = _write(Path(tempfile.mkdtemp(prefix="split-")), shards)
+    root = _write(tmp_path_factory.mktemp("split"), shards)
     ds = ParquetDataset(root, memory=memory, window_bytes=window, read_ahead=read_ahead)
     order = list(range(len(ds)))
     rng = random.Random(seed)
@@ -150,11 +150,12 @@ def _outcome(attempt: Callable[[], Any]) -> tuple[str, Any]:
 @given(seed=st.integers(0, 1 << 30), flips=st.integers(1, 6),
        compression=st.sampled_from(["none", "snappy"]), dictionary=st.booleans())
 def test_a_corrupt_group_keeps_nothing_and_every_window_reads_as_duckdb_reads_it(
-    seed: int, flips: int, compression: str, dictionary: bool
+    seed: int, flips: int, compression: str, dictionary: bool,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # A read that fails part-way through its row group must keep none of the windows it
     # had decoded: every window, asked for in order, gives DuckDB's answer
-    root = Path(tempfile.mkdtemp(prefix="split-corrupt-"))
+    root = tmp_path_factory.mktemp("split-corrupt")
     path = root / "a.parquet"
     pq.write_table(_table(0, 600), path, row_group_size=300, compression=compression,
                    data_page_size=512, use_dictionary=dictionary)

@@ -135,8 +135,10 @@ def test_format_is_checked_and_python_is_the_default(uneven: tuple[Path, int]) -
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(0, 549), max_size=40), st.sampled_from(["python", "numpy", "torch"]))
-def test_getitems_matches_getitem(indices: list[int], fmt: str) -> None:
-    ds = _shared_ds(fmt)
+def test_getitems_matches_getitem(
+    uneven: tuple[Path, int], indices: list[int], fmt: str
+) -> None:
+    ds = _shared_ds(uneven[0], fmt)
     total = len(ds)
     indices = [i % total for i in indices]
     expected = _expected(total)
@@ -154,19 +156,10 @@ def _expected(total: int) -> list[dict[str, Any]]:
     return _CACHE["expected"]  # type: ignore[no-any-return]
 
 
-def _shared_ds(fmt: str) -> ParquetDataset:
+def _shared_ds(root: Path, fmt: str) -> ParquetDataset:
     if fmt not in _CACHE:
-        root = _CACHE.setdefault("root", _write_uneven())
         _CACHE[fmt] = ParquetDataset(root, format=fmt, window_bytes=4000)  # type: ignore[arg-type]
     return _CACHE[fmt]  # type: ignore[no-any-return]
-
-
-def _write_uneven() -> Path:
-    import tempfile
-
-    root = Path(tempfile.mkdtemp(prefix="formats-"))
-    datagen.write_shards(root, [150, 1, 0, 97, 300, 2], row_group_size=[40, 1, 1, 13, 128, 1])
-    return root
 
 
 # --------------------------------------------------------------------------- read-ahead

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +31,20 @@ def shard(start: int, stop: int, width: int | None) -> pa.Table:
     })
 
 
-_ROOT: list[Path] = []
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """185 rows in 4 shards of row groups of 15, ragged ``tokens`` in the third."""
+    root = tmp_path_factory.mktemp("gather")
+    start = 0
+    for k, (size, width) in enumerate([(60, 8), (45, 4), (50, None), (30, 8)]):
+        pq.write_table(shard(start, start + size, width), root / f"p{k}.parquet",
+                       row_group_size=15)
+        start += size
+    return root
 
 
-def dataset(fmt: str) -> ParquetDataset:
-    if not _ROOT:
-        root = Path(tempfile.mkdtemp(prefix="gather-"))
-        start = 0
-        for k, (size, width) in enumerate([(60, 8), (45, 4), (50, None), (30, 8)]):
-            pq.write_table(shard(start, start + size, width), root / f"p{k}.parquet",
-                           row_group_size=15)
-            start += size
-        _ROOT.append(root)
-    return ParquetDataset(_ROOT[0], format=fmt, window_bytes=600)  # type: ignore[arg-type]
+def dataset(root: Path, fmt: str) -> ParquetDataset:
+    return ParquetDataset(root, format=fmt, window_bytes=600)  # type: ignore[arg-type]
 
 
 _PYTHON: list[list[dict[str, Any]]] = []
@@ -53,11 +53,13 @@ _PYTHON: list[list[dict[str, Any]]] = []
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(-185, 184), min_size=1, max_size=70),
        st.sampled_from(["numpy", "torch"]))
-def test_batches_across_windows_equal_the_python_rows(indices: list[int], fmt: str) -> None:
+def test_batches_across_windows_equal_the_python_rows(
+    shards: Path, indices: list[int], fmt: str
+) -> None:
     if not _PYTHON:
-        _PYTHON.append(dataset("python").__getitems__(list(range(185))))
+        _PYTHON.append(dataset(shards, "python").__getitems__(list(range(185))))
     expected = [_PYTHON[0][i] for i in indices]
-    ds = dataset(fmt)
+    ds = dataset(shards, fmt)
     rows = ds.__getitems__(indices)
     assert isinstance(rows, RowBatch)
     assert [{k: plain(v) for k, v in r.items()} for r in rows] == expected
@@ -84,7 +86,9 @@ def test_batches_across_windows_equal_the_python_rows(indices: list[int], fmt: s
         [2**64 - 2],  # numpy reads a list of such Python ints as uint64
     ],
 )
-def test_unsigned_indices_of_2_63_or_more_are_out_of_range(indices: Any, fmt: str) -> None:
+def test_unsigned_indices_of_2_63_or_more_are_out_of_range(
+    shards: Path, indices: Any, fmt: str
+) -> None:
     # they wrapped to negative int64 indices and served rows counted from the end
     with pytest.raises(IndexError, match=f"dataset index {int(max(indices))} out of range"):
-        dataset(fmt).__getitems__(indices)
+        dataset(shards, fmt).__getitems__(indices)
