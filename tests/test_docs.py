@@ -36,13 +36,39 @@ _FENCE = re.compile(r"^```(\w*)\s*$")
 _ILLUSTRATIVE = re.compile(r"^<!--\s*illustrative:\s*(.+?)\s*-->\s*$")
 TIMEOUT = 540
 
-#: The first line of a page's script: every Python process of the run (DDP ranks re-run the
-#: script) prints its threads' stacks to stderr shortly before the test's timeout, so a run
-#: that hangs says where.
-WATCHDOG = (
-    "import faulthandler, sys; "
-    f"faulthandler.dump_traceback_later({TIMEOUT - 30}, file=sys.stderr)  # the docs test's"
-)
+#: The first line of a page's script: it imports ``WATCHDOG_MODULE`` (written beside it).
+WATCHDOG = "import _docs_watchdog  # the docs test's: stacks to stderr before its timeout"
+
+#: Every Python process of a page's run prints its threads' stacks to stderr shortly before
+#: the test's timeout, so a run that hangs says where: the script's (DDP ranks re-run it)
+#: by faulthandler's own thread, and every process forked from one (DataLoader workers) by
+#: a timer thread started in the child. A forked child cannot re-arm faulthandler's timer:
+#: it would wait forever for the parent's watchdog thread, which fork() did not copy.
+WATCHDOG_MODULE = f'''"""The docs test's watchdog (see tests/test_docs.py)."""
+import faulthandler
+import os
+import sys
+import threading
+import time
+
+AT = time.monotonic() + {TIMEOUT - 30}
+
+
+def _dump() -> None:
+    print(f"--- stacks of process {{os.getpid()}}, forked from {{os.getppid()}}",
+          file=sys.stderr, flush=True)
+    faulthandler.dump_traceback(file=sys.stderr)
+
+
+def _arm_in_child() -> None:
+    timer = threading.Timer(max(0.0, AT - time.monotonic()), _dump)
+    timer.daemon = True
+    timer.start()
+
+
+faulthandler.dump_traceback_later({TIMEOUT - 30}, file=sys.stderr)
+os.register_at_fork(after_in_child=_arm_in_child)
+'''
 
 
 @dataclass(frozen=True)
@@ -267,6 +293,7 @@ def test_python_blocks_of_a_page_run_in_order(
         script.extend(block.code.splitlines())
     path = cwd / "page.py"
     path.write_text("\n".join(script) + "\n")
+    (cwd / "_docs_watchdog.py").write_text(WATCHDOG_MODULE)
     extra = request.getfixturevalue("s3_env") if needs_s3("".join(script)) else None
     result = run_script(page, [sys.executable, str(path)], cwd, environment(cwd, extra))
     if result.returncode != 0:
