@@ -331,10 +331,16 @@ def run_script(
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 out, err = process.communicate()
+                # the whole output, kept with the test's tmp_path (pytest keeps the last
+                # three runs' directories): a worker's error can come long before the stacks
+                (cwd.parent / "stdout.txt").write_text(out)
+                (cwd.parent / "stderr.txt").write_text(err)
                 pytest.fail(
                     f"{name} ran past {TIMEOUT} s; every process of its session was killed. "
-                    f"A Python page's threads' stacks at {TIMEOUT - 30} s are in stderr.\n"
-                    f"--- stdout (end)\n{out[-4000:]}\n--- stderr (end)\n{err[-20000:]}"
+                    f"A Python page's threads' stacks at {TIMEOUT - 30} s are in stderr. "
+                    f"Whole output: {cwd.parent}/stdout.txt and stderr.txt.\n"
+                    f"--- stdout (end)\n{out[-4000:]}\n--- stderr (start)\n{err[:8000]}\n"
+                    f"--- stderr (end)\n{err[-20000:]}"
                 )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
