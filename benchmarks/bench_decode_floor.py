@@ -346,15 +346,13 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
         state: dict[str, Any] = {}
         epoch = sharded_epochs(args.loader, directory, args.batch,
                                None if args.memory == 4096 else args.memory, scratch, state)
-        if args.mode == "converted" and args.loader in ("hf", "lance"):
-            # the conversion, before the clock and in another process, as a user converts
-            # once and trains later: this process opens the converted copy, its heap not
-            # grown by the conversion (done here, Lance's decode reused the pages its
-            # conversion had touched: 1.6 GiB peak against 0.6 in the issue's table)
-            convert_peer(args.loader, directory, scratch)
-            common.drop_tree(scratch)
-        if args.mode == "converted" and args.loader == "ours-disk":
-            fill_tier(directory, scratch / "tier")  # an earlier run's files, before the clock
+        if args.mode == "converted" and args.loader in ("hf", "lance", "ours-disk"):
+            # the conversion (ours-disk: the tier's files), before the clock and in another
+            # process, as a user converts once and trains later: this process opens the
+            # converted copy, its heap not grown by the conversion (done here, Lance's
+            # decode reused the pages its conversion had touched: 1.6 GiB peak against 0.6
+            # in the issue's table)
+            convert_in_child(args.loader, directory, scratch)
             common.drop_tree(scratch)
         if args.cold:
             common.drop_cache(directory)
@@ -400,30 +398,32 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def convert_peer(loader: str, directory: Path, scratch: Path) -> None:
-    """Convert the shards to ``loader``'s format in ``scratch``, in another process."""
-    command = [sys.executable, __file__, "--convert", "--loader", loader,
+def convert_in_child(loader: str, directory: Path, scratch: Path) -> None:
+    """Leave ``loader``'s converted copy in ``scratch``, made by another process.
+
+    Its CPU and memory are not the measured process's. ``hf`` and ``lance``: their
+    conversion; ``ours-disk``: the disk tier's window files (decision 0027).
+    """
+    # the batch size does not change what is written; 256 fills the tier soonest
+    command = [sys.executable, __file__, "--convert", "--loader", loader, "--batch", "256",
                "--data", str(directory), "--scratch", str(scratch)]
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    subprocess.run(command, check=True)
 
 
 def run_convert(args: argparse.Namespace) -> None:
-    """The ``--convert`` child: a peer's conversion into ``--scratch`` (its first batch read)."""
-    epoch = sharded_epochs(args.loader, Path(args.data), args.batch, None, Path(args.scratch), {})
-    next(iter(epoch(False)))
+    """The ``--convert`` child of :func:`convert_in_child`.
 
-
-def fill_tier(directory: Path, tier: Path) -> None:
-    """Write ``ours-disk``'s window files in another process (its CPU and memory not ours)."""
-    code = (
-        "import sys\n"
-        "from undertale_duck import ParquetDataset, collate, load\n"
-        f"ds = ParquetDataset(sys.argv[1], format='torch', disk={DISK_MIB}, disk_dir=sys.argv[2])\n"
-        "for _ in load(ds, None, collate, 256, drop_last=False):\n"
-        "    pass\n"
-        "ds.close()\n"
-    )
-    subprocess.run([sys.executable, "-c", code, str(directory), str(tier)], check=True)
+    A peer converts when its object is built (its first batch is read); ``ours-disk`` writes
+    a window's file as it decodes it, so a whole epoch is read.
+    """
+    state: dict[str, Any] = {}
+    epoch = sharded_epochs(args.loader, Path(args.data), args.batch, None, Path(args.scratch),
+                           state)
+    for _ in epoch(False):
+        if args.loader != "ours-disk":
+            break
+    if "ds" in state:
+        state["ds"].close()
 
 
 def peer_available(loader: str) -> bool:
