@@ -23,6 +23,8 @@ from .errors import (
     SourceError,
     UndertaleDuckError,
     UnsupportedShardError,
+    WorkerStartError,
+    WorkerStartWarning,
 )
 
 # "undertale_duck" and its children (undertale_duck.core.dataset, ...) log opening, indexing,
@@ -94,6 +96,8 @@ __all__ = [
     "UndertaleDuckError",
     "UnsupportedShardError",
     "ValidationReport",
+    "WorkerStartError",
+    "WorkerStartWarning",
     "__version__",
     "batch_rows",
     "collate",

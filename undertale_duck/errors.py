@@ -15,12 +15,14 @@ The tree (documented in docs/errors.md)::
     │   ├── StorageError               object storage failed (retries, access, no client)
     │   └── ColumnError                a requested column does not exist
     ├── SchemaError                    the dataset does not conform to a schema   .report
-    └── QueryError                     ad hoc SQL failed or was refused
-        └── ReadOnlyError              the statement would write or change state
+    ├── QueryError                     ad hoc SQL failed or was refused
+    │   └── ReadOnlyError              the statement would write or change state
+    └── WorkerStartError (RuntimeError) DataLoader workers kept failing to start after fork()
 
     MemoryBudgetWarning (UserWarning)  `memory` is too small for one read and one cached window
     RandomAccessWarning (UserWarning)  uniform random access over data larger than `memory`
     EmptyEpochWarning (UserWarning)    the tail rule leaves a rank's epoch without a row
+    WorkerStartWarning (UserWarning)   a forked DataLoader worker never started and was replaced
 """
 
 from __future__ import annotations
@@ -195,3 +197,15 @@ class EmptyEpochWarning(UserWarning):
     The original tail rule drops fewer than ranks x workers rows per epoch, here every row,
     so each epoch would run without a batch.
     """
+
+
+class WorkerStartWarning(UserWarning):
+    """A forked DataLoader worker did not start in time; it was stopped and replaced.
+
+    ``ChunkedLoader`` (what ``load()`` and ``DataModule`` return) then starts the epoch's
+    workers again at the next batch: no batch is lost or served twice.
+    """
+
+
+class WorkerStartError(UndertaleDuckError, RuntimeError):
+    """Forked DataLoader workers kept failing to start, more often than the loader retries."""

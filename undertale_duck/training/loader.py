@@ -9,6 +9,8 @@ import multiprocessing.context
 import os
 import pickle
 import sys
+import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -27,11 +29,12 @@ from ..core.runtime import TaskMap
 from ..core.source import SourceLike
 from ..core.views import Split
 from ..dataset import PackedDataset, ParquetDataset
-from ..errors import ArgumentError
+from ..errors import ArgumentError, WorkerStartError, WorkerStartWarning
 from .collate import collate, split_batch
 from .mixture import Mixture
 from .order import worker_windows
 from .sampler import ChunkedSampler
+from .startwatch import StartWatch, fork_deadlock_prone, mark_started
 from .validated import validate_once
 
 
@@ -70,6 +73,12 @@ class ChunkedLoader(DataLoader[Any]):
 
     #: Whether :meth:`load_state_dict` refuses a state saved over other data.
     check_data: bool = True
+    #: Seconds a forked worker may take to start (None: not watched). One that has not started
+    #: by then, while the loop waits for a batch, is stopped and the epoch's workers are
+    #: started again at the next batch, with a ``WorkerStartWarning`` (see ``startwatch``).
+    worker_start_timeout: float | None = 60.0
+    #: Times an epoch's workers are started again so before ``WorkerStartError`` is raised.
+    worker_restarts: int = 3
 
     @property
     def chunked_sampler(self) -> ChunkedSampler | None:
@@ -100,7 +109,44 @@ class ChunkedLoader(DataLoader[Any]):
         )
         if lean:
             return _Batches(self, sampler)
-        return _Counting(super().__iter__(), sampler, self.batch_size)
+        return _Counting(self, sampler, self.batch_size)
+
+    def _workers_iterator(self) -> tuple[Iterator[Any], StartWatch | None]:
+        """The epoch's (or its rest's) torch iterator, with a watch on the workers it forks.
+
+        Forked workers are watched until each has started (see :mod:`startwatch`): the
+        ``worker_init_fn`` (a :class:`WorkerHints`) marks each worker's start on a board the
+        watch reads. Not with ``worker_start_timeout=None``, spawned workers (they fork
+        nothing), or persistent workers already running.
+        """
+        watch = None
+        started = self.persistent_workers and getattr(self, "_iterator", None) is not None
+        timeout = self.worker_start_timeout
+        if self.num_workers > 0 and not started and timeout is not None and self._forks():
+            watch = StartWatch(self.num_workers, float(timeout))
+        init = self.worker_init_fn
+        if watch is not None and not isinstance(init, WorkerHints):
+            init = self.worker_init_fn = WorkerHints(init)
+        if isinstance(init, WorkerHints):
+            init.board = None if watch is None else watch.key
+        inner = super().__iter__()
+        if watch is not None:
+            # torch's iterator keeps its worker processes in order (a private attribute:
+            # where a torch release renames it, nothing is watched)
+            pids = [getattr(w, "pid", None) for w in getattr(inner, "_workers", ())]
+            if len(pids) == self.num_workers and all(isinstance(p, int) for p in pids):
+                watch.watch([p for p in pids if isinstance(p, int)])
+            else:
+                watch.close()
+                watch = None
+        return inner, watch
+
+    def _forks(self) -> bool:
+        """Whether this loader's workers are started by ``fork()``."""
+        context = self.multiprocessing_context
+        if context is None:  # torch then uses multiprocessing's default context
+            return bool(multiprocessing.get_context().get_start_method() == "fork")
+        return bool(context.get_start_method() == "fork")
 
     def _check(self, sampler: ChunkedSampler, batch: int) -> None:
         """Refuse a sampler built for other batches or workers than the loader's.
@@ -182,11 +228,12 @@ class ChunkedLoader(DataLoader[Any]):
 
 
 class WorkerHints:
-    """A ``worker_init_fn`` that gives each worker its window order for read-ahead.
+    """A ``worker_init_fn`` that marks each worker's start and gives it its read-ahead order.
 
-    :class:`ChunkedLoader` fills :attr:`orders` before it starts the workers of a shuffled
-    epoch; each worker then calls ``ParquetDataset.prefetch`` with its own windows, and the
-    user's ``worker_init_fn`` after that.
+    :class:`ChunkedLoader` sets :attr:`board` before it forks watched workers, and fills
+    :attr:`orders` before it starts the workers of a shuffled epoch; each worker then marks
+    its start (:func:`startwatch.mark_started`), calls ``ParquetDataset.prefetch`` with its
+    own windows, and runs the user's ``worker_init_fn`` after that.
 
     Args:
         user: The user's ``worker_init_fn``, or None.
@@ -195,13 +242,16 @@ class WorkerHints:
     def __init__(self, user: Callable[[int], None] | None = None) -> None:
         self.user = user
         self.orders: list[list[int]] = []
+        #: The key of the board the parent's ``StartWatch`` reads, or None.
+        self.board: int | None = None
 
     def __call__(self, worker_id: int) -> None:
-        """Set this worker's read-ahead order, then run the user's ``worker_init_fn``.
+        """Mark this worker's start, set its read-ahead order, run the user's init.
 
         Args:
             worker_id: The worker's number.
         """
+        mark_started(self.board, worker_id)
         info = get_worker_info()
         if info is not None and worker_id < len(self.orders):
             dataset = info.dataset
@@ -382,21 +432,103 @@ def _per_group(rows: Any) -> int:
 
 
 class _Counting(Iterator[Any]):
-    """Wraps a DataLoader iterator and counts the samples it handed out."""
+    """Torch's iterator over a :class:`ChunkedLoader`'s epoch, counting the samples handed out.
 
-    def __init__(self, inner: Iterator[Any], sampler: ChunkedSampler, batch: int) -> None:
-        self._inner = inner
+    A forked worker that never starts (see :mod:`startwatch`) is stopped by the epoch's
+    watch; torch then raises that a worker died, and this iterator shuts the workers down
+    and starts the epoch's rest with new ones, from the next batch (the sampler rewound to
+    the samples handed out), at most ``worker_restarts`` times an epoch.
+    """
+
+    def __init__(self, loader: ChunkedLoader, sampler: ChunkedSampler, batch: int) -> None:
+        self._loader = loader
         self._sampler = sampler
         self._batch = batch
+        self._restarts = 0
+        self._inner, self._watch = loader._workers_iterator()
 
     def __next__(self) -> Any:
-        item = next(self._inner)
-        sampler = self._sampler
-        sampler.consumed = min(sampler.consumed + self._batch, len(sampler))
-        return item
+        while True:
+            watch = self._watch
+            if watch is not None:
+                watch.waiting_since = time.monotonic()
+            try:
+                item = next(self._inner)
+            except StopIteration:
+                self._end()
+                raise
+            except RuntimeError as exc:  # torch's report of a dead worker
+                if watch is None or not watch.stuck:
+                    raise
+                self._restart(watch, exc)
+                continue
+            finally:
+                if watch is not None:
+                    watch.waiting_since = None
+            sampler = self._sampler
+            sampler.consumed = min(sampler.consumed + self._batch, len(sampler))
+            return item
 
     def __len__(self) -> int:
         return len(self._inner)  # type: ignore[arg-type]
+
+    def __del__(self) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            watch.close()
+
+    def _restart(self, watch: StartWatch, exc: RuntimeError) -> None:
+        """Shut down the workers of a pass one of whose never started; go on with new ones."""
+        self._restarts += 1
+        loader, sampler = self._loader, self._sampler
+        names = ", ".join(f"{i} (pid {pid})" for i, pid in watch.stuck)
+        cause = (
+            "this Python's fork() can leave a child waiting forever on a lock another thread "
+            "held (python/cpython#112275, fixed in Python 3.11.10 and 3.12: upgrading avoids it)"
+            if fork_deadlock_prone()
+            else "a lock another thread held at fork() can leave a child waiting forever"
+        )
+        self._shutdown()
+        if self._restarts > loader.worker_restarts:
+            raise WorkerStartError(
+                f"ChunkedLoader: DataLoader worker {names} did not start within "
+                f"{watch.deadline:g} s of its fork, again after {loader.worker_restarts} "
+                f"restarts of this epoch's workers; {cause}. The epoch stopped after "
+                f"{sampler.consumed} samples of this rank's {len(sampler)}: its state_dict() "
+                "resumes there; or pass multiprocessing_context='forkserver' (a script then "
+                "needs an `if __name__ == \"__main__\":` guard)"
+            ) from exc
+        warnings.warn(
+            WorkerStartWarning(
+                f"ChunkedLoader: DataLoader worker {names} did not start within "
+                f"{watch.deadline:g} s of its fork and was stopped; {cause}. The epoch goes on "
+                f"with new workers from sample {sampler.consumed} of this rank's "
+                f"{len(sampler)}: no batch is lost or repeated"
+            ),
+            stacklevel=3,
+        )
+        sampler.rewind(sampler.consumed)
+        loader._hint(sampler, self._batch)
+        sampler.consumed = sampler.resume_at
+        self._inner, self._watch = loader._workers_iterator()
+
+    def _shutdown(self) -> None:
+        """Shut down the current pass's workers (torch's own shutdown of its iterator)."""
+        self._end()
+        inner, loader = self._inner, self._loader
+        shutdown = getattr(inner, "_shutdown_workers", None)
+        for _ in range(3):
+            try:
+                if shutdown is not None:
+                    shutdown()
+                break
+            except RuntimeError:  # torch's SIGCHLD handler, again for the stopped worker
+                continue
+        if getattr(loader, "_iterator", None) is inner:  # persistent workers: start anew
+            loader._iterator = None
 
 
 @guard("load()")

@@ -391,6 +391,22 @@ class ChunkedSampler(DistributedSampler[int]):
         self._live = _Pass(self, start)
         return self._live
 
+    def rewind(self, consumed: int) -> None:
+        """Make the next iteration yield this epoch's samples after its first ``consumed``.
+
+        For a loader that starts its workers again mid-epoch (``ChunkedLoader`` replacing a
+        worker that never started): the samples it handed out are not served again, and the
+        rest come in the same order.
+
+        Args:
+            consumed: Samples of the current pass already handed out (its ``consumed``;
+                past the epoch's end, nothing is left).
+
+        Raises:
+            ArgumentError: If ``consumed`` is not an integer >= 0.
+        """
+        self._resume = check_int("consumed", consumed, 0)
+
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order the next iteration yields.
 
