@@ -288,7 +288,6 @@ def test_cpythons_own_fork_deadlock_is_survived(root: Path, tmp_path: Path) -> N
     print(f"150 epochs exact under native threads entering Python; {replaced} workers replaced")
 
 
-@pytest.mark.slow
 def test_a_lightning_fit_trains_on_every_row_once_despite_a_parked_worker(
     root: Path, park: Callable[[int], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
