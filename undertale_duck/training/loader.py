@@ -495,8 +495,9 @@ class _Counting(Iterator[Any]):
         if self._restarts > loader.worker_restarts:
             raise WorkerStartError(
                 f"ChunkedLoader: DataLoader worker {names} did not start within "
-                f"{watch.deadline:g} s of its fork, again after {loader.worker_restarts} "
-                f"restarts of this epoch's workers; {cause}. The epoch stopped after "
+                f"{watch.deadline:g} s of its fork, start failure {self._restarts} of this epoch "
+                f"(ChunkedLoader.worker_restarts is {loader.worker_restarts}); {cause}. The "
+                f"epoch stopped after "
                 f"{sampler.consumed} samples of this rank's {len(sampler)}: its state_dict() "
                 "resumes there; or pass multiprocessing_context='forkserver' (a script then "
                 "needs an `if __name__ == \"__main__\":` guard)"
