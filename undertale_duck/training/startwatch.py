@@ -2,11 +2,12 @@
 
 A worker forked from a process with other threads can deadlock before it runs any Python:
 CPython before 3.11.10 takes the lock of its thread-state list in the child *before*
-resetting it (python/cpython#112275), so if another thread was creating or deleting a thread
-state at the moment of ``fork()`` (a native thread entering Python, such as one of torch's
-or DuckDB's) the child waits for that lock forever. torch's DataLoader then waits forever
-for the worker's batches: the worker is alive, so nothing reports it (seen once in about 200
-runs of README's DDP example here, in the first ``fit``).
+resetting it (python/cpython#112275), so if another thread was creating a thread state at
+the moment of ``fork()`` (a native thread entering Python, such as one of torch's or
+pyarrow's; ours are stopped before a fork) the child waits for that lock forever. torch's
+DataLoader then waits forever for the worker's batches: the worker is alive, so nothing
+reports it (3 times in about 250 runs of README's DDP example here, each at the start of
+an epoch).
 
 A :class:`StartWatch` gives each worker a byte in a shared page; the worker sets it first
 thing (:func:`mark_started`, called by ``ChunkedLoader``'s ``worker_init_fn``), and a short
