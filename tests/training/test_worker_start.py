@@ -327,3 +327,79 @@ def test_a_lightning_fit_trains_on_every_row_once_despite_a_parked_worker(
         trained = [i for batch in model.seen[epoch * steps:(epoch + 1) * steps] for i in batch]
         assert trained == order.order(epoch).tolist()
     assert len(model.seen) == 2 * steps
+
+
+# Under DDP: rank 1's first DataLoader worker is parked; rank 0 waits in its gradient
+# all-reduce meanwhile. Each rank records the ids of every batch it trains on.
+DDP = textwrap.dedent(
+    """
+    import json, os, sys, time
+
+    import lightning
+    import torch
+
+    from undertale_duck import ChunkedLoader, DataModule, collate
+
+    forks = {"count": 0, "park": False}
+
+    def before():
+        forks["park"] = os.environ.get("LOCAL_RANK") == "1" and forks["count"] == 0
+        forks["count"] += 1
+
+    def child():
+        if forks["park"]:
+            time.sleep(600)
+
+    os.register_at_fork(before=before, after_in_child=child)
+    ChunkedLoader.worker_start_timeout = 2.0
+
+
+    class Recorder(lightning.LightningModule):
+        def __init__(self, out):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+            self.out = out
+
+        def training_step(self, batch, index):
+            name = f"{self.out}/train-{self.global_rank}-{self.current_epoch}.txt"
+            with open(name, "a") as f:
+                f.write(" ".join(str(int(i)) for i in batch["id"].tolist()) + "\\n")
+            x = batch["id"].float().unsqueeze(1)
+            return ((self.layer(x) - x) ** 2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=1e-6)
+
+
+    root, out = sys.argv[1], sys.argv[2]
+    dm = DataModule(root, None, None, collate, 25, workers=2, memory=64, seed=4)
+    trainer = lightning.Trainer(
+        strategy="ddp", accelerator="cpu", devices=2, max_epochs=2, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )
+    trainer.fit(Recorder(out), datamodule=dm)
+    """
+)
+
+
+@pytest.mark.heavy
+def test_under_ddp_a_rank_replaces_its_parked_worker_and_both_ranks_train_exactly(
+    root: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP)
+    done = subprocess.run([sys.executable, str(script), str(root), str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stderr.count("did not start within 2 s") == 1, done.stderr[-4000:]
+    ds = ParquetDataset(root, memory=64)
+    trained: list[int] = []
+    for epoch in range(2):
+        for rank in range(2):
+            sampler = ChunkedSampler(ds, BATCH, 2, 2, rank, shuffle=True, seed=4)
+            sampler.set_epoch(epoch)
+            lines = (tmp_path / f"train-{rank}-{epoch}.txt").read_text().split("\n")
+            ids = [int(i) for line in lines if line for i in line.split()]
+            assert ids == sampler.order().tolist()  # its share, in order, each row once
+            trained += ids
+    assert sorted(trained) == sorted(list(range(ROWS)) * 2)
