@@ -97,9 +97,7 @@ class ChunkedLoader(DataLoader[Any]):
         if sampler is None or self.batch_size is None:
             return super().__iter__()
         self._check(sampler, self.batch_size)
-        self._hint(sampler, self.batch_size)
-        sampler.counted_by_loader = True
-        sampler.consumed = sampler.resume_at
+        self._begin_pass(sampler, self.batch_size)
         batches = self.batch_sampler  # what batch_size= builds, unless a subclass changed it
         lean = (
             self.num_workers == 0 and not self.pin_memory and self.timeout == 0
@@ -110,6 +108,12 @@ class ChunkedLoader(DataLoader[Any]):
         if lean:
             return _Batches(self, sampler)
         return _Counting(self, sampler, self.batch_size)
+
+    def _begin_pass(self, sampler: ChunkedSampler, batch: int) -> None:
+        """Prepare a pass from the sampler's resume point: read-ahead hints, the count."""
+        self._hint(sampler, batch)
+        sampler.counted_by_loader = True
+        sampler.consumed = sampler.resume_at
 
     def _workers_iterator(self) -> tuple[Iterator[Any], StartWatch | None]:
         """The epoch's (or its rest's) torch iterator, with a watch on the workers it forks.
@@ -133,9 +137,10 @@ class ChunkedLoader(DataLoader[Any]):
         if watch is not None:
             # torch's iterator keeps its worker processes in order (a private attribute:
             # where a torch release renames it, nothing is watched)
-            pids = [getattr(w, "pid", None) for w in getattr(inner, "_workers", ())]
-            if len(pids) == self.num_workers and all(isinstance(p, int) for p in pids):
-                watch.watch([p for p in pids if isinstance(p, int)])
+            workers = list(getattr(inner, "_workers", ()))
+            pids = [w.pid for w in workers if isinstance(getattr(w, "pid", None), int)]
+            if len(pids) == len(workers) == self.num_workers:
+                watch.watch(pids)
             else:
                 watch.close()
                 watch = None
@@ -497,8 +502,8 @@ class _Counting(Iterator[Any]):
                 f"ChunkedLoader: DataLoader worker {names} did not start within "
                 f"{watch.deadline:g} s of its fork, start failure {self._restarts} of this epoch "
                 f"(ChunkedLoader.worker_restarts is {loader.worker_restarts}); {cause}. The "
-                f"epoch stopped after "
-                f"{sampler.consumed} samples of this rank's {len(sampler)}: its state_dict() "
+                f"epoch stopped after {sampler.consumed} samples of this rank's "
+                f"{len(sampler)}: its state_dict() "
                 "resumes there; or pass multiprocessing_context='forkserver' (a script then "
                 "needs an `if __name__ == \"__main__\":` guard)"
             ) from exc
@@ -512,8 +517,7 @@ class _Counting(Iterator[Any]):
             stacklevel=3,
         )
         sampler.rewind(sampler.consumed)
-        loader._hint(sampler, self._batch)
-        sampler.consumed = sampler.resume_at
+        loader._begin_pass(sampler, self._batch)
         self._inner, self._watch = loader._workers_iterator()
 
     def _shutdown(self) -> None:
