@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
-from undertale_duck.core.read import direct
+from undertale_duck.core.read import direct, window_read
 from undertale_duck.core.source import window_row_groups
 
 
@@ -103,7 +103,11 @@ def _check_windows(root: Path, window: int, total: int) -> None:
     for position in range(len(ds.windows)):
         a, b = ds.reader.read(position), slow.reader.read(position)
         assert a.equals(b)
-        assert all(c.num_chunks == 1 for c in a.columns)  # joined: one buffer per column
+        # one buffer per column, or pyarrow's batches kept as decoded (a window read in
+        # order, in at most MAX_KEPT_CHUNKS chunks, laid out alike in every column)
+        chunks = {tuple(len(ch) for ch in c.chunks) for c in a.columns}
+        assert len(chunks) == 1
+        assert 1 <= len(next(iter(chunks))) <= window_read.MAX_KEPT_CHUNKS
         # exactly sized: no batch's spare capacity or other rows kept alive
         assert a.get_total_buffer_size() <= a.nbytes + (a.nbytes >> 3) + 4096
     assert ds.__getitems__(list(range(total))) == [_row(i) for i in range(total)]

@@ -190,6 +190,24 @@ class WindowCache:
             self._bytes += size
             return True
 
+    def swap(self, key: Hashable, old: pa.Table, new: pa.Table) -> bool:
+        """Hold ``new`` for ``key`` in place of ``old`` (the same rows); False if ``old`` is gone.
+
+        Args:
+            key: The cache key.
+            old: The table held now.
+            new: Its replacement.
+        """
+        with self._lock:
+            entry = self._tables.get(key)
+            if entry is None or entry[0] is not old:
+                return False
+            size = table_bytes(new)
+            self._bytes += size - entry[1]
+            self._tables[key] = (new, size)
+            self._trim(0, key)
+            return True
+
     #: Whether the windows this cache serves are mapped files (free to hold for a while).
     maps_windows = False
 

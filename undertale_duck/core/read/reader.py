@@ -17,7 +17,7 @@ from ..source import Source, Window, max_touched_bytes, read_reserve
 from .cache import WindowCache, table_bytes
 from .direct import DirectReader
 from .readahead import ReadAhead
-from .window_read import ViewWindows, WindowDecoder
+from .window_read import ViewWindows, WindowDecoder, one_buffer
 
 #: Fixed transient bytes of one window read besides its row groups and result (DuckDB's
 #: vectors and per-query state, allocator slack): fitted on windows of 500 to 50,000 rows and
@@ -87,6 +87,9 @@ class WindowReader:
             source, windows, connection, schema=schema, view=view,
             read_limit=read_limit, direct=direct, threads=threads,
         )
+        # windows kept in pyarrow's batches are sliced in order cheaply but taken out of
+        # order slowly: not with a disk tier (whose files are mapped and taken from)
+        self.decoder.keep_chunks = not cache.maps_windows
         self._next: dict[int, int] = {}
         #: Row groups to read whole in the background (:meth:`want`), by their first window.
         self._group_reads: dict[int, list[int]] = {}
@@ -219,6 +222,10 @@ class WindowReader:
                 )
             nxt = dict(itertools.pairwise(items))
         self._next = nxt
+        # an order is a shuffle's: its rows are taken from each window out of order, which
+        # one buffer per column serves faster than a window kept in its decoded batches
+        if nxt:
+            self.decoder.keep_chunks = False
         if order:
             self._schedule([int(order[0])], None)
 
@@ -238,6 +245,10 @@ class WindowReader:
             return
         previous, self.ahead.last = self.ahead.last, position
         sequential = previous is None or first - 1 <= previous < position
+        # rows of windows read while access is sequential are sliced in order, which a
+        # window kept in its decoded batches serves as fast as one buffer per column; other
+        # windows are taken from out of order, which one buffer serves faster
+        self.decoder.keep_chunks = sequential and not self._next and not self.cache.maps_windows
         hints: list[int] = []
         at = position
         for _ in range(depth):
@@ -442,6 +453,28 @@ class WindowReader:
         if advance:
             self._advance(position, table, position if first is None else first)
         return table
+
+    def joined(self, position: int, table: pa.Table) -> pa.Table:
+        """Window ``position``'s ``table`` in one buffer per column, for rows taken out of order.
+
+        A window read while access was sequential may be held in pyarrow's decoded batches
+        (``window_read.MAX_KEPT_CHUNKS``), which serve slices in order as fast as one buffer
+        but rows taken out of order (a shuffled or random batch) several times slower: the
+        first such batch copies it into one buffer per column, and the cache holds the copy
+        from then on (the copy a read out of order makes at once).
+
+        Args:
+            position: The window's position in the plan.
+            table: The window as :meth:`window` returned it.
+
+        Returns:
+            ``table`` itself when each column is one chunk, else its copy.
+        """
+        if all(column.num_chunks <= 1 for column in table.columns):
+            return table
+        one = one_buffer(table)
+        self.cache.swap(position, table, one)
+        return one
 
     def read(self, position: int) -> pa.Table:
         """Read one window from disk, bypassing the cache (see :meth:`WindowDecoder.decode`).

@@ -32,6 +32,14 @@ ARROW_BATCH_ROWS = 2048
 #: group's buffers outside the cache's budget, and a pass reads one group at a time.
 MAX_DUCK_STREAMS = 1
 
+#: Most chunks per column a window decoded by pyarrow is kept in as decoded. Its batches
+#: are sized to their rows (at most ``direct.DECODE_BATCH_BYTES`` each), so keeping them
+#: spares the copy into one buffer per column: 1.3-1.5 us of CPU per row of 512 tokens and
+#: 512 mask values, about an eighth of a first epoch (decision 0030). A batch's rows are
+#: then sliced from the chunk that holds them (``gather.Parts``); past this many chunks
+#: the window is copied into one, as DuckDB's are.
+MAX_KEPT_CHUNKS = 16
+
 #: Row groups remembered as having matching page checksums (each checked once per process).
 MAX_CHECKSUMMED = 65_536
 
@@ -128,6 +136,11 @@ class ViewWindows(Protocol):
         ...
 
 
+def one_buffer(table: pa.Table) -> pa.Table:
+    """``table`` copied into one exactly sized buffer per column, in the pool of our reads."""
+    return pa.concat_tables([table, table.slice(0, 0)]).combine_chunks(memory_pool=read_pool())
+
+
 class WindowDecoder:
     """Decode windows of a dataset: pyarrow for windows :mod:`pages` allows, DuckDB otherwise.
 
@@ -161,6 +174,11 @@ class WindowDecoder:
         self.schema = source.schema if schema is None else schema
         self.read_limit = read_limit
         self._view = view
+        #: Whether a window pyarrow decodes may be kept in its decoded batches (at most
+        #: :data:`MAX_KEPT_CHUNKS`) rather than copied into one buffer per column: only where
+        #: batches slice it in order (the reader clears it under a read-ahead order, whose
+        #: shuffled rows are taken from one buffer faster, and with a disk tier).
+        self.keep_chunks = True
         #: pyarrow's reader for plain windows of local shards (None: DuckDB reads every one).
         self.direct: DirectReader | None = None
         if direct and view is None and source.store is None:
@@ -372,11 +390,12 @@ class WindowDecoder:
         """Check a window's rows, conform them to the schema and own their buffers."""
         win = self.windows[position]
         shard = self.source.shards[win.shard]
-        # pyarrow's batches are one chunk per column and sized to their rows, unless the
-        # window is part of them: then they are copied out like DuckDB's
+        # pyarrow's batches are sized to their rows and kept as decoded, unless the window
+        # is part of them or is cut into many: then they are copied out like DuckDB's
+        most = MAX_KEPT_CHUNKS if self.keep_chunks else 1
         exact = (
             direct
-            and all(c.num_chunks == 1 for c in table.columns)
+            and all(1 <= c.num_chunks <= most for c in table.columns)
             and table.get_total_buffer_size() <= table.nbytes + (table.nbytes >> 3) + 4096
         )
         if table.num_rows != win.rows:
@@ -404,9 +423,7 @@ class WindowDecoder:
             # a slice of pyarrow's batch points into). One copy per window read, into the
             # pool of our reads (see read_pool); the reader's own buffers are freed
             # right away.
-            table = pa.concat_tables([table, table.slice(0, 0)]).combine_chunks(
-                memory_pool=read_pool()
-            )
+            table = one_buffer(table)
         return table
 
     def _touched_columns(self, shard: Shard, win: Window, whole: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import weakref
 from collections.abc import MutableSequence, Sequence
@@ -18,11 +19,92 @@ from .rows import Format, Selection, _convert, merge, select, to_tensor
 View = np.ndarray[Any, Any]
 
 
+class Parts:
+    """The numpy views of a column held in several chunks, read as one array of rows.
+
+    A window decoded by pyarrow is kept as its decoded batches (one chunk each) rather than
+    copied into one buffer per column (see ``window_read.MAX_KEPT_CHUNKS``); a batch's rows
+    are sliced or taken from the chunks that hold them. Reads return new arrays or views of
+    one chunk, as reads of a :data:`View` do.
+
+    Args:
+        parts: The chunks' views, in order: equal dtypes and row shapes, none empty.
+    """
+
+    def __init__(self, parts: Sequence[View]) -> None:
+        self.parts = list(parts)
+        starts = [0]
+        for part in self.parts:
+            starts.append(starts[-1] + len(part))
+        self._starts = starts
+        self._last = 0
+        self._edges = np.asarray(starts[1:-1], dtype=np.int64)
+        self.dtype: np.dtype[Any] = self.parts[0].dtype
+        self.shape: tuple[int, ...] = (starts[-1], *self.parts[0].shape[1:])
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, sel: Selection) -> View:
+        if not isinstance(sel, slice):
+            return self.take(sel)
+        start, stop, step = sel.start, sel.stop, sel.step
+        if step is not None or type(start) is not int or type(stop) is not int or not (
+            0 <= start <= stop <= self.shape[0]
+        ):
+            start, stop, step = sel.indices(self.shape[0])
+            if step != 1 or stop < start:
+                return self.take(np.arange(start, stop, step, dtype=np.int64))
+        starts = self._starts
+        k = self._last  # a pass slices one chunk after another: try the last one first
+        if not starts[k] <= start < starts[k + 1]:
+            k = min(bisect.bisect_right(starts, start) - 1, len(self.parts) - 1)
+            self._last = k
+        if stop <= starts[k + 1]:  # the common case: one chunk holds the rows
+            return self.parts[k][start - starts[k]:stop - starts[k]]
+        pieces = []
+        while k < len(self.parts) and starts[k] < stop:
+            pieces.append(self.parts[k][max(start, starts[k]) - starts[k]:stop - starts[k]])
+            k += 1
+        return np.concatenate(pieces)
+
+    def take(self, index: np.ndarray[Any, Any], axis: int = 0) -> View:
+        """The rows at ``index`` (0 <= each < ``len(self)``), in that order, as a new array."""
+        if axis != 0:
+            raise ValueError("Parts.take takes rows (axis 0) only")
+        index = np.asarray(index, dtype=np.int64)
+        n = self.shape[0]
+        if index.size == 0:
+            return self.parts[0][:0].copy()
+        low, high = int(index.min()), int(index.max())
+        if low < 0 or high >= n:
+            raise IndexError(f"row index {low if low < 0 else high} out of range for {n} rows")
+        starts = self._starts
+        k = bisect.bisect_right(starts, low) - 1
+        if high < starts[k + 1]:  # one chunk holds them all (a row, a run, a window's part)
+            return self.parts[k].take(index - starts[k], axis=0)
+        which = np.searchsorted(self._edges, index, side="right")
+        order = np.argsort(which, kind="stable")
+        counts = np.bincount(which, minlength=len(self.parts)).tolist()
+        out = np.empty((len(index), *self.shape[1:]), dtype=self.dtype)
+        at = 0
+        for k, count in enumerate(counts):
+            if count:
+                rows = order[at:at + count]
+                out[rows] = self.parts[k].take(index[rows] - starts[k], axis=0)
+                at += count
+        return out
+
+
+#: A column's rows as numpy reads them: one view, or the views of its chunks.
+Column = View | Parts
+
+
 class Views(NamedTuple):
     """The numpy views of a window's columns, and what a batch needs to join them."""
 
-    #: One view per column, None where the column has none.
-    arrays: tuple[View | None, ...]
+    #: One view per column (or per chunk, :class:`Parts`), None where the column has none.
+    arrays: tuple[Column | None, ...]
     #: Per column ``(dtype, row shape)`` of its view, or None: windows whose signatures
     #: are equal have their columns joined directly.
     signature: tuple[tuple[np.dtype[Any], tuple[int, ...]] | None, ...]
@@ -30,9 +112,9 @@ class Views(NamedTuple):
     complete: bool
     #: The window's column names.
     names: list[str]
-    #: Per column, its one chunk where the column has no view and its rows are exactly
-    #: their ``to_pylist()`` values (strings, binary, dates, ...), else None.
-    listed: tuple[pa.Array | None, ...]
+    #: Per column, the column (its one chunk, or its chunks) where it has no view and its
+    #: rows are exactly their ``to_pylist()`` values (strings, binary, dates, ...), else None.
+    listed: tuple[pa.Array | pa.ChunkedArray | None, ...]
     #: Whether every column has a view or a listed chunk: a slice of the window is then one
     #: copy or one ``to_pylist()`` per column, with no other conversion.
     simple: bool
@@ -94,7 +176,7 @@ def views(table: pa.Table) -> Views:
     """Return the numpy views of a window's columns (built once per table, then reused).
 
     Args:
-        table: A window, one chunk per column.
+        table: A window: one chunk per column, or the batches pyarrow decoded it in.
 
     Returns:
         The views and their signature.
@@ -103,12 +185,10 @@ def views(table: pa.Table) -> Views:
     entry = _VIEWS.get(key)
     if entry is not None and entry[0]() is table:
         return entry[1]
-    arrays = tuple(
-        _view(column.chunk(0)) if column.num_chunks == 1 else None for column in table.columns
-    )
+    arrays = tuple(_column_view(column) for column in table.columns)
     listed = tuple(
-        column.chunk(0) if view is None and column.num_chunks == 1 and _listed(column.type)
-        else None
+        None if view is not None or not _listed(column.type)
+        else column.chunk(0) if column.num_chunks == 1 else column
         for view, column in zip(arrays, table.columns, strict=True)
     )
     built = Views(
@@ -122,6 +202,24 @@ def views(table: pa.Table) -> Views:
     ref = weakref.ref(table, functools.partial(_forget, key))
     _VIEWS[key] = (ref, built)
     return built
+
+
+def _column_view(column: pa.ChunkedArray) -> Column | None:
+    """The numpy view of a column: of its one chunk, or :class:`Parts` of its chunks."""
+    if column.num_chunks == 1:
+        return _view(column.chunk(0))
+    chunks = [chunk for chunk in column.chunks if len(chunk)]
+    if not chunks:
+        return None
+    if len(chunks) == 1:
+        return _view(chunks[0])
+    parts = [_view(chunk) for chunk in chunks]
+    if any(part is None for part in parts):
+        return None
+    kept = cast(list[View], parts)
+    if len({(part.dtype, part.shape[1:]) for part in kept}) != 1:
+        return None  # lists whose widths differ from chunk to chunk: not one 2-d array
+    return Parts(kept)
 
 
 def _listed(dtype: pa.DataType) -> bool:
@@ -155,13 +253,14 @@ def _slice(found: Views, start: int, stop: int, length: int, torch: bool) -> Row
             whole[name] = _tensor(out) if torch else out
             continue
         try:
-            values[name] = cast(pa.Array, chunk).slice(start, length).to_pylist()
+            listed = cast(pa.Array | pa.ChunkedArray, chunk)
+            values[name] = listed.slice(start, length).to_pylist()
         except (OverflowError, ValueError, pa.ArrowException):
             return None
     return RowBatch(found.names, length, whole, values)
 
 
-def _pick(view: View, sel: Selection) -> View:
+def _pick(view: Column, sel: Selection) -> View:
     if isinstance(sel, slice):
         return np.array(view[sel], copy=True)
     return view.take(sel, axis=0)
@@ -226,7 +325,7 @@ def gather(
             order = np.concatenate(places)
             for c in fast:
                 joined = np.concatenate([
-                    cast(View, v.arrays[c])[sel]
+                    cast(Column, v.arrays[c])[sel]
                     for v, sel in zip(per_table, selections, strict=True)
                 ])
                 out = np.empty_like(joined)

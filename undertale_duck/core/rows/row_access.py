@@ -158,6 +158,8 @@ class RowAccess:
             else:
                 sel = _local(local[a:b])
             selections.append(sel)
+            if not isinstance(sel, slice):  # rows out of order: from one buffer per column
+                table = reader.joined(position, table)
             if many or (not mapped and position not in cache):
                 rows = np.arange(sel.start, sel.stop) if isinstance(sel, slice) else sel
                 table = table.take(int64_array(rows))
@@ -236,6 +238,8 @@ class RowAccess:
         """The rows at global ``index`` (all in window ``position``): one slice or one take."""
         table = self.reader.window(position, advance=advance, first=first)
         sel = _local(index - self.windows[position].offset)
+        if not isinstance(sel, slice):  # rows out of order: from one buffer per column
+            table = self.reader.joined(position, table)
         if self.format == "python":
             return self._select(position, table, sel)
         try:
