@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from undertale_duck import ChunkedSampler, ParquetDataset
+from undertale_duck import ChunkedSampler, Pack, ParquetDataset
 from undertale_duck.core.read import direct, window_read
 from undertale_duck.core.read.cache import table_bytes
 from undertale_duck.core.rows.gather import Parts
@@ -175,3 +175,26 @@ def test_parts_read_as_the_joined_array(
         parts.take(np.asarray([len(whole)], dtype=np.int64))
     with pytest.raises(IndexError):
         parts.take(np.asarray([-1], dtype=np.int64))
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_packed_blocks_over_kept_windows(tmp_path: Path) -> None:
+    total = _write(tmp_path, [6000, 3000], 3000)
+    ds = ParquetDataset(tmp_path, format="numpy", window_bytes=256 << 10,
+                        pack=Pack(column="tokens", length=16, eod=-1))
+    stream: list[int] = []
+    for i in range(total):
+        stream += [*_tokens(i), -1]
+    blocks = len(stream) // 16
+    assert len(ds) == blocks
+    rng = np.random.default_rng(5)
+    # in order first: the documents' windows are read sequentially (kept as decoded)
+    for index in (list(range(blocks)), rng.permutation(blocks).tolist()):
+        got = ds.__getitems__(index)
+        tokens = np.asarray(got.column("tokens") if not isinstance(got, list) else
+                            [r["tokens"] for r in got])
+        assert tokens.tolist() == [stream[b * 16:(b + 1) * 16] for b in index]
+    for p in range(len(ds.documents.windows)):  # blocks read one buffer per column
+        table = ds.documents.reader.cache.get(p)
+        assert table is None or all(c.num_chunks == 1 for c in table.columns)
+    ds.close()

@@ -188,7 +188,9 @@ class PackedBlocks:
     def _starts(self, j: int) -> tuple[pa.Table, np.ndarray[Any, np.dtype[np.int64]]]:
         """Window ``j``'s table and its stream starts (kept while the cache keeps the window)."""
         reader = self.documents.reader
-        table = reader.window(j)
+        # blocks take rows across the window: one buffer per column (a window kept in its
+        # decoded batches is copied once, and the cache holds the copy)
+        table = reader.joined(j, reader.window(j))
         memo = self._memo
         known = memo.get(j)
         if known is not None and known[0] is table:
