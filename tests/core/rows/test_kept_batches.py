@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from undertale_duck import ChunkedSampler, Pack, ParquetDataset
 from undertale_duck.core.read import direct, window_read
 from undertale_duck.core.read.cache import table_bytes
-from undertale_duck.core.rows.gather import Parts
+from undertale_duck.core.rows.gather import ListedParts, Parts
 
 WIDTH = 6
 
@@ -161,9 +161,18 @@ def test_parts_read_as_the_joined_array(
     assert len(parts) == len(whole) and parts.shape == whole.shape and parts.dtype == whole.dtype
     sel = slice(*bounds)
     assert np.array_equal(parts[sel], whole[sel])
+    listed = ListedParts([pa.array([str(v) for v in np.asarray(p).reshape(len(p), -1)[:, 0]])
+                          for p in parts.parts])
+    firsts = [str(v) for v in whole.reshape(len(whole), -1)[:, 0]]
     for a in range(len(whole) + 1):  # every in-order run, as a pass slices them
         for b in range(a, len(whole) + 1):
             assert np.array_equal(parts[a:b], whole[a:b])
+            rows = parts.rows(a, b)
+            assert np.array_equal(rows, whole[a:b])
+            if rows.size:  # a new array: writing to it leaves the parts alone
+                rows[...] = -7
+                assert not any(np.shares_memory(rows, part) for part in parts.parts)
+            assert listed.slice(a, b - a).to_pylist() == firsts[a:b]
     index = np.asarray([p % len(whole) for p in picks], dtype=np.int64)
     got = parts.take(index)
     assert np.array_equal(got, whole.take(index, axis=0))

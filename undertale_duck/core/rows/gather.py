@@ -56,10 +56,7 @@ class Parts:
             if step != 1 or stop < start:
                 return self.take(np.arange(start, stop, step, dtype=np.int64))
         starts = self._starts
-        k = self._last  # a pass slices one chunk after another: try the last one first
-        if not starts[k] <= start < starts[k + 1]:
-            k = min(bisect.bisect_right(starts, start) - 1, len(self.parts) - 1)
-            self._last = k
+        k = self._chunk_of(start)
         if stop <= starts[k + 1]:  # the common case: one chunk holds the rows
             return self.parts[k][start - starts[k]:stop - starts[k]]
         pieces = []
@@ -67,6 +64,23 @@ class Parts:
             pieces.append(self.parts[k][max(start, starts[k]) - starts[k]:stop - starts[k]])
             k += 1
         return np.concatenate(pieces)
+
+    def rows(self, start: int, stop: int) -> View:
+        """Rows ``start:stop`` (0 <= start <= stop <= ``len(self)``) as a new array."""
+        k = self._chunk_of(start)
+        first = self._starts[k]
+        if stop <= self._starts[k + 1]:
+            return self.parts[k][start - first:stop - first].copy()
+        return self[start:stop]  # across chunks: joined into a new array already
+
+    def _chunk_of(self, row: int) -> int:
+        """The chunk holding ``row`` (0 <= row < ``len(self)``; the last one past it)."""
+        starts = self._starts
+        k = self._last  # a pass slices one chunk after another: try the last one first
+        if not starts[k] <= row < starts[k + 1]:
+            k = min(bisect.bisect_right(starts, row) - 1, len(self.parts) - 1)
+            self._last = k
+        return k
 
     def take(self, index: np.ndarray[Any, Any], axis: int = 0) -> View:
         """The rows at ``index`` (0 <= each < ``len(self)``), in that order, as a new array."""
@@ -96,6 +110,29 @@ class Parts:
         return out
 
 
+class ListedParts:
+    """A column without a numpy view held in several chunks, sliced where its rows lie.
+
+    Args:
+        chunks: The column's chunks, none empty.
+    """
+
+    def __init__(self, chunks: Sequence[pa.Array]) -> None:
+        self.chunks = list(chunks)
+        starts = [0]
+        for chunk in self.chunks:
+            starts.append(starts[-1] + len(chunk))
+        self._starts = starts
+
+    def slice(self, start: int, length: int) -> pa.Array | pa.ChunkedArray:
+        """Rows ``start:start + length``: a slice of one chunk, or of several chunked."""
+        starts = self._starts
+        k = min(bisect.bisect_right(starts, start) - 1, len(self.chunks) - 1)
+        if start + length <= starts[k + 1]:
+            return self.chunks[k].slice(start - starts[k], length)
+        return pa.chunked_array(self.chunks, type=self.chunks[0].type).slice(start, length)
+
+
 #: A column's rows as numpy reads them: one view, or the views of its chunks.
 Column = View | Parts
 
@@ -114,7 +151,7 @@ class Views(NamedTuple):
     names: list[str]
     #: Per column, the column (its one chunk, or its chunks) where it has no view and its
     #: rows are exactly their ``to_pylist()`` values (strings, binary, dates, ...), else None.
-    listed: tuple[pa.Array | pa.ChunkedArray | None, ...]
+    listed: tuple[pa.Array | ListedParts | None, ...]
     #: Whether every column has a view or a listed chunk: a slice of the window is then one
     #: copy or one ``to_pylist()`` per column, with no other conversion.
     simple: bool
@@ -187,8 +224,7 @@ def views(table: pa.Table) -> Views:
         return entry[1]
     arrays = tuple(_column_view(column) for column in table.columns)
     listed = tuple(
-        None if view is not None or not _listed(column.type)
-        else column.chunk(0) if column.num_chunks == 1 else column
+        None if view is not None or not _listed(column.type) else _listed_column(column)
         for view, column in zip(arrays, table.columns, strict=True)
     )
     built = Views(
@@ -222,6 +258,16 @@ def _column_view(column: pa.ChunkedArray) -> Column | None:
     return Parts(kept)
 
 
+def _listed_column(column: pa.ChunkedArray) -> pa.Array | ListedParts | None:
+    """A listed column: its one chunk, or its non-empty chunks (None: it has no rows)."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    chunks = [chunk for chunk in column.chunks if len(chunk)]
+    if not chunks:
+        return None
+    return chunks[0] if len(chunks) == 1 else ListedParts(chunks)
+
+
 def _listed(dtype: pa.DataType) -> bool:
     """Whether :func:`rows.select` turns a column of ``dtype`` into its ``to_pylist()``.
 
@@ -249,11 +295,11 @@ def _slice(found: Views, start: int, stop: int, length: int, torch: bool) -> Row
     values: dict[str, list[Any]] = {}
     for name, view, chunk in zip(found.names, found.arrays, found.listed, strict=True):
         if view is not None:
-            out = view[start:stop].copy()
+            out = view.rows(start, stop) if isinstance(view, Parts) else view[start:stop].copy()
             whole[name] = _tensor(out) if torch else out
             continue
         try:
-            listed = cast(pa.Array | pa.ChunkedArray, chunk)
+            listed = cast(pa.Array | ListedParts, chunk)
             values[name] = listed.slice(start, length).to_pylist()
         except (OverflowError, ValueError, pa.ArrowException):
             return None
