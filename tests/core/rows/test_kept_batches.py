@@ -73,6 +73,9 @@ def test_sequential_pass_keeps_batches_and_out_of_order_rows_join_them(
     chunked = [t for t in kept if t is not None and t.column(0).num_chunks > 1]
     assert chunked, "no window was kept in its decoded batches"
     assert all(t.column(0).num_chunks <= window_read.MAX_KEPT_CHUNKS for t in chunked)
+    fresh = ds.reader.read(0)  # a read the cache does not hold: taken from, never copied
+    assert fresh.column(0).num_chunks > 1 and not ds.reader.cache.holds(0, fresh)
+    assert ds.reader.joined(0, fresh) is fresh
     rng = np.random.default_rng(7)
     order = rng.permutation(total).tolist()
     for a in range(0, total, 500):  # uniform random rows, then reversed runs

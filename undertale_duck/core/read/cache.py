@@ -190,6 +190,12 @@ class WindowCache:
             self._bytes += size
             return True
 
+    def holds(self, key: Hashable, table: pa.Table) -> bool:
+        """Whether ``table`` is what the cache holds for ``key`` (no hit or miss counted)."""
+        with self._lock:
+            entry = self._tables.get(key)
+            return entry is not None and entry[0] is table
+
     def swap(self, key: Hashable, old: pa.Table, new: pa.Table) -> bool:
         """Hold ``new`` for ``key`` in place of ``old`` (the same rows); False if ``old`` is gone.
 

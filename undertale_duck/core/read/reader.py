@@ -461,16 +461,20 @@ class WindowReader:
         (``window_read.MAX_KEPT_CHUNKS``), which serve slices in order as fast as one buffer
         but rows taken out of order (a shuffled or random batch) several times slower: the
         first such batch copies it into one buffer per column, and the cache holds the copy
-        from then on (the copy a read out of order makes at once).
+        from then on (the copy a read out of order makes at once). A window the cache does
+        not hold is not copied: its rows are taken across its chunks once.
 
         Args:
             position: The window's position in the plan.
             table: The window as :meth:`window` returned it.
 
         Returns:
-            ``table`` itself when each column is one chunk, else its copy.
+            ``table`` itself when each column is one chunk or the cache does not hold it,
+            else its copy.
         """
         if all(column.num_chunks <= 1 for column in table.columns):
+            return table
+        if not self.cache.holds(position, table):
             return table
         one = one_buffer(table)
         self.cache.swap(position, table, one)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import weakref
 from collections.abc import MutableSequence, Sequence
 from typing import Any, NamedTuple, cast
@@ -19,7 +20,28 @@ from .rows import Format, Selection, _convert, merge, select, to_tensor
 View = np.ndarray[Any, Any]
 
 
-class Parts:
+class _Spans:
+    """Where the chunks of a column start, and which chunk holds a row.
+
+    Args:
+        lengths: The chunks' rows, in order, none 0.
+    """
+
+    def __init__(self, lengths: Sequence[int]) -> None:
+        self._starts = [0, *itertools.accumulate(lengths)]
+        self._last = 0
+
+    def _chunk_of(self, row: int) -> int:
+        """The chunk holding ``row`` (0 <= row < the rows; the last chunk past them)."""
+        starts = self._starts
+        k = self._last  # a pass slices one chunk after another: try the last one first
+        if not starts[k] <= row < starts[k + 1]:
+            k = min(bisect.bisect_right(starts, row) - 1, len(starts) - 2)
+            self._last = k
+        return k
+
+
+class Parts(_Spans):
     """The numpy views of a column held in several chunks, read as one array of rows.
 
     A window decoded by pyarrow is kept as its decoded batches (one chunk each) rather than
@@ -33,11 +55,8 @@ class Parts:
 
     def __init__(self, parts: Sequence[View]) -> None:
         self.parts = list(parts)
-        starts = [0]
-        for part in self.parts:
-            starts.append(starts[-1] + len(part))
-        self._starts = starts
-        self._last = 0
+        super().__init__([len(part) for part in self.parts])
+        starts = self._starts
         self._edges = np.asarray(starts[1:-1], dtype=np.int64)
         self.dtype: np.dtype[Any] = self.parts[0].dtype
         self.shape: tuple[int, ...] = (starts[-1], *self.parts[0].shape[1:])
@@ -73,15 +92,6 @@ class Parts:
             return self.parts[k][start - first:stop - first].copy()
         return self[start:stop]  # across chunks: joined into a new array already
 
-    def _chunk_of(self, row: int) -> int:
-        """The chunk holding ``row`` (0 <= row < ``len(self)``; the last one past it)."""
-        starts = self._starts
-        k = self._last  # a pass slices one chunk after another: try the last one first
-        if not starts[k] <= row < starts[k + 1]:
-            k = min(bisect.bisect_right(starts, row) - 1, len(self.parts) - 1)
-            self._last = k
-        return k
-
     def take(self, index: np.ndarray[Any, Any], axis: int = 0) -> View:
         """The rows at ``index`` (0 <= each < ``len(self)``), in that order, as a new array."""
         if axis != 0:
@@ -94,7 +104,7 @@ class Parts:
         if low < 0 or high >= n:
             raise IndexError(f"row index {low if low < 0 else high} out of range for {n} rows")
         starts = self._starts
-        k = bisect.bisect_right(starts, low) - 1
+        k = self._chunk_of(low)
         if high < starts[k + 1]:  # one chunk holds them all (a row, a run, a window's part)
             return self.parts[k].take(index - starts[k], axis=0)
         which = np.searchsorted(self._edges, index, side="right")
@@ -110,7 +120,7 @@ class Parts:
         return out
 
 
-class ListedParts:
+class ListedParts(_Spans):
     """A column without a numpy view held in several chunks, sliced where its rows lie.
 
     Args:
@@ -119,15 +129,12 @@ class ListedParts:
 
     def __init__(self, chunks: Sequence[pa.Array]) -> None:
         self.chunks = list(chunks)
-        starts = [0]
-        for chunk in self.chunks:
-            starts.append(starts[-1] + len(chunk))
-        self._starts = starts
+        super().__init__([len(chunk) for chunk in self.chunks])
 
     def slice(self, start: int, length: int) -> pa.Array | pa.ChunkedArray:
         """Rows ``start:start + length``: a slice of one chunk, or of several chunked."""
         starts = self._starts
-        k = min(bisect.bisect_right(starts, start) - 1, len(self.chunks) - 1)
+        k = self._chunk_of(start)
         if start + length <= starts[k + 1]:
             return self.chunks[k].slice(start - starts[k], length)
         return pa.chunked_array(self.chunks, type=self.chunks[0].type).slice(start, length)
@@ -240,11 +247,16 @@ def views(table: pa.Table) -> Views:
     return built
 
 
+def _chunks(column: pa.ChunkedArray) -> list[pa.Array]:
+    """A column's chunks that hold rows."""
+    return [chunk for chunk in column.chunks if len(chunk)]
+
+
 def _column_view(column: pa.ChunkedArray) -> Column | None:
     """The numpy view of a column: of its one chunk, or :class:`Parts` of its chunks."""
     if column.num_chunks == 1:
         return _view(column.chunk(0))
-    chunks = [chunk for chunk in column.chunks if len(chunk)]
+    chunks = _chunks(column)
     if not chunks:
         return None
     if len(chunks) == 1:
@@ -262,7 +274,7 @@ def _listed_column(column: pa.ChunkedArray) -> pa.Array | ListedParts | None:
     """A listed column: its one chunk, or its non-empty chunks (None: it has no rows)."""
     if column.num_chunks == 1:
         return column.chunk(0)
-    chunks = [chunk for chunk in column.chunks if len(chunk)]
+    chunks = _chunks(column)
     if not chunks:
         return None
     return chunks[0] if len(chunks) == 1 else ListedParts(chunks)
