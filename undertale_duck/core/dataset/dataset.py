@@ -371,7 +371,6 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         state = self.__dict__.copy()
         state["_reader"] = None
         state["_monitor"] = None
-        state.pop("_ahead", None)  # a copy fetches its own runs
         state["_sql_session"] = None
         state["_index_executor"] = None  # a process group does not travel; a copy indexes here
         return state

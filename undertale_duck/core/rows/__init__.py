@@ -6,11 +6,8 @@ from .indices import check_collection, index_array
 from .row_access import RowAccess
 from .row_batch import Row, RowBatch
 from .rows import ROW_FORMATS, Format, TensorRangeError, to_tensor
-from .run_ahead import GROUP_BYTES, GROUP_ROWS, group_rows
 
 __all__ = [
-    "GROUP_BYTES",
-    "GROUP_ROWS",
     "ROW_FORMATS",
     "Format",
     "Row",
@@ -18,7 +15,6 @@ __all__ = [
     "RowBatch",
     "TensorRangeError",
     "check_collection",
-    "group_rows",
     "index_array",
     "to_tensor"
 ]

@@ -17,7 +17,6 @@ from .gather import gather
 from .indices import index_array
 from .row_batch import Row
 from .rows import ConversionFailure, Format, Selection, TensorRangeError, merge, select
-from .run_ahead import RunAhead
 
 if TYPE_CHECKING:
     from ..source import Source
@@ -39,7 +38,6 @@ class RowAccess:
     _starts_array: np.ndarray[Any, np.dtype[np.int64]]
     _reader: WindowReader | None
     _monitor: AccessMonitor | None
-    _ahead: RunAhead | None = None  # dropped when the dataset is pickled to a worker
 
     if TYPE_CHECKING:
 
@@ -196,38 +194,19 @@ class RowAccess:
             return None
         starts = self._starts
         position = bisect.bisect_right(starts, start) - 1
-        end = starts[position + 1] if position + 1 < len(starts) else self._length
-        if position < 0 or start + n > end:
+        if position < 0 or start + n > (
+            starts[position + 1] if position + 1 < len(starts) else self._length
+        ):
             return None
+        table = self.reader.window(position)
+        offset = starts[position]
+        local = slice(start - offset, start - offset + n)
         if self.format == "python":
-            table = self.reader.window(position)
-            offset = starts[position]
-            return self._select(position, table, slice(start - offset, start - offset + n))
-        ahead = self._ahead
-        if ahead is None:
-            ahead = self._ahead = RunAhead()
-        reader = self.reader
-        kept = ahead.take(reader, start, n)
-        if kept is not None:
-            return kept
-        table = reader.window(position)
-        local = start - starts[position]
-        fetch = ahead.rows(start, n, end - start)
-        if fetch > n:  # the coming batches of a sequential pass, fetched with this one
-            try:
-                rows = gather([table], [slice(local, local + fetch)], None, fetch, self.format)
-            except (ConversionFailure, TensorRangeError):
-                pass  # fetched alone below: an error names a row of this batch
-            else:
-                first = ahead.keep(reader, start, n, rows)
-                if first is not None:
-                    return first
+            return self._select(position, table, local)
         try:
-            return ahead.keep(reader, start, n, gather(
-                [table], [slice(local, local + n)], None, n, self.format
-            ))
+            return gather([table], [local], None, n, self.format)
         except (ConversionFailure, TensorRangeError):
-            return self._select(position, table, slice(local, local + n))  # names the row
+            return self._select(position, table, local)  # names the shard and row
 
     def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
         """Check and normalize many indices at once (negative ones count from the end)."""
