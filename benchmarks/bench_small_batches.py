@@ -118,6 +118,60 @@ def _same(batch: Any) -> Any:
     return batch
 
 
+class Timed(torch.utils.data.Dataset[Any]):
+    """Our dataset behind a stopwatch: the time its ``__getitems__`` and ``collate`` take.
+
+    For ``--parts``: the same sampler, ``DataLoader`` and ``collate`` as :func:`ours`, with the
+    seconds spent fetching and collating added up, so the rest of a batch's time is torch's
+    step, the loop and freeing the batch before.
+    """
+
+    def __init__(self, ds: ParquetDataset) -> None:
+        self.ds = ds
+        self.seconds = {"fetch": 0.0, "collate": 0.0}
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.ds[index]
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        start = time.perf_counter()
+        rows = self.ds.__getitems__(indices)
+        self.seconds["fetch"] += time.perf_counter() - start
+        return rows
+
+    def collate(self, rows: Any) -> Any:
+        """``collate``, timed."""
+        start = time.perf_counter()
+        batch = collate(rows)
+        self.seconds["collate"] += time.perf_counter() - start
+        return batch
+
+
+def parts(ds: ParquetDataset, batch: int, check: int) -> dict[str, float]:
+    """One cached epoch of :func:`ours` at ``batch``: microseconds per batch in each part."""
+    timed = Timed(ds)
+    loader = DataLoader(timed, batch_size=batch, sampler=ChunkedSampler(ds, batch, workers=0),
+                        collate_fn=timed.collate)
+    checker = common.Checker() if check else None
+    checking = 0.0
+    count = 0
+    wall = time.perf_counter()
+    for out in loader:
+        if checker is not None:
+            start = time.perf_counter()
+            checker(out)
+            checking += time.perf_counter() - start
+        count += 1
+    total = time.perf_counter() - wall
+    fetch, collating = timed.seconds["fetch"], timed.seconds["collate"]
+    spent = {"fetch": fetch, "collate": collating, "check": checking,
+             "torch step, loop, freeing": total - fetch - collating - checking, "total": total}
+    return {k: v / count * 1e6 for k, v in spent.items()}
+
+
 def chunked(ds: ParquetDataset, batch: int) -> Iterable[Any]:
     """``load()``'s loader (a ``ChunkedLoader``): the same sampler, ``collate``."""
     return undertale_duck.load(ds, None, collate, batch)
@@ -164,6 +218,27 @@ def profile(ds: ParquetDataset, batch: int, epochs: int) -> str:
     return text.getvalue()
 
 
+def parts_table(timed: Sequence[dict[str, float]], batches: Sequence[int]) -> str:
+    """Medians of ``--parts``: microseconds per batch in each part, and per-batch cost fits."""
+    keys = [k for k in timed[0] if k != "batch"]
+    medians = {b: {k: statistics.median(t[k] for t in timed if t["batch"] == b) for k in keys}
+               for b in batches}
+    rows: list[list[Any]] = [
+        [f"batch {b}", *(medians[b][k] for k in keys), *(medians[b][k] / b for k in keys[-1:])]
+        for b in batches
+    ]
+    small, large = batches[-1], batches[0]
+    fitted = {k: fit(medians[small][k] / small, medians[large][k] / large, small, large)
+              for k in keys}
+    rows.append([f"a: per batch, from {small} and {large}",
+                 *(fitted[k]["a_us_per_batch"] for k in keys), ""])
+    rows.append(["c: per row", *(fitted[k]["c_us_per_row"] for k in keys), ""])
+    return ("Where a cached `DataLoader` batch's time goes (one more epoch per round and batch "
+            "size, medians, microseconds per batch; the rest is torch's step, the loop and "
+            "freeing the batch before):\n\n"
+            + common.markdown_table(["", *keys, "total us/row"], rows) + "\n")
+
+
 def median_of(entries: Sequence[Entry], loader: str, key: str) -> float:
     """The median of ``key`` over the rounds of one loader."""
     return statistics.median(e[key] for e in entries if e["loader"] == loader)
@@ -186,6 +261,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    "does; the DataLoader-alone floor (one batch again and again) is not checked")
     p.add_argument("--profile", type=int, default=0,
                    help="also print a cProfile of cached epochs at this batch size")
+    p.add_argument("--parts", action="store_true",
+                   help="also time each part of a DataLoader batch (fetch, collate, check, the "
+                   "rest) in one more epoch per round and batch size")
     p.add_argument("--label", default="", help="a name for this run in the output")
     p.add_argument("--data", type=Path, default=common.DATA)
     p.add_argument("--out", type=Path, default=common.RESULTS)
@@ -213,6 +291,9 @@ def _rounds(args: argparse.Namespace, ds: ParquetDataset, prebuilt: dict[int, Pr
                 entry = measure(lambda b=batch: alone(ds, prebuilt[b], b), args.epochs)
                 results["entries"].append({"loader": f"DataLoader alone, batch {batch}",
                                            "batch": batch, **entry})
+            if args.parts:
+                results.setdefault("parts", []).append(
+                    {"batch": batch, **parts(ds, batch, check)})
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -294,6 +375,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 ["loader", "a: us per batch", "c: us per row", "a for 0.8x"],
                 [[k, v["a_us_per_batch"], v["c_us_per_row"], v["a_for_0.8"]]
                  for k, v in fits.items()]) + "\n")
+    if args.parts:
+        text += "\n" + parts_table(results["parts"], args.batches)
     if args.profile:
         results["profile"] = profile(ds, args.profile, args.epochs)
         print(results["profile"])

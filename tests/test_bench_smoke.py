@@ -85,7 +85,7 @@ def test_small_batches_benchmark_runs(tmp_path: Path) -> None:
 
     results = bench_small_batches.main([
         "--shards", "2", "--rows", "600", "--row-group", "100", "--repeat", "2",
-        "--epochs", "1", "--profile", "64", "--data", str(tmp_path / "data"),
+        "--epochs", "1", "--profile", "64", "--parts", "--data", str(tmp_path / "data"),
         "--out", str(tmp_path / "out"),
     ])
     assert {e["rows"] for e in results["entries"]} == {2 * 600}
@@ -100,6 +100,13 @@ def test_small_batches_benchmark_runs(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "small_batches.md").read_text().count("|") > 10
     assert results["checked"] is False
     assert "rows not checked" in (tmp_path / "out" / "small_batches.md").read_text()
+    timed = results["parts"]  # --parts: one timed epoch per round and batch size
+    assert sorted(t["batch"] for t in timed) == [64, 64, 256, 256]
+    for t in timed:
+        assert t["fetch"] > 0 and t["collate"] > 0 and t["check"] == 0
+        assert t["total"] >= t["fetch"] + t["collate"]
+    assert "Where a cached `DataLoader` batch's time goes" in (
+        tmp_path / "out" / "small_batches.md").read_text()
 
 
 @pytest.mark.heavy
