@@ -248,19 +248,17 @@ def views(table: pa.Table) -> Views:
 
 
 def _chunks(column: pa.ChunkedArray) -> list[pa.Array]:
-    """A column's chunks that hold rows."""
+    """A column's chunks that hold rows (a column of one chunk: that chunk, even empty)."""
+    if column.num_chunks == 1:
+        return [column.chunk(0)]
     return [chunk for chunk in column.chunks if len(chunk)]
 
 
 def _column_view(column: pa.ChunkedArray) -> Column | None:
     """The numpy view of a column: of its one chunk, or :class:`Parts` of its chunks."""
-    if column.num_chunks == 1:
-        return _view(column.chunk(0))
     chunks = _chunks(column)
-    if not chunks:
-        return None
-    if len(chunks) == 1:
-        return _view(chunks[0])
+    if len(chunks) <= 1:
+        return _view(chunks[0]) if chunks else None
     parts = [_view(chunk) for chunk in chunks]
     if any(part is None for part in parts):
         return None
@@ -272,12 +270,10 @@ def _column_view(column: pa.ChunkedArray) -> Column | None:
 
 def _listed_column(column: pa.ChunkedArray) -> pa.Array | ListedParts | None:
     """A listed column: its one chunk, or its non-empty chunks (None: it has no rows)."""
-    if column.num_chunks == 1:
-        return column.chunk(0)
     chunks = _chunks(column)
-    if not chunks:
-        return None
-    return chunks[0] if len(chunks) == 1 else ListedParts(chunks)
+    if len(chunks) <= 1:
+        return chunks[0] if chunks else None
+    return ListedParts(chunks)
 
 
 def _listed(dtype: pa.DataType) -> bool:
