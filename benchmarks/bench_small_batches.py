@@ -224,7 +224,7 @@ def parts_table(timed: Sequence[dict[str, float]], batches: Sequence[int]) -> st
     medians = {b: {k: statistics.median(t[k] for t in timed if t["batch"] == b) for k in keys}
                for b in batches}
     rows: list[list[Any]] = [
-        [f"batch {b}", *(medians[b][k] for k in keys), *(medians[b][k] / b for k in keys[-1:])]
+        [f"batch {b}", *(medians[b][k] for k in keys), medians[b]["total"] / b]
         for b in batches
     ]
     small, large = batches[-1], batches[0]
