@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .indices import check_collection, index_array
+from .ragged import Ragged
 from .row_access import RowAccess
 from .row_batch import Row, RowBatch
 from .rows import ROW_FORMATS, Format, TensorRangeError, to_tensor
@@ -10,6 +11,7 @@ from .rows import ROW_FORMATS, Format, TensorRangeError, to_tensor
 __all__ = [
     "ROW_FORMATS",
     "Format",
+    "Ragged",
     "Row",
     "RowAccess",
     "RowBatch",

@@ -14,6 +14,7 @@ import pyarrow as pa
 from torch import from_numpy as torch_from_numpy
 
 from ...common.arrays import int64_array, numpy_of
+from .ragged import Ragged
 from .row_batch import Row, RowBatch
 from .rows import Format, Selection, _convert, merge, select, to_tensor
 
@@ -300,7 +301,7 @@ def _slice(found: Views, start: int, stop: int, length: int, torch: bool) -> Row
     the general path then names it.
     """
     whole: dict[str, Any] = {}
-    values: dict[str, list[Any]] = {}
+    values: dict[str, list[Any] | Ragged] = {}
     for name, view, chunk in zip(found.names, found.arrays, found.listed, strict=True):
         if view is not None:
             out = view.rows(start, stop) if isinstance(view, Parts) else view[start:stop].copy()
@@ -345,7 +346,7 @@ def gather(
         A :class:`RowBatch` of the rows in batch order.
     """
     whole: dict[str, Any] = {}
-    values: dict[str, list[Any]] = {}
+    values: dict[str, list[Any] | Ragged] = {}
     torch = fmt == "torch"
     found = views(tables[0])
     names = list(found.names)
@@ -400,7 +401,7 @@ def _convert_slow(
     fmt: Format,
     slow: list[int],
     whole: dict[str, Any],
-    values: dict[str, list[Any]],
+    values: dict[str, list[Any] | Ragged],
 ) -> None:
     """Convert the columns without views exactly as :func:`rows.select` converts them.
 
@@ -447,7 +448,7 @@ def _convert_slow(
             column = pa.chunked_array([ch for p in pieces for ch in p.chunks], type=kind)
             column = column.take(int64_array(order))
         converted = _convert(name, column, fmt)
-        if isinstance(converted, list):
+        if isinstance(converted, list | Ragged):
             values[name] = converted
         else:
             whole[name] = converted

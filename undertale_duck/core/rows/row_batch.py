@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ...common.parts import consecutive_parts
+from .ragged import Ragged
 
 Row = dict[str, Any]
 
@@ -18,19 +19,25 @@ class RowBatch(MutableSequence[Row]):
 
     A mutable sequence of row dicts (it behaves like a list and compares equal to one) that
     holds the batch column-wise: numeric columns as one array or tensor each (rows along
-    the first axis). The row dicts are only built when the rows are first accessed, so
-    :func:`undertale_duck.collate` turns an untouched batch into tensors without any per-row
-    work; once rows are accessed, each row's numeric values are views of the batched ones.
+    the first axis), lists of numbers of unequal lengths as one :class:`~.ragged.Ragged`
+    each (their values end to end). The row dicts are only built when the rows are first
+    accessed, so :func:`undertale_duck.collate` turns an untouched batch into tensors without
+    any per-row work; once rows are accessed, each row's numeric values are views of the
+    batched ones.
 
     Args:
         names: Column names, in order.
         length: Number of rows.
         whole: Batched numeric columns (numpy arrays or tensors).
-        values: Per-row values of the other columns.
+        values: Per-row values of the other columns (a list, or a ``Ragged``).
     """
 
     def __init__(
-        self, names: list[str], length: int, whole: dict[str, Any], values: dict[str, list[Any]]
+        self,
+        names: list[str],
+        length: int,
+        whole: dict[str, Any],
+        values: dict[str, list[Any] | Ragged],
     ) -> None:
         self._names = names
         self._length = length
@@ -72,6 +79,23 @@ class RowBatch(MutableSequence[Row]):
                 return None
         return whole
 
+    def ragged(self, key: str) -> Ragged | None:
+        """Return column ``key``'s lists of unequal lengths held end to end, or None.
+
+        None also once its rows' values were built (a row's value may have been replaced
+        since): :meth:`column` then has them.
+
+        Args:
+            key: A column name.
+
+        Returns:
+            The column's :class:`~.ragged.Ragged`, or None.
+        """
+        column = self._values.get(key)
+        if isinstance(column, Ragged) and self._rows is None and not column.split:
+            return column
+        return None
+
     def split(self, sizes: Sequence[int]) -> list[RowBatch] | None:
         """Cut the batch into consecutive batches of ``sizes`` rows each.
 
@@ -112,7 +136,10 @@ class RowBatch(MutableSequence[Row]):
         """
         total = sum(_size(column) for column in self._whole.values())
         for column in self._values.values():
-            total += sum(_size(value) for value in column)
+            if isinstance(column, Ragged):
+                total += column.nbytes()
+            else:
+                total += sum(_size(value) for value in column)
         return total
 
     def column(self, key: str) -> list[Any]:
@@ -130,7 +157,8 @@ class RowBatch(MutableSequence[Row]):
         if self._rows is not None:
             return [row[key] for row in self._rows]
         if key in self._values:
-            return self._values[key]
+            column = self._values[key]
+            return column.rows() if isinstance(column, Ragged) else column
         return self._split(key)
 
     def _split(self, key: str) -> list[Any]:
@@ -144,7 +172,7 @@ class RowBatch(MutableSequence[Row]):
             columns = []
             for key in self._names:
                 if key in self._values:
-                    columns.append(self._values[key])
+                    columns.append(self.column(key))
                 else:
                     self._built[key] = self._split(key)
                     columns.append(self._built[key])

@@ -10,6 +10,7 @@ import pyarrow as pa
 import torch
 
 from ...common.arrays import int64_array, numpy_of
+from .ragged import Ragged
 from .row_batch import Row, RowBatch
 
 __all__ = [
@@ -78,7 +79,7 @@ def select(table: pa.Table, sel: Selection, fmt: Format) -> MutableSequence[Row]
         ]
         return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
     whole: dict[str, Any] = {}
-    values: dict[str, list[Any]] = {}
+    values: dict[str, list[Any] | Ragged] = {}
     length = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
     for name, chunked in zip(names, table.columns, strict=True):
         try:
@@ -93,7 +94,7 @@ def select(table: pa.Table, sel: Selection, fmt: Format) -> MutableSequence[Row]
                 'type holds (format="torch" widens unsigned integers to int64); use '
                 'format="numpy" (uint64 arrays) or format="python"',
             ) from None
-        if isinstance(converted, list):
+        if isinstance(converted, list | Ragged):
             values[name] = converted
         else:
             whole[name] = converted
@@ -163,7 +164,7 @@ def merge(
     batches: list[RowBatch] = [p for p in parts if isinstance(p, RowBatch)]
     names = batches[0].keys()
     whole: dict[str, Any] = {}
-    values: dict[str, list[Any]] = {}
+    values: dict[str, list[Any] | Ragged] = {}
     for name in names:
         pieces: list[Any] = [b.batched(name) for b in batches]
         first = pieces[0]
@@ -267,11 +268,13 @@ def _scalars(array: pa.Array, fmt: Format) -> Any:
 
 
 def _lists(array: pa.Array, fmt: Format) -> Any:
-    """Lists of numbers: one 2-d array/tensor if equal lengths, else a list of 1-d ones.
+    """Lists of numbers: one 2-d array/tensor if equal lengths, else 1-d ones per row.
 
     The type of each row's value depends on that value alone, never on the other rows of
     the batch: a list of numbers is a 1-d array (tensor); a list holding a null element is
-    its ``as_py()`` list (numpy and torch have no null); a null list is None.
+    its ``as_py()`` list (numpy and torch have no null); a null list is None. Unequal lists
+    without nulls come as a :class:`~.ragged.Ragged` (their values end to end, split into
+    rows only when one is asked for: ``collate`` pads them in one step).
     """
     n = len(array)
     if pa.types.is_fixed_size_list(array.type):
@@ -296,10 +299,13 @@ def _lists(array: pa.Array, fmt: Format) -> Any:
         if not array.null_count and holes is None:
             return whole
         values = list(whole.unbind(0)) if fmt == "torch" else list(matrix)
-    elif fmt == "torch":
-        values = list(torch.split(to_tensor(data), lengths.tolist()))
+    elif n:
+        ragged = Ragged(to_tensor(data) if fmt == "torch" else data, offsets - first)
+        if not array.null_count and holes is None:
+            return ragged
+        values = ragged.rows()
     else:
-        values = list(np.split(data, np.cumsum(lengths)[:-1]))
+        values = []
     if holes is not None:
         for k in holes.tolist():
             values[k] = array[k].as_py()
