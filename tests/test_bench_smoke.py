@@ -213,3 +213,40 @@ def test_bare_decode_benchmark_runs(tmp_path: Path) -> None:
     for found in results["runs"].values():
         assert len(found) == 2 and all(r["rows"] == 600 and r["rate"] > 0 for r in found)
     assert (tmp_path / "out" / "bare_decode.md").read_text().count("|") > 10
+
+
+@pytest.mark.heavy
+def test_ragged_benchmark_runs_and_its_check_refuses_wrong_rows(tmp_path: Path) -> None:
+    import bench_ragged
+    import numpy as np
+    import torch
+
+    results = bench_ragged.main([
+        "--shards", "2", "--shard-rows", "700", "--rounds", "1",
+        "--loaders", "pyarrow,ours,ours-load", "--root", str(tmp_path / "data"),
+        "--out", str(tmp_path / "out"),
+    ])
+    (run,) = results["runs"]
+    assert list(run) == ["pyarrow", "ours", "ours-load"]
+    assert all(r["rows"] == 1400 for r in run.values())  # every row of the epoch checked
+    assert (tmp_path / "out" / "ragged.md").read_text().count("|") > 20
+    # the check itself: a right batch passes; a shifted, re-padded or altered one does not
+    from undertale_duck import ParquetDataset, collate, load
+
+    ds = ParquetDataset(tmp_path / "data" / "ragged-s2x700", format="torch")
+    sums = bench_ragged.token_sums(1400)
+    good = next(iter(load(ds, None, collate, 64)))
+    bench_ragged.check(good, np.arange(64), sums)
+    with pytest.raises(AssertionError, match="wrong ids"):
+        bench_ragged.check(good, np.arange(1, 65), sums)
+    with pytest.raises(AssertionError, match="wrong tokens"):
+        bench_ragged.check(dict(good, tokens=good["tokens"] + good["tokens_mask"]),
+                           np.arange(64), sums)
+    padded = good["tokens"].masked_fill(~good["tokens_mask"], -1)
+    with pytest.raises(AssertionError, match="padding"):
+        bench_ragged.check(dict(good, tokens=padded), np.arange(64), sums)
+    first = good["tokens"].clone()
+    first[0, :2] = torch.flip(first[0, :2], [0])  # the same sum, two tokens swapped
+    with pytest.raises(AssertionError, match="wrong tokens at row 0"):
+        bench_ragged.check(dict(good, tokens=first), np.arange(64), sums)
+    ds.close()

@@ -1,0 +1,276 @@
+"""First epoch over ragged token lists (each row its own length), padded per batch.
+
+Run ``python benchmarks/bench_ragged.py`` (``--help`` for the options). The data is what
+undertale's binary-code datasets look like: ``--shards`` shards of ``--shard-rows`` rows of
+``id`` string, ``tokens`` list<int32> of 16 to 1,024 values (a function of the row index)
+and ``label`` int64, row groups of 10,000. Each batch of ``--batch`` rows is padded to its
+longest row with a boolean mask, as a training step takes it.
+
+Loaders: ``pyarrow`` (the decode floor: each shard read by ``read_table``, each batch's
+tokens padded from the column's offsets and values by one numpy masked assignment, no
+per-row object), ``ours`` (``ParquetDataset(format="torch")``, ``ChunkedSampler`` and a
+torch ``DataLoader`` with ``collate``), ``ours-load`` (``load()``'s ``ChunkedLoader``) and
+``hf`` (Hugging Face ``datasets``: ``from_parquet`` into a fresh cache, its conversion
+counted, ``with_format("torch")`` and a ``DataLoader`` padding with torch's
+``pad_sequence``), skipped when not installed. Each measurement is a fresh process, with the
+shards' page cache dropped (``--cold``) or warm (a read of the files first); the clock
+starts before the dataset is opened. Every row of every batch is checked: its ``id``,
+``label``, length (the mask) and sum of tokens (padding is 0), and every token of each
+batch's first row. Rounds rotate the loaders; ratios are taken
+within a round against ``pyarrow``, medians reported. Writes ``ragged.json`` and
+``ragged.md`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+
+LOADERS = ("pyarrow", "ours", "ours-load", "hf")
+ROW_GROUP = 10_000
+
+
+def lengths_of(index: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Row ``i``'s token count: 16 to 1,024, scattered over the rows."""
+    return (16 + (index.astype(np.int64) * 7919) % 1009).astype(np.int64)
+
+
+def tokens_of(index: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
+    """Token ``k`` of row ``i`` for every row and ``k < width`` (past a row's length too)."""
+    return ((index.astype(np.int64)[:, None] * 31 + np.arange(width)[None, :] * 17)
+            % 50_000).astype(np.int32)
+
+
+def write_data(shards: int, rows: int, root: Path) -> Path:
+    """The shards (written once per size; kept under ``root``)."""
+    directory = root / f"ragged-s{shards}x{rows}"
+    if directory.is_dir() and len(list(directory.glob("*.parquet"))) == shards:
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    for s in range(shards):
+        index = np.arange(s * rows, (s + 1) * rows)
+        lengths = lengths_of(index)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        width = int(lengths.max())
+        flat = tokens_of(index, width)[np.arange(width)[None, :] < lengths[:, None]]
+        table = pa.table({
+            "id": pa.array([f"row-{i:09d}" for i in index.tolist()]),
+            "tokens": pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)),
+            "label": pa.array(index % 1000, pa.int64()),
+        })
+        pq.write_table(table, directory / f"part-{s:05d}.parquet", row_group_size=ROW_GROUP)
+    return directory
+
+
+def token_sums(rows: int) -> np.ndarray[Any, Any]:
+    """Each row's sum of tokens (computed before the clock, a few thousand rows at a time)."""
+    sums = np.empty(rows, np.int64)
+    for a in range(0, rows, 2048):
+        index = np.arange(a, min(a + 2048, rows))
+        mask = np.arange(1024)[None, :] < lengths_of(index)[:, None]
+        sums[index] = np.where(mask, tokens_of(index, 1024), 0).sum(axis=1)
+    return sums
+
+
+def check(batch: dict[str, Any], index: np.ndarray[Any, Any], sums: np.ndarray[Any, Any]) -> None:
+    """Check that ``batch`` holds rows ``index`` in order, padded with 0 and masked.
+
+    Every row's id, label, length (the mask) and sum of tokens; every token of its first row.
+    """
+    if list(batch["id"]) != [f"row-{i:09d}" for i in index.tolist()]:
+        raise AssertionError(f"wrong ids at row {index[0]}")
+    if not np.array_equal(batch["label"].numpy(), index % 1000):
+        raise AssertionError(f"wrong labels at row {index[0]}")
+    lengths = lengths_of(index)
+    mask = batch["tokens_mask"].numpy()
+    if not np.array_equal(mask.sum(axis=1), lengths) or mask.shape[1] != lengths.max():
+        raise AssertionError(f"wrong lengths at row {index[0]}")
+    tokens = batch["tokens"].numpy()
+    if not np.array_equal(tokens.sum(axis=1, dtype=np.int64), sums[index]):
+        raise AssertionError(f"wrong tokens (or padding) at row {index[0]}")
+    if not np.array_equal(tokens[0, :lengths[0]], tokens_of(index[:1], int(lengths[0]))[0]):
+        raise AssertionError(f"wrong tokens at row {index[0]}")
+
+
+def pyarrow_batches(directory: Path, batch: int) -> Iterator[dict[str, Any]]:
+    """The floor: each shard decoded whole, each batch padded from offsets and values."""
+    import torch
+
+    for path in common.shard_paths(directory):
+        table = pq.read_table(path)
+        tokens = table.column("tokens").combine_chunks()
+        offsets = tokens.offsets.to_numpy()
+        values = tokens.values.to_numpy()
+        labels = table.column("label").to_numpy()
+        ids = table.column("id")
+        for a in range(0, len(table), batch):
+            b = min(a + batch, len(table))
+            lengths = np.diff(offsets[a:b + 1])
+            width = int(lengths.max())
+            mask = np.arange(width)[None, :] < lengths[:, None]
+            padded = np.zeros((b - a, width), np.int32)
+            padded[mask] = values[offsets[a]:offsets[b]]
+            yield {"id": ids.slice(a, b - a).to_pylist(), "tokens": torch.from_numpy(padded),
+                   "tokens_mask": torch.from_numpy(mask),
+                   "label": torch.from_numpy(labels[a:b].copy())}
+
+
+def hf_batches(directory: Path, batch: int, cache: Path) -> Iterable[dict[str, Any]]:
+    """Hugging Face ``datasets`` (its conversion counted), padded by ``pad_sequence``."""
+    import datasets
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset.from_parquet([str(p) for p in common.shard_paths(directory)],
+                                       cache_dir=str(cache)).with_format("torch")
+
+    def pad(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        tokens = [r["tokens"] for r in rows]
+        lengths = torch.tensor([len(t) for t in tokens])
+        return {"id": [r["id"] for r in rows],
+                "tokens": pad_sequence(tokens, batch_first=True),
+                "tokens_mask": torch.arange(int(lengths.max()))[None, :] < lengths[:, None],
+                "label": torch.stack([r["label"] for r in rows])}
+
+    return torch.utils.data.DataLoader(ds, batch_size=batch, collate_fn=pad)
+
+
+def run_one(args: argparse.Namespace) -> dict[str, Any]:
+    """One first epoch in this (fresh) process; returns its figures."""
+    import torch
+
+    directory = Path(args.data)
+    if args.cold:
+        common.drop_cache(directory)
+    else:
+        for path in common.shard_paths(directory):
+            path.read_bytes()
+    torch.set_num_threads(1)
+    sums = token_sums(sum(pq.ParquetFile(p).metadata.num_rows
+                          for p in common.shard_paths(directory)))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-ragged-") as work:
+        batches: Iterable[dict[str, Any]]
+        if args.loader == "pyarrow":
+            batches = pyarrow_batches(directory, args.batch)
+        elif args.loader == "hf":
+            batches = hf_batches(directory, args.batch, Path(work))
+        else:
+            from undertale_duck import ChunkedSampler, ParquetDataset, collate, load
+
+            ds = ParquetDataset(directory, format="torch")
+            if args.loader == "ours-load":
+                batches = load(ds, None, collate, args.batch)
+            else:
+                batches = torch.utils.data.DataLoader(
+                    ds, batch_size=args.batch, sampler=ChunkedSampler(ds, args.batch, 0),
+                    collate_fn=collate)
+        rows = 0
+        for batch in batches:
+            n = len(batch["id"])
+            check(batch, np.arange(rows, rows + n), sums)
+            rows += n
+        seconds = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+    return {"rows": rows, "seconds": seconds, "rate": rows / seconds,
+            "cpu_us_per_row": cpu / rows * 1e6,
+            "peak_rss_mib": common.own_peak_rss(after) / 2**20, "load": os.getloadavg()[0]}
+
+
+def measure(args: argparse.Namespace, data: Path, loader: str) -> dict[str, Any]:
+    """Run one measurement in a fresh process."""
+    command = [sys.executable, __file__, "--one", "--loader", loader, "--data", str(data),
+               "--batch", str(args.batch)] + (["--cold"] if args.cold else [])
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{loader} failed:\n{done.stderr[-4000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=8)
+    parser.add_argument("--shard-rows", type=int, default=25_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--cold", action="store_true", help="drop the shards' page cache")
+    parser.add_argument("--loaders", default=",".join(LOADERS))
+    parser.add_argument("--out", default=str(common.RESULTS))
+    parser.add_argument("--name", default="ragged")
+    parser.add_argument("--root", default=str(common.DATA), help="where the data is written")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--loader", default="ours")
+    parser.add_argument("--data", default="")
+    args = parser.parse_args(argv)
+    if args.one:
+        result = run_one(args)
+        print(json.dumps(result))
+        return result
+    data = write_data(args.shards, args.shard_rows, Path(args.root))
+    loaders = [name for name in args.loaders.split(",") if name]
+    if "pyarrow" not in loaders:
+        loaders.insert(0, "pyarrow")  # the base of every ratio
+    if "hf" in loaders:
+        try:
+            import datasets  # noqa: F401
+        except ImportError:
+            print("  (Hugging Face datasets not installed: skipped)")
+            loaders.remove("hf")
+    runs: list[dict[str, Any]] = []
+    for k in range(args.rounds):
+        shift = k % len(loaders)
+        rotated = loaders[shift:] + loaders[:shift]
+        runs.append({name: measure(args, data, name) for name in rotated})
+        print(k, json.dumps(runs[-1]), flush=True)
+    lines = ["| loader | rows/s | CPU us/row | peak RSS MiB | x rows/s | x CPU | load |",
+             "|---|---|---|---|---|---|---|"]
+    for name in loaders:
+        def med(key: str, name: str = name) -> float:
+            return float(statistics.median(r[name][key] for r in runs))
+
+        def ratio(key: str, name: str = name) -> float:
+            return float(statistics.median(r[name][key] / r["pyarrow"][key] for r in runs))
+
+        lines.append(
+            f"| {name} | {med('rate'):,.0f} | {med('cpu_us_per_row'):.2f} | "
+            f"{med('peak_rss_mib'):,.0f} | {ratio('rate'):.2f} | {ratio('cpu_us_per_row'):.2f} | "
+            f"{min(r[name]['load'] for r in runs):.1f}-{max(r[name]['load'] for r in runs):.1f} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    results = {"args": vars(args), "runs": runs, "machine": f"{os.cpu_count()} cores, shared"}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
+    (out / f"{args.name}.md").write_text(
+        f"`benchmarks/bench_ragged.py --rounds {args.rounds}{' --cold' if args.cold else ''}`, "
+        f"{results['machine']}; {args.shards} x {args.shard_rows:,} rows of ragged tokens "
+        f"(16-1,024), batch {args.batch}, page cache {'dropped' if args.cold else 'warm'}; "
+        "medians of rotated rounds, one fresh process each, every row checked; load = "
+        "1-minute load average.\n\n" + table + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
