@@ -239,3 +239,49 @@ def test_every_batch_of_an_epoch_matches_collating_its_rows_alone(
             assert_same(batch, one_by_one(ds.__getitems__(indices), padding_value=-3))
             seen += batch["label"].tolist()
         assert seen == order
+
+
+def reference_pad(values: list[list[float]], padding: float) -> tuple[list[Any], list[Any]]:
+    """The padded rows and mask, one value at a time."""
+    width = max((len(v) for v in values), default=0)
+    return ([list(v) + [padding] * (width - len(v)) for v in values],
+            [[k < len(v) for k in range(width)] for v in values])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 12), min_size=2, max_size=9).filter(
+        lambda ls: len(set(ls)) > 1),
+    dtype=st.sampled_from([torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+                           torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                           torch.bool]),
+    padding=st.sampled_from([0, 1]),
+    grad=st.booleans(),
+)
+def test_rows_own_tensors_are_padded_exactly_by_numpy_or_torch(
+    lengths: list[int], dtype: torch.dtype, padding: int, grad: bool,
+) -> None:
+    # bfloat16 has no numpy twin and a tensor that requires grad no numpy view: torch pads
+    grad = grad and dtype.is_floating_point
+    values = [[(r * 5 + k) % 7 if dtype != torch.bool else (r + k) % 2 == 0 for k in range(n)]
+              for r, n in enumerate(lengths)]
+    rows = [{"x": torch.tensor(v, dtype=dtype, requires_grad=grad)} for v in values]
+    batch = collate(rows, padding_value=padding)
+    want, mask = reference_pad(values, padding)
+    assert batch["x"].dtype == dtype
+    assert batch["x"].tolist() == torch.tensor(want, dtype=dtype).tolist()
+    assert batch["x_mask"].tolist() == mask
+    assert batch["x"].requires_grad == grad  # the padded batch stays in the graph
+    # Python lists of the same numbers: int64, float64 or bool, padded alike
+    plain = collate([{"x": v} for v in values], padding_value=padding)
+    assert plain["x_mask"].tolist() == mask
+    assert plain["x"].tolist() == torch.tensor(want, dtype=plain["x"].dtype).tolist()
+
+
+def test_rows_of_several_dtypes_are_padded_in_the_promoted_one() -> None:
+    rows = [{"x": torch.tensor([1, 2], dtype=torch.int8)},
+            {"x": torch.tensor([300], dtype=torch.int32)},
+            {"x": torch.tensor([0.5, 1.5, 2.5], dtype=torch.float32)}]
+    batch = collate(rows, padding_value=-1)
+    assert batch["x"].dtype == torch.float32
+    assert batch["x"].tolist() == [[1.0, 2.0, -1.0], [300.0, -1.0, -1.0], [0.5, 1.5, 2.5]]

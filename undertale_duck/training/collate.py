@@ -355,38 +355,65 @@ def _arrays(
 
 
 def _pad(values: list[torch.Tensor], padding_value: float) -> tuple[torch.Tensor, torch.Tensor]:
-    lengths = torch.tensor([len(v) for v in values], dtype=torch.int64)
-    width = int(lengths.max()) if len(values) else 0
+    lengths = np.array([v.shape[0] for v in values], dtype=np.int64)
     dtype = values[0].dtype
     for v in values[1:]:
         dtype = torch.promote_types(dtype, v.dtype)
-    out = torch.full((len(values), width), _fits(padding_value, dtype), dtype=dtype)
-    mask = torch.arange(width)[None, :] < lengths[:, None]
-    if width:
-        out[mask] = torch.cat([v.to(dtype) for v in values])
-    return out, mask
+    data = torch.cat([v.to(dtype) for v in values]) if lengths.any() else None
+    return _padded(data, lengths, padding_value, dtype)
+
+
+def _padded(
+    data: torch.Tensor | None,
+    lengths: np.ndarray[Any, np.dtype[np.int64]],
+    padding_value: float,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of ``lengths`` values taken in turn from ``data``, padded to the longest, and the mask.
+
+    Filled by numpy where the dtype has a numpy twin and ``data`` is a plain CPU tensor:
+    numpy's masked assignment runs several times faster than torch's, and on one thread
+    (torch's pool of threads slows to a crawl on a loaded machine).
+    """
+    fill = _fits(padding_value, dtype)
+    width = int(lengths.max()) if len(lengths) else 0
+    mask = np.arange(width) < lengths[:, None]
+    twin = _NUMPY_OF.get(dtype)
+    plain = data is None or (data.device.type == "cpu" and not data.requires_grad)
+    if twin is not None and plain:
+        out = np.full((len(lengths), width), fill, dtype=twin)
+        if data is not None:
+            out[mask] = data.numpy()
+        return torch.from_numpy(out), torch.from_numpy(mask)
+    padded = torch.full((len(lengths), width), fill, dtype=dtype)
+    where = torch.from_numpy(mask)
+    if data is not None:
+        padded[where] = data
+    return padded, where
+
+
+#: numpy's twin of each torch dtype that has one (bfloat16 and the complex halves have none).
+_NUMPY_OF: dict[torch.dtype, type[np.generic]] = {
+    torch.bool: np.bool_, torch.uint8: np.uint8, torch.int8: np.int8, torch.int16: np.int16,
+    torch.int32: np.int32, torch.int64: np.int64, torch.float16: np.float16,
+    torch.float32: np.float32, torch.float64: np.float64, torch.complex64: np.complex64,
+    torch.complex128: np.complex128,
+}
 
 
 def _ragged(column: Ragged, padding_value: float) -> tuple[torch.Tensor, torch.Tensor | None]:
     """What ``_tensors``/``_arrays`` make of a ragged column's rows, from their flat values.
 
     Stacked where the rows are all as long (a part of a batch can be), else padded with a
-    mask: numpy's masked assignment fills the padded batch several times faster than
-    torch's, and no per-row view is made.
+    mask in one step, with no per-row view made.
     """
     flat = column.flat
     # the numpy format's unsigned ints widened as each row's would be (uint64 range checked)
     tensor = flat if isinstance(flat, torch.Tensor) else _from_numpy(flat)
-    values = tensor.numpy()
     lengths = column.lengths
-    rows = len(lengths)
     if bool((lengths == lengths[0]).all()):
-        return torch.from_numpy(values.reshape(rows, int(lengths[0])).copy()), None
-    width = int(lengths.max())
-    padded = np.full((rows, width), _fits(padding_value, tensor.dtype), dtype=values.dtype)
-    mask = np.arange(width) < lengths[:, None]
-    padded[mask] = values
-    return torch.from_numpy(padded), torch.from_numpy(mask)
+        return tensor.reshape(len(lengths), int(lengths[0])).clone(), None
+    return _padded(tensor, lengths, padding_value, tensor.dtype)
 
 
 def _lists(
@@ -410,12 +437,7 @@ def _lists(
     if numbers is None:
         return values, None
     data = _from_numpy(numbers)
-    width = max(lengths)
-    size = torch.tensor(lengths, dtype=torch.int64)
-    mask = torch.arange(width)[None, :] < size[:, None]
-    out = torch.full((len(values), width), _fits(padding_value, data.dtype), dtype=data.dtype)
-    out[mask] = data
-    return out, mask
+    return _padded(data, np.array(lengths, dtype=np.int64), padding_value, data.dtype)
 
 
 def _fits(padding_value: float, dtype: torch.dtype) -> float:
