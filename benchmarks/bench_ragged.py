@@ -24,11 +24,9 @@ within a round against ``pyarrow``, medians reported. Writes ``ragged.json`` and
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -202,10 +200,7 @@ def measure(args: argparse.Namespace, data: Path, loader: str) -> dict[str, Any]
     """Run one measurement in a fresh process."""
     command = [sys.executable, __file__, "--one", "--loader", loader, "--data", str(data),
                "--batch", str(args.batch)] + (["--cold"] if args.cold else [])
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"{loader} failed:\n{done.stderr[-4000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return common.run_child(command, loader)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -216,33 +211,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--cold", action="store_true", help="drop the shards' page cache")
     parser.add_argument("--loaders", default=",".join(LOADERS))
-    parser.add_argument("--out", default=str(common.RESULTS))
     parser.add_argument("--name", default="ragged")
-    parser.add_argument("--root", default=str(common.DATA), help="where the data is written")
-    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--loader", default="ours")
-    parser.add_argument("--data", default="")
+    common.add_child_options(parser)
     args = parser.parse_args(argv)
     if args.one:
-        result = run_one(args)
-        print(json.dumps(result))
-        return result
+        return common.report_one(run_one(args))
     data = write_data(args.shards, args.shard_rows, Path(args.root))
     loaders = [name for name in args.loaders.split(",") if name]
     if "pyarrow" not in loaders:
         loaders.insert(0, "pyarrow")  # the base of every ratio
-    if "hf" in loaders:
-        try:
-            import datasets  # noqa: F401
-        except ImportError:
-            print("  (Hugging Face datasets not installed: skipped)")
-            loaders.remove("hf")
-    runs: list[dict[str, Any]] = []
-    for k in range(args.rounds):
-        shift = k % len(loaders)
-        rotated = loaders[shift:] + loaders[:shift]
-        runs.append({name: measure(args, data, name) for name in rotated})
-        print(k, json.dumps(runs[-1]), flush=True)
+    loaders = common.installed(loaders)
+    runs = common.rotated_rounds(args.rounds, loaders, lambda name: measure(args, data, name))
     lines = ["| loader | rows/s | CPU us/row | peak RSS MiB | x rows/s | x CPU | load |",
              "|---|---|---|---|---|---|---|"]
     for name in loaders:
@@ -255,21 +234,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         lines.append(
             f"| {name} | {med('rate'):,.0f} | {med('cpu_us_per_row'):.2f} | "
             f"{med('peak_rss_mib'):,.0f} | {ratio('rate'):.2f} | {ratio('cpu_us_per_row'):.2f} | "
-            f"{min(r[name]['load'] for r in runs):.1f}-{max(r[name]['load'] for r in runs):.1f} |"
+            f"{common.load_range(runs, name)} |"
         )
-    table = "\n".join(lines)
-    print(table)
-    results = {"args": vars(args), "runs": runs, "machine": f"{os.cpu_count()} cores, shared"}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
-    (out / f"{args.name}.md").write_text(
+    return common.write_results(
+        args.out, args.name, args, runs, "\n".join(lines),
         f"`benchmarks/bench_ragged.py --rounds {args.rounds}{' --cold' if args.cold else ''}`, "
-        f"{results['machine']}; {args.shards} x {args.shard_rows:,} rows of ragged tokens "
-        f"(16-1,024), batch {args.batch}, page cache {'dropped' if args.cold else 'warm'}; "
-        "medians of rotated rounds, one fresh process each, every row checked; load = "
-        "1-minute load average.\n\n" + table + "\n")
-    return results
+        f"{{machine}}; {args.shards} x {args.shard_rows:,} rows of ragged tokens (16-1,024), "
+        f"batch {args.batch}, page cache {'dropped' if args.cold else 'warm'}; medians of "
+        "rotated rounds, one fresh process each, every row checked; load = 1-minute load "
+        "average.")
 
 
 if __name__ == "__main__":

@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -147,10 +145,7 @@ def measure(args: argparse.Namespace, data: Path, loader: str) -> dict[str, Any]
     command = [sys.executable, __file__, "--one", "--loader", loader, "--data", str(data),
                "--rows", str(args.rows), "--memory", str(args.memory), "--disk", str(args.disk),
                "--batch", str(args.batch), "--seed", str(args.seed)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"{loader} failed:\n{done.stderr[-4000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return common.run_child(command, loader)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -164,30 +159,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--loaders", default=",".join(LOADERS))
-    parser.add_argument("--out", default=str(common.RESULTS))
-    parser.add_argument("--root", default=str(common.DATA), help="where the data is written")
-    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--loader", default="ours")
-    parser.add_argument("--data", default="")
+    common.add_child_options(parser)
     args = parser.parse_args(argv)
     if args.one:
-        result = run_one(args)
-        print(json.dumps(result))
-        return result
+        return common.report_one(run_one(args))
     data = common.write_dataset(args.shards, args.shard_rows, root=Path(args.root))
     loaders = [name for name in args.loaders.split(",") if name]
-    if "hf" in loaders:
-        try:
-            import datasets  # noqa: F401
-        except ImportError:
-            print("  (Hugging Face datasets not installed: skipped)")
-            loaders.remove("hf")
-    runs: list[dict[str, Any]] = []
-    for k in range(args.rounds):
-        shift = k % len(loaders)
-        rotated = loaders[shift:] + loaders[:shift]
-        runs.append({name: measure(args, data, name) for name in rotated})
-        print(k, json.dumps(runs[-1]), flush=True)
+    loaders = common.installed(loaders)
+    runs = common.rotated_rounds(args.rounds, loaders, lambda name: measure(args, data, name))
     base = loaders[-1]
     lines = ["| loader | rows/s | first batch s | CPU us/row | peak RSS MiB | "
              f"x rows/s ({base}) | group decodes | load |",
@@ -200,21 +179,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"| {name} | {med('rate'):,.0f} | {med('first_batch_s'):.2f} | "
             f"{med('cpu_us_per_row'):,.0f} | {med('peak_rss_mib'):,.0f} | {ratio:.2f} | "
             f"{runs[-1][name].get('decoded', '')} | "
-            f"{min(r[name]['load'] for r in runs):.1f}-{max(r[name]['load'] for r in runs):.1f} |"
+            f"{common.load_range(runs, name)} |"
         )
-    table = "\n".join(lines)
-    print(table)
-    results = {"args": vars(args), "runs": runs, "machine": f"{os.cpu_count()} cores, shared"}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "random_first.json").write_text(json.dumps(results, indent=1))
-    (out / "random_first.md").write_text(
-        f"`benchmarks/bench_random_first.py --rounds {args.rounds}`, {results['machine']}; "
+    return common.write_results(
+        args.out, "random_first", args, runs, "\n".join(lines),
+        f"`benchmarks/bench_random_first.py --rounds {args.rounds}`, {{machine}}; "
         f"{args.shards} x {args.shard_rows:,} rows, a pass of {args.rows:,} rows, batch "
         f"{args.batch}, memory={args.memory}, a fresh disk tier, page cache of the shards "
         "dropped; medians of rotated rounds, one fresh process each; load = 1-minute load "
-        "average.\n\n" + table + "\n")
-    return results
+        "average.")
 
 
 if __name__ == "__main__":

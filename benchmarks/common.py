@@ -370,3 +370,88 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def installed(loaders: list[str]) -> list[str]:
+    """``loaders`` less Hugging Face's where ``datasets`` is not installed (said once)."""
+    if "hf" in loaders:
+        try:
+            import datasets  # noqa: F401
+        except ImportError:
+            print("  (Hugging Face datasets not installed: skipped)")
+            return [name for name in loaders if name != "hf"]
+    return loaders
+
+
+def run_child(command: list[str], loader: str) -> dict[str, Any]:
+    """Run one measurement's fresh process; the last line it prints is its JSON result."""
+    import json
+    import subprocess
+
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{loader} failed:\n{done.stderr[-4000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def rotated_rounds(
+    rounds: int, loaders: Sequence[str], one: Callable[[str], dict[str, Any]]
+) -> list[dict[str, dict[str, Any]]]:
+    """``rounds`` rounds of ``one(loader)`` per loader, their order rotated each round."""
+    import json
+
+    runs: list[dict[str, dict[str, Any]]] = []
+    for k in range(rounds):
+        shift = k % len(loaders)
+        rotated = [*loaders[shift:], *loaders[:shift]]
+        runs.append({name: one(name) for name in rotated})
+        print(k, json.dumps(runs[-1]), flush=True)
+    return runs
+
+
+def add_child_options(parser: Any) -> None:
+    """The options of a benchmark that measures in fresh processes of itself.
+
+    ``--out`` and ``--root`` (where results and data go), and the child's own: ``--one``
+    (measure once here), ``--loader`` and ``--data``.
+    """
+    import argparse
+
+    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--root", default=str(DATA), help="where the data is written")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--loader", default="ours")
+    parser.add_argument("--data", default="")
+
+
+def report_one(result: dict[str, Any]) -> dict[str, Any]:
+    """Print a child's result as the JSON line :func:`run_child` reads; return it."""
+    import json
+
+    print(json.dumps(result))
+    return result
+
+
+def load_range(runs: Sequence[dict[str, dict[str, Any]]], loader: str) -> str:
+    """The 1-minute load averages a loader's measurements saw, as ``low-high``."""
+    loads = [r[loader]["load"] for r in runs]
+    return f"{min(loads):.1f}-{max(loads):.1f}"
+
+
+def write_results(out: str | Path, name: str, args: Any, runs: Any, table: str,
+                  caption: str) -> dict[str, Any]:
+    """Print ``table``; write ``name``.json (the arguments and raw rounds) and ``name``.md.
+
+    ``caption`` opens the markdown (the command and conditions); the machine is added.
+    """
+    import json
+
+    print(table)
+    machine = f"{os.cpu_count()} cores, shared"
+    results = {"args": vars(args), "runs": runs, "machine": machine}
+    directory = Path(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.json").write_text(json.dumps(results, indent=1))
+    (directory / f"{name}.md").write_text(caption.replace("{machine}", machine)
+                                          + "\n\n" + table + "\n")
+    return results
