@@ -285,3 +285,26 @@ def test_rows_of_several_dtypes_are_padded_in_the_promoted_one() -> None:
     batch = collate(rows, padding_value=-1)
     assert batch["x"].dtype == torch.float32
     assert batch["x"].tolist() == [[1.0, 2.0, -1.0], [300.0, -1.0, -1.0], [0.5, 1.5, 2.5]]
+
+
+@pytest.mark.parametrize("odd", [
+    None, "7", b"7", [7], (7,), np.array(7), np.array([7]), torch.tensor(7), {"v": 7},
+    complex(7, 0),
+])
+def test_python_lists_holding_anything_but_numbers_stay_lists(odd: Any) -> None:
+    rows = [{"x": [1, 2, 3]}, {"x": [4, odd]}, {"x": [5]}]
+    assert collate(rows)["x"] == [[1, 2, 3], [4, odd], [5]]
+    assert "x_mask" not in collate(rows)
+
+
+@pytest.mark.parametrize(("values", "dtype"), [
+    ([[1, 2, 3], [True], [np.int8(4), np.uint16(5)]], torch.int64),
+    ([[1, 2.5], [np.float32(3)], [False, 4, 5]], torch.float64),
+    ([[True, False], [np.bool_(True)]], torch.bool),
+])
+def test_python_lists_of_mixed_number_types_are_padded(values: list[Any], dtype: Any) -> None:
+    batch = collate([{"x": v} for v in values], padding_value=0)
+    want, mask = reference_pad([[float(x) for x in v] for v in values], 0)
+    assert batch["x"].dtype == dtype
+    assert batch["x"].tolist() == torch.tensor(want, dtype=dtype).tolist()
+    assert batch["x_mask"].tolist() == mask

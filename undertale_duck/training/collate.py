@@ -431,7 +431,9 @@ def _lists(
         # no value to tell the type by (numpy made the empty lists float64): the schema's
         return (tensor if dtype is None else tensor.to(dtype)), None
     flat = list(itertools.chain.from_iterable(values))
-    if not all(isinstance(v, _NUMBER) for v in flat):
+    # one type lookup per value (in C), then one check per distinct type: isinstance per
+    # value took half of collating a batch of Python rows
+    if not all(issubclass(kind, _NUMBER) for kind in set(map(type, flat))):
         return values, None
     numbers = _numeric(flat)
     if numbers is None:
