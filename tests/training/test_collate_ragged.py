@@ -186,11 +186,13 @@ def test_ragged_slices_share_the_flat_values_and_keep_request_order() -> None:
     assert isinstance(part, Ragged)
     assert [v.tolist() for v in part] == [[], [3, 4, 5, 6]]
     assert part.flat.data_ptr() == flat[3:].data_ptr()  # a view, no copy
+    empty = ragged[5:2]
+    assert isinstance(empty, Ragged) and len(empty) == 0 and list(empty) == []
+    assert not ragged.built  # consecutive slices build no per-row views
     assert [v.tolist() for v in ragged[::2]] == [[0, 1, 2], [3, 4, 5, 6]]
-    assert ragged[5:2] == []
     assert [v.tolist() for v in ragged] == [[0, 1, 2], [], [3, 4, 5, 6], [7, 8, 9]]
     assert ragged.rows() is ragged.rows()
-    assert ragged.split
+    assert ragged.built
     numpy = Ragged(np.arange(5, dtype=np.uint8), np.array([0, 2, 5], dtype=np.int64))
     assert [v.tolist() for v in numpy[0:2]] == [[0, 1], [2, 3, 4]]
     assert numpy.nbytes() == 5

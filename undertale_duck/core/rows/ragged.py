@@ -35,7 +35,7 @@ class Ragged(Sequence[Any]):
         return np.diff(self.offsets)
 
     @property
-    def split(self) -> bool:
+    def built(self) -> bool:
         """Whether the per-row values were built (a caller may have replaced one since)."""
         return self._rows is not None
 
@@ -68,9 +68,11 @@ class Ragged(Sequence[Any]):
         if not isinstance(index, slice):
             return self.rows()[index]
         start, stop, step = index.indices(len(self))
-        if step != 1 or stop <= start or self._rows is not None:
+        if step != 1 or self._rows is not None:
             return self.rows()[index]
-        # consecutive rows (a group of batches cut apart): a view of their values, unsplit
+        # consecutive rows (a group of batches cut apart): a view of their values, unsplit;
+        # an empty slice is an empty Ragged (building the rows for it would mark them built)
+        stop = max(start, stop)
         first = int(self.offsets[start])
         return Ragged(self.flat[first:int(self.offsets[stop])],
                       self.offsets[start:stop + 1] - first)

@@ -92,7 +92,7 @@ class RowBatch(MutableSequence[Row]):
             The column's :class:`~.ragged.Ragged`, or None.
         """
         column = self._values.get(key)
-        if isinstance(column, Ragged) and self._rows is None and not column.split:
+        if isinstance(column, Ragged) and self._rows is None and not column.built:
             return column
         return None
 
