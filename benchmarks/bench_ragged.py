@@ -19,6 +19,12 @@ starts before the dataset is opened. Every row of every batch is checked: its ``
 batch's first row. Rounds rotate the loaders; ratios are taken
 within a round against ``pyarrow``, medians reported. Writes ``ragged.json`` and
 ``ragged.md`` to ``--out``.
+
+With ``--shuffle`` the epoch is shuffled, each loader by its own shuffle: ``pyarrow`` reads
+every shard into one table and takes each batch by a permutation (Arrow's ``take``), ours
+shuffle (``ChunkedSampler(shuffle=True)``, ``load(shuffle=True)``), ``hf`` its
+``shuffle(seed=0)``. Each batch's rows are then found by their ids, checked as above, and
+the epoch must hand out every row once.
 """
 
 from __future__ import annotations
@@ -108,30 +114,47 @@ def check(batch: dict[str, Any], index: np.ndarray[Any, Any], sums: np.ndarray[A
         raise AssertionError(f"wrong tokens at row {index[0]}")
 
 
+def ids_of(batch: dict[str, Any]) -> np.ndarray[Any, Any]:
+    """The global rows of a batch, read from its ids (checked by :func:`check` after)."""
+    return np.array([int(i[4:]) for i in batch["id"]], dtype=np.int64)
+
+
 def pyarrow_batches(directory: Path, batch: int) -> Iterator[dict[str, Any]]:
     """The floor: each shard decoded whole, each batch padded from offsets and values."""
-    import torch
-
     for path in common.shard_paths(directory):
         table = pq.read_table(path)
-        tokens = table.column("tokens").combine_chunks()
-        offsets = tokens.offsets.to_numpy()
-        values = tokens.values.to_numpy()
-        labels = table.column("label").to_numpy()
-        ids = table.column("id")
         for a in range(0, len(table), batch):
-            b = min(a + batch, len(table))
-            lengths = np.diff(offsets[a:b + 1])
-            width = int(lengths.max())
-            mask = np.arange(width)[None, :] < lengths[:, None]
-            padded = np.zeros((b - a, width), np.int32)
-            padded[mask] = values[offsets[a]:offsets[b]]
-            yield {"id": ids.slice(a, b - a).to_pylist(), "tokens": torch.from_numpy(padded),
-                   "tokens_mask": torch.from_numpy(mask),
-                   "label": torch.from_numpy(labels[a:b].copy())}
+            yield padded_batch(table.slice(a, batch))
 
 
-def hf_batches(directory: Path, batch: int, cache: Path) -> Iterable[dict[str, Any]]:
+def pyarrow_shuffled(directory: Path, batch: int) -> Iterator[dict[str, Any]]:
+    """The floor shuffled: every shard read into one table, batches taken by a permutation."""
+    table = pa.concat_tables(pq.read_table(p) for p in common.shard_paths(directory))
+    table = table.combine_chunks()  # a take from many chunks joins them all on every call
+    order = np.random.default_rng(0).permutation(table.num_rows)
+    for a in range(0, len(order), batch):
+        yield padded_batch(table.take(order[a:a + batch]))
+
+
+def padded_batch(part: pa.Table) -> dict[str, Any]:
+    """A batch of rows as tensors, its tokens padded by one numpy masked assignment."""
+    import torch
+
+    tokens = part.column("tokens").combine_chunks()
+    offsets = tokens.offsets.to_numpy()
+    values = tokens.values.to_numpy()
+    lengths = np.diff(offsets)
+    width = int(lengths.max())
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    padded = np.zeros((len(part), width), np.int32)
+    padded[mask] = values[offsets[0]:offsets[-1]]
+    return {"id": part.column("id").to_pylist(), "tokens": torch.from_numpy(padded),
+            "tokens_mask": torch.from_numpy(mask),
+            "label": torch.from_numpy(part.column("label").to_numpy())}
+
+
+def hf_batches(directory: Path, batch: int, cache: Path,
+               shuffle: bool) -> Iterable[dict[str, Any]]:
     """Hugging Face ``datasets`` (its conversion counted), padded by ``pad_sequence``."""
     import datasets
     import torch
@@ -140,6 +163,8 @@ def hf_batches(directory: Path, batch: int, cache: Path) -> Iterable[dict[str, A
     datasets.disable_progress_bars()
     ds = datasets.Dataset.from_parquet([str(p) for p in common.shard_paths(directory)],
                                        cache_dir=str(cache)).with_format("torch")
+    if shuffle:
+        ds = ds.shuffle(seed=0)
 
     def pad(rows: list[dict[str, Any]]) -> dict[str, Any]:
         tokens = [r["tokens"] for r in rows]
@@ -169,26 +194,34 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     wall = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-ragged-") as work:
         batches: Iterable[dict[str, Any]]
+        shuffle = args.shuffle
         if args.loader == "pyarrow":
-            batches = pyarrow_batches(directory, args.batch)
+            batches = (pyarrow_shuffled if shuffle else pyarrow_batches)(directory, args.batch)
         elif args.loader == "hf":
-            batches = hf_batches(directory, args.batch, Path(work))
+            batches = hf_batches(directory, args.batch, Path(work), shuffle)
         else:
             from undertale_duck import ChunkedSampler, ParquetDataset, collate, load
 
             ds = ParquetDataset(directory, format="torch")
             if args.loader == "ours-load":
-                batches = load(ds, None, collate, args.batch)
+                batches = load(ds, None, collate, args.batch, shuffle=shuffle)
             else:
                 batches = torch.utils.data.DataLoader(
-                    ds, batch_size=args.batch, sampler=ChunkedSampler(ds, args.batch, 0),
+                    ds, batch_size=args.batch,
+                    sampler=ChunkedSampler(ds, args.batch, 0, shuffle=shuffle),
                     collate_fn=collate)
         rows = 0
+        seen = np.zeros(len(sums), dtype=bool)
         for batch in batches:
             n = len(batch["id"])
-            check(batch, np.arange(rows, rows + n), sums)
+            index = ids_of(batch) if shuffle else np.arange(rows, rows + n)
+            check(batch, index, sums)
+            seen[index] = True
             rows += n
         seconds = time.perf_counter() - wall
+        if rows != len(sums) or not seen.all():
+            raise AssertionError(f"{args.loader}: {rows:,} rows handed out, "
+                                 f"{int(seen.sum()):,} of {len(sums):,} distinct")
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
     return {"rows": rows, "seconds": seconds, "rate": rows / seconds,
@@ -199,7 +232,8 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
 def measure(args: argparse.Namespace, data: Path, loader: str) -> dict[str, Any]:
     """Run one measurement in a fresh process."""
     command = [sys.executable, __file__, "--one", "--loader", loader, "--data", str(data),
-               "--batch", str(args.batch)] + (["--cold"] if args.cold else [])
+               "--batch", str(args.batch)] + (["--cold"] if args.cold else []) + (
+                   ["--shuffle"] if args.shuffle else [])
     return common.run_child(command, loader)
 
 
@@ -210,6 +244,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--cold", action="store_true", help="drop the shards' page cache")
+    parser.add_argument("--shuffle", action="store_true",
+                        help="a shuffled epoch, each loader by its own shuffle")
     parser.add_argument("--loaders", default=",".join(LOADERS))
     parser.add_argument("--name", default="ragged")
     common.add_child_options(parser)
@@ -238,9 +274,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     return common.write_results(
         args.out, args.name, args, runs, "\n".join(lines),
-        f"`benchmarks/bench_ragged.py --rounds {args.rounds}{' --cold' if args.cold else ''}`, "
+        f"`benchmarks/bench_ragged.py --rounds {args.rounds}{' --cold' if args.cold else ''}"
+        f"{' --shuffle' if args.shuffle else ''}`, "
         f"{{machine}}; {args.shards} x {args.shard_rows:,} rows of ragged tokens (16-1,024), "
-        f"batch {args.batch}, page cache {'dropped' if args.cold else 'warm'}; medians of "
+        f"batch {args.batch}, {'shuffled, ' if args.shuffle else ''}"
+        f"page cache {'dropped' if args.cold else 'warm'}; medians of "
         "rotated rounds, one fresh process each, every row checked; load = 1-minute load "
         "average.")
 

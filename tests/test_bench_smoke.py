@@ -230,6 +230,14 @@ def test_ragged_benchmark_runs_and_its_check_refuses_wrong_rows(tmp_path: Path) 
     assert list(run) == ["pyarrow", "ours", "ours-load"]
     assert all(r["rows"] == 1400 for r in run.values())  # every row of the epoch checked
     assert (tmp_path / "out" / "ragged.md").read_text().count("|") > 20
+    shuffled = bench_ragged.main([
+        "--shards", "2", "--shard-rows", "700", "--rounds", "1", "--shuffle",
+        "--loaders", "pyarrow,ours,ours-load", "--root", str(tmp_path / "data"),
+        "--out", str(tmp_path / "out"), "--name", "ragged_shuffled",
+    ])
+    (run,) = shuffled["runs"]
+    assert all(r["rows"] == 1400 for r in run.values())  # each row once, each checked
+    assert "--shuffle" in (tmp_path / "out" / "ragged_shuffled.md").read_text()
     # the check itself: a right batch passes; a shifted, re-padded or altered one does not
     from undertale_duck import ParquetDataset, collate, load
 

@@ -16,7 +16,7 @@ from torch import from_numpy as torch_from_numpy
 from ...common.arrays import int64_array, numpy_of
 from .ragged import Ragged
 from .row_batch import Row, RowBatch
-from .rows import Format, Selection, _convert, merge, select, to_tensor
+from .rows import Format, Selection, _convert, gathered_lists, merge, select, to_tensor
 
 View = np.ndarray[Any, Any]
 
@@ -436,6 +436,18 @@ def _convert_slow(
             else:
                 values[name] = merged.column(name)
             continue
+        if all(col.num_chunks == 1 for col in columns) and not (
+            places is None and isinstance(selections[0], slice)  # a slice converts as fast
+        ):
+            taken = gathered_lists(
+                [col.chunk(0) for col in columns], selections, places, length, fmt
+            )
+            if taken is not None:
+                if isinstance(taken, Ragged):
+                    values[name] = taken
+                else:
+                    whole[name] = taken
+                continue
         if places is None:
             column = _rows(columns[0], selections[0])
         elif rows is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableSequence
+from collections.abc import MutableSequence, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -10,12 +10,13 @@ import pyarrow as pa
 import torch
 
 from ...common.arrays import int64_array, numpy_of
+from .lists import Selection, take_lists
 from .ragged import Ragged
 from .row_batch import Row, RowBatch
 
 __all__ = [
-    "ROW_FORMATS", "ConversionFailure", "Format", "Selection", "TensorRangeError", "merge",
-    "select", "to_tensor"
+    "ROW_FORMATS", "ConversionFailure", "Format", "Selection", "TensorRangeError", "gathered_lists",
+    "merge", "select", "to_tensor"
 ]
 
 #: What ``ParquetDataset(format=...)`` accepts.
@@ -53,9 +54,6 @@ class TensorRangeError(ValueError):
 
 def _is_numeric(dtype: pa.DataType) -> bool:
     return any(check(dtype) for check in _NUMERIC)
-
-
-Selection = slice | np.ndarray[Any, np.dtype[np.int64]]
 
 
 def _part(data: pa.Table | pa.ChunkedArray, sel: Selection) -> Any:
@@ -148,10 +146,30 @@ def _gather(chunked: pa.ChunkedArray, sel: Selection, fmt: Format) -> Any | None
         or not (offsets[sel + 1] - starts == width).all()
         or not (starts - base == sel * width).all()
     ):
-        return None
+        return gathered_lists([array], [sel], None, len(sel), fmt)
     values = numpy_of(array.values)[base:base + rows * width]
     data = np.array(values.reshape(rows, width)[sel], copy=True)
     return to_tensor(data) if fmt == "torch" else data
+
+
+def gathered_lists(
+    arrays: Sequence[pa.Array],
+    selections: Sequence[Selection],
+    places: Sequence[np.ndarray[Any, np.dtype[np.int64]]] | None,
+    length: int,
+    fmt: Format,
+) -> Any | None:
+    """:func:`.lists.take_lists` in ``fmt``: what :func:`_convert` makes of the taken rows.
+
+    Raises:
+        TensorRangeError: For ``"torch"``, if a uint64 value is 2**63 or more.
+    """
+    taken = take_lists(arrays, selections, places, length)
+    if taken is None or fmt != "torch":
+        return taken
+    if isinstance(taken, Ragged):
+        return Ragged(to_tensor(taken.flat), taken.offsets)
+    return to_tensor(taken)
 
 
 def merge(
