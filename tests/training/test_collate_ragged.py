@@ -310,3 +310,15 @@ def test_python_lists_of_mixed_number_types_are_padded(values: list[Any], dtype:
     assert batch["x"].dtype == dtype
     assert batch["x"].tolist() == torch.tensor(want, dtype=dtype).tolist()
     assert batch["x_mask"].tolist() == mask
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=6), min_size=2,
+                max_size=6).filter(lambda rows: len({len(r) for r in rows}) > 1))
+def test_python_ints_to_int64s_limits_are_padded_exactly(rows: list[list[int]]) -> None:
+    # ints alone are read straight as int64: every value of int64's range comes back exact
+    batch = collate([{"x": r} for r in rows], padding_value=-1)
+    assert batch["x"].dtype == torch.int64
+    width = max(len(r) for r in rows)
+    assert batch["x"].tolist() == [r + [-1] * (width - len(r)) for r in rows]
+    assert batch["x_mask"].tolist() == [[k < len(r) for k in range(width)] for r in rows]

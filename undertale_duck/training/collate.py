@@ -433,13 +433,26 @@ def _lists(
     flat = list(itertools.chain.from_iterable(values))
     # one type lookup per value (in C), then one check per distinct type: isinstance per
     # value took half of collating a batch of Python rows
-    if not all(issubclass(kind, _NUMBER) for kind in set(map(type, flat))):
+    kinds = set(map(type, flat))
+    if not all(issubclass(kind, _NUMBER) for kind in kinds):
         return values, None
-    numbers = _numeric(flat)
+    # Python ints alone (the python format's token lists): read as int64 without numpy
+    # inferring a dtype over every value first (half the time); one beyond int64 refuses
+    numbers = _int64s(flat) if kinds == {int} else None
+    if numbers is None:
+        numbers = _numeric(flat)
     if numbers is None:
         return values, None
     data = _from_numpy(numbers)
     return _padded(data, np.array(lengths, dtype=np.int64), padding_value, data.dtype)
+
+
+def _int64s(flat: list[int]) -> np.ndarray[Any, np.dtype[np.int64]] | None:
+    """Python ints as one int64 array, or None if one is beyond int64's range."""
+    try:
+        return np.fromiter(flat, np.int64, len(flat))
+    except OverflowError:
+        return None
 
 
 def _fits(padding_value: float, dtype: torch.dtype) -> float:
