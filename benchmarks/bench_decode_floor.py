@@ -22,9 +22,14 @@ tensors: the floor every ratio is taken against), ``pyarrow-views`` (the stricte
 (``load()`` with a disk tier, ``disk=``, in the run's scratch directory: in the
 ``converted`` mode its files are written by an earlier process before the clock, as a
 peer's conversion is done, then dropped from the page cache; in the other modes the timed
-epoch writes them), ``hf`` and ``lance`` (skipped when not installed; in the ``converted``
-mode another process converts the shards before the clock and the measured one opens the
-converted copy, dropped from the page cache; in the other modes the conversion is timed).
+epoch writes them), ``hf``, ``lance`` and ``litdata`` (skipped when not installed; in the
+``converted`` mode another process converts the shards before the clock and the measured one
+opens the converted copy, dropped from the page cache; in the other modes the conversion is
+timed). ``litdata`` is LitData's ``optimize()`` (one worker, 64 MB chunks, rows as dicts of
+numpy arrays) read by a ``StreamingDataset`` (``shuffle=True, seed=0`` for the shuffled
+epoch) through a ``StreamingDataLoader``; its conversion's worker processes count in the
+CPU (``RUSAGE_CHILDREN``). LitData is no part of the ``bench`` extra (``pyproject.toml``
+says how to install it).
 
 Scenarios:
 
@@ -205,7 +210,8 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- the sharded table
 
-SHARDED_LOADERS = ("pyarrow", "pyarrow-views", "ours", "ours-load", "ours-disk", "hf", "lance")
+SHARDED_LOADERS = ("pyarrow", "pyarrow-views", "ours", "ours-load", "ours-disk", "hf", "lance",
+                   "litdata")
 #: Bound of ``ours-disk``'s disk tier, MiB (a bound: the files take the data's decoded size).
 DISK_MIB = 8192
 SHARDED_MODES = {
@@ -242,6 +248,26 @@ class IdChecker:
             raise AssertionError(f"a row served twice near row {int(index[0])}")
         self.seen[numbers] = True
         self.rows += n
+
+
+class LitRows:
+    """LitData's ``optimize`` function: a shard's rows as dicts (tokens and mask as arrays).
+
+    A class at module level: LitData pickles it to its worker process.
+    """
+
+    def __call__(self, path: str) -> Iterable[dict[str, Any]]:
+        """Yield the rows of the shard at ``path``, in order."""
+        table = pq.read_table(path, columns=COLUMNS)
+        for part in table.to_batches(max_chunksize=common.ROW_GROUP):
+            n = part.num_rows
+            ids = part.column(0).to_pylist()
+            tokens, mask = (part.column(name).flatten().to_numpy().reshape(n, -1)
+                            for name in ("tokens", "mask"))
+            labels = part.column(3).to_numpy()
+            for k in range(n):
+                yield {"id": ids[k], "tokens": tokens[k].copy(), "mask": mask[k].copy(),
+                       "label": int(labels[k])}
 
 
 def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
@@ -314,6 +340,19 @@ def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
         for a in range(0, len(order), batch):
             yield arrow_to_tensors(data.take(order[a:a + batch], columns=COLUMNS))
 
+    def litdata_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
+        from litdata import StreamingDataLoader, StreamingDataset, optimize
+
+        path = scratch / "litdata"
+        if not (path / "index.json").exists():  # else converted by an earlier process
+            optimize(fn=LitRows(), inputs=[str(p) for p in common.shard_paths(directory)],
+                     output_dir=str(path), chunk_bytes="64MB", num_workers=1,
+                     mode="overwrite", verbose=False, reorder_files=False)
+        key = f"litdata-{shuffle}"  # LitData shuffles by a constructor argument
+        if key not in state:
+            state[key] = StreamingDataset(str(path), shuffle=shuffle, seed=0)
+        yield from StreamingDataLoader(state[key], batch_size=batch, num_workers=0)
+
     def views_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
         if shuffle:  # a shuffled batch is a gather: there is no view of it to hand out
             yield from pyarrow_epoch(shuffle)
@@ -322,7 +361,8 @@ def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
 
     epochs: dict[str, Callable[[bool], Iterable[Any]]] = {
         "pyarrow": pyarrow_epoch, "pyarrow-views": views_epoch, "ours": ours_epoch,
-        "ours-load": ours_epoch, "ours-disk": ours_epoch, "hf": hf_epoch, "lance": lance_epoch}
+        "ours-load": ours_epoch, "ours-disk": ours_epoch, "hf": hf_epoch, "lance": lance_epoch,
+        "litdata": litdata_epoch}
     return epochs[loader]
 
 
@@ -336,7 +376,8 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
     directory = Path(args.data)
     rows = args.rows
     # imported before the clock starts, as a user's are (ours: its lazily imported names too)
-    for module in {"hf": ("datasets",), "lance": ("lance",)}.get(args.loader, ()):
+    peers = {"hf": ("datasets",), "lance": ("lance",), "litdata": ("litdata",)}
+    for module in peers.get(args.loader, ()):
         importlib.import_module(module)
     if args.loader.startswith("ours"):
         from undertale_duck import ChunkedSampler, ParquetDataset, collate, load  # noqa: F401
@@ -346,7 +387,7 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
         state: dict[str, Any] = {}
         epoch = sharded_epochs(args.loader, directory, args.batch,
                                None if args.memory == 4096 else args.memory, scratch, state)
-        if args.mode == "converted" and args.loader in ("hf", "lance", "ours-disk"):
+        if args.mode == "converted" and args.loader in ("hf", "lance", "litdata", "ours-disk"):
             # the conversion (ours-disk: the tier's files), before the clock and in another
             # process, as a user converts once and trains later: this process opens the
             # converted copy, its heap not grown by the conversion (done here, Lance's
@@ -366,7 +407,7 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
 
             profile = cProfile.Profile()
             profile.enable()
-        usage = resource.getrusage(resource.RUSAGE_SELF)
+        usage = cpu_seconds()
         main = time.thread_time()
         wall = time.perf_counter()
         for batch in epoch(args.mode == "shuffle"):
@@ -377,7 +418,7 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
             profile.disable()
             profile.dump_stats(args.profile)
         after = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+        cpu = cpu_seconds() - usage
         if check.rows != rows or not check.seen.all():
             raise AssertionError(f"read {check.rows} rows of {rows}")
         out: dict[str, Any] = {
@@ -398,11 +439,17 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process (every thread) and of its reaped children."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def convert_in_child(loader: str, directory: Path, scratch: Path) -> None:
     """Leave ``loader``'s converted copy in ``scratch``, made by another process.
 
-    Its CPU and memory are not the measured process's. ``hf`` and ``lance``: their
-    conversion; ``ours-disk``: the disk tier's window files (decision 0027).
+    Its CPU and memory are not the measured process's. ``hf``, ``lance`` and ``litdata``:
+    their conversion; ``ours-disk``: the disk tier's window files (decision 0027).
     """
     # the batch size does not change what is written; 256 fills the tier soonest
     command = [sys.executable, __file__, "--convert", "--loader", loader, "--batch", "256",
@@ -428,7 +475,7 @@ def run_convert(args: argparse.Namespace) -> None:
 
 def peer_available(loader: str) -> bool:
     """Whether a peer's package imports here (peers not installed are skipped)."""
-    module = {"hf": "datasets", "lance": "lance"}.get(loader)
+    module = {"hf": "datasets", "lance": "lance", "litdata": "litdata"}.get(loader)
     return module is None or importlib.util.find_spec(module) is not None
 
 
