@@ -173,3 +173,24 @@ def test_uint64_beyond_int64_is_refused_for_torch_not_wrapped() -> None:
     unsigned = gathered_lists([pa.array([[7], [8, 9]], pa.list_(pa.uint32()))],
                               [np.array([1, 0])], None, 2, "torch")
     assert isinstance(unsigned, Ragged) and unsigned.flat.dtype == torch.int64
+
+
+@pytest.mark.parametrize("windows", [1, 3])
+def test_a_batch_of_more_rows_than_one_index_gather_takes_is_gathered_whole(
+    windows: int,
+) -> None:
+    # short rows (0 to 9 values) in a batch of several blocks of lists._BLOCK rows
+    from undertale_duck.core.rows import lists
+
+    rows = 2 * lists._BLOCK + 123
+    arrays = [window(k * rows, rows, [3, 0, 9, 1, 5, 7, 2], pa.int16(), False, 1)
+              for k in range(windows)]
+    rng = np.random.default_rng(windows)
+    selections = [rng.integers(0, rows, rows + 17) for _ in arrays]
+    length = sum(len(s) for s in selections)
+    places = None
+    if windows > 1:
+        places = np.split(rng.permutation(length), np.cumsum([len(s) for s in selections])[:-1])
+    got = take_lists(arrays, selections, places, length)
+    assert isinstance(got, Ragged)
+    assert_equal(got, reference(arrays, selections, places, length, "numpy"))
