@@ -134,7 +134,7 @@ def test_short_and_long_rows_from_several_windows_land_in_their_places() -> None
 
 @pytest.mark.parametrize("case", [
     "null list", "null value", "bool", "string", "fixed size", "mixed types", "no rows",
-    "scalars",
+    "scalars", "no places",
 ])
 def test_what_it_does_not_gather_goes_the_general_way(case: str) -> None:
     arrays = [pa.array([[1, 2], [3], [4, 5, 6]], pa.list_(pa.int32()))]
@@ -156,8 +156,11 @@ def test_what_it_does_not_gather_goes_the_general_way(case: str) -> None:
     if case == "no rows":
         assert take_lists(arrays, [np.array([], dtype=np.int64)], None, 0) is None
         return
+    elif case == "no places":  # two windows and no say where their rows go
+        arrays = [arrays[0], arrays[0]]
     selections = [sel] * len(arrays)
-    places = None if len(arrays) == 1 else [np.array([0, 2]), np.array([1, 3])]
+    places = None if len(arrays) == 1 or case == "no places" else [
+        np.array([0, 2]), np.array([1, 3])]
     assert take_lists(arrays, selections, places, 2 * len(arrays)) is None
 
 

@@ -47,14 +47,15 @@ def take_lists(
     Args:
         arrays: Each window's column (one chunk each), all of one list type.
         selections: The local rows taken from each window (a slice or an index array).
-        places: For each window, the batch positions its rows go to; None for one window.
+        places: For each window, the batch positions its rows go to; None when there is
+            one window and its rows are the batch, in order.
         length: Rows in the batch.
 
     Returns:
         The values, or None for what this does not gather (other types, null lists or
         values, no rows, windows of different types): the caller's general path.
     """
-    if length == 0 or not arrays:
+    if length == 0 or not arrays or (places is None and len(arrays) > 1):
         return None
     dtype = arrays[0].type
     if not _gatherable(dtype):
