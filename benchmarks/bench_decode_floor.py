@@ -407,7 +407,7 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
 
             profile = cProfile.Profile()
             profile.enable()
-        usage = cpu_seconds()
+        usage = common.cpu_seconds()
         main = time.thread_time()
         wall = time.perf_counter()
         for batch in epoch(args.mode == "shuffle"):
@@ -418,7 +418,7 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
             profile.disable()
             profile.dump_stats(args.profile)
         after = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = cpu_seconds() - usage
+        cpu = common.cpu_seconds() - usage
         if check.rows != rows or not check.seen.all():
             raise AssertionError(f"read {check.rows} rows of {rows}")
         out: dict[str, Any] = {
@@ -437,12 +437,6 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
         return out
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this process (every thread) and of its reaped children."""
-    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
-                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def convert_in_child(loader: str, directory: Path, scratch: Path) -> None:

@@ -8,23 +8,25 @@ longest row with a boolean mask, as a training step takes it.
 
 Loaders: ``pyarrow`` (the decode floor: each shard read by ``read_table``, each batch's
 tokens padded from the column's offsets and values by one numpy masked assignment, no
-per-row object), ``ours`` (``ParquetDataset(format="torch")``, ``ChunkedSampler`` and a
-torch ``DataLoader`` with ``collate``), ``ours-load`` (``load()``'s ``ChunkedLoader``) and
-``hf`` (Hugging Face ``datasets``: ``from_parquet`` into a fresh cache, its conversion
-counted, ``with_format("torch")`` and a ``DataLoader`` padding with torch's
-``pad_sequence``), skipped when not installed. Each measurement is a fresh process, with the
-shards' page cache dropped (``--cold``) or warm (a read of the files first); the clock
+per-row object), ``ours`` (``ParquetDataset(format="torch")``, ``ChunkedSampler`` and a torch
+``DataLoader`` with ``collate``), ``ours-load`` (``load()``'s ``ChunkedLoader``), ``hf``
+(Hugging Face ``datasets``: ``from_parquet`` into a fresh cache, its conversion counted,
+``with_format("torch")`` and a ``DataLoader`` padding with torch's ``pad_sequence``) and
+``litdata`` (LitData's ``optimize()`` into a fresh directory, one worker, its conversion and
+the worker's CPU counted, then a ``StreamingDataset`` and a ``StreamingDataLoader`` padding
+as ``hf`` does), each skipped when not installed. Each measurement is a fresh process, with
+the shards' page cache dropped (``--cold``) or warm (a read of the files first); the clock
 starts before the dataset is opened. Every row of every batch is checked: its ``id``,
 ``label``, length (the mask) and sum of tokens (padding is 0), and every token of each
-batch's first row. Rounds rotate the loaders; ratios are taken
-within a round against ``pyarrow``, medians reported. Writes ``ragged.json`` and
-``ragged.md`` to ``--out``.
+batch's first row. Rounds rotate the loaders; ratios are taken within a round against
+``pyarrow``, medians reported. Writes ``ragged.json`` and ``ragged.md`` to ``--out``.
 
 With ``--shuffle`` the epoch is shuffled, each loader by its own shuffle: ``pyarrow`` reads
 every shard into one table and takes each batch by a permutation (Arrow's ``take``), ours
 shuffle (``ChunkedSampler(shuffle=True)``, ``load(shuffle=True)``), ``hf`` its
-``shuffle(seed=0)``. Each batch's rows are then found by their ids, checked as above, and
-the epoch must hand out every row once.
+``shuffle(seed=0)``, ``litdata`` its ``StreamingDataset(shuffle=True, seed=0)``. Each
+batch's rows are then found by their ids, checked as above, and the epoch must hand out
+every row once.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
 
-LOADERS = ("pyarrow", "ours", "ours-load", "hf")
+LOADERS = ("pyarrow", "ours", "ours-load", "hf", "litdata")
 ROW_GROUP = 10_000
 
 
@@ -158,7 +160,6 @@ def hf_batches(directory: Path, batch: int, cache: Path,
     """Hugging Face ``datasets`` (its conversion counted), padded by ``pad_sequence``."""
     import datasets
     import torch
-    from torch.nn.utils.rnn import pad_sequence
 
     datasets.disable_progress_bars()
     ds = datasets.Dataset.from_parquet([str(p) for p in common.shard_paths(directory)],
@@ -166,15 +167,52 @@ def hf_batches(directory: Path, batch: int, cache: Path,
     if shuffle:
         ds = ds.shuffle(seed=0)
 
-    def pad(rows: list[dict[str, Any]]) -> dict[str, Any]:
-        tokens = [r["tokens"] for r in rows]
-        lengths = torch.tensor([len(t) for t in tokens])
-        return {"id": [r["id"] for r in rows],
-                "tokens": pad_sequence(tokens, batch_first=True),
-                "tokens_mask": torch.arange(int(lengths.max()))[None, :] < lengths[:, None],
-                "label": torch.stack([r["label"] for r in rows])}
+    return torch.utils.data.DataLoader(ds, batch_size=batch, collate_fn=pad_rows)
 
-    return torch.utils.data.DataLoader(ds, batch_size=batch, collate_fn=pad)
+
+def pad_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A peer's rows as a batch: tokens padded by torch's ``pad_sequence``, with a mask."""
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+    tokens = [torch.as_tensor(r["tokens"]) for r in rows]
+    lengths = torch.tensor([len(t) for t in tokens])
+    return {"id": [r["id"] for r in rows],
+            "tokens": pad_sequence(tokens, batch_first=True),
+            "tokens_mask": torch.arange(int(lengths.max()))[None, :] < lengths[:, None],
+            "label": torch.as_tensor([int(r["label"]) for r in rows])}
+
+
+class LitRows:
+    """LitData's ``optimize`` function: a shard's rows as dicts (tokens as int32 arrays).
+
+    A class at module level: LitData pickles it to its worker process.
+    """
+
+    def __call__(self, path: str) -> Iterator[dict[str, Any]]:
+        """Yield the rows of the shard at ``path``, in order."""
+        table = pq.read_table(path)
+        tokens = table.column("tokens").combine_chunks()
+        offsets = tokens.offsets.to_numpy()
+        values = tokens.values.to_numpy()
+        ids = table.column("id").to_pylist()
+        labels = table.column("label").to_pylist()
+        for k in range(len(ids)):
+            yield {"id": ids[k], "tokens": values[offsets[k]:offsets[k + 1]].copy(),
+                   "label": labels[k]}
+
+
+def litdata_batches(directory: Path, batch: int, work: Path,
+                    shuffle: bool) -> Iterable[dict[str, Any]]:
+    """LitData: ``optimize()`` (timed), a ``StreamingDataset``, padded as ``hf`` is."""
+    from litdata import StreamingDataLoader, StreamingDataset, optimize
+
+    out = work / "litdata"
+    optimize(fn=LitRows(), inputs=[str(p) for p in common.shard_paths(directory)],
+             output_dir=str(out), chunk_bytes="64MB", num_workers=1, mode="overwrite",
+             verbose=False, reorder_files=False)
+    ds = StreamingDataset(str(out), shuffle=shuffle, seed=0)
+    return StreamingDataLoader(ds, batch_size=batch, num_workers=0, collate_fn=pad_rows)
 
 
 def run_one(args: argparse.Namespace) -> dict[str, Any]:
@@ -190,7 +228,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(1)
     sums = token_sums(sum(pq.ParquetFile(p).metadata.num_rows
                           for p in common.shard_paths(directory)))
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    usage = common.cpu_seconds()  # with a peer's conversion workers (LitData's)
     wall = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-ragged-") as work:
         batches: Iterable[dict[str, Any]]
@@ -199,6 +237,8 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
             batches = (pyarrow_shuffled if shuffle else pyarrow_batches)(directory, args.batch)
         elif args.loader == "hf":
             batches = hf_batches(directory, args.batch, Path(work), shuffle)
+        elif args.loader == "litdata":
+            batches = litdata_batches(directory, args.batch, Path(work), shuffle)
         else:
             from undertale_duck import ChunkedSampler, ParquetDataset, collate, load
 
@@ -223,7 +263,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
             raise AssertionError(f"{args.loader}: {rows:,} rows handed out, "
                                  f"{int(seen.sum()):,} of {len(sums):,} distinct")
     after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+    cpu = common.cpu_seconds() - usage
     return {"rows": rows, "seconds": seconds, "rate": rows / seconds,
             "cpu_us_per_row": cpu / rows * 1e6,
             "peak_rss_mib": common.own_peak_rss(after) / 2**20, "load": os.getloadavg()[0]}

@@ -372,15 +372,30 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process (every thread) and of its reaped children."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+#: The package each peer loader needs, and its name in messages.
+PEERS = {"hf": ("datasets", "Hugging Face datasets"), "litdata": ("litdata", "LitData")}
+
+
 def installed(loaders: list[str]) -> list[str]:
-    """``loaders`` less Hugging Face's where ``datasets`` is not installed (said once)."""
-    if "hf" in loaders:
-        try:
-            import datasets  # noqa: F401
-        except ImportError:
-            print("  (Hugging Face datasets not installed: skipped)")
-            return [name for name in loaders if name != "hf"]
-    return loaders
+    """``loaders`` less the peers whose package is not installed (each said once)."""
+    import importlib.util
+
+    kept = []
+    for name in loaders:
+        peer = PEERS.get(name)
+        if peer is not None and importlib.util.find_spec(peer[0]) is None:
+            print(f"  ({peer[1]} not installed: skipped)")
+            continue
+        kept.append(name)
+    return kept
 
 
 def run_child(command: list[str], loader: str) -> dict[str, Any]:
