@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from undertale_duck.common.arrays import int64_array, numpy_of
+from undertale_duck.common.arrays import int64_array, numpy_of, pylist_of
 
 NUMBERS = [
     pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
@@ -69,6 +69,79 @@ def test_numpy_of_hands_other_types_and_unfilled_nulls_to_pyarrow() -> None:
     ints = pa.array([1, None, 3], pa.int64())  # without zero_nulls: pyarrow's floats and NaN
     got = numpy_of(ints)
     assert got.dtype == np.float64 and got[0] == 1 and np.isnan(got[1])
+
+
+def exact(value: Any) -> Any:
+    """A value with its type and float bits spelled out (-0.0, NaN and inf differ)."""
+    if isinstance(value, list):
+        return [exact(v) for v in value]
+    return (type(value).__name__, repr(value))
+
+
+#: Values beside the generated ones that a conversion gets wrong first.
+EDGES: dict[str, list[Any]] = {
+    "f": [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1e-7, 65504.0, 6.0e-8],
+}
+
+
+def _edgy(typ: pa.DataType, n: int, seed: int) -> list[Any]:
+    values = _values(typ, n, seed)
+    if pa.types.is_floating(typ):
+        return values + EDGES["f"]
+    info = np.iinfo(np.dtype(str(typ)))
+    return values + [int(info.min), int(info.max), 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    typ=st.sampled_from(NUMBERS),
+    shape=st.sampled_from(["scalar", "list", "large_list", "equal lists"]),
+    n=st.integers(0, 40),
+    start=st.integers(0, 10),
+    seed=st.integers(0, 2**16),
+    data=st.data(),
+)
+def test_pylist_of_equals_to_pylist_value_for_value(
+    typ: pa.DataType, shape: str, n: int, start: int, seed: int, data: st.DataObject,
+) -> None:
+    values = _edgy(typ, n, seed)
+    if shape == "scalar":
+        array = pa.array(values, typ)
+    else:
+        rows = len(values) // 3 + 1
+        if shape == "equal lists":
+            width = data.draw(st.integers(0, 4), label="width")
+            lengths = [width] * rows
+        else:
+            lengths = data.draw(st.lists(st.integers(0, 6), min_size=rows, max_size=rows),
+                                label="lengths")
+        flat = pa.array([values[k % len(values)] for k in range(sum(lengths))], typ)
+        lead = data.draw(st.integers(0, 3), label="values lead")  # a child with an offset
+        child = pa.concat_arrays([pa.array(values[:lead], typ), flat]).slice(lead)
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        make = pa.LargeListArray if shape == "large_list" else pa.ListArray
+        kind = np.int64 if shape == "large_list" else np.int32
+        array = make.from_arrays(pa.array(bounds.astype(kind)), child)
+    array = array.slice(min(start, len(array)), data.draw(st.integers(0, 50), label="length"))
+    got = pylist_of(array)
+    assert got is not None
+    assert exact(got) == exact(array.to_pylist())
+
+
+@pytest.mark.parametrize("array", [
+    pa.array([1, None, 3], pa.int32()),
+    pa.array([[1], None], pa.list_(pa.int32())),
+    pa.array([[1], [None, 2]], pa.list_(pa.int64())),
+    pa.array([True, False]),
+    pa.array([[True]], pa.list_(pa.bool_())),
+    pa.array(["a"]),
+    pa.array([[1, 2]], pa.list_(pa.int8(), 2)),
+    pa.array([[[1]]], pa.list_(pa.list_(pa.int8()))),
+    pa.array([0], pa.date32()),
+], ids=["nulls", "null list", "null value", "bool", "bool lists", "strings", "fixed size",
+        "nested", "dates"])
+def test_pylist_of_leaves_the_rest_to_pyarrow(array: pa.Array) -> None:
+    assert pylist_of(array) is None
 
 
 @given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=50))
