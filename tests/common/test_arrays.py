@@ -87,9 +87,9 @@ EDGES: dict[str, list[Any]] = {
 def _edgy(typ: pa.DataType, n: int, seed: int) -> list[Any]:
     values = _values(typ, n, seed)
     if pa.types.is_floating(typ):
-        return values + EDGES["f"]
+        return [*values, *EDGES["f"]]
     info = np.iinfo(np.dtype(str(typ)))
-    return values + [int(info.min), int(info.max), 0]
+    return [*values, int(info.min), int(info.max), 0]
 
 
 @settings(max_examples=200, deadline=None)
