@@ -12,7 +12,7 @@ pandas too).
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -84,7 +84,7 @@ def pylist_of(array: pa.Array) -> list[Any] | None:
     if array.null_count:
         return None
     if typ in _FIXED:
-        return list(numpy_of(array).tolist())
+        return cast(list[Any], numpy_of(array).tolist())  # tolist's list, not a copy
     if not (pa.types.is_list(typ) or pa.types.is_large_list(typ)) or typ.value_type not in _FIXED:
         return None
     values = array.values
@@ -99,7 +99,7 @@ def pylist_of(array: pa.Array) -> list[Any] | None:
     lengths = np.diff(offsets)
     width = int(lengths[0])
     if (lengths == width).all():  # one 2-d tolist: no slicing per row
-        return list(flat.reshape(n, width).tolist())
+        return cast(list[Any], flat.reshape(n, width).tolist())
     # a tolist per row: one list of the whole batch's values, sliced, ran slower in an epoch
     bounds = (offsets - base).tolist()
     return [flat[a:b].tolist() for a, b in itertools.pairwise(bounds)]

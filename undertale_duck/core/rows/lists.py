@@ -119,7 +119,7 @@ def _short(
     for a in range(0, len(starts), _BLOCK):
         count = lengths[a:a + _BLOCK]
         ends = np.cumsum(count)
-        if not len(ends) or not ends[-1]:
+        if not ends[-1]:  # every row of the block empty (a block has one row or more)
             continue
         # value j of the block goes from its row's start + (j - where its row begins)
         step = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(ends - count, count)
