@@ -178,7 +178,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
                 pass
     torch.set_num_threads(1)
     check = common.Checker()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    usage = common.cpu_seconds()
     main = time.thread_time()
     wall = time.perf_counter()
     for batch in batches():
@@ -186,7 +186,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     seconds = time.perf_counter() - wall
     main = time.thread_time() - main
     after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+    cpu = common.cpu_seconds() - usage
     if check.rows != args.rows:
         raise AssertionError(f"read {check.rows} rows of {args.rows}")
     out: dict[str, Any] = {

@@ -9,16 +9,16 @@ read on all four columns by torch's ``RandomSampler`` (a fixed seed), batch 64, 
 (``Dataset.from_parquet(...).with_format("torch")`` into a fresh cache directory, then the
 same pass), its conversion counted, when it is installed (the ``bench`` extra).
 
-Each measurement runs in a fresh Python process (``--one``) after the shards' page cache
-is dropped (``os.posix_fadvise(..., POSIX_FADV_DONTNEED)``); nothing is warmed. The clock
+Each measurement runs in a fresh Python process (``--one``) after the shards' page cache is
+dropped (``os.posix_fadvise(..., POSIX_FADV_DONTNEED)``); nothing is warmed. The clock
 starts before the dataset is opened (or converted), so the time to the first batch counts
 opening it. Rounds rotate the order of the loaders; ratios are taken within a round, then
-the median over rounds is reported. CPU time is ``resource.getrusage`` of the process
-(every thread); peak RSS is the process's own ``VmHWM`` (``ru_maxrss`` keeps the
-launching process's peak across ``exec``). Every row of every batch is checked against the
-sampler's indices (its ``id``, ``label``, ``mask`` and ``tokens`` are functions of the row
-index). The load average is recorded beside every figure. Writes ``random_first.json`` and
-``random_first.md`` to ``benchmarks/results``.
+the median over rounds is reported. CPU time is ``resource.getrusage`` of the process (every
+thread) and its reaped children; peak RSS is the process's own ``VmHWM`` (``ru_maxrss``
+keeps the launching process's peak across ``exec``). Every row of every batch is checked
+against the sampler's indices (its ``id``, ``label``, ``mask`` and ``tokens`` are functions
+of the row index). The load average is recorded beside every figure. Writes
+``random_first.json`` and ``random_first.md`` to ``benchmarks/results``.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="bench-random-first-"))
     out: dict[str, Any] = {}
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    usage = common.cpu_seconds()
     wall = time.perf_counter()
     ds: Any = None
     try:
@@ -119,7 +119,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
                 break
         seconds = time.perf_counter() - wall
         after = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
+        cpu = common.cpu_seconds() - usage
         out.update({
             "rows": rows, "seconds": seconds, "rate": rows / seconds, "first_batch_s": first,
             "cpu_s": cpu, "cpu_us_per_row": cpu / rows * 1e6,
