@@ -122,6 +122,52 @@ def test_any_order_gives_the_rows_and_the_cache_stays_in_bounds(
     ds.close()
 
 
+def _sharing(ds: ParquetDataset, group_sizes: list[list[int]]) -> dict[int, list[int]]:
+    """For each window, every window cut from the same row groups (itself included)."""
+    spans: list[tuple[int, int, int]] = []  # (shard, first row, stop) of each window's groups
+    for win in ds.windows:
+        ends = [sum(group_sizes[win.shard][:g + 1]) for g in range(len(group_sizes[win.shard]))]
+        lo = max([e for e in ends if e <= win.start], default=0)
+        hi = min(e for e in ends if e >= win.stop)
+        spans.append((win.shard, lo, hi))
+    return {p: [q for q, other in enumerate(spans) if other == spans[p]]
+            for p in range(len(ds.windows))}
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    shards=st.lists(st.tuples(st.integers(1, 700), st.integers(1, 800)), min_size=1, max_size=4),
+    window=st.sampled_from([512, 2048, 8 << 10, 64 << 10]),
+)
+def test_windows_sharing_row_groups_are_found_and_whole_groups_need_no_footer(
+    shards: list[tuple[int, int]], window: int, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # what read-ahead asks while it schedules (the windows a read decodes anyway) follows
+    # from the row counts the plan was cut from; a window holding exactly its row groups
+    # shares them with none, and answering that reads no footer on the consumer's thread
+    root = _write(tmp_path_factory.mktemp("share"), shards)
+    ds = ParquetDataset(root, memory=64, window_bytes=window, read_ahead=False)
+    groups = [[min(group, rows - a) for a in range(0, rows, group)] for rows, group in shards]
+    sharing = _sharing(ds, groups)
+    decoder = ds.reader.decoder
+    direct = ds.reader.direct
+    assert direct is not None
+    for p in range(len(ds.windows)):
+        alone = sharing[p] == [p]
+        before = set(direct._shards)
+        assert decoder.group_windows(p) == sharing[p]
+        assert decoder.neighbours(p) == [q for q in sharing[p] if q > p]
+        # no group reader is open: a read starts at the groups' first row, passing the
+        # windows before it (nearest first)
+        assert decoder.passed(p) == [q for q in reversed(sharing[p]) if q < p]
+        if alone:
+            assert set(direct._shards) == before  # no footer was read to answer
+    for p in range(len(ds.windows)):
+        _check(ds, list(range(ds.windows[p].offset, ds.windows[p].end)))
+    ds.close()
+
+
 def test_random_windows_with_the_disk_tier_decode_each_group_once(tmp_path: Path) -> None:
     root = _write(tmp_path / "d", [(2000, 1000), (1500, 1500)])
     ds = ParquetDataset(root, memory=64, window_bytes=8 << 10, disk=256,

@@ -245,9 +245,17 @@ class WindowDecoder:
         return self.decode_with(position)[0]
 
     def _span(self, position: int) -> tuple[int, int] | None:
-        """The shard-local rows of the row groups ``position`` overlaps (a read's scope)."""
+        """The shard-local rows of the row groups ``position`` overlaps (a read's scope).
+
+        None when no other window shares them (the window is its row groups, or a view's).
+        """
         win = self.windows[position]
         shard = self.source.shards[win.shard]
+        if _whole_groups(shard, win):
+            # decided from the footer's row counts the plan was cut from: the footer itself
+            # (checked and parsed once per shard) is left to the read, off the consumer's
+            # thread, rather than read here when read-ahead is scheduled
+            return None
         if self.direct is not None:
             span = self.direct.spans(shard, win)
             if span is not None:
@@ -302,13 +310,12 @@ class WindowDecoder:
         groups' first row when none is open at or before the window), so the windows before
         it from there are decoded anyway and may be kept (nearest first).
         """
-        if self.direct is None:
+        win = self.windows[position]
+        if self.direct is None or _whole_groups(self.source.shards[win.shard], win):
             return []
-        span = self.direct.spans(self.source.shards[self.windows[position].shard],
-                                 self.windows[position])
+        span = self.direct.spans(self.source.shards[win.shard], win)
         if span is None:
             return []
-        win = self.windows[position]
         start = self.direct.resumes_at(self.source.shards[win.shard], win)
         if start is None or start >= win.start:
             return []
@@ -723,6 +730,13 @@ def collect(
         if close is not None:
             close()
     return pa.Table.from_batches(kept, schema=schema)
+
+
+def _whole_groups(shard: Shard, win: Window) -> bool:
+    """Whether ``win`` spans exactly the row groups it overlaps (no other window shares one)."""
+    groups, skip = window_row_groups(shard.row_groups, win)
+    spanned = sum(shard.row_groups[g][0] for g in groups)
+    return bool(groups) and skip == 0 and spanned == win.stop - win.start
 
 
 def _rows(batches: list[pa.RecordBatch]) -> int:
