@@ -258,3 +258,34 @@ def test_ragged_benchmark_runs_and_its_check_refuses_wrong_rows(tmp_path: Path) 
     with pytest.raises(AssertionError, match="wrong tokens at row 0"):
         bench_ragged.check(dict(good, tokens=first), np.arange(64), sums)
     ds.close()
+
+
+@pytest.mark.heavy
+def test_shapes_benchmark_runs_and_its_check_refuses_wrong_rows(tmp_path: Path) -> None:
+    import bench_shapes
+    import numpy as np
+
+    results = bench_shapes.main([
+        "--shapes", "tiny shards,int64 tokens,scalars,text", "--scale", "0.004",
+        "--rounds", "1", "--root", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    assert list(results["runs"]) == ["tiny shards", "int64 tokens", "scalars", "text"]
+    for rounds in results["runs"].values():
+        (run,) = rounds
+        assert set(run) == {"pyarrow", "ours", "ours-load"}
+        rows = {r["rows"] for r in run.values()}
+        assert len(rows) == 1 and rows.pop() > 0  # every loader read every row, checked
+    assert (tmp_path / "out" / "shapes.md").read_text().count("| tiny shards |") == 3
+    for shape, column in [("long rows", "tokens"), ("scalars", "f3"), ("text", "text")]:
+        make = bench_shapes.SHAPES[shape][3]
+        good = bench_shapes.to_tensors(make(np.arange(100, 140, dtype=np.int64)))
+        checker = bench_shapes.Check()
+        checker.rows = 100
+        checker(good)  # right rows pass
+        assert checker.rows == 140
+        value = good[column]
+        flipped = value[::-1] if isinstance(value, list) else value.flip(0)
+        for bad in ({"row": good["row"] + 1}, {column: flipped}):
+            checker.rows = 100
+            with pytest.raises(AssertionError):
+                checker(dict(good, **bad))
