@@ -90,23 +90,6 @@ def measure(batches: Iterable[Any], limit: int | None = None) -> Entry:
             "cpu_us_per_row": used / max(rows, 1) * 1e6, "first_batch": first}
 
 
-def to_tensors(table: pa.Table) -> dict[str, Any]:
-    """What ``collate`` makes of a batch: fixed-width lists stacked, numbers, else lists."""
-    out: dict[str, Any] = {}
-    for name in table.column_names:
-        col = table.column(name).combine_chunks()
-        if pa.types.is_list(col.type):
-            offsets = col.offsets.to_numpy()
-            width = int(offsets[1] - offsets[0]) if len(col) else 0
-            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
-            out[name] = torch.from_numpy(values.reshape(-1, width).copy())
-        elif pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
-            out[name] = torch.from_numpy(col.to_numpy().copy())
-        else:
-            out[name] = col.to_pylist()
-    return out
-
-
 class TakeDataset(Dataset[dict[str, Any]]):
     """A map-style dataset whose batches are one ``take`` (a pyarrow table or a Lance dataset)."""
 
@@ -118,10 +101,10 @@ class TakeDataset(Dataset[dict[str, Any]]):
         return self.length
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return to_tensors(self.take([index]))
+        return common.to_tensors(self.take([index]))
 
     def __getitems__(self, indices: list[int]) -> dict[str, Any]:
-        return to_tensors(self.take(indices))
+        return common.to_tensors(self.take(indices))
 
 
 class FixedBatch(Dataset[dict[str, Any]]):
@@ -257,7 +240,7 @@ def small_batches(directory: Path, args: argparse.Namespace, add: Callable[..., 
     table = pa.concat_tables(pq.read_table(p) for p in common.shard_paths(directory))
 
     def slices(batch: int) -> Iterable[dict[str, Any]]:
-        return (to_tensors(table.slice(a, batch)) for a in range(0, table.num_rows, batch))
+        return (common.to_tensors(table.slice(a, batch)) for a in range(0, table.num_rows, batch))
 
     # A cached epoch takes tens of milliseconds: each measurement runs several back to back,
     # and the batch sizes take turns within each repeat, so drift hits them alike
@@ -278,7 +261,7 @@ def first_epoch(directory: Path, args: argparse.Namespace, add: Callable[..., No
         for path in common.shard_paths(directory):
             table = pq.read_table(path, columns=FIRST_COLUMNS)
             for a in range(0, table.num_rows, args.batch):
-                yield to_tensors(table.slice(a, args.batch))
+                yield common.to_tensors(table.slice(a, args.batch))
 
     def ours() -> Iterable[dict[str, Any]]:
         ds = ParquetDataset(directory, memory=args.first_memory, format="torch",

@@ -85,32 +85,13 @@ def one_group_shard(rows: int) -> Path:
 
 # --------------------------------------------------------------------------- one measurement
 
-def arrow_to_tensors(part: pa.Table | pa.RecordBatch) -> dict[str, Any]:
-    """One Arrow batch of the four columns as tensors (strings as a list), fresh copies."""
-    import torch
-
-    out: dict[str, Any] = {}
-    for name in COLUMNS:
-        col = part.column(name)
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        if pa.types.is_list(col.type):
-            offsets = col.offsets.to_numpy()
-            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
-            out[name] = torch.from_numpy(values.reshape(len(col), -1).copy())
-        elif pa.types.is_integer(col.type):
-            out[name] = torch.from_numpy(col.to_numpy().copy())
-        else:
-            out[name] = col.to_pylist()
-    return out
-
 
 def pyarrow_batches(directory: Path, batch: int) -> Iterable[dict[str, Any]]:
     """The floor: ``read_table`` per shard, sliced into batches turned into tensors."""
     for path in common.shard_paths(directory):
         table = pq.read_table(path, columns=COLUMNS)
         for a in range(0, table.num_rows, batch):
-            yield arrow_to_tensors(table.slice(a, batch))
+            yield common.to_tensors(table.slice(a, batch))
 
 
 def pyarrow_views_batches(directory: Path, batch: int) -> Iterable[dict[str, Any]]:
@@ -288,7 +269,7 @@ def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
         # one chunk: a take from many chunks concatenates them all again on every call
         order = np.random.default_rng(0).permutation(table.num_rows)
         for a in range(0, len(order), batch):
-            yield arrow_to_tensors(table.take(order[a:a + batch]))
+            yield common.to_tensors(table.take(order[a:a + batch]))
 
     def ours_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
         from torch.utils.data import DataLoader
@@ -334,11 +315,11 @@ def sharded_epochs(loader: str, directory: Path, batch: int, memory: int | None,
         data = state["lance"]
         if not shuffle:
             for part in data.to_batches(columns=COLUMNS, batch_size=batch):
-                yield arrow_to_tensors(part)
+                yield common.to_tensors(part)
             return
         order = np.random.default_rng(0).permutation(data.count_rows())
         for a in range(0, len(order), batch):
-            yield arrow_to_tensors(data.take(order[a:a + batch], columns=COLUMNS))
+            yield common.to_tensors(data.take(order[a:a + batch], columns=COLUMNS))
 
     def litdata_epoch(shuffle: bool) -> Iterable[dict[str, Any]]:
         from litdata import StreamingDataLoader, StreamingDataset, optimize

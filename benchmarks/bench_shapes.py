@@ -117,23 +117,6 @@ def write_shape(root: Path, name: str, scale: float) -> Path:
 
 # --------------------------------------------------------------------------- one measurement
 
-def to_tensors(part: pa.Table) -> dict[str, Any]:
-    """A slice of a table as fresh tensors (lists of equal length as 2-d, strings a list)."""
-    import torch
-
-    out: dict[str, Any] = {}
-    for name in part.column_names:
-        col = part.column(name).combine_chunks()
-        if pa.types.is_list(col.type):
-            offsets = col.offsets.to_numpy()
-            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
-            out[name] = torch.from_numpy(values.reshape(len(col), -1).copy())
-        elif pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
-            out[name] = torch.from_numpy(col.to_numpy().copy())
-        else:
-            out[name] = col.to_pylist()
-    return out
-
 
 class Check:
     """Checks each batch: the next rows in order, and one value column a function of ``row``."""
@@ -196,7 +179,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
             for path in paths:
                 table = pq.read_table(path)
                 for a in range(0, table.num_rows, args.batch):
-                    yield to_tensors(table.slice(a, args.batch))
+                    yield common.to_tensors(table.slice(a, args.batch))
             return
         ds = ParquetDataset(directory, format="torch")
         if args.loader == "ours-load":

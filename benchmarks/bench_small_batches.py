@@ -190,23 +190,6 @@ def fit(small: float, large: float, b_small: int, b_large: int) -> dict[str, flo
     return {"a_us_per_batch": per_batch, "c_us_per_row": per_row, "a_for_0.8": allowed}
 
 
-def to_tensors(table: pa.Table) -> dict[str, Any]:
-    """A slice of the in-memory table as collate's batch: lists stacked, numbers, strings."""
-    out: dict[str, Any] = {}
-    for name in table.column_names:
-        col = table.column(name).combine_chunks()
-        if pa.types.is_list(col.type):
-            offsets = col.offsets.to_numpy()
-            width = int(offsets[1] - offsets[0]) if len(col) else 0
-            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
-            out[name] = torch.from_numpy(values.reshape(-1, width).copy())
-        elif pa.types.is_integer(col.type):
-            out[name] = torch.from_numpy(col.to_numpy().copy())
-        else:
-            out[name] = col.to_pylist()
-    return out
-
-
 def profile(ds: ParquetDataset, batch: int, epochs: int) -> str:
     """Profile ``epochs`` cached epochs at ``batch``: the top functions by own time."""
     profiler = cProfile.Profile()
@@ -311,7 +294,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     def slices(batch: int) -> Iterable[dict[str, Any]]:
         assert table is not None
-        return (to_tensors(table.slice(a, batch)) for a in range(0, table.num_rows, batch))
+        return (common.to_tensors(table.slice(a, batch)) for a in range(0, table.num_rows, batch))
 
     results: dict[str, Any] = {
         "label": args.label, "rows": len(ds), "shards": args.shards,

@@ -353,6 +353,29 @@ class Checker:
         self.rows += n
 
 
+def to_tensors(part: pa.Table | pa.RecordBatch) -> dict[str, Any]:
+    """A batch of Arrow rows as ``collate`` makes it, in fresh copies (the floors' conversion).
+
+    Lists of equal length stacked 2-d, integers and floats as 1-d tensors, anything else
+    (strings) as a Python list.
+    """
+    out: dict[str, Any] = {}
+    for name in part.column_names:
+        col = part.column(name)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if pa.types.is_list(col.type):
+            offsets = col.offsets.to_numpy()
+            width = int(offsets[1] - offsets[0]) if len(col) else 0
+            values = col.values.to_numpy()[offsets[0]:offsets[-1]]
+            out[name] = torch.from_numpy(values.reshape(-1, width).copy())
+        elif pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+            out[name] = torch.from_numpy(col.to_numpy().copy())
+        else:
+            out[name] = col.to_pylist()
+    return out
+
+
 def batch_rows(batch: Any) -> int:
     """Rows in a collated batch (a dict of tensors / lists) or a list of rows."""
     if isinstance(batch, dict):

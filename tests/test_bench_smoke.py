@@ -263,6 +263,7 @@ def test_ragged_benchmark_runs_and_its_check_refuses_wrong_rows(tmp_path: Path) 
 @pytest.mark.heavy
 def test_shapes_benchmark_runs_and_its_check_refuses_wrong_rows(tmp_path: Path) -> None:
     import bench_shapes
+    import common
     import numpy as np
 
     results = bench_shapes.main([
@@ -278,7 +279,7 @@ def test_shapes_benchmark_runs_and_its_check_refuses_wrong_rows(tmp_path: Path) 
     assert (tmp_path / "out" / "shapes.md").read_text().count("| tiny shards |") == 3
     for shape, column in [("long rows", "tokens"), ("scalars", "f3"), ("text", "text")]:
         make = bench_shapes.SHAPES[shape][3]
-        good = bench_shapes.to_tensors(make(np.arange(100, 140, dtype=np.int64)))
+        good = common.to_tensors(make(np.arange(100, 140, dtype=np.int64)))
         checker = bench_shapes.Check()
         checker.rows = 100
         checker(good)  # right rows pass
