@@ -251,7 +251,8 @@ class WindowDecoder:
         """
         win = self.windows[position]
         shard = self.source.shards[win.shard]
-        if _whole_groups(shard, win):
+        groups, skip = window_row_groups(shard.row_groups, win)
+        if _whole_groups(shard, win, groups, skip):
             # decided from the footer's row counts the plan was cut from: the footer itself
             # (checked and parsed once per shard) is left to the read, off the consumer's
             # thread, rather than read here when read-ahead is scheduled
@@ -262,7 +263,6 @@ class WindowDecoder:
                 return span
         if self._view is not None:
             return None
-        groups, skip = window_row_groups(shard.row_groups, win)
         if len(groups) != 1:  # whole row groups: no other window shares them
             return None
         return win.start - skip, win.start - skip + shard.row_groups[groups[0]][0]
@@ -311,12 +311,15 @@ class WindowDecoder:
         it from there are decoded anyway and may be kept (nearest first).
         """
         win = self.windows[position]
-        if self.direct is None or _whole_groups(self.source.shards[win.shard], win):
+        shard = self.source.shards[win.shard]
+        if self.direct is None or _whole_groups(
+            shard, win, *window_row_groups(shard.row_groups, win)
+        ):
             return []
-        span = self.direct.spans(self.source.shards[win.shard], win)
+        span = self.direct.spans(shard, win)
         if span is None:
             return []
-        start = self.direct.resumes_at(self.source.shards[win.shard], win)
+        start = self.direct.resumes_at(shard, win)
         if start is None or start >= win.start:
             return []
         before = self._within(position, span, range(position - 1, -1, -1))
@@ -732,9 +735,11 @@ def collect(
     return pa.Table.from_batches(kept, schema=schema)
 
 
-def _whole_groups(shard: Shard, win: Window) -> bool:
-    """Whether ``win`` spans exactly the row groups it overlaps (no other window shares one)."""
-    groups, skip = window_row_groups(shard.row_groups, win)
+def _whole_groups(shard: Shard, win: Window, groups: list[int], skip: int) -> bool:
+    """Whether ``win`` spans exactly the row groups it overlaps (no other window shares one).
+
+    ``groups`` and ``skip`` are :func:`window_row_groups` of the window.
+    """
     spanned = sum(shard.row_groups[g][0] for g in groups)
     return bool(groups) and skip == 0 and spanned == win.stop - win.start
 
