@@ -65,6 +65,20 @@ _SHALLOW = re.compile(
 Fields = dict[int, object]
 
 
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos``: ``(position after it, value)``, as :meth:`Thrift.varint`."""
+    shift = result = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return pos, result
+        if shift > 70:
+            raise ValueError("varint too long")
+
+
 def field_of(fields: object, fid: int) -> object:
     """Field ``fid`` of a parsed struct, or None (absent, or not a struct)."""
     return fields.get(fid) if isinstance(fields, dict) else None
@@ -144,11 +158,56 @@ class Thrift:
         raise ValueError(f"unknown Thrift compact type {kind}")
 
     def struct(self, depth: int) -> Fields:
-        """The struct starting here, ``depth`` levels down, as ``{field id: value}``."""
+        """The struct starting here, ``depth`` levels down, as ``{field id: value}``.
+
+        Reads as :meth:`fields` and :meth:`value` do, with the field headers, integers,
+        binaries and nested structs read inline: a page header is parsed per page of every
+        column read (7.1 against 3.4 us a header through those methods).
+        """
+        if depth > _MAX_DEPTH:
+            raise ValueError("Thrift nesting too deep")
+        data = self.data
+        pos = self.pos
         fields: Fields = {}
-        for fid, kind in self.fields(depth):
-            fields[fid] = (kind == 1) if kind in (1, 2) else self.value(kind, depth)
-        return fields
+        last = 0
+        try:
+            while True:
+                head = data[pos]
+                pos += 1
+                kind = head & 0x0F
+                if kind == 0:
+                    return fields
+                if head >> 4:
+                    fid = last + (head >> 4)
+                else:
+                    pos, n = _varint(data, pos)
+                    fid = (n >> 1) ^ -(n & 1)
+                last = fid
+                if kind in (4, 5, 6):
+                    n = data[pos]
+                    if n < 0x80:  # one byte: most page header fields but the sizes
+                        pos += 1
+                    else:
+                        pos, n = _varint(data, pos)
+                    fields[fid] = (n >> 1) ^ -(n & 1)
+                elif kind in (1, 2):  # a boolean field's value is its type
+                    fields[fid] = kind == 1
+                elif kind == 8:
+                    n = data[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        pos, n = _varint(data, pos)
+                    if pos + n > len(data):
+                        raise IndexError("binary past the end")
+                    fields[fid] = data[pos : pos + n]
+                    pos += n
+                else:  # a byte, double, list, set, map or struct (a nested struct recurses)
+                    self.pos = pos
+                    fields[fid] = self.value(kind, depth)
+                    pos = self.pos
+        finally:
+            self.pos = pos
 
     def fields(self, depth: int) -> Iterator[tuple[int, int]]:
         """The struct starting here, ``depth`` levels down, field by field, building nothing.
