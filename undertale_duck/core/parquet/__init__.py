@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from . import footers, pages
 from .group_sizes import decoded_sizes
-from .pages import ShardPages
+from .pages import LeafVerdicts, ShardPages
 from .text_pages import Page, child_types, chunk_pages, column_leaves
 
 __all__ = [
-    "Page", "ShardPages", "child_types", "chunk_pages", "column_leaves", "decoded_sizes",
-    "footers", "pages"
+    "LeafVerdicts", "Page", "ShardPages", "child_types", "chunk_pages", "column_leaves",
+    "decoded_sizes", "footers", "pages"
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, NamedTuple
@@ -107,11 +108,14 @@ class ShardPages:
     """
 
     def __init__(
-        self, path: str, meta: pq.FileMetaData, columns: Sequence[str], schema: pa.Schema
+        self, path: str, meta: pq.FileMetaData, columns: Sequence[str], schema: pa.Schema,
+        *, verdicts: LeafVerdicts | None = None,
     ) -> None:
         self.path = path
         self.meta = meta
-        self.leaves = _leaves(meta, columns, schema)
+        self.leaves = (
+            verdicts.of(meta) if verdicts is not None else _leaves(meta, columns, schema)
+        )
         self._bounds: dict[int, int | None] = {}
 
     def bound(self, group: int) -> int | None:
@@ -354,6 +358,53 @@ def _leaves(
     return out
 
 
+#: Parquet schemas a :class:`LeafVerdicts` keeps verdicts for, and the largest footer
+#: (serialized bytes) whose schema it keeps: a kept schema holds its whole footer alive
+#: (pyarrow's objects take about ten times the serialized size).
+SCHEMAS_KEPT = 8
+SCHEMA_FOOTER_BYTES = 64 << 10
+
+
+class LeafVerdicts:
+    """The allow-list's verdict on a shard's leaves, found once per Parquet schema.
+
+    The shards of a dataset mostly share one schema: :class:`ShardPages` of a shard whose
+    Parquet schema and key-value metadata (from which pyarrow makes the Arrow schema)
+    equal one seen before takes that verdict rather than walking the schema again (40 us
+    a shard, about 110 us between the decodes of a first epoch over small shards).
+    Thread-safe.
+
+    Args:
+        columns: The dataset's columns, in order.
+        schema: The dataset's Arrow schema.
+    """
+
+    def __init__(self, columns: Sequence[str], schema: pa.Schema) -> None:
+        self.columns = list(columns)
+        self.schema = schema
+        # (Parquet schema, key-value metadata, verdict), the last seen first
+        self._seen: list[tuple[pq.ParquetSchema, object, list[tuple[int, int]] | None]] = []
+        self._lock = threading.Lock()
+
+    def of(self, meta: pq.FileMetaData) -> list[tuple[int, int]] | None:
+        """``(leaf index, value width)`` of each column read from ``meta``'s file, or None."""
+        try:
+            parquet, metadata = meta.schema, meta.metadata
+        except (pa.ArrowException, ValueError):
+            return _leaves(meta, self.columns, self.schema)
+        with self._lock:
+            seen = list(self._seen)
+        for known, known_metadata, verdict in seen:
+            if known_metadata == metadata and known.equals(parquet):
+                return None if verdict is None else list(verdict)
+        verdict = _leaves(meta, self.columns, self.schema)
+        if int(meta.serialized_size) <= SCHEMA_FOOTER_BYTES:
+            with self._lock:
+                kept = verdict if verdict is None else list(verdict)
+                self._seen = [(parquet, metadata, kept), *self._seen][:SCHEMAS_KEPT]
+        return verdict
+
+
 def read_page_header(fh: BinaryIO, pos: int, end: int) -> tuple[dict[int, object], int] | None:
     """Parse the page header at ``pos``: ``(fields, header length)``, or None."""
     size = HEADER_READ
@@ -578,6 +629,7 @@ def longest_plain_value(data: bytes, entries: int) -> int | None:
 
 __all__ = [
     "ChecksumMismatch",
+    "LeafVerdicts",
     "PageHeader",
     "ShardPages",
     "allowed_type",

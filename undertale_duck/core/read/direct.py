@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import SourceError
-from ..parquet import ShardPages, footers
+from ..parquet import LeafVerdicts, ShardPages, footers
 from ..runtime import read_pool
 from ..source import Shard, Window, window_row_groups
 
@@ -58,6 +58,7 @@ class DirectReader:
         self.cap = limit or UNBUDGETED_CAP
         self.threads = threads
         self._shards: OrderedDict[str, ShardPages | None] = OrderedDict()
+        self._verdicts = LeafVerdicts(self.columns, schema)
         # DuckDB refuses strings that are not UTF-8; pyarrow checks them only when asked.
         # The types by name once: schema.names builds a new list on every call.
         types: dict[str, pa.DataType] = {}
@@ -97,7 +98,9 @@ class DirectReader:
                 for g, (rows, _) in enumerate(shard.row_groups)
             )
             if same:
-                pages = ShardPages(shard.path, meta, self.columns, self.schema)
+                pages = ShardPages(
+                    shard.path, meta, self.columns, self.schema, verdicts=self._verdicts
+                )
         except (OSError, ValueError, pa.ArrowException, SourceError):
             pages = None
         with self._guard:
