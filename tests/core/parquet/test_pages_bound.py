@@ -49,6 +49,10 @@ def test_bound_covers_the_decode(
             bound = pages.bound(group)
             assert bound is not None
             assert bound >= decoded(path, group)
+            # not weighing the dictionary's strings: looser, never tighter
+            loose = pages.bound(group, weigh=False)
+            assert loose is not None and loose >= bound
+            assert pages.bound(group) == bound  # the weighed bound, kept
 
 
 def test_distinct_strings_are_weighed_by_their_longest_value(tmp_path: Path) -> None:

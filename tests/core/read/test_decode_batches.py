@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset
+from undertale_duck.core.parquet import pages as page_scan
 from undertale_duck.core.read import direct, window_read
 from undertale_duck.core.source import window_row_groups
 
@@ -144,3 +145,41 @@ def test_a_window_past_the_cap_is_decoded_in_pieces_once(
         _row(i) for i in range(0, 20_000, 997)
     ]
     ds.close()
+
+
+def test_dictionaries_are_weighed_only_when_the_looser_bound_decides_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window's string dictionaries are read to weigh their values only when counting
+    each value as long as its whole dictionary page would change the read: its batches or
+    whether pyarrow may read it. Either way the window's batches are the weighed bound's."""
+    weighed = [0]
+    real = page_scan._longest_value
+
+    def counted(*args: Any) -> int | None:
+        weighed[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(page_scan, "_longest_value", counted)
+    root = _write(tmp_path, [3000], 3000)  # one group, one window, 3,000 distinct strings
+    ds = ParquetDataset(root, window_bytes=1 << 30, read_ahead=False)
+    reader = ds.reader.direct
+    assert reader is not None
+    shard, win = ds.reader.source.shards[0], ds.windows[0]
+    first = reader._pages(shard)
+    assert first is not None
+    loose, tight = first.bound(0, weigh=False), first.bound(0)
+    assert loose is not None and tight is not None and loose > 2 * tight
+    ds.close()
+    # batches of at most ``loose`` bytes hold the window however its strings are weighed;
+    # of at most the midpoint, only once they are
+    for cap, reads in ((loose, 0), ((loose + tight) // 2, 1)):
+        monkeypatch.setattr(direct, "DECODE_BATCH_BYTES", cap)
+        ds = ParquetDataset(root, window_bytes=1 << 30, read_ahead=False)
+        reader = ds.reader.direct
+        assert reader is not None
+        weighed[0] = 0
+        got = [b.num_rows for b in reader.batches(shard, win) or []]
+        assert got == [3000], (cap, got)  # one batch, as the weighed bound says
+        assert weighed[0] == reads, cap
+        ds.close()

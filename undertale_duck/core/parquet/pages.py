@@ -117,24 +117,47 @@ class ShardPages:
             verdicts.of(meta) if verdicts is not None else _leaves(meta, columns, schema)
         )
         self._bounds: dict[int, int | None] = {}
+        self._chunks: dict[int, list[_ChunkBound] | None] = {}
 
-    def bound(self, group: int) -> int | None:
+    def bound(self, group: int, *, weigh: bool = True) -> int | None:
         """Most bytes decoding the columns of one row group can take, or None (DuckDB reads it).
 
-        The bound counts each page's values as its header records them (a dictionary-encoded
-        string counts as long as the whole dictionary page), the decoded values' offsets and
-        validity, and the largest page held compressed and decompressed at once.
+        The bound counts each page's values as its header records them, the decoded values'
+        offsets and validity, and the largest page held compressed and decompressed at once.
+        A dictionary-encoded string counts as long as the longest value of its dictionary
+        page, read to weigh it (:func:`_longest_value`); with ``weigh`` False, as long as
+        the whole page, without reading it (a looser bound, never below the other).
         """
+        if group not in self._chunks:
+            self._chunks[group] = self._chunk_bounds(group)
+        chunks = self._chunks[group]
+        if chunks is None:
+            return None
+        if not weigh:
+            return sum(c.base + c.indexed * c.dictionary_bytes for c in chunks)
         if group not in self._bounds:
-            self._bounds[group] = self._group_bound(group)
+            self._bounds[group] = self._weighed(chunks)
         return self._bounds[group]
 
-    def _group_bound(self, group: int) -> int | None:
+    def _weighed(self, chunks: list[_ChunkBound]) -> int | None:
+        total = 0
+        try:
+            with open(self.path, "rb") as fh:
+                for c in chunks:
+                    value = c.dictionary_bytes
+                    if c.indexed and c.dictionary is not None:
+                        value = _longest_value(fh, c.dictionary, c.codec, c.entries) or value
+                    total += c.base + c.indexed * value
+        except (OSError, ValueError, IndexError, pa.ArrowException):
+            return None
+        return total
+
+    def _chunk_bounds(self, group: int) -> list[_ChunkBound] | None:
         if self.leaves is None or not 0 <= group < self.meta.num_row_groups:
             return None
         try:
             rg = self.meta.row_group(group)
-            total = 0
+            out = []
             with open(self.path, "rb") as fh:
                 size = fh.seek(0, 2)
                 for index, width in self.leaves:
@@ -150,10 +173,10 @@ class ShardPages:
                     bound = _chunk_bound(fh, size, chunk, width, rg.num_rows, nested=nested)
                     if bound is None:
                         return None
-                    total += bound
+                    out.append(bound)
         except (OSError, ValueError, IndexError, pa.ArrowException):
             return None
-        return total
+        return out
 
 
 #: Physical types DuckDB decodes BYTE_STREAM_SPLIT pages of; pyarrow also writes (and
@@ -487,10 +510,33 @@ def page_headers(fh: BinaryIO, start: int, end: int) -> Iterator[PageHeader]:
         raise ValueError("the pages do not end where the chunk does")
 
 
+class _ChunkBound(NamedTuple):
+    """One column chunk's bound (:func:`_chunk_bound`), its dictionary's strings not weighed.
+
+    The chunk's bound is ``base + indexed * w``, ``w`` the longest value of its dictionary
+    page: at most ``dictionary_bytes``, found by reading the page.
+
+    Attributes:
+        base: The bound without the data of dictionary-indexed strings.
+        indexed: How many values are dictionary-indexed strings.
+        dictionary_bytes: The dictionary page's decompressed size.
+        dictionary: The dictionary page of strings to weigh (None: none, or not weighed).
+        codec: The chunk's codec.
+        entries: The dictionary's entries.
+    """
+
+    base: int
+    indexed: int
+    dictionary_bytes: int
+    dictionary: PageHeader | None
+    codec: str
+    entries: int
+
+
 def _chunk_bound(
     fh: BinaryIO, size: int, chunk: pq.ColumnChunkMetaData, width: int, rows: int,
     *, nested: bool = False,
-) -> int | None:
+) -> _ChunkBound | None:
     """Walk one column chunk's page headers; return its decode bound, or None.
 
     ``nested``: the chunk is a list's element column (its values have no offsets of their
@@ -507,7 +553,8 @@ def _chunk_bound(
     plain = chunk.compression == "UNCOMPRESSED"
     v2_rows: int | None = 0
     has_dict = False
-    bound, peak, dict_bytes, count = 0, 0, 0, 0
+    bound, peak, dict_bytes, count, indexed, entries = 0, 0, 0, 0, 0, 0
+    dictionary: PageHeader | None = None
     for index, page in enumerate(page_headers(fh, start, end)):
         header, kind, raw, packed = page.fields, page.kind, page.raw, page.packed
         if plain and raw != packed:  # DuckDB refuses such a page
@@ -518,8 +565,8 @@ def _chunk_bound(
                 return None
             entries = header_int(header.get(7), 1)
             dict_bytes, has_dict = raw, True
-            if not width:  # a dictionary value is at most the page long, or as long as weighed
-                dict_bytes = _longest_value(fh, page, chunk.compression, entries) or raw
+            if not width:  # a string is at most the page long, or as long as weighed
+                dictionary = page
             bound += raw + entries * VALUE_OVERHEAD
             continue
         if kind == 0:
@@ -543,7 +590,9 @@ def _chunk_bound(
         if encoding in DICTIONARY_ENCODINGS:
             if not has_dict:  # dictionary indices without a dictionary page
                 return None
-            data = values * (width or dict_bytes)
+            data = values * width
+            if not width:
+                indexed += values  # each as long as the dictionary's longest value
         elif width:
             data = values * width
         elif encoding == 7:  # DELTA_BYTE_ARRAY: a value is at most a page long
@@ -559,7 +608,7 @@ def _chunk_bound(
         return None
     if nested:
         bound += rows * VALUE_OVERHEAD  # the list's offsets and validity
-    return bound + peak
+    return _ChunkBound(bound + peak, indexed, dict_bytes, dictionary, chunk.compression, entries)
 
 
 def _longest_value(fh: BinaryIO, page: PageHeader, codec: str, entries: int) -> int | None:
