@@ -24,7 +24,8 @@ first) or dropped (``--cold``). Every batch is checked: its ``row`` values are t
 in order and one value column of each row is the function of its row. Rounds rotate the
 loaders; ratios are taken within a round against ``pyarrow``, medians reported; peak RSS is
 set against issue 29's bound, pyarrow's peak plus the Arrow bytes our cache holds at the end
-of the epoch (what makes a second epoch fast). Writes ``shapes.json`` and ``shapes.md`` to
+of the epoch (what makes a second epoch fast), and the minor page faults of the epoch are
+counted (each page the kernel hands the process). Writes ``shapes.json`` and ``shapes.md`` to
 ``--out``.
 """
 
@@ -192,17 +193,22 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
         ds.close()
 
     check = Check()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     usage = common.cpu_seconds()
     wall = time.perf_counter()
     for batch in batches():
         check(batch)
     seconds = time.perf_counter() - wall
     cpu = common.cpu_seconds() - usage
+    # pages the kernel handed the process during the epoch: a cache that keeps the epoch
+    # faults in every page it holds, a loader that frees each table reuses its pages
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
     if check.rows != total:
         raise AssertionError(f"read {check.rows} rows of {total}")
     return {"rows": total, "rate": total / seconds, "cpu_us_per_row": cpu / total * 1e6,
             "peak_rss_mib": common.own_peak_rss(resource.getrusage(resource.RUSAGE_SELF))
-            / 2**20, "cache_held_mib": held[0] if held else 0.0, "load": os.getloadavg()[0]}
+            / 2**20, "cache_held_mib": held[0] if held else 0.0, "load": os.getloadavg()[0],
+            "minor_faults": faults}
 
 
 # --------------------------------------------------------------------------- the table
@@ -237,9 +243,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         print(name, flush=True)
         runs[name] = common.rotated_rounds(args.rounds, LOADERS, one)
-    lines = ["| shape | loader | rows/s | CPU us/row | peak RSS MiB | cache MiB | x rows/s | "
-             "x CPU | RSS / (pyarrow's + cache) | load |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| shape | loader | rows/s | CPU us/row | peak RSS MiB | cache MiB | page faults | "
+             "x rows/s | x CPU | RSS / (pyarrow's + cache) | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, rounds in runs.items():
         for loader in LOADERS:
             def med(key: str, loader: str = loader, rounds: Any = rounds) -> float:
@@ -256,7 +262,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             lines.append(
                 f"| {name} | {loader} | {med('rate'):,.0f} | {med('cpu_us_per_row'):.2f} | "
                 f"{med('peak_rss_mib'):,.0f} | {med('cache_held_mib'):,.0f} | "
-                f"{ratio('rate'):.2f} | {ratio('cpu_us_per_row'):.2f} | {target:.2f} | "
+                f"{med('minor_faults'):,.0f} | {ratio('rate'):.2f} | "
+                f"{ratio('cpu_us_per_row'):.2f} | {target:.2f} | "
                 f"{common.load_range(rounds, loader)} |")
     caption = (f"First epoch by shape, page cache {'dropped' if args.cold else 'warm'}, batch "
                f"{args.batch}, {args.rounds} rotated rounds, one fresh process each "
