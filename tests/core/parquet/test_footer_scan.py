@@ -14,6 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support import hostile_files as hf
 
 from undertale_duck import ParquetDataset
@@ -229,6 +231,8 @@ def test_footers_kept_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     for k in range(shards):
         pq.write_table(pa.table({"a": pa.array(range(3 * k, 3 * k + 3), pa.int64())}),
                        root / f"part-{k:03d}.parquet")
+    # with no room for small parses past METAS_KEPT: at most METAS_KEPT in all
+    monkeypatch.setattr(footers, "OPENED_BYTES_KEPT", 0)
     ds = ParquetDataset(root, read_ahead=False)
     assert ds[len(ds) - 1] == {"a": 3 * shards - 1}
     mine = [key for key in footers._metas if key[0].startswith(str(root))]
@@ -240,3 +244,105 @@ def test_footers_kept_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert sum(size for _, size, _ in footers._metas.values()) <= 3 * one
     newest = next(reversed(footers._metas))
     assert newest[0] == str(root / f"part-{shards - 1:03d}.parquet")
+
+
+def test_small_footers_of_more_shards_than_kept_are_parsed_once_from_open_to_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 200 shards of small footers were each parsed at open and again at their first read:
+    # the open's parses of the oldest were dropped before the reads reached them
+    root = tmp_path / "d"
+    root.mkdir()
+    shards = 2 * footers.METAS_KEPT + 5
+    for k in range(shards):
+        pq.write_table(pa.table({"a": pa.array(range(3 * k, 3 * k + 3), pa.int64())}),
+                       root / f"part-{k:03d}.parquet")
+    parses = _count(monkeypatch, "read_metadata")
+    ds = ParquetDataset(root, memory=8, read_ahead=False)
+    assert parses[0] == shards
+    assert [ds[i]["a"] for i in range(len(ds))] == list(range(3 * shards))
+    assert ds.reader.direct is not None and ds.reader.direct.stats["direct"] >= shards
+    assert parses[0] == shards  # not parsed again by the reads
+    # what is left: the read path's last METAS_KEPT
+    mine = [key for key in footers._metas if key[0].startswith(str(root))]
+    assert len(mine) == footers.METAS_KEPT
+    assert all(footers._metas[key][2] for key in mine)
+    assert sorted(mine)[-1][0] == str(root / f"part-{shards - 1:03d}.parquet")
+    ds.close()
+    # past OPENED_KEPT (or OPENED_BYTES_KEPT), the oldest parses from open are dropped
+    monkeypatch.setattr(footers, "OPENED_KEPT", footers.METAS_KEPT + 10)
+    for key in list(footers._metas):
+        footers._drop_meta(key)
+    ParquetDataset(root, memory=8, read_ahead=False).close()
+    mine = [key for key in footers._metas if key[0].startswith(str(root))]
+    assert len(mine) == footers.METAS_KEPT + 10
+    assert min(mine)[0] == str(root / f"part-{shards - 74:03d}.parquet")
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ops=st.lists(st.tuples(st.integers(0, 11), st.booleans()), max_size=60),
+    kept=st.integers(1, 4), opened=st.integers(0, 6), opened_bytes=st.integers(0, 6),
+    total_bytes=st.integers(1, 12),
+)
+def test_kept_footers_stay_within_every_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ops: list[tuple[int, bool]],
+    kept: int, opened: int, opened_bytes: int, total_bytes: int,
+) -> None:
+    """Any sequence of parses kept from open and by the read path: the bounds hold, the
+    parse just kept stays, and every one of the last METAS_KEPT kept within the bytes stays
+    (never fewer than keeping the last METAS_KEPT alone)."""
+    metas = _twelve_footers(tmp_path)
+    unit = max(m.serialized_size for m in metas)
+    monkeypatch.setattr(footers, "METAS_KEPT", kept)
+    monkeypatch.setattr(footers, "OPENED_KEPT", opened)
+    monkeypatch.setattr(footers, "OPENED_BYTES_KEPT", opened_bytes * unit)
+    monkeypatch.setattr(footers, "META_BYTES_KEPT", total_bytes * unit)
+    for key in list(footers._metas):
+        footers._drop_meta(key)
+    recent: list[footers.FileKey] = []
+    for index, checked in ops:
+        key = (f"/f/{index}", index, 0, 0, 0, 0)
+        footers._keep_meta(key, metas[index], checked=checked)
+        recent = [k for k in recent if k != key] + [key]
+        held = footers._metas
+        assert key in held
+        sizes = {k: v[1] for k, v in held.items()}
+        checked_keys = [k for k, v in held.items() if v[2]]
+        opened_keys = [k for k, v in held.items() if not v[2]]
+        assert footers._totals == {
+            "bytes": sum(sizes.values()),
+            "opened_bytes": sum(sizes[k] for k in opened_keys),
+        }
+        assert list(footers._order[True]) == checked_keys
+        assert list(footers._order[False]) == opened_keys
+        assert len(checked_keys) <= kept or checked_keys == [key]
+        assert sum(sizes.values()) <= total_bytes * unit or len(held) == 1
+        small = len(opened_keys) <= opened and sum(sizes[k] for k in opened_keys) <= (
+            opened_bytes * unit
+        )
+        assert len(held) <= kept or small
+        # the last ``kept`` (as far as the bytes allow) are all still there
+        last: list[footers.FileKey] = []
+        for k in reversed(recent):
+            if len(last) == kept or sum(metas[j[1]].serialized_size for j in [*last, k]) > (
+                total_bytes * unit
+            ):
+                break
+            last.append(k)
+        assert all(k in held for k in last), (last, list(held))
+    for key in list(footers._metas):
+        footers._drop_meta(key)
+
+
+def _twelve_footers(root: Path) -> list[pq.FileMetaData]:
+    """Footers of 12 files of 1 to 12 row groups (different serialized sizes)."""
+    out = []
+    for n in range(1, 13):
+        path = root / f"g{n}.parquet"
+        if not path.exists():
+            pq.write_table(pa.table({"a": pa.array(range(n), pa.int64())}), path,
+                           row_group_size=1)
+        out.append(pq.read_metadata(path))
+    return out

@@ -32,12 +32,18 @@ FileKey = tuple[str, int, int, int, int, int]
 
 #: Footer walks kept (:func:`scan_footer`'s verdict, two booleans each), by file version.
 SCANS_KEPT = 4096
-#: Footers kept as pyarrow parsed them, by file version: at most this many, and at most
-#: :data:`META_BYTES_KEPT` serialized footer bytes together besides the one used last
-#: (pyarrow's objects take about ten times their serialized size: 198 MiB for a footer of
-#: 21 MB holding 100,000 row groups).
+#: Footers kept as pyarrow parsed them, by file version: at most this many checked by the
+#: read path, and at most :data:`META_BYTES_KEPT` serialized footer bytes together besides
+#: the one used last (pyarrow's objects take about ten times their serialized size: 198 MiB
+#: for a footer of 21 MB holding 100,000 row groups).
 METAS_KEPT = 64
 META_BYTES_KEPT = 32 << 20
+#: Parses kept from open for the read path beyond :data:`METAS_KEPT` while they are small:
+#: at most this many, of at most :data:`OPENED_BYTES_KEPT` serialized bytes together (about
+#: 10 MiB as pyarrow's objects). A first epoch over 200 shards of 1.4 KB footers parsed
+#: every footer twice (the read path's parse cost 225-260 us a shard between decodes).
+OPENED_KEPT = 1024
+OPENED_BYTES_KEPT = 1 << 20
 
 # A footer of 100,000 row groups took 5 s to walk and 198 MiB once parsed, and was walked
 # and parsed at open and again at the first read: both are kept by file version, the
@@ -45,6 +51,10 @@ META_BYTES_KEPT = 32 << 20
 _scans: OrderedDict[FileKey, FooterScan | None] = OrderedDict()
 # file version -> (footer, serialized size, whether checked_metadata passed it)
 _metas: OrderedDict[FileKey, tuple[pq.FileMetaData, int, bool]] = OrderedDict()
+# _metas' keys by whether checked, least recently used first; their serialized bytes, all
+# and of those not checked
+_order: dict[bool, OrderedDict[FileKey, None]] = {True: OrderedDict(), False: OrderedDict()}
+_totals = {"bytes": 0, "opened_bytes": 0}
 _kept = threading.Lock()  # guards _scans and _metas
 _checking = threading.Lock()  # one check at a time: a footer is not walked by two threads
 
@@ -106,15 +116,40 @@ def keep_metadata(key: FileKey, meta: pq.FileMetaData) -> None:
         _keep_meta(key, meta, checked=False)
 
 
+def _drop_meta(key: FileKey) -> None:
+    _, size, checked = _metas.pop(key)
+    del _order[checked][key]
+    _totals["bytes"] -= size
+    if not checked:
+        _totals["opened_bytes"] -= size
+
+
 def _keep_meta(key: FileKey, meta: pq.FileMetaData, *, checked: bool) -> None:
     size = int(meta.serialized_size)
     with _kept:
+        if key in _metas:
+            _drop_meta(key)
         _metas[key] = (meta, size, checked)
-        _metas.move_to_end(key)
-        held = sum(kept[1] for kept in _metas.values())
-        while len(_metas) > 1 and (len(_metas) > METAS_KEPT or held > META_BYTES_KEPT):
-            _, (_, dropped, _) = _metas.popitem(last=False)
-            held -= dropped
+        _order[checked][key] = None
+        _totals["bytes"] += size
+        if not checked:
+            _totals["opened_bytes"] += size
+        # least recently used first out, as if at most METAS_KEPT were kept, but for the
+        # parses from open while they are few and small; the read path's at most METAS_KEPT
+        while len(_metas) > 1:
+            small = (
+                len(_order[False]) <= OPENED_KEPT
+                and _totals["opened_bytes"] <= OPENED_BYTES_KEPT
+            )
+            if _totals["bytes"] > META_BYTES_KEPT or (len(_metas) > METAS_KEPT and not small):
+                victim = next(iter(_metas))
+            elif len(_order[True]) > METAS_KEPT:
+                victim = next(iter(_order[True]))
+            else:
+                break
+            if victim == key:
+                break
+            _drop_meta(victim)
 
 
 def _kept_meta(key: FileKey) -> tuple[pq.FileMetaData, bool] | None:
@@ -123,6 +158,7 @@ def _kept_meta(key: FileKey) -> tuple[pq.FileMetaData, bool] | None:
         if kept is None:
             return None
         _metas.move_to_end(key)
+        _order[kept[2]].move_to_end(key)
         return kept[0], kept[2]
 
 
