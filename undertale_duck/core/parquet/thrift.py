@@ -66,7 +66,7 @@ Fields = dict[int, object]
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The unsigned varint at ``pos``: ``(position after it, value)``, as :meth:`Thrift.varint`."""
+    """The unsigned varint at ``pos``: ``(position after it, value)``; at most 11 bytes."""
     shift = result = 0
     while True:
         b = data[pos]
@@ -109,15 +109,8 @@ class Thrift:
 
     def varint(self) -> int:
         """The next unsigned varint."""
-        shift = result = 0
-        while True:
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return result
-            if shift > 70:
-                raise ValueError("varint too long")
+        self.pos, result = _varint(self.data, self.pos)
+        return result
 
     def value(self, kind: int, depth: int) -> object:
         """The next value of compact type ``kind`` (structs as dicts; maps and doubles None)."""
@@ -162,7 +155,7 @@ class Thrift:
 
         Reads as :meth:`fields` and :meth:`value` do, with the field headers, integers,
         binaries and nested structs read inline: a page header is parsed per page of every
-        column read (7.1 against 3.4 us a header through those methods).
+        column read (7.1 against 4.0 us a header through those methods).
         """
         if depth > _MAX_DEPTH:
             raise ValueError("Thrift nesting too deep")
