@@ -73,14 +73,12 @@ COLUMNS = ["id", "tokens", "mask", "label"]
 
 def one_group_shard(rows: int) -> Path:
     """One shard of ``rows`` rows written with pyarrow's defaults (one row group)."""
-    directory = common.DATA / f"onegroup-{rows}"
-    path = directory / "part-00000.parquet"
-    if not (directory / "_SUCCESS").exists():
-        directory.mkdir(parents=True, exist_ok=True)
+    def write(directory: Path) -> None:
         tables = [common.make_table(a, min(20_000, rows - a)) for a in range(0, rows, 20_000)]
-        pq.write_table(pa.concat_tables(tables), path)  # pyarrow's defaults: one group
-        (directory / "_SUCCESS").write_text("")
-    return directory
+        # pyarrow's defaults: one group
+        pq.write_table(pa.concat_tables(tables), directory / "part-00000.parquet")
+
+    return common.written(common.DATA / f"onegroup-{rows}", write)
 
 
 # --------------------------------------------------------------------------- one measurement

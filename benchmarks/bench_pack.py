@@ -46,27 +46,24 @@ EOD = 50_000
 
 def write_documents(root: Path, shards: int, rows: int, longest: int) -> Path:
     """Write (or reuse) shards of documents of 1..``longest`` tokens (a hash of the row)."""
-    directory = root / f"docs-s{shards}x{rows}-l{longest}"
-    if (directory / "_SUCCESS").exists():
-        return directory
-    directory.mkdir(parents=True, exist_ok=True)
-    for k in range(shards):
-        index = np.arange(k * rows, (k + 1) * rows, dtype=np.uint64)
-        lengths = (index * np.uint64(0x9E3779B97F4A7C15) >> np.uint64(40)) % np.uint64(
-            longest) + np.uint64(1)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        position = np.arange(int(offsets[-1]), dtype=np.uint64)
-        owner = np.repeat(index, lengths.astype(np.int64))
-        tokens = ((owner * np.uint64(31) + position * np.uint64(0xBF58476D1CE4E5B9))
-                  % np.uint64(EOD)).astype(np.int32)
-        table = pa.table({
-            "id": pa.array(index.astype(np.int64)),
-            "tokens": pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(tokens)).cast(
-                pa.list_(pa.int32())),
-        })
-        pq.write_table(table, directory / f"part-{k:05d}.parquet", row_group_size=1000)
-    (directory / "_SUCCESS").write_text("")
-    return directory
+    def write(directory: Path) -> None:
+        for k in range(shards):
+            index = np.arange(k * rows, (k + 1) * rows, dtype=np.uint64)
+            lengths = (index * np.uint64(0x9E3779B97F4A7C15) >> np.uint64(40)) % np.uint64(
+                longest) + np.uint64(1)
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            position = np.arange(int(offsets[-1]), dtype=np.uint64)
+            owner = np.repeat(index, lengths.astype(np.int64))
+            tokens = ((owner * np.uint64(31) + position * np.uint64(0xBF58476D1CE4E5B9))
+                      % np.uint64(EOD)).astype(np.int32)
+            table = pa.table({
+                "id": pa.array(index.astype(np.int64)),
+                "tokens": pa.LargeListArray.from_arrays(
+                    pa.array(offsets), pa.array(tokens)).cast(pa.list_(pa.int32())),
+            })
+            pq.write_table(table, directory / f"part-{k:05d}.parquet", row_group_size=1000)
+
+    return common.written(root / f"docs-s{shards}x{rows}-l{longest}", write)
 
 
 def reference_pack(data: Path, length: int) -> tuple[np.ndarray[Any, Any], float]:

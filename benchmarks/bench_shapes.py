@@ -104,16 +104,14 @@ def write_shape(root: Path, name: str, scale: float) -> Path:
     """Write (or reuse) shape ``name`` under ``root``, its shards' rows times ``scale``."""
     shards, per, group, make = SHAPES[name]
     per, group = max(1, int(per * scale)), max(1, int(group * scale))
-    directory = root / f"shape-{name.replace(' ', '-')}-{shards}x{per}-g{group}"
-    if (directory / "_SUCCESS").exists():
-        return directory
-    directory.mkdir(parents=True, exist_ok=True)
-    for k in range(shards):
-        index = np.arange(k * per, (k + 1) * per, dtype=np.int64)
-        pq.write_table(make(index), directory / f"part-{k:05d}.parquet", row_group_size=group,
-                       compression="snappy")
-    (directory / "_SUCCESS").write_text("")
-    return directory
+
+    def write(directory: Path) -> None:
+        for k in range(shards):
+            index = np.arange(k * per, (k + 1) * per, dtype=np.int64)
+            pq.write_table(make(index), directory / f"part-{k:05d}.parquet",
+                           row_group_size=group, compression="snappy")
+
+    return common.written(root / f"shape-{name.replace(' ', '-')}-{shards}x{per}-g{group}", write)
 
 
 # --------------------------------------------------------------------------- one measurement

@@ -56,6 +56,20 @@ def make_table(start: int, rows: int, tokens: int = TOKENS) -> pa.Table:
     )
 
 
+def written(directory: Path, write: Callable[[Path], None]) -> Path:
+    """``directory`` once ``write`` has filled it; reused as it is when a run finished it.
+
+    A ``_SUCCESS`` marker, written after ``write`` returns, tells a finished directory from
+    one a run was stopped in the middle of (which is written again).
+    """
+    done = directory / "_SUCCESS"
+    if not done.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        write(directory)
+        done.write_text("")
+    return directory
+
+
 def write_dataset(shards: int, rows_per_shard: int, *, root: Path | None = None,
                   row_group: int = ROW_GROUP, tokens: int = TOKENS) -> Path:
     """Write (or reuse) ``shards`` Parquet shards of ``rows_per_shard`` rows each.
@@ -64,20 +78,17 @@ def write_dataset(shards: int, rows_per_shard: int, *, root: Path | None = None,
         The dataset directory.
     """
     root = root or DATA
-    directory = root / f"s{shards}x{rows_per_shard}-rg{row_group}-t{tokens}"
-    done = directory / "_SUCCESS"
-    if done.exists():
-        return directory
-    directory.mkdir(parents=True, exist_ok=True)
-    for k in range(shards):
-        path = directory / f"part-{k:05d}.parquet"
-        with pq.ParquetWriter(path, schema(), compression="snappy") as writer:
-            for start in range(0, rows_per_shard, row_group):
-                n = min(row_group, rows_per_shard - start)
-                writer.write_table(make_table(k * rows_per_shard + start, n, tokens),
-                                   row_group_size=row_group)
-    done.write_text("")
-    return directory
+
+    def write(directory: Path) -> None:
+        for k in range(shards):
+            path = directory / f"part-{k:05d}.parquet"
+            with pq.ParquetWriter(path, schema(), compression="snappy") as writer:
+                for start in range(0, rows_per_shard, row_group):
+                    n = min(row_group, rows_per_shard - start)
+                    writer.write_table(make_table(k * rows_per_shard + start, n, tokens),
+                                       row_group_size=row_group)
+
+    return written(root / f"s{shards}x{rows_per_shard}-rg{row_group}-t{tokens}", write)
 
 
 def shard_paths(directory: Path) -> list[Path]:
