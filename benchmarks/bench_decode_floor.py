@@ -4,11 +4,13 @@ Run ``python benchmarks/bench_decode_floor.py`` (``--help`` for the options). Ea
 measurement runs in a fresh Python process (``--one``), so no loader warms another, and
 there is no untimed warm-up: what a user's first epoch pays is what is timed. Rounds rotate
 the order of the loaders; ratios are taken within a round against the pyarrow run of the same
-round, then the median over rounds is reported. CPU time is ``resource.getrusage`` of the
-process (every thread) plus reaped children; the main thread's own CPU time
-(``time.thread_time``: the loop that hands out and checks the batches, which caps the rate
-where cores are plenty) is reported beside it; peak RSS is the process's own ``VmHWM``
-(``ru_maxrss`` keeps the launching process's peak across ``exec``). Cold runs drop the
+round, then the median over rounds is reported. The figures are ``common.Stopwatch``'s:
+CPU time is ``resource.getrusage`` of the process (every thread) plus reaped children, with
+its kernel part beside it; the main thread's own CPU time (``time.thread_time``: the loop
+that hands out and checks the batches, which caps the rate where cores are plenty); the
+minor page faults (pages the kernel hands the process: a cache that keeps the epoch faults
+in every page it holds); peak RSS is the process's own ``VmHWM`` (``ru_maxrss`` keeps the
+launching process's peak across ``exec``). Cold runs drop the
 shards' page cache first (``os.posix_fadvise(..., POSIX_FADV_DONTNEED)``). Every row is
 checked (its label and its mask's length are functions of the row index). The load average
 is recorded beside every figure. Writes ``decode_floor.json`` and ``decode_floor.md`` to
@@ -48,11 +50,9 @@ import importlib
 import importlib.util
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -157,24 +157,12 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
                 pass
     torch.set_num_threads(1)
     check = common.Checker()
-    usage = common.cpu_seconds()
-    main = time.thread_time()
-    wall = time.perf_counter()
+    clock = common.Stopwatch()
     for batch in batches():
         check(batch)
-    seconds = time.perf_counter() - wall
-    main = time.thread_time() - main
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = common.cpu_seconds() - usage
+    out = clock.figures(check.rows)
     if check.rows != args.rows:
         raise AssertionError(f"read {check.rows} rows of {args.rows}")
-    out: dict[str, Any] = {
-        "rows": check.rows, "seconds": seconds, "rate": check.rows / seconds,
-        "cpu_us_per_row": cpu / check.rows * 1e6,
-        "main_cpu_us_per_row": main / check.rows * 1e6,
-        "peak_rss_mib": common.own_peak_rss(after) / 2**20,
-        "load": os.getloadavg()[0],
-    }
     if ds is not None:  # row-group decodes begun, by pyarrow and by DuckDB
         direct = ds.reader.direct
         out["decodes"] = {
@@ -386,27 +374,15 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
 
             profile = cProfile.Profile()
             profile.enable()
-        usage = common.cpu_seconds()
-        main = time.thread_time()
-        wall = time.perf_counter()
+        clock = common.Stopwatch()
         for batch in epoch(args.mode == "shuffle"):
             check(batch)
-        seconds = time.perf_counter() - wall
-        main = time.thread_time() - main
+        out = clock.figures(check.rows)
         if profile is not None:
             profile.disable()
             profile.dump_stats(args.profile)
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = common.cpu_seconds() - usage
         if check.rows != rows or not check.seen.all():
             raise AssertionError(f"read {check.rows} rows of {rows}")
-        out: dict[str, Any] = {
-            "rows": check.rows, "seconds": seconds, "rate": check.rows / seconds,
-            "cpu_us_per_row": cpu / check.rows * 1e6,
-            "main_cpu_us_per_row": main / check.rows * 1e6,
-            "peak_rss_mib": common.own_peak_rss(after) / 2**20,
-            "load": os.getloadavg()[0],
-        }
         if args.loader.startswith("ours"):
             ds = state["ds"]
             out["cache_held_mib"] = ds.reader.cache.held / 2**20
@@ -558,9 +534,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             runs.append({name: round_[name] for name, _ in loaders})  # base first
             print(case, k, json.dumps(runs[-1]), flush=True)
         results["runs"][case] = runs
-    lines = ["| scenario | loader | rows/s | CPU us/row | main thread us/row | peak RSS MiB | "
-             "decodes / cache MiB | x rows/s | x CPU | x peak RSS | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| scenario | loader | rows/s | CPU us/row | kernel us/row | main thread us/row | "
+             "page faults | peak RSS MiB | decodes / cache MiB | x rows/s | x CPU | x peak RSS "
+             "| load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for case, runs in results["runs"].items():
         names = list(runs[0])
         base = names[0]
@@ -573,7 +550,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 extra = f"{med('cache_held_mib'):,.0f}"
             lines.append(
                 f"| {case} | {name} | {med('rate'):,.0f} | {med('cpu_us_per_row'):.2f} | "
-                f"{med('main_cpu_us_per_row'):.2f} | {med('peak_rss_mib'):,.0f} | {extra} | "
+                f"{med('sys_us_per_row'):.2f} | {med('main_cpu_us_per_row'):.2f} | "
+                f"{med('minor_faults'):,.0f} | {med('peak_rss_mib'):,.0f} | {extra} | "
                 f"{median_ratio(runs, 'rate', name, base):.2f} | "
                 f"{median_ratio(runs, 'cpu_us_per_row', name, base):.2f} | "
                 f"{median_ratio(runs, 'peak_rss_mib', name, base):.2f} | "

@@ -32,12 +32,9 @@ every row once.
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -228,8 +225,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(1)
     sums = token_sums(sum(pq.ParquetFile(p).metadata.num_rows
                           for p in common.shard_paths(directory)))
-    usage = common.cpu_seconds()  # with a peer's conversion workers (LitData's)
-    wall = time.perf_counter()
+    clock = common.Stopwatch()  # with a peer's conversion workers (LitData's)
     with tempfile.TemporaryDirectory(prefix="bench-ragged-") as work:
         batches: Iterable[dict[str, Any]]
         shuffle = args.shuffle
@@ -258,15 +254,11 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
             check(batch, index, sums)
             seen[index] = True
             rows += n
-        seconds = time.perf_counter() - wall
+        out = clock.figures(rows)
         if rows != len(sums) or not seen.all():
             raise AssertionError(f"{args.loader}: {rows:,} rows handed out, "
                                  f"{int(seen.sum()):,} of {len(sums):,} distinct")
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = common.cpu_seconds() - usage
-    return {"rows": rows, "seconds": seconds, "rate": rows / seconds,
-            "cpu_us_per_row": cpu / rows * 1e6,
-            "peak_rss_mib": common.own_peak_rss(after) / 2**20, "load": os.getloadavg()[0]}
+    return out
 
 
 def measure(args: argparse.Namespace, data: Path, loader: str) -> dict[str, Any]:

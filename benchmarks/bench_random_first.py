@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import resource
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -82,8 +79,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="bench-random-first-"))
     out: dict[str, Any] = {}
-    usage = common.cpu_seconds()
-    wall = time.perf_counter()
+    clock = common.Stopwatch()
     ds: Any = None
     try:
         if args.loader == "hf":
@@ -93,7 +89,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
             ds = datasets.Dataset.from_parquet(
                 [str(p) for p in common.shard_paths(directory)], cache_dir=str(work)
             ).with_format("torch")
-            out["prepare_s"] = time.perf_counter() - wall
+            out["prepare_s"] = clock.elapsed()
             collate_fn = None
         else:
             from undertale_duck import ParquetDataset, collate
@@ -111,20 +107,15 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
         first = 0.0
         for batch in loader:
             if not rows:
-                first = time.perf_counter() - wall
+                first = clock.elapsed()
             n = len(batch["label"])
             check(batch, order[rows:rows + n])
             rows += n
             if rows >= args.rows:
                 break
-        seconds = time.perf_counter() - wall
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = common.cpu_seconds() - usage
-        out.update({
-            "rows": rows, "seconds": seconds, "rate": rows / seconds, "first_batch_s": first,
-            "cpu_s": cpu, "cpu_us_per_row": cpu / rows * 1e6,
-            "peak_rss_mib": common.own_peak_rss(after) / 2**20, "load": os.getloadavg()[0],
-        })
+        out.update(clock.figures(rows))
+        out["first_batch_s"] = first
+        out["cpu_s"] = out["cpu_us_per_row"] * rows / 1e6
         if args.loader == "ours":
             stats = ds.disk_stats
             direct = ds.reader.direct

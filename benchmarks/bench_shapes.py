@@ -33,11 +33,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import resource
 import statistics
 import sys
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -191,22 +188,13 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
         ds.close()
 
     check = Check()
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    usage = common.cpu_seconds()
-    wall = time.perf_counter()
+    clock = common.Stopwatch()
     for batch in batches():
         check(batch)
-    seconds = time.perf_counter() - wall
-    cpu = common.cpu_seconds() - usage
-    # pages the kernel handed the process during the epoch: a cache that keeps the epoch
-    # faults in every page it holds, a loader that frees each table reuses its pages
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    out = clock.figures(total)
     if check.rows != total:
         raise AssertionError(f"read {check.rows} rows of {total}")
-    return {"rows": total, "rate": total / seconds, "cpu_us_per_row": cpu / total * 1e6,
-            "peak_rss_mib": common.own_peak_rss(resource.getrusage(resource.RUSAGE_SELF))
-            / 2**20, "cache_held_mib": held[0] if held else 0.0, "load": os.getloadavg()[0],
-            "minor_faults": faults}
+    return out | {"cache_held_mib": held[0] if held else 0.0}
 
 
 # --------------------------------------------------------------------------- the table
@@ -241,9 +229,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         print(name, flush=True)
         runs[name] = common.rotated_rounds(args.rounds, LOADERS, one)
-    lines = ["| shape | loader | rows/s | CPU us/row | peak RSS MiB | cache MiB | page faults | "
-             "x rows/s | x CPU | RSS / (pyarrow's + cache) | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| shape | loader | rows/s | CPU us/row | kernel us/row | peak RSS MiB | cache MiB | "
+             "page faults | x rows/s | x CPU | RSS / (pyarrow's + cache) | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, rounds in runs.items():
         for loader in LOADERS:
             def med(key: str, loader: str = loader, rounds: Any = rounds) -> float:
@@ -259,7 +247,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 / (r["pyarrow"]["peak_rss_mib"] + r[loader]["cache_held_mib"]) for r in rounds)
             lines.append(
                 f"| {name} | {loader} | {med('rate'):,.0f} | {med('cpu_us_per_row'):.2f} | "
-                f"{med('peak_rss_mib'):,.0f} | {med('cache_held_mib'):,.0f} | "
+                f"{med('sys_us_per_row'):.2f} | {med('peak_rss_mib'):,.0f} | "
+                f"{med('cache_held_mib'):,.0f} | "
                 f"{med('minor_faults'):,.0f} | {ratio('rate'):.2f} | "
                 f"{ratio('cpu_us_per_row'):.2f} | {target:.2f} | "
                 f"{common.load_range(rounds, loader)} |")

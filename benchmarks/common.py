@@ -406,12 +406,52 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def cpu_seconds() -> float:
-    """CPU seconds of this process (every thread) and of its reaped children."""
-    import resource
+class Stopwatch:
+    """Times one pass of a measurement, begun at construction: see :meth:`figures`.
 
-    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
-                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+    What every first-epoch benchmark reports the same way: wall time, CPU of every thread
+    (and of reaped children: a peer's conversion workers), the part of it in the kernel,
+    the main thread's CPU (the loop that hands out and checks batches caps the rate), and
+    the minor page faults (each page the kernel hands the process: a cache that keeps the
+    epoch faults in every page it holds, a loader that frees each table reuses its pages).
+    """
+
+    def __init__(self) -> None:
+        import resource
+
+        self._usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                           resource.RUSAGE_CHILDREN)]
+        self._main = time.thread_time()
+        self._wall = time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Wall seconds since construction."""
+        return time.perf_counter() - self._wall
+
+    def figures(self, rows: int) -> dict[str, Any]:
+        """The figures since construction, per row of ``rows`` where that is how they read.
+
+        Returns:
+            ``rows``, ``seconds``, ``rate`` (rows/s), ``cpu_us_per_row`` (every thread),
+            ``sys_us_per_row`` (its kernel part), ``main_cpu_us_per_row``, ``minor_faults``,
+            ``peak_rss_mib`` (this process's own) and ``load`` (1-minute load average).
+        """
+        import resource
+
+        seconds = self.elapsed()
+        main = time.thread_time() - self._main
+        after = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                     resource.RUSAGE_CHILDREN)]
+        user = sum(a.ru_utime - b.ru_utime for a, b in zip(after, self._usage, strict=True))
+        system = sum(a.ru_stime - b.ru_stime for a, b in zip(after, self._usage, strict=True))
+        per_row = 1e6 / max(rows, 1)
+        return {"rows": rows, "seconds": seconds, "rate": rows / seconds,
+                "cpu_us_per_row": (user + system) * per_row,
+                "sys_us_per_row": system * per_row,
+                "main_cpu_us_per_row": main * per_row,
+                "minor_faults": after[0].ru_minflt - self._usage[0].ru_minflt,
+                "peak_rss_mib": own_peak_rss(after[0]) / 2**20,
+                "load": os.getloadavg()[0]}
 
 
 #: The package each peer loader needs, and its name in messages.

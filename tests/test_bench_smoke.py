@@ -132,6 +132,28 @@ def test_small_batches_benchmark_checks_every_row_when_asked(tmp_path: Path) -> 
     assert "every row checked" in (tmp_path / "out" / "small_batches_checked.md").read_text()
 
 
+def test_the_benchmarks_stopwatch_counts_the_cpu_and_pages_of_a_pass() -> None:
+    import time
+
+    import common
+    import numpy as np
+
+    clock = common.Stopwatch()
+    spent = time.thread_time()
+    while time.thread_time() - spent < 0.05:  # CPU on this thread, however loaded the host
+        pass
+    block = np.ones(64 * 2**20, dtype=np.uint8)  # fresh pages: the kernel faults each in
+    figures = clock.figures(1000)
+    assert int(block.sum()) == 64 * 2**20
+    assert figures["rows"] == 1000 and figures["rate"] == 1000 / figures["seconds"]
+    assert figures["seconds"] >= 0.05
+    assert figures["main_cpu_us_per_row"] >= 50.0  # 0.05 s over 1,000 rows
+    assert figures["cpu_us_per_row"] >= 45.0  # rusage's own accounting of the same
+    assert 0.0 <= figures["sys_us_per_row"] <= figures["cpu_us_per_row"]
+    assert figures["minor_faults"] >= 32  # 64 MiB, even in 2 MiB pages
+    assert figures["peak_rss_mib"] >= 64 and figures["load"] >= 0.0
+
+
 def test_the_benchmarks_row_check_refuses_wrong_rows(tmp_path: Path) -> None:
     import common
     import torch
