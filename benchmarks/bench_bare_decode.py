@@ -14,12 +14,10 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +79,7 @@ def run_one(decoder: str, data: Path, scratch: Path) -> dict[str, Any]:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
         decoder = "pyarrow-iter"
     _drop(dropped)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    wall = time.perf_counter()
+    clock = common.Stopwatch()
     rows = 0
     if decoder in ("pyarrow-iter", "pyarrow-iter-1"):
         for path in files:
@@ -125,11 +122,7 @@ def run_one(decoder: str, data: Path, scratch: Path) -> dict[str, Any]:
     elif decoder == "lance":
         for part in lance.dataset(str(scratch / "data.lance")).to_batches():
             rows += part.num_rows
-    seconds = time.perf_counter() - wall
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
-    return {"rows": rows, "rate": rows / seconds, "cpu_us_per_row": cpu / rows * 1e6,
-            "load": os.getloadavg()[0]}
+    return clock.figures(rows)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
