@@ -55,7 +55,7 @@ _metas: OrderedDict[FileKey, tuple[pq.FileMetaData, int, bool]] = OrderedDict()
 # and of those not checked
 _order: dict[bool, OrderedDict[FileKey, None]] = {True: OrderedDict(), False: OrderedDict()}
 _totals = {"bytes": 0, "opened_bytes": 0}
-_kept = threading.Lock()  # guards _scans and _metas
+_kept = threading.Lock()  # guards _scans, _metas, _order and _totals
 _checking = threading.Lock()  # one check at a time: a footer is not walked by two threads
 
 
