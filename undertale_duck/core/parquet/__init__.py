@@ -5,12 +5,12 @@ Footers are checked before they are trusted; the Thrift reader is bounded.
 
 from __future__ import annotations
 
-from . import footers, pages
+from . import fixed_lists, footers, pages
 from .group_sizes import decoded_sizes
 from .pages import LeafVerdicts, ShardPages
 from .text_pages import Page, child_types, chunk_pages, column_leaves
 
 __all__ = [
     "LeafVerdicts", "Page", "ShardPages", "child_types", "chunk_pages", "column_leaves",
-    "decoded_sizes", "footers", "pages"
+    "decoded_sizes", "fixed_lists", "footers", "pages"
 ]

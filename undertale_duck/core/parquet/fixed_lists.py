@@ -1,0 +1,344 @@
+"""Pages of fixed-length numeric lists decoded without walking their levels, or left to pyarrow.
+
+A token column (``list<int32>`` of 512 values a row, none null) costs pyarrow's reader a
+walk over two level streams per value. When a page's level bytes are exactly the encoding
+of ``rows`` full lists of one length, the levels say nothing the page's header and the
+length do not: the values are the page's values in order, ``length`` to a row. This module
+checks that byte for byte and decodes the values with numpy; anything else (another
+encoding of the levels, a null, a ragged row, a page kind or encoding not handled, a
+checksum that does not match) gives None, and the caller reads the chunk with pyarrow.
+Byte equality is the safety argument: the same level bytes decode to the same levels,
+whichever writer wrote them. The read path (``core/read/direct.py``) uses it for windows
+that are whole row groups.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import threading
+import zlib
+from typing import Any, BinaryIO, cast
+
+import numpy as np
+import pyarrow as pa
+
+from .pages import page_headers
+
+#: Encodings of the values of a data page v1 (Parquet's ``Encoding``).
+PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
+#: Page kinds (``PageType``).
+DATA_PAGE, DICTIONARY_PAGE = 0, 2
+#: Values per bit-packed run of the writers this path matches (63 groups of 8: the header
+#: byte ``0x7f``).
+RUN_VALUES = 504
+#: pyarrow's codec names by Parquet's (None: stored as is).
+CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd",
+          "LZ4_RAW": "lz4_raw"}
+#: The numpy dtype of each physical type's values.
+PHYSICAL: dict[str, np.dtype[Any]] = {
+    "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"), "FLOAT": np.dtype("<f4"),
+    "DOUBLE": np.dtype("<f8"),
+}
+
+
+#: Thrift compact types of the page header fields this path accepts, by struct: a header
+#: with another field, or a field of another type, is left to pyarrow (whose reader
+#: refuses some that ours would read).
+I32, I64, BINARY, STRUCT, BOOL = 5, 6, 8, 12, 1
+#: A struct's fields: id -> compact type, or (STRUCT, the nested struct's layout).
+Layout = dict[int, "int | tuple[int, Layout]"]
+_STATISTICS: Layout = {1: BINARY, 2: BINARY, 3: I64, 4: I64, 5: BINARY, 6: BINARY,
+                       7: BOOL, 8: BOOL}
+_DATA: Layout = {1: I32, 2: I32, 3: I32, 4: I32, 5: (STRUCT, _STATISTICS)}
+_DICTIONARY: Layout = {1: I32, 2: I32, 3: BOOL}
+_PAGE: Layout = {1: I32, 2: I32, 3: I32, 4: I32, 5: (STRUCT, _DATA), 7: (STRUCT, _DICTIONARY)}
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _zigzag(value: int) -> int:
+    return value << 1 if value >= 0 else (-value << 1) - 1
+
+
+def canonical(fields: dict[int, object], layout: Layout | None = None) -> bytes | None:
+    """The compact-protocol bytes of ``fields`` with the types of ``layout``, or None.
+
+    A page header whose bytes are exactly these was written with the types pyarrow's
+    reader expects (our reader takes any integer type for an integer, and more).
+    """
+    layout = _PAGE if layout is None else layout
+    out = bytearray()
+    last = 0
+    for fid in sorted(fields):
+        kind: int | tuple[int, Layout] | None = layout.get(fid)
+        value = fields[fid]
+        if kind is None or not 0 < fid < 32768:
+            return None
+        inner: Layout | None = None
+        if isinstance(kind, tuple):
+            kind, inner = kind
+        code: int = kind
+        if kind == BOOL:
+            if not isinstance(value, bool):
+                return None
+            code = 1 if value else 2
+        body = b""
+        if kind in (I32, I64):
+            if not isinstance(value, int) or isinstance(value, bool):
+                return None
+            bits = 32 if kind == I32 else 64
+            if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+                return None
+            body = _varint(_zigzag(value))
+        elif kind == BINARY:
+            if not isinstance(value, bytes):
+                return None
+            body = _varint(len(value)) + value
+        elif kind == STRUCT:
+            if not isinstance(value, dict) or inner is None:
+                return None
+            nested = canonical(value, inner)
+            if nested is None:
+                return None
+            body = nested
+        delta = fid - last
+        if 0 < delta <= 15:
+            out.append(delta << 4 | code)
+        else:
+            out.append(code)
+            out += _varint(_zigzag(fid))
+        out += body
+        last = fid
+    out.append(0)
+    return bytes(out)
+
+
+def row_levels(length: int) -> bytes | None:
+    """One row's repetition levels (a 0, then ``length - 1`` ones) as writers encode them.
+
+    A bit-packed group of eight (``0,1,...,1``) and a run of the other ``length - 8`` ones:
+    what Arrow's encoder writes for every row when ``length`` is a multiple of 8 (each row
+    then starts a group). None for other lengths (their rows are encoded differently from
+    one to the next).
+    """
+    if length < 16 or length % 8:
+        return None
+    return b"\x03\xfe" + _varint((length - 8) << 1) + b"\x01"
+
+
+def full_levels(level: int, count: int) -> bytes:
+    """``count`` definition levels all ``level`` (at most 255) as one run."""
+    return _varint(count << 1) + bytes([level])
+
+
+def decode_chunk(
+    data: bytes | bytearray | memoryview, *, codec: str, physical: str,
+    dtype: np.dtype[Any], max_definition: int, rows: int, values: int,
+    out: np.ndarray[Any, Any] | None = None, pool: pa.MemoryPool | None = None,
+) -> np.ndarray[Any, Any] | None:
+    """A column chunk's lists from its bytes (:func:`decode_pages` on them)."""
+    return decode_pages(
+        io.BytesIO(data), 0, len(data), codec=codec, physical=physical, dtype=dtype,
+        max_definition=max_definition, rows=rows, values=values, out=out, pool=pool,
+    )
+
+
+def decode_pages(
+    fh: io.BufferedIOBase, start: int, end: int, *, codec: str, physical: str,
+    dtype: np.dtype[Any], max_definition: int, rows: int, values: int,
+    out: np.ndarray[Any, Any] | None = None, pool: pa.MemoryPool | None = None,
+) -> np.ndarray[Any, Any] | None:
+    """A column chunk's lists as a ``(rows, length)`` array, or None (pyarrow reads it).
+
+    The pages are read one at a time into a buffer this thread reuses (a page, not the
+    chunk, is in memory besides ``out``).
+
+    Args:
+        fh: The file, open for reading.
+        start: Where the chunk's first page starts, dictionary page first
+            (``pages.chunk_range``).
+        end: Where its pages end.
+        codec: Its compression, as the footer names it.
+        physical: Its physical type, as the footer names it.
+        dtype: The numpy dtype of the column's Arrow value type.
+        max_definition: The leaf's maximum definition level (a value present).
+        rows: The row group's rows.
+        values: The chunk's values (levels), from the footer.
+        out: Where to decode (``rows`` x length of ``dtype``, C-contiguous); a new array if
+            None. Its contents are undefined when None is returned.
+        pool: The Arrow memory pool pages are decompressed into (None: the default).
+    """
+    stored = PHYSICAL.get(physical)
+    if (
+        stored is None or codec not in CODECS or rows <= 0 or values % rows
+        or dtype.itemsize != stored.itemsize or dtype.kind not in "iuf"
+        or (dtype.kind == "f") != (stored.kind == "f") or not 0 < max_definition < 128
+    ):
+        return None
+    length = values // rows
+    pattern = row_levels(length)
+    if pattern is None:
+        return None
+    if out is None:
+        out = np.empty((rows, length), dtype=dtype)
+    elif out.shape != (rows, length) or out.dtype != dtype or not out.flags.c_contiguous:
+        return None
+    flat = out.reshape(-1)
+    name = CODECS[codec]
+    dictionary: np.ndarray | None = None
+    at = 0  # values decoded
+    pos = start  # where the next page header starts
+    try:
+        for page in page_headers(cast(BinaryIO, fh), start, end):
+            fh.seek(pos)
+            if canonical(page.fields) != fh.read(page.body - pos):
+                return None
+            pos = page.body + page.packed
+            body = _read(fh, page.body, page.packed)
+            crc = page.fields.get(4)
+            if isinstance(crc, int) and zlib.crc32(body) != crc & 0xFFFFFFFF:
+                return None
+            raw = body if name is None else pa.decompress(
+                body, page.raw, codec=name, memory_pool=pool)
+            if len(raw) != page.raw:
+                return None
+            view = memoryview(raw).cast("B")
+            if page.kind == DICTIONARY_PAGE:
+                header = page.fields.get(7)
+                if dictionary is not None or at or not isinstance(header, dict):
+                    return None
+                entries = header.get(1)
+                if (not isinstance(entries, int) or header.get(2) not in (PLAIN, PLAIN_DICTIONARY)
+                        or len(view) != entries * stored.itemsize):
+                    return None
+                # a copy: the page may lie in the buffer the next page is read into
+                dictionary = np.frombuffer(view, dtype=stored).view(dtype).copy()
+                continue
+            if page.kind != DATA_PAGE:
+                return None
+            header = page.fields.get(5)
+            if not isinstance(header, dict):
+                return None
+            count = header.get(1)
+            if (not isinstance(count, int) or count <= 0 or count % length
+                    or at + count > values or header.get(3) != RLE or header.get(4) != RLE):
+                return None
+            level_end = _expect(view, 0, pattern * (count // length))
+            level_end = _expect(view, level_end, full_levels(max_definition, count))
+            if level_end is None:
+                return None
+            target = flat[at:at + count]
+            encoding = header.get(2)
+            if encoding == PLAIN:
+                if len(view) - level_end != count * stored.itemsize:
+                    return None
+                target[:] = np.frombuffer(view, dtype=stored, offset=level_end).view(dtype)
+            elif encoding in (PLAIN_DICTIONARY, RLE_DICTIONARY) and dictionary is not None:
+                segments = _indices(view, level_end, count)
+                if segments is None:
+                    return None
+                done = 0
+                for indices in segments:
+                    n = indices.size
+                    if n and int(indices.max()) >= len(dictionary):
+                        return None  # an index past the dictionary: pyarrow refuses it
+                    # bounds checked above: "clip" writes straight into out, where "raise"
+                    # (numpy's default) decodes into a temporary of its size first
+                    np.take(dictionary, indices, mode="clip",
+                            out=target[done:done + n].reshape(indices.shape))
+                    done += n
+            else:
+                return None
+            at += count
+    except (OSError, ValueError, IndexError, TypeError, struct.error, pa.ArrowException):
+        return None
+    return out if at == values else None
+
+
+#: Per thread, the buffer pages are read into (reused: a fresh megabyte of ``bytes`` a page
+#: is mapped and faulted in anew each time).
+_buffers = threading.local()
+#: The largest such buffer kept between reads (pyarrow writes pages of 1 MiB by default).
+READ_BUFFER_KEPT = 8 << 20
+
+
+def _read(fh: io.BufferedIOBase, start: int, size: int) -> memoryview:
+    """``size`` bytes of ``fh`` from ``start``, in this thread's reused buffer."""
+    buffer: bytearray | None = getattr(_buffers, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = bytearray(size)
+        if size <= READ_BUFFER_KEPT:
+            _buffers.buffer = buffer
+    view = memoryview(buffer)[:size]
+    fh.seek(start)
+    if fh.readinto(view) != size:
+        raise ValueError("the file ends inside a column chunk")
+    return view
+
+
+def _expect(view: memoryview, pos: int | None, levels: bytes) -> int | None:
+    """The position after a level section of ``view`` at ``pos`` equal to ``levels``."""
+    if pos is None or len(view) < pos + 4:
+        return None
+    size = int.from_bytes(view[pos:pos + 4], "little")
+    if size != len(levels) or view[pos + 4:pos + 4 + size] != levels:
+        return None
+    return pos + 4 + size
+
+
+def _indices(
+    view: memoryview, pos: int, count: int
+) -> list[np.ndarray[Any, Any]] | None:
+    """``count`` dictionary indices at ``pos``, in full bit-packed runs and a last shorter one.
+
+    Each run is a header byte (``0x7f``: 63 groups of 8 values, the last one
+    ``(groups << 1) | 1``) and its values packed ``width`` bits each, least significant bit
+    first: 8 values take ``width`` bytes. A run of repeated values (an RLE run) anywhere
+    gives None. Returns the indices in order, in pieces: for whole-byte widths, views of
+    the page (no copy: a fresh megabyte per page is faulted in anew each time).
+    """
+    if len(view) <= pos:
+        return None
+    width = view[pos]
+    if not 1 <= width <= 32:
+        return None
+    step = 1 + RUN_VALUES // 8 * width  # a run: its header byte, then its values
+    full, rest = divmod(count, RUN_VALUES)
+    groups = -(-rest // 8)
+    tail = (1 + groups * width) if rest else 0
+    data = np.frombuffer(view, dtype=np.uint8, offset=pos + 1)
+    if len(data) != full * step + tail:
+        return None
+    runs = data[:full * step].reshape(full, step)
+    if full and not (runs[:, 0] == 0x7F).all():
+        return None
+    if rest and data[full * step] != (groups << 1 | 1):
+        return None
+    last = data[full * step + 1:]
+    if width in (8, 16, 32):
+        index = np.dtype(f"<u{width // 8}")
+        pieces = [runs[:, 1:].view(index)] if full else []
+        if rest:
+            pieces.append(last[:rest * (width // 8)].view(index))
+        return pieces
+    packed = np.concatenate([runs[:, 1:].reshape(-1), last])
+    return [_unpack(packed, width)[:count]]
+
+
+def _unpack(packed: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
+    """Values of ``width`` bits (not whole bytes), least significant bit first, 8 a group."""
+    bits = np.unpackbits(packed, bitorder="little").reshape(-1, width)
+    wide = np.zeros((len(bits), 32), dtype=np.uint8)
+    wide[:, :width] = bits
+    return np.packbits(wide, axis=1, bitorder="little").view("<u4").reshape(-1)
+
+
+__all__ = ["decode_chunk", "decode_pages", "full_levels", "row_levels"]
