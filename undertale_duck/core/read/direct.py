@@ -6,12 +6,15 @@ import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import SourceError
-from ..parquet import LeafVerdicts, ShardPages, footers
+from ..parquet import LeafVerdicts, ShardPages, fixed_lists, footers
+from ..parquet import pages as parquet_pages
 from ..runtime import read_pool
 from ..source import Shard, Window, window_row_groups
 
@@ -69,8 +72,9 @@ class DirectReader:
         ]
         #: Windows read by pyarrow, windows that fell back to DuckDB after trying, and
         #: decodes of row groups begun ("streams": a group cut into windows is decoded once
-        #: per stream, its windows handed out as the consumer reaches them).
-        self.stats = {"direct": 0, "fallback": 0, "streams": 0}
+        #: per stream, its windows handed out as the consumer reaches them); "fixed_lists":
+        #: columns of such decodes whose lists core/parquet/fixed_lists.py decoded.
+        self.stats = {"direct": 0, "fallback": 0, "streams": 0, "fixed_lists": 0}
         # open readers of row groups cut into windows, by (path, groups): a window read
         # continues the decode where the previous window of the same groups stopped
         self._streams: OrderedDict[tuple[str, tuple[int, ...]], _GroupStream] = OrderedDict()
@@ -204,8 +208,11 @@ class DirectReader:
                 pages, groups, self.columns, self._text, first, expected,
                 batch_rows=_batch_rows(window, first, expected, bound),
                 threads=self.threads,
+                # the window is its groups: their lists are its own rows, within the cap
+                whole=window.start == first and window.rows == expected,
             )
             self.stats["streams"] += 1
+            self.stats["fixed_lists"] += stream.fast_columns
         # DuckDB decodes a row group in vectors of VECTOR_ROWS rows from its start, and
         # checks the pages it decodes: the stream decodes (and checks) at least up to the
         # end of the vector holding the window's last row, so a window this read accepts
@@ -313,11 +320,13 @@ class _GroupStream:
         expected: The groups' rows (from the footer).
         batch_rows: Rows per decoded batch.
         threads: Whether pyarrow may decode columns in parallel.
+        whole: Whether one window is the groups' rows: its fixed-length numeric lists are
+            then decoded by :mod:`fixed_lists` where their pages allow.
     """
 
     def __init__(
         self, pages: ShardPages, groups: list[int], columns: list[str], text: list[str],
-        first: int, expected: int, *, batch_rows: int, threads: bool,
+        first: int, expected: int, *, batch_rows: int, threads: bool, whole: bool = False,
     ) -> None:
         # pages that record a CRC-32 are checked as they are decoded: a mismatch fails the
         # read, and DuckDB's path then checks the group and names the page (window_read.py).
@@ -332,8 +341,26 @@ class _GroupStream:
         if len(leaves) != len(columns):
             self._file.close()
             raise ValueError("the shard's leaves do not match the columns")
-        self._batches = self._file.iter_batches(
-            batch_rows, row_groups=groups, column_indices=leaves, use_threads=threads
+        self._columns = list(columns)
+        self._fields = [self._file.schema_arrow.field(name) for name in columns]
+        # columns of fixed-length numeric lists whose pages decode without their levels
+        # (core/parquet/fixed_lists.py); pyarrow decodes the others
+        self._fast = (
+            _fixed_lists(pages, groups, leaves, self._fields, expected) if whole else {}
+        )
+        #: How many columns :mod:`fixed_lists` decoded (pyarrow decodes the others).
+        self.fast_columns = len(self._fast)
+        rest = [leaf for i, leaf in enumerate(leaves) if i not in self._fast]
+        self._batch_rows = batch_rows
+        self._first_row = first
+        self._batches: Iterator[pa.RecordBatch] = (
+            self._joined(self._file.iter_batches(
+                batch_rows, row_groups=groups, column_indices=rest, use_threads=threads,
+            ) if rest else None, first + expected)
+            if self._fast
+            else self._file.iter_batches(
+                batch_rows, row_groups=groups, column_indices=leaves, use_threads=threads
+            )
         )
         self._text = text
         self.first = first
@@ -343,6 +370,40 @@ class _GroupStream:
         self._held_rows = 0
         #: Whether every row has been handed out (the reader is then closed).
         self.finished = False
+
+    def _joined(
+        self, rest: Iterator[pa.RecordBatch] | None, end: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Pyarrow's batches of the other columns with the fixed-length lists' rows beside."""
+        at = self._first_row
+        while True:
+            if rest is not None:
+                batch = next(rest, None)
+                if batch is None:
+                    return
+                n = batch.num_rows
+            elif at < end:
+                batch, n = None, min(self._batch_rows, end - at)
+            else:
+                return
+            arrays = []
+            for i, field in enumerate(self._fields):
+                values = self._fast.get(i)
+                if values is None:
+                    assert batch is not None
+                    arrays.append(batch.column(field.name))
+                    continue
+                rows = values[at - self._first_row:at - self._first_row + n]
+                if len(rows) != n:
+                    raise ValueError("the row groups hold fewer rows than their lists")
+                # built from buffers: pa.array() of a numpy array imports pandas (decision 0019)
+                offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32) * values.shape[1])
+                items = pa.Array.from_buffers(
+                    field.type.value_type, rows.size, [None, pa.py_buffer(rows)])
+                arrays.append(pa.Array.from_buffers(
+                    field.type, n, [None, offsets], children=[items]))
+            yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(self._fields))
+            at += n
 
     @property
     def held_bytes(self) -> int:
@@ -395,6 +456,70 @@ class _GroupStream:
         self._held.clear()
         self._held_rows = 0
         self._file.close()
+
+
+#: numpy dtypes of Arrow's integer and floating value types (by type id).
+_NUMPY = {typ.id: np.dtype(name) for typ, name in (
+    (pa.int8(), "i1"), (pa.int16(), "<i2"), (pa.int32(), "<i4"), (pa.int64(), "<i8"),
+    (pa.uint8(), "u1"), (pa.uint16(), "<u2"), (pa.uint32(), "<u4"), (pa.uint64(), "<u8"),
+    (pa.float32(), "<f4"), (pa.float64(), "<f8"))}
+
+def _fixed_lists(
+    pages: ShardPages, groups: list[int], leaves: list[int], fields: list[pa.Field],
+    expected: int,
+) -> dict[int, np.ndarray[Any, Any]]:
+    """The columns of ``groups`` decoded by :mod:`fixed_lists`, by position (rows x length).
+
+    Called for a window that is its row groups: each column is decoded whole, in one
+    buffer the window then holds alone (a buffer shared by windows cut from the groups
+    would outlive the cache's eviction of some of them).
+    """
+    wanted = []
+    for i, field in enumerate(fields):
+        typ = field.type
+        if not pa.types.is_list(typ) or typ.value_type.id not in _NUMPY:
+            continue
+        wanted.append(i)
+    if not wanted:
+        return {}
+    meta = pages.meta
+    found: dict[int, np.ndarray] = {}
+    try:
+        with open(pages.path, "rb") as fh:
+            for i in wanted:
+                leaf = leaves[i]
+                dtype = _NUMPY[fields[i].type.value_type.id]
+                first = meta.row_group(groups[0])
+                per_row, left = divmod(first.column(leaf).num_values, max(first.num_rows, 1))
+                if left or not per_row:
+                    continue
+                # decoded in place, group after group: one copy, the one the window holds;
+                # in read_pool() as pyarrow's decodes (numpy's own large arrays ask for huge
+                # pages, which cost more to fault in here: decision 0020)
+                memory = pa.allocate_buffer(expected * per_row * dtype.itemsize,
+                                            memory_pool=read_pool())
+                out = np.frombuffer(memory, dtype=dtype).reshape(expected, per_row)
+                at = 0
+                for group in groups:
+                    rg = meta.row_group(group)
+                    chunk = rg.column(leaf)
+                    start, end = parquet_pages.chunk_range(chunk)
+                    part = fixed_lists.decode_pages(
+                        fh, start, end, codec=chunk.compression, physical=chunk.physical_type,
+                        dtype=dtype,
+                        max_definition=meta.schema.column(leaf).max_definition_level,
+                        rows=rg.num_rows, values=chunk.num_values,
+                        out=out[at:at + rg.num_rows], pool=read_pool(),
+                    )
+                    if part is None:
+                        break
+                    at += rg.num_rows
+                else:
+                    if at == expected:
+                        found[i] = out
+    except (OSError, ValueError, TypeError, NotImplementedError, pa.ArrowException):
+        return {}
+    return found
 
 
 class Spare:

@@ -1,0 +1,231 @@
+"""Windows whose fixed-length numeric lists core/parquet/fixed_lists.py decodes: DuckDB's
+tables, the row function's values, and DuckDB's answer for damaged pages."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from undertale_duck import ParquetDataset, collate
+from undertale_duck.core.parquet import pages
+from undertale_duck.core.source import window_row_groups
+from undertale_duck.errors import CorruptShardError
+
+VALUE_TYPES = {"i32": pa.int32(), "i64": pa.int64(), "u32": pa.uint32(),
+               "f32": pa.float32(), "f64": pa.float64()}
+
+
+def tokens(kind: str, row: int, length: int) -> list[Any]:
+    """Row ``row``'s list: a function of the global row index and the position."""
+    values = [(row * 131 + k * 7) % 5003 for k in range(length)]
+    if kind.startswith("f"):
+        return [v / 4 for v in values]
+    if kind == "i64":
+        return [v - (1 << 40) for v in values]
+    return values
+
+
+def table(kind: str, start: int, stop: int, length: int) -> pa.Table:
+    rows = range(start, stop)
+    return pa.table({
+        "id": pa.array(list(rows), pa.int64()),
+        "tokens": pa.array([tokens(kind, r, length) for r in rows],
+                           pa.list_(VALUE_TYPES[kind])),
+        "mask": pa.array([[1] * (r % length + 1) + [0] * (length - r % length - 1)
+                          for r in rows], pa.list_(pa.int8())),
+    })
+
+
+def both(root: Path, **kwargs: Any) -> tuple[ParquetDataset, ParquetDataset]:
+    """The dataset as it reads by default, and the same read by DuckDB only."""
+    fast = ParquetDataset(root, read_ahead=False, **kwargs)
+    slow = ParquetDataset(root, read_ahead=False, **kwargs)
+    slow.reader.direct = None
+    return fast, slow
+
+
+def whole_windows(ds: ParquetDataset) -> int:
+    """The windows that are exactly their row groups' rows."""
+    count = 0
+    for window in ds.windows:
+        shard = ds.source.shards[window.shard]
+        groups, skip = window_row_groups(shard.row_groups, window)
+        rows = sum(shard.row_groups[g][0] for g in groups)
+        count += bool(window.rows) and skip == 0 and window.rows == rows
+    return count
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(sorted(VALUE_TYPES)),
+    length=st.sampled_from([16, 24, 64, 512]),
+    sizes=st.lists(st.integers(1, 150), min_size=1, max_size=3),
+    group=st.integers(5, 150),
+    window=st.sampled_from([3_000, 40_000, None]),
+    codec=st.sampled_from(["none", "snappy", "zstd", "gzip"]),
+    dictionary=st.booleans(),
+    page=st.sampled_from([1 << 10, 1 << 20]),
+    checksums=st.booleans(),
+)
+def test_windows_of_fixed_length_lists_read_as_duckdb_reads_them(
+    kind: str, length: int, sizes: list[int], group: int, window: int | None, codec: str,
+    dictionary: bool, page: int, checksums: bool, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    root = tmp_path_factory.mktemp("fixed")
+    start = 0
+    for k, size in enumerate(sizes):
+        pq.write_table(table(kind, start, start + size, length), root / f"part-{k}.parquet",
+                       row_group_size=group, compression=codec, use_dictionary=dictionary,
+                       data_page_size=page, write_page_checksum=checksums)
+        start += size
+    fast, slow = both(root, window_bytes=window)
+    for position in range(len(fast.windows)):
+        a, b = fast.reader.read(position), slow.reader.read(position)
+        assert a.equals(b), position
+    direct = fast.reader.direct
+    assert direct is not None
+    # every window that is its row groups has its tokens decoded by the fast path (the
+    # mask is int8 stored as INT32, the id not a list: pyarrow's), the others by pyarrow
+    assert direct.stats["fixed_lists"] == whole_windows(fast)
+    assert direct.stats["fallback"] == 0
+    want = table(kind, 0, start, length).to_pylist()
+    assert fast.__getitems__(list(range(start))) == want
+    assert [fast[i] for i in reversed(range(start))] == want[::-1]
+
+
+def test_the_fast_path_serves_the_dataset_s_rows_and_tensors(tmp_path: Path) -> None:
+    # an undertale-like shard: 512 int32 tokens a row in dictionary pages, groups of 1,000
+    import torch
+
+    pq.write_table(table("i32", 0, 3_000, 512), tmp_path / "part-0.parquet",
+                   row_group_size=1_000)
+    ds = ParquetDataset(tmp_path, format="torch", read_ahead=False)
+    assert len(ds.windows) >= 1 and whole_windows(ds) == len(ds.windows)
+    rows = list(range(2_990, 3_000)) + list(range(10))
+    batch = collate(ds.__getitems__(rows))
+    assert torch.equal(batch["tokens"], torch.tensor([tokens("i32", r, 512) for r in rows],
+                                                     dtype=torch.int32))
+    assert batch["id"].tolist() == rows
+    direct = ds.reader.direct
+    assert direct is not None and direct.stats["fixed_lists"] >= 1
+    # a writable copy: a batch written to leaves the dataset's rows as they are
+    batch["tokens"][0, 0] = -1
+    assert collate(ds.__getitems__([2_990]))["tokens"][0, 0] == tokens("i32", 2_990, 512)[0]
+
+
+@pytest.mark.parametrize("make", ["ragged", "null list", "null value", "length 20"])
+def test_lists_the_fast_path_does_not_take_are_pyarrow_s(tmp_path: Path, make: str) -> None:
+    rows = 200
+
+    def row(r: int) -> list[int | None] | None:
+        length = {"ragged": 16 + r % 3 * 8, "length 20": 20}.get(make, 16)
+        values: list[int | None] | None = list(range(r, r + length))
+        if make == "null list" and r % 7 == 3:
+            values = None
+        if make == "null value" and r % 7 == 3 and values is not None:
+            values[5] = None
+        return values
+
+    data = pa.table({"tokens": pa.array([row(r) for r in range(rows)], pa.list_(pa.int32()))})
+    pq.write_table(data, tmp_path / "part-0.parquet", row_group_size=50)
+    fast, slow = both(tmp_path)
+    for position in range(len(fast.windows)):
+        assert fast.reader.read(position).equals(slow.reader.read(position))
+    assert [fast[i]["tokens"] for i in range(rows)] == [row(r) for r in range(rows)]
+    direct = fast.reader.direct
+    assert direct is not None and direct.stats["direct"] > 0
+    assert direct.stats["fixed_lists"] == 0
+
+
+@settings(max_examples=30, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 1 << 30),
+    flips=st.integers(1, 4),
+    codec=st.sampled_from(["none", "snappy", "zstd"]),
+    dictionary=st.booleans(),
+    checksums=st.booleans(),
+)
+def test_damaged_list_pages_give_duckdbs_answer(
+    seed: int, flips: int, codec: str, dictionary: bool, checksums: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # bits flipped inside the tokens' column chunks: the read gives DuckDB's table, or
+    # fails as DuckDB's does (its class and message)
+    root = tmp_path_factory.mktemp("fixed-damaged")
+    path = root / "a.parquet"
+    pq.write_table(table("i32", 0, 240, 16), path, row_group_size=80, compression=codec,
+                   data_page_size=512, use_dictionary=dictionary,
+                   write_page_checksum=checksums)
+    undamaged = ParquetDataset(root, read_ahead=False)
+    undamaged.reader.read(0)
+    assert undamaged.reader.direct is not None
+    assert undamaged.reader.direct.stats["fixed_lists"] == 1  # the path under test
+    undamaged.close()
+    meta = pq.read_metadata(path)
+    raw = bytearray(path.read_bytes())
+    rng = random.Random(seed)
+    for _ in range(flips):
+        group = rng.randrange(meta.num_row_groups)
+        start, end = pages.chunk_range(meta.row_group(group).column(1))
+        raw[rng.randrange(start, end)] ^= 1 << rng.randrange(8)
+    path.write_bytes(bytes(raw))
+    fast, slow = both(root)
+    for position in range(len(fast.windows)):
+        got, want = (_outcome(ds, position) for ds in (fast, slow))
+        assert got[0] == want[0], (got, want)
+        if got[0] == "ok":
+            assert got[1].equals(want[1])
+        else:
+            assert got[1] == want[1]
+
+
+def _outcome(ds: ParquetDataset, position: int) -> tuple[str, Any]:
+    try:
+        return "ok", ds.reader.read(position)
+    except Exception as exc:  # the class and message are what is compared
+        return type(exc).__name__, str(exc)
+
+
+def test_a_list_page_whose_checksum_fails_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "part-0.parquet"
+    pq.write_table(table("i32", 0, 300, 16), path, row_group_size=100, compression="NONE",
+                   use_dictionary=False, write_page_checksum=True, data_page_size=1024)
+    meta = pq.read_metadata(path)
+    _, end = pages.chunk_range(meta.row_group(2).column(1))
+    raw = bytearray(path.read_bytes())
+    raw[end - 1] ^= 0x10  # a value byte of the last page: only its CRC tells
+    path.write_bytes(bytes(raw))
+    ds = ParquetDataset(tmp_path, read_ahead=False, window_bytes=20_000)
+    want = table("i32", 0, 200, 16).to_pylist()
+    assert ds.__getitems__(list(range(200))) == want
+    direct = ds.reader.direct
+    assert direct is not None and direct.stats["fixed_lists"] >= 1
+    with pytest.raises(CorruptShardError, match=r"column 'tokens.list.element' in row group 2 .*CRC-32"):
+        ds[299]
+
+
+@pytest.mark.parametrize("window_bytes", [20_000, 60_000, 200_000])
+def test_a_window_holds_its_lists_in_memory_it_owns(tmp_path: Path, window_bytes: int) -> None:
+    # windows cut from row groups of 100 rows, windows of one group, and of three: the
+    # fast path decodes a window's lists into memory of its own rows only (a buffer of the
+    # whole group behind several windows would outlive the cache's eviction of some)
+    pq.write_table(table("i64", 0, 400, 64), tmp_path / "part-0.parquet", row_group_size=100)
+    ds = ParquetDataset(tmp_path, read_ahead=False, window_bytes=window_bytes)
+    for position, window in enumerate(ds.windows):
+        got = ds.reader.read(position).column("tokens")
+        held = sum(c.values.buffers()[1].size for c in got.chunks)
+        assert held <= window.rows * 64 * 8, (position, held)
+        assert np.array_equal(
+            np.concatenate([c.flatten().to_numpy() for c in got.chunks]).reshape(-1, 64),
+            np.array([tokens("i64", r, 64) for r in range(window.start, window.stop)]))
+    direct = ds.reader.direct
+    assert direct is not None
+    assert direct.stats["fixed_lists"] == whole_windows(ds) and direct.stats["fallback"] == 0
