@@ -212,3 +212,21 @@ def test_the_level_encodings_are_the_writer_s() -> None:
     assert row_levels(16) == bytes.fromhex("03fe1001")
     assert row_levels(8) is None and row_levels(20) is None
     assert full_levels(3, 493_568) == bytes.fromhex("80a03c03")
+
+
+@settings(max_examples=200, deadline=None)
+@given(width=st.integers(1, 32), groups=st.integers(1, 70), seed=st.integers(0, 2**32 - 1))
+def test_bit_packed_values_of_any_width_unpack_to_their_values(
+    width: int, groups: int, seed: int
+) -> None:
+    from undertale_duck.core.parquet.fixed_lists import _unpack
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 1 << width, size=groups * 8, dtype=np.uint64)
+    values[: min(8, len(values))] = (1 << width) - 1  # the widest value, in every lane
+    # Parquet's bit packing: each value's bits in order, least significant first
+    bits = ((values[:, None] >> np.arange(width, dtype=np.uint64)) & 1).astype(np.uint8)
+    packed = np.packbits(bits.reshape(-1), bitorder="little")
+    assert len(packed) == groups * width
+    got = _unpack(np.concatenate([packed, np.zeros(8, np.uint8)]), width, groups)
+    assert got.dtype == np.uint32 and np.array_equal(got, values)

@@ -208,7 +208,8 @@ def test_a_list_page_whose_checksum_fails_is_named(tmp_path: Path) -> None:
     assert ds.__getitems__(list(range(200))) == want
     direct = ds.reader.direct
     assert direct is not None and direct.stats["fixed_lists"] >= 1
-    with pytest.raises(CorruptShardError, match=r"column 'tokens.list.element' in row group 2 .*CRC-32"):
+    named = r"column 'tokens.list.element' in row group 2 .*CRC-32"
+    with pytest.raises(CorruptShardError, match=named):
         ds[299]
 
 

