@@ -346,7 +346,8 @@ class _GroupStream:
         # columns of fixed-length numeric lists whose pages decode without their levels
         # (core/parquet/fixed_lists.py); pyarrow decodes the others
         self._fast = (
-            _fixed_lists(pages, groups, leaves, self._fields, expected) if whole else {}
+            _fixed_lists(pages, groups, leaves, self._fields, expected)
+            if whole and FIXED_LISTS else {}
         )
         #: How many columns :mod:`fixed_lists` decoded (pyarrow decodes the others).
         self.fast_columns = len(self._fast)
@@ -457,6 +458,10 @@ class _GroupStream:
         self._held_rows = 0
         self._file.close()
 
+
+#: Whether windows that are their row groups have their fixed-length numeric lists decoded
+#: by core/parquet/fixed_lists.py (False: pyarrow decodes every column, as before it).
+FIXED_LISTS = True
 
 #: numpy dtypes of Arrow's integer and floating value types (by type id).
 _NUMPY = {typ.id: np.dtype(name) for typ, name in (
