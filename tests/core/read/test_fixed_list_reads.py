@@ -237,3 +237,63 @@ def test_a_window_holds_its_lists_in_memory_it_owns(tmp_path: Path, window_bytes
     direct = ds.reader.direct
     assert direct is not None
     assert direct.stats["fixed_lists"] == whole_windows(ds) and direct.stats["fallback"] == 0
+
+
+@pytest.mark.parametrize("claim", [1 << 25, 6_000])
+def test_a_footer_that_overstates_the_lists_allocates_nothing_for_them(
+    tmp_path: Path, claim: int
+) -> None:
+    # the footer claims `claim` rows of 16 values (2 GiB of int32 for 2**25) where the pages
+    # hold 3,000: the fast path must not size its buffer by the claim, and the read gives
+    # DuckDB's error as before
+    from support import footer
+
+    from undertale_duck.core.runtime import read_pool
+
+    src = tmp_path / "src.parquet"
+    pq.write_table(table("i32", 0, 3_000, 16), src, row_group_size=3_000)
+    root = tmp_path / "lying"
+    root.mkdir()
+
+    def edit(meta: footer.Struct) -> None:
+        footer.put(meta, 3, claim)
+        for group in footer.row_groups(meta):
+            footer.put(group, 3, claim)
+            for leaf, chunk in enumerate(footer.column_meta(group)):
+                footer.put(chunk, 5, claim * (1 if leaf == 0 else 16))
+
+    footer.rewrite(src, root / "part-0.parquet", edit)
+    ds = ParquetDataset(root, read_ahead=False, window_bytes=1 << 40, memory=4096)
+    assert len(ds) == claim and len(ds.windows) == 1
+    before = read_pool().max_memory()
+    fast = _outcome(ds, 0)
+    assert read_pool().max_memory() - before < 64 << 20
+    slow = ParquetDataset(root, read_ahead=False, window_bytes=1 << 40, memory=4096)
+    slow.reader.direct = None
+    assert fast[0] != "ok" and fast == _outcome(slow, 0)
+
+
+@pytest.mark.parametrize("required", ["list", "element", "both"])
+def test_lists_declared_required_read_alike(tmp_path: Path, required: str) -> None:
+    # a required list or element changes the maximum definition level (2 or 1): the
+    # levels the pages hold are checked against it
+    element = pa.field("element", pa.int64(), nullable=required == "list")
+    field = pa.field("tokens", pa.list_(element), nullable=required == "element")
+    rows = 300
+    data = pa.table({"tokens": pa.array([tokens("i64", r, 32) for r in range(rows)],
+                                        field.type)}, schema=pa.schema([field]))
+    pq.write_table(data, tmp_path / "part-0.parquet", row_group_size=100)
+    level = pq.read_metadata(tmp_path / "part-0.parquet").schema.column(0).max_definition_level
+    assert level == {"list": 2, "element": 2, "both": 1}[required]
+    # against pyarrow's read of every column (DuckDB's differs for required lists with or
+    # without this path: a nullable field, its child named "l")
+    fast = ParquetDataset(tmp_path, read_ahead=False)
+    got = [fast.reader.read(position) for position in range(len(fast.windows))]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(direct_module, "FIXED_LISTS", False)
+        before = ParquetDataset(tmp_path, read_ahead=False)
+        want = [before.reader.read(position) for position in range(len(before.windows))]
+    assert all(a.equals(b) for a, b in zip(got, want, strict=True))
+    direct = fast.reader.direct
+    assert direct is not None and direct.stats["fixed_lists"] == whole_windows(fast) > 0
+    assert [fast[i]["tokens"] for i in range(rows)] == [tokens("i64", r, 32) for r in range(rows)]

@@ -341,8 +341,8 @@ class _GroupStream:
         if len(leaves) != len(columns):
             self._file.close()
             raise ValueError("the shard's leaves do not match the columns")
-        self._columns = list(columns)
         self._fields = [self._file.schema_arrow.field(name) for name in columns]
+        self._schema = pa.schema(self._fields)
         # columns of fixed-length numeric lists whose pages decode without their levels
         # (core/parquet/fixed_lists.py); pyarrow decodes the others
         self._fast = (
@@ -403,7 +403,7 @@ class _GroupStream:
                     field.type.value_type, rows.size, [None, pa.py_buffer(rows)])
                 arrays.append(pa.Array.from_buffers(
                     field.type, n, [None, offsets], children=[items]))
-            yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(self._fields))
+            yield pa.RecordBatch.from_arrays(arrays, schema=self._schema)
             at += n
 
     @property
@@ -469,6 +469,7 @@ _NUMPY = {typ.id: np.dtype(name) for typ, name in (
     (pa.uint8(), "u1"), (pa.uint16(), "<u2"), (pa.uint32(), "<u4"), (pa.uint64(), "<u8"),
     (pa.float32(), "<f4"), (pa.float64(), "<f8"))}
 
+
 def _fixed_lists(
     pages: ShardPages, groups: list[int], leaves: list[int], fields: list[pa.Field],
     expected: int,
@@ -496,8 +497,11 @@ def _fixed_lists(
                 dtype = _NUMPY[fields[i].type.value_type.id]
                 first = meta.row_group(groups[0])
                 per_row, left = divmod(first.column(leaf).num_values, max(first.num_rows, 1))
-                if left or not per_row:
-                    continue
+                stored = fixed_lists.PHYSICAL.get(first.column(leaf).physical_type)
+                if left or not per_row or stored is None or stored.itemsize != dtype.itemsize:
+                    continue  # ragged, or narrower values than stored (int8 as INT32)
+                # sized by the footer's values, which the allow-list found equal to the page
+                # headers' and counted within the read limit (pages.ShardPages.bound).
                 # decoded in place, group after group: one copy, the one the window holds;
                 # in read_pool() as pyarrow's decodes (numpy's own large arrays ask for huge
                 # pages, which cost more to fault in here: decision 0020)
