@@ -230,3 +230,41 @@ def test_bit_packed_values_of_any_width_unpack_to_their_values(
     assert len(packed) == groups * width
     got = _unpack(np.concatenate([packed, np.zeros(8, np.uint8)]), width, groups)
     assert got.dtype == np.uint32 and np.array_equal(got, values)
+
+
+@pytest.mark.parametrize("packed", [(1 << 31) - 1, 1 << 24])
+def test_a_page_that_claims_more_bytes_than_its_chunk_is_not_read(
+    tmp_path: Path, packed: int
+) -> None:
+    # a dictionary page whose header claims `packed` bytes (past the chunk's end): None,
+    # before a buffer of that size is allocated
+    import io
+    import tracemalloc
+
+    from undertale_duck.core.parquet.fixed_lists import canonical
+    from undertale_duck.core.parquet.pages import page_headers
+
+    path = tmp_path / "part.parquet"
+    write(path, 100, 16, "int32", distinct=300, codec="NONE", dictionary=True,
+          page=1 << 14, group=100)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    start, end = chunk_range(chunk)
+    data = path.read_bytes()[start:end]
+    first = next(page_headers(io.BytesIO(data), 0, len(data)))
+    assert first.kind == 2  # the dictionary page
+    header = canonical({**first.fields, 3: packed})
+    assert header is not None
+    hostile = header + data[first.body:]
+    meta = pq.read_metadata(path)
+    tracemalloc.start()
+    try:
+        got = decode_chunk(
+            hostile, codec=chunk.compression, physical=chunk.physical_type,
+            dtype=np.dtype("int32"), max_definition=meta.schema.column(1).max_definition_level,
+            rows=100, values=chunk.num_values,
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got is None
+    assert peak < 4 << 20

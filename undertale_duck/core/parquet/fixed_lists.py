@@ -202,6 +202,8 @@ def decode_pages(
             if canonical(page.fields) != fh.read(page.body - pos):
                 return None
             pos = page.body + page.packed
+            if pos > end:  # checked before the page is read (and its buffer allocated)
+                return None
             body = _read(fh, page.body, page.packed)
             crc = page.fields.get(4)
             if isinstance(crc, int) and zlib.crc32(body) != crc & 0xFFFFFFFF:
