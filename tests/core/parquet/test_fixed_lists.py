@@ -268,3 +268,35 @@ def test_a_page_that_claims_more_bytes_than_its_chunk_is_not_read(
         tracemalloc.stop()
     assert got is None
     assert peak < 4 << 20
+
+
+@pytest.mark.parametrize("kind", ["dictionary", "data"])
+def test_a_page_that_claims_to_decompress_to_more_than_its_values_is_not_decompressed(
+    tmp_path: Path, kind: str
+) -> None:
+    # a page header claiming 1 GiB decompressed (a decompression bomb's header): None before
+    # a buffer of that size is asked of the pool
+    import io
+
+    from undertale_duck.core.parquet.fixed_lists import canonical
+    from undertale_duck.core.parquet.pages import page_headers
+
+    path = tmp_path / "part.parquet"
+    write(path, 100, 16, "int32", distinct=300, codec="SNAPPY",
+          dictionary=kind == "dictionary", page=1 << 20, group=100)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    start, end = chunk_range(chunk)
+    data = path.read_bytes()[start:end]
+    first = next(page_headers(io.BytesIO(data), 0, len(data)))
+    assert first.kind == (2 if kind == "dictionary" else 0)
+    header = canonical({**first.fields, 2: 1 << 30})
+    assert header is not None
+    pool = pa.proxy_memory_pool(pa.default_memory_pool())
+    meta = pq.read_metadata(path)
+    got = decode_chunk(
+        header + data[first.body:], codec=chunk.compression, physical=chunk.physical_type,
+        dtype=np.dtype("int32"), max_definition=meta.schema.column(1).max_definition_level,
+        rows=100, values=chunk.num_values, pool=pool,
+    )
+    assert got is None
+    assert pool.max_memory() < 4 << 20

@@ -208,31 +208,39 @@ def decode_pages(
             crc = page.fields.get(4)
             if isinstance(crc, int) and zlib.crc32(body) != crc & 0xFFFFFFFF:
                 return None
-            raw = body if name is None else pa.decompress(
-                body, page.raw, codec=name, memory_pool=pool)
-            if len(raw) != page.raw:
-                return None
-            view = memoryview(raw).cast("B")
+            # the header's counts, checked before the page is decompressed into page.raw
+            # bytes: a dictionary is exactly its entries, a data page at most its values
+            # and a byte of levels each (five bytes a row of at least 16 values, and two runs)
+            count = 0
             if page.kind == DICTIONARY_PAGE:
                 header = page.fields.get(7)
                 if dictionary is not None or at or not isinstance(header, dict):
                     return None
                 entries = header.get(1)
                 if (not isinstance(entries, int) or header.get(2) not in (PLAIN, PLAIN_DICTIONARY)
-                        or len(view) != entries * stored.itemsize):
+                        or page.raw != entries * stored.itemsize):
                     return None
+            elif page.kind == DATA_PAGE:
+                header = page.fields.get(5)
+                if not isinstance(header, dict):
+                    return None
+                claimed = header.get(1)
+                if (not isinstance(claimed, int) or claimed <= 0 or claimed % length
+                        or at + claimed > values or header.get(3) != RLE
+                        or header.get(4) != RLE or page.raw > claimed * (stored.itemsize + 1) + 64):
+                    return None
+                count = claimed
+            else:
+                return None
+            raw = body if name is None else pa.decompress(
+                body, page.raw, codec=name, memory_pool=pool)
+            if len(raw) != page.raw:
+                return None
+            view = memoryview(raw).cast("B")
+            if page.kind == DICTIONARY_PAGE:
                 # a copy: the page may lie in the buffer the next page is read into
                 dictionary = np.frombuffer(view, dtype=stored).view(dtype).copy()
                 continue
-            if page.kind != DATA_PAGE:
-                return None
-            header = page.fields.get(5)
-            if not isinstance(header, dict):
-                return None
-            count = header.get(1)
-            if (not isinstance(count, int) or count <= 0 or count % length
-                    or at + count > values or header.get(3) != RLE or header.get(4) != RLE):
-                return None
             level_end = _expect(view, 0, pattern * (count // length))
             level_end = _expect(view, level_end, full_levels(max_definition, count))
             if level_end is None:
