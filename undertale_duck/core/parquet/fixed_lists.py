@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 import pyarrow as pa
 
-from .pages import page_headers
+from .pages import CODEC_NAMES, page_headers
 
 #: Encodings of the values of a data page v1 (Parquet's ``Encoding``).
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
@@ -32,9 +32,6 @@ DATA_PAGE, DICTIONARY_PAGE = 0, 2
 #: Values per bit-packed run of the writers this path matches (63 groups of 8: the header
 #: byte ``0x7f``).
 RUN_VALUES = 504
-#: pyarrow's codec names by Parquet's (None: stored as is).
-CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd",
-          "LZ4_RAW": "lz4_raw"}
 #: The numpy dtype of each physical type's values.
 PHYSICAL: dict[str, np.dtype[Any]] = {
     "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"), "FLOAT": np.dtype("<f4"),
@@ -178,7 +175,7 @@ def decode_pages(
     """
     stored = PHYSICAL.get(physical)
     if (
-        stored is None or codec not in CODECS or rows <= 0 or values % rows
+        stored is None or codec not in CODEC_NAMES or rows <= 0 or values % rows
         or dtype.itemsize != stored.itemsize or dtype.kind not in "iuf"
         or (dtype.kind == "f") != (stored.kind == "f") or not 0 < max_definition < 128
     ):
@@ -192,7 +189,7 @@ def decode_pages(
     elif out.shape != (rows, length) or out.dtype != dtype or not out.flags.c_contiguous:
         return None
     flat = out.reshape(-1)
-    name = CODECS[codec]
+    name = CODEC_NAMES[codec]
     dictionary: np.ndarray | None = None
     at = 0  # values decoded
     pos = start  # where the next page header starts

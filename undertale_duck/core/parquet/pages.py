@@ -67,8 +67,8 @@ HEADER_MAX = 1 << 16
 #: as long as the whole page).
 DICTIONARY_SCAN_BYTES = 8 << 20
 #: pyarrow's names of the codecs of :data:`CODECS` (None: stored as is).
-_CODEC_NAMES = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd",
-                "LZ4_RAW": "lz4_raw"}
+CODEC_NAMES = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "ZSTD": "zstd",
+               "LZ4_RAW": "lz4_raw"}
 
 
 def plain_type(typ: pa.DataType) -> bool:
@@ -625,7 +625,7 @@ def _longest_value(fh: BinaryIO, page: PageHeader, codec: str, entries: int) -> 
     packed = fh.read(page.packed)
     if len(packed) != page.packed:
         return None
-    name = _CODEC_NAMES.get(codec, "")
+    name = CODEC_NAMES.get(codec, "")
     if name == "":
         return None
     try:
@@ -677,6 +677,7 @@ def longest_plain_value(data: bytes, entries: int) -> int | None:
 
 
 __all__ = [
+    "CODEC_NAMES",
     "ChecksumMismatch",
     "LeafVerdicts",
     "PageHeader",
