@@ -270,21 +270,15 @@ def decode_pages(
     return out if at == values else None
 
 
-#: Per thread, the buffer pages are read into (reused: a fresh megabyte of ``bytes`` a page
-#: is mapped and faulted in anew each time).
+#: Per thread, the scratch arrays of :func:`_scratch` (pages read, indices unpacked).
 _buffers = threading.local()
-#: The largest such buffer kept between reads (pyarrow writes pages of 1 MiB by default).
+#: The largest scratch array kept between pages (pyarrow writes pages of 1 MiB by default).
 READ_BUFFER_KEPT = 8 << 20
 
 
 def _read(fh: io.BufferedIOBase, start: int, size: int) -> memoryview:
-    """``size`` bytes of ``fh`` from ``start``, in this thread's reused buffer."""
-    buffer: bytearray | None = getattr(_buffers, "buffer", None)
-    if buffer is None or len(buffer) < size:
-        buffer = bytearray(size)
-        if size <= READ_BUFFER_KEPT:
-            _buffers.buffer = buffer
-    view = memoryview(buffer)[:size]
+    """``size`` bytes of ``fh`` from ``start``, in this thread's scratch array ``page``."""
+    view = _scratch("page", size, np.uint8).data
     fh.seek(start)
     if fh.readinto(view) != size:
         raise ValueError("the file ends inside a column chunk")
@@ -371,10 +365,10 @@ def _unpack(packed: np.ndarray[Any, Any], width: int, groups: int) -> np.ndarray
 
 
 def _scratch(name: str, size: int, dtype: type[np.generic]) -> np.ndarray[Any, Any]:
-    """``size`` items of this thread's scratch array ``name``.
+    """``size`` items of this thread's scratch array ``name`` (valid until its next call).
 
     Reused: fresh memory for every page is faulted in anew, which cost as much as the
-    unpacking.
+    unpacking (and, for the pages read, as much as decoding them).
     """
     kept: dict[str, np.ndarray[Any, Any]] = getattr(_buffers, "scratch", None) or {}
     _buffers.scratch = kept
