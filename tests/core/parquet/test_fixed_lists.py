@@ -300,3 +300,21 @@ def test_a_page_that_claims_to_decompress_to_more_than_its_values_is_not_decompr
     )
     assert got is None
     assert pool.max_memory() < 4 << 20
+
+
+def test_the_value_types_decoded_are_those_stored_bit_for_bit() -> None:
+    from undertale_duck.core.parquet.fixed_lists import value_dtype
+
+    assert value_dtype(pa.int32(), "INT32") == np.dtype("<i4")
+    assert value_dtype(pa.uint32(), "INT32") == np.dtype("<u4")
+    assert value_dtype(pa.int64(), "INT64") == np.dtype("<i8")
+    assert value_dtype(pa.float32(), "FLOAT") == np.dtype("<f4")
+    assert value_dtype(pa.float64(), "DOUBLE") == np.dtype("<f8")
+    # narrower than stored, another kind, another width, not a number
+    assert value_dtype(pa.int8(), "INT32") is None
+    assert value_dtype(pa.int16(), "INT32") is None
+    assert value_dtype(pa.float32(), "INT32") is None
+    assert value_dtype(pa.int32(), "FLOAT") is None
+    assert value_dtype(pa.int64(), "INT32") is None
+    assert value_dtype(pa.string(), "BYTE_ARRAY") is None
+    assert value_dtype(pa.date32(), "INT32") is None

@@ -37,6 +37,30 @@ PHYSICAL: dict[str, np.dtype[Any]] = {
     "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"), "FLOAT": np.dtype("<f4"),
     "DOUBLE": np.dtype("<f8"),
 }
+#: The numpy dtype of each Arrow value type this path may decode into (by type id).
+VALUE_DTYPES: dict[int, np.dtype[Any]] = {typ.id: np.dtype(name) for typ, name in (
+    (pa.int8(), "i1"), (pa.int16(), "<i2"), (pa.int32(), "<i4"), (pa.int64(), "<i8"),
+    (pa.uint8(), "u1"), (pa.uint16(), "<u2"), (pa.uint32(), "<u4"), (pa.uint64(), "<u8"),
+    (pa.float32(), "<f4"), (pa.float64(), "<f8"))}
+
+
+def _stored(physical: str, dtype: np.dtype[Any]) -> np.dtype[Any] | None:
+    """The dtype ``physical`` values are stored as, if they decode to ``dtype`` bit for bit."""
+    stored = PHYSICAL.get(physical)
+    if (stored is None or dtype.itemsize != stored.itemsize or dtype.kind not in "iuf"
+            or (dtype.kind == "f") != (stored.kind == "f")):
+        return None
+    return stored
+
+
+def value_dtype(typ: pa.DataType, physical: str) -> np.dtype[Any] | None:
+    """The numpy dtype list values of Arrow type ``typ`` stored as ``physical`` decode to.
+
+    None when this module does not decode them: not an integer or floating type, or
+    values narrower than they are stored (``int8`` written as ``INT32``).
+    """
+    dtype = VALUE_DTYPES.get(typ.id)
+    return dtype if dtype is not None and _stored(physical, dtype) is not None else None
 
 
 #: Thrift compact types of the page header fields this path accepts, by struct: a header
@@ -173,11 +197,10 @@ def decode_pages(
             None. Its contents are undefined when None is returned.
         pool: The Arrow memory pool pages are decompressed into (None: the default).
     """
-    stored = PHYSICAL.get(physical)
+    stored = _stored(physical, dtype)
     if (
         stored is None or codec not in CODEC_NAMES or rows <= 0 or values % rows
-        or dtype.itemsize != stored.itemsize or dtype.kind not in "iuf"
-        or (dtype.kind == "f") != (stored.kind == "f") or not 0 < max_definition < 128
+        or not 0 < max_definition < 128
     ):
         return None
     length = values // rows
@@ -380,4 +403,4 @@ def _scratch(name: str, size: int, dtype: type[np.generic]) -> np.ndarray[Any, A
     return array[:size]
 
 
-__all__ = ["decode_chunk", "decode_pages", "full_levels", "row_levels"]
+__all__ = ["decode_chunk", "decode_pages", "full_levels", "row_levels", "value_dtype"]

@@ -463,12 +463,6 @@ class _GroupStream:
 #: by core/parquet/fixed_lists.py (False: pyarrow decodes every column, as before it).
 FIXED_LISTS = True
 
-#: numpy dtypes of Arrow's integer and floating value types (by type id).
-_NUMPY = {typ.id: np.dtype(name) for typ, name in (
-    (pa.int8(), "i1"), (pa.int16(), "<i2"), (pa.int32(), "<i4"), (pa.int64(), "<i8"),
-    (pa.uint8(), "u1"), (pa.uint16(), "<u2"), (pa.uint32(), "<u4"), (pa.uint64(), "<u8"),
-    (pa.float32(), "<f4"), (pa.float64(), "<f8"))}
-
 
 def _fixed_lists(
     pages: ShardPages, groups: list[int], leaves: list[int], fields: list[pa.Field],
@@ -480,26 +474,27 @@ def _fixed_lists(
     buffer the window then holds alone (a buffer shared by windows cut from the groups
     would outlive the cache's eviction of some of them).
     """
-    wanted = []
-    for i, field in enumerate(fields):
-        typ = field.type
-        if not pa.types.is_list(typ) or typ.value_type.id not in _NUMPY:
-            continue
-        wanted.append(i)
-    if not wanted:
+    lists = [i for i, field in enumerate(fields) if pa.types.is_list(field.type)]
+    if not lists:
         return {}
     meta = pages.meta
+    first = meta.row_group(groups[0])
+    # the list columns whose values the module decodes, with their values per row in the
+    # first group (a column whose rows cannot all be that long is pyarrow's)
+    wanted = []
+    for i in lists:
+        head = first.column(leaves[i])
+        dtype = fixed_lists.value_dtype(fields[i].type.value_type, head.physical_type)
+        per_row, left = divmod(head.num_values, max(first.num_rows, 1))
+        if dtype is not None and per_row and not left:
+            wanted.append((i, dtype, per_row))
+    if not wanted:
+        return {}
     found: dict[int, np.ndarray] = {}
     try:
         with open(pages.path, "rb") as fh:
-            for i in wanted:
+            for i, dtype, per_row in wanted:
                 leaf = leaves[i]
-                dtype = _NUMPY[fields[i].type.value_type.id]
-                first = meta.row_group(groups[0])
-                per_row, left = divmod(first.column(leaf).num_values, max(first.num_rows, 1))
-                stored = fixed_lists.PHYSICAL.get(first.column(leaf).physical_type)
-                if left or not per_row or stored is None or stored.itemsize != dtype.itemsize:
-                    continue  # ragged, or narrower values than stored (int8 as INT32)
                 # sized by the footer's values, which the allow-list found equal to the page
                 # headers' and counted within the read limit (pages.ShardPages.bound).
                 # decoded in place, group after group: one copy, the one the window holds;
