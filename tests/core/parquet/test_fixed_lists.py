@@ -11,23 +11,38 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from undertale_duck.core.parquet import fixed_lists
 from undertale_duck.core.parquet.fixed_lists import decode_chunk, full_levels, row_levels
 from undertale_duck.core.parquet.pages import chunk_range
 
 TYPES = {"int32": pa.int32(), "int64": pa.int64(), "uint32": pa.uint32(),
-         "float32": pa.float32(), "float64": pa.float64()}
+         "float32": pa.float32(), "float64": pa.float64(), "int8": pa.int8(),
+         "int16": pa.int16(), "uint8": pa.uint8(), "uint16": pa.uint16()}
+#: How values repeat along a row: not at all, an attention mask (the first ``index %
+#: length + 1`` values 1, then 0), tokens padded with a run of zeros, a constant.
+PATTERNS = ["cycle", "mask", "padded", "constant"]
 
 
-def values_of(dtype: str, index: np.ndarray, length: int, distinct: int) -> np.ndarray:
+def values_of(
+    dtype: str, index: np.ndarray, length: int, distinct: int, pattern: str = "cycle",
+) -> np.ndarray:
     """Values a function of the global row index and position (``distinct`` of them)."""
-    grid = (index[:, None] * 31 + np.arange(length)[None, :]) % distinct
+    position = np.arange(length)[None, :]
+    grid = (index[:, None] * 31 + position) % distinct
+    if pattern == "mask":
+        grid = (position <= index[:, None] % length).astype(np.int64)
+    elif pattern == "padded":  # a row's last (index * 7) % length values are padding
+        grid = np.where(position < length - (index[:, None] * 7) % length, grid, 0)
+    elif pattern == "constant":
+        grid = np.full_like(grid, distinct - 1)
     return grid.astype(dtype)
 
 
 def write(path: Path, rows: int, length: int, dtype: str, *, distinct: int, codec: str,
-          dictionary: bool, page: int, group: int, checksums: bool = False) -> pa.Table:
+          dictionary: bool, page: int, group: int, checksums: bool = False,
+          pattern: str = "cycle") -> pa.Table:
     index = np.arange(rows)
-    flat = values_of(dtype, index, length, distinct).reshape(-1)
+    flat = values_of(dtype, index, length, distinct, pattern).reshape(-1)
     offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * length)
     table = pa.table({
         "row": pa.array(index),
@@ -61,7 +76,7 @@ def pyarrow_group(path: Path, group: int) -> np.ndarray:
     return values.reshape(len(lists), -1)
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     rows=st.integers(1, 400),
@@ -73,14 +88,15 @@ def pyarrow_group(path: Path, group: int) -> np.ndarray:
     page=st.sampled_from([1 << 10, 1 << 14, 1 << 20]),
     group=st.integers(1, 400),
     checksums=st.booleans(),
+    pattern=st.sampled_from(PATTERNS),
 )
 def test_a_decoded_chunk_is_pyarrow_s_values_and_pyarrow_written_chunks_are_decoded(
     tmp_path: Path, rows: int, length: int, dtype: str, distinct: int, codec: str,
-    dictionary: bool, page: int, group: int, checksums: bool,
+    dictionary: bool, page: int, group: int, checksums: bool, pattern: str,
 ) -> None:
     path = tmp_path / "part.parquet"
     write(path, rows, length, dtype, distinct=distinct, codec=codec, dictionary=dictionary,
-          page=page, group=group, checksums=checksums)
+          page=page, group=group, checksums=checksums, pattern=pattern)
     meta = pq.ParquetFile(path).metadata
     for g in range(meta.num_row_groups):
         got = decode_group(path, g, dtype)
@@ -93,7 +109,7 @@ def test_a_decoded_chunk_is_pyarrow_s_values_and_pyarrow_written_chunks_are_deco
         assert got.dtype == want.dtype and np.array_equal(got, want)
         first = sum(meta.row_group(k).num_rows for k in range(g))
         index = np.arange(first, first + len(got))
-        assert np.array_equal(got, values_of(dtype, index, length, distinct))
+        assert np.array_equal(got, values_of(dtype, index, length, distinct, pattern))
 
 
 @pytest.mark.parametrize(
@@ -118,26 +134,39 @@ def test_lists_the_levels_say_more_about_are_left_to_pyarrow(tmp_path: Path, mak
     assert decode_group(path, 0, "int32") is None
 
 
-def test_narrower_or_other_kinds_of_values_are_left_to_pyarrow(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dictionary", [True, False])
+def test_other_kinds_of_values_or_values_that_do_not_fit_are_left_to_pyarrow(
+    tmp_path: Path, dictionary: bool,
+) -> None:
     path = tmp_path / "part.parquet"
-    write(path, 40, 16, "int32", distinct=100, codec="SNAPPY", dictionary=True, page=1 << 20,
-          group=40)
+    write(path, 40, 16, "int32", distinct=200, codec="SNAPPY", dictionary=dictionary,
+          page=1 << 20, group=40)
     assert decode_group(path, 0, "int32") is not None
-    for other in ("int8", "int16", "float32", "int64", "bool"):
+    for other in ("float32", "int64", "bool"):
         assert decode_group(path, 0, other) is None
+    # INT32 values read as a narrower integer (Parquet stores int8 and int16 so): each must
+    # fit (values 0..199 fit int16 and uint8, not int8)
+    assert decode_group(path, 0, "int8") is None
+    for narrow in ("int16", "uint8"):
+        got = decode_group(path, 0, narrow)
+        assert got is not None and got.dtype == np.dtype(narrow)
+        assert np.array_equal(got, values_of("int32", np.arange(40), 16, 200))
 
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), dictionary=st.booleans(), codec=st.sampled_from(["NONE", "SNAPPY"]),
-       checksums=st.booleans())
+       checksums=st.booleans(), pattern=st.sampled_from(PATTERNS),
+       dtype=st.sampled_from(["int32", "int8"]))
 def test_a_damaged_chunk_gives_pyarrow_s_values_or_none(
     tmp_path: Path, data: st.DataObject, dictionary: bool, codec: str, checksums: bool,
+    pattern: str, dtype: str,
 ) -> None:
     path = tmp_path / "part.parquet"
     # pages of 2 KiB and of 16 KiB (dictionary indices then span full runs of 504)
-    write(path, 60, 16, "int32", distinct=300, codec=codec, dictionary=dictionary,
-          page=data.draw(st.sampled_from([1 << 11, 1 << 14])), group=60, checksums=checksums)
+    write(path, 60, 16, dtype, distinct=300, codec=codec, dictionary=dictionary,
+          page=data.draw(st.sampled_from([1 << 11, 1 << 14])), group=60, checksums=checksums,
+          pattern=pattern)
     raw = bytearray(path.read_bytes())
     chunk = pq.ParquetFile(path).metadata.row_group(0).column(1)
     start, end = chunk_range(chunk)
@@ -145,7 +174,7 @@ def test_a_damaged_chunk_gives_pyarrow_s_values_or_none(
     raw[at] ^= data.draw(st.integers(1, 255))
     damaged = tmp_path / "damaged.parquet"
     damaged.write_bytes(bytes(raw))
-    got = decode_group(damaged, 0, "int32")
+    got = decode_group(damaged, 0, dtype)
     if got is None:
         return
     # what we decode, pyarrow decodes alike (a damaged value byte is a value to both)
@@ -302,7 +331,7 @@ def test_a_page_that_claims_to_decompress_to_more_than_its_values_is_not_decompr
     assert pool.max_memory() < 4 << 20
 
 
-def test_the_value_types_decoded_are_those_stored_bit_for_bit() -> None:
+def test_the_value_types_decoded_are_those_stored_as_their_width_or_as_int32() -> None:
     from undertale_duck.core.parquet.fixed_lists import value_dtype
 
     assert value_dtype(pa.int32(), "INT32") == np.dtype("<i4")
@@ -310,11 +339,152 @@ def test_the_value_types_decoded_are_those_stored_bit_for_bit() -> None:
     assert value_dtype(pa.int64(), "INT64") == np.dtype("<i8")
     assert value_dtype(pa.float32(), "FLOAT") == np.dtype("<f4")
     assert value_dtype(pa.float64(), "DOUBLE") == np.dtype("<f8")
-    # narrower than stored, another kind, another width, not a number
-    assert value_dtype(pa.int8(), "INT32") is None
-    assert value_dtype(pa.int16(), "INT32") is None
+    # 8- and 16-bit integers, which Parquet stores as INT32
+    assert value_dtype(pa.int8(), "INT32") == np.dtype("i1")
+    assert value_dtype(pa.uint16(), "INT32") == np.dtype("<u2")
+    # narrower than stored otherwise, another kind, another width, not a number
+    assert value_dtype(pa.int8(), "INT64") is None
+    assert value_dtype(pa.int32(), "INT64") is None
+    assert value_dtype(pa.float32(), "DOUBLE") is None
     assert value_dtype(pa.float32(), "INT32") is None
     assert value_dtype(pa.int32(), "FLOAT") is None
     assert value_dtype(pa.int64(), "INT32") is None
     assert value_dtype(pa.string(), "BYTE_ARRAY") is None
     assert value_dtype(pa.date32(), "INT32") is None
+
+
+def _uleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _hybrid(width: int, runs: list[tuple[str, list[int]]]) -> tuple[bytes, list[int]]:
+    """Parquet's RLE/bit-packed hybrid encoding of ``runs`` (written from the format's text)."""
+    out = bytearray([width])
+    values: list[int] = []
+    for kind, run in runs:
+        if kind == "rle":
+            out += _uleb(len(run) << 1) + run[0].to_bytes((width + 7) // 8, "little")
+        else:
+            groups = len(run) // 8
+            out += _uleb(groups << 1 | 1)
+            bits = [(v >> b) & 1 for v in run for b in range(width)]
+            out += np.packbits(np.array(bits, np.uint8), bitorder="little").tobytes()
+        values += run
+    return bytes(out), values
+
+
+@st.composite
+def hybrid_runs(draw: st.DrawFn) -> tuple[int, list[tuple[str, list[int]]]]:
+    width = draw(st.integers(0, 20))
+    value = st.integers(0, (1 << width) - 1)
+    run = st.one_of(
+        st.tuples(st.just("rle"), st.tuples(st.integers(8, 600), value).map(
+            lambda nv: [nv[1]] * nv[0])),
+        st.tuples(st.just("bp"), st.integers(1, 70).flatmap(
+            lambda g: st.lists(value, min_size=8 * g, max_size=8 * g))),
+    )
+    return width, draw(st.lists(run, min_size=1, max_size=12))
+
+
+@settings(max_examples=300, deadline=None)
+@given(drawn=hybrid_runs(), pad=st.integers(0, 7), dtype=st.sampled_from(["<i4", "i1", "<f8"]))
+def test_runs_of_both_kinds_decode_to_their_values_through_the_dictionary(
+    drawn: tuple[int, list[tuple[str, list[int]]]], pad: int, dtype: str,
+) -> None:
+    from undertale_duck.core.parquet.fixed_lists import _runs
+
+    width, runs = drawn
+    encoded, values = _hybrid(width, runs)
+    if runs[-1][0] == "rle":
+        pad = 0  # only a bit-packed run is padded
+    count = len(values) - pad
+    dictionary = ((np.arange(max(values) + 1) * 7) % 100).astype(dtype)
+    target = np.full(count, 99, dtype=dtype)
+    assert _runs(memoryview(encoded), 0, count, dictionary, target)
+    want = dictionary[np.array(values[:count], dtype=np.int64)]
+    assert np.array_equal(target, want)
+    # the next-run table computed in blocks of a few positions: the same
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fixed_lists, "RUN_BLOCK", 5)
+        again = np.zeros(count, dtype=dtype)
+        assert _runs(memoryview(encoded), 0, count, dictionary, again)
+        assert np.array_equal(again, want)
+
+    def refused(data: bytes, n: int, entries: np.ndarray) -> bool:
+        return not _runs(memoryview(data), 0, n, entries, np.zeros(n, dtype=dtype))
+
+    # what does not hold count values exactly as the writer ends them is refused
+    assert refused(encoded, count + pad + 1, dictionary)
+    if runs[-1][0] == "rle" or pad == 7:
+        assert refused(encoded, count - 1, dictionary)
+    # a byte more or less at the end, an index past the dictionary
+    assert refused(encoded + b"\x00", count, dictionary)
+    assert refused(encoded[:-1], count, dictionary)
+    if max(values):
+        assert refused(encoded, count, dictionary[:max(values)])
+
+
+def test_pages_of_runs_shorter_than_the_writer_s_or_with_long_headers_are_refused() -> None:
+    from undertale_duck.core.parquet.fixed_lists import _runs
+
+    dictionary = np.arange(4, dtype="<i4")
+    # 64 runs of one value: more runs than 64 values allow (at most one per 8)
+    single, values = _hybrid(2, [("rle", [k % 4]) for k in range(64)])
+    target = np.zeros(64, dtype="<i4")
+    assert not _runs(memoryview(single), 0, 64, dictionary, target)
+    # the same values in runs of 8: decoded
+    eights, values = _hybrid(2, [("rle", [k % 4] * 8) for k in range(8)])
+    assert _runs(memoryview(eights), 0, 64, dictionary, target)
+    assert np.array_equal(target, np.repeat(np.arange(8) % 4, 8))
+    # a header of five bytes (a run of 2**28 values or more): refused, not allocated
+    huge = bytes([2]) + _uleb(1 << 29) + b"\x01"
+    assert not _runs(memoryview(huge), 0, 1 << 28, dictionary, np.zeros(1, dtype="<i4"))
+    # ... whose first four bytes alone would read as a run of 8 ones, then a run follows
+    five = bytes([2, 0x90, 0x80, 0x80, 0x80, 0x01, 0x10, 0x01])
+    assert not _runs(memoryview(five), 0, 16, dictionary, np.zeros(16, dtype="<i4"))
+    # a header of four bytes: a run of 2**21 values
+    long = bytes([2]) + _uleb(1 << 22) + b"\x03"
+    assert len(long) == 6
+    target = np.zeros(1 << 21, dtype="<i4")
+    assert _runs(memoryview(long), 0, 1 << 21, dictionary, target)
+    assert (target == 3).all()
+    target = np.zeros(64, dtype="<i4")
+    # a width past 32 bits, an empty run
+    assert not _runs(memoryview(bytes([33]) + eights[1:]), 0, 64, dictionary, target)
+    assert not _runs(memoryview(bytes([2, 0, 1]) + eights[1:]), 0, 64, dictionary, target)
+
+
+def test_a_large_page_of_runs_is_decoded_in_memory_bounded_by_its_size() -> None:
+    # 2 MiB of 16-bit indices in bit-packed runs of 504 and runs of 8 repeats between them:
+    # the next-run table is 4 bytes a byte of the page, its temporaries a block's: about
+    # 22 MiB in all here (the table computed at once: 112 MiB; the bit-packed bytes
+    # gathered by an index of 8 bytes a byte: 46 MiB)
+    import tracemalloc
+
+    from undertale_duck.core.parquet.fixed_lists import _runs
+
+    rng = np.random.default_rng(7)
+    cycles = 2_000
+    payload = rng.integers(0, 256, size=(cycles, 1 + 1008 + 3), dtype=np.uint8)
+    payload[:, 0] = 0x7F  # 63 groups of 8 values, 16 bits each
+    payload[:, 1009] = 0x10  # then 8 repeats of the index in the next two bytes
+    encoded = bytes([16]) + payload.tobytes()
+    count = cycles * 512
+    dictionary = (np.arange(1 << 16) % 251).astype("i1")
+    target = np.zeros(count, dtype="i1")
+    tracemalloc.start()
+    try:
+        assert _runs(memoryview(encoded), 0, count, dictionary, target)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20, peak
+    packed = payload[:, 1:1009].copy().view("<u2")
+    repeated = payload[:, 1010:1012].copy().view("<u2")
+    indices = np.concatenate([packed, np.repeat(repeated, 8, axis=1)], axis=1).reshape(-1)
+    assert np.array_equal(target, dictionary[indices])

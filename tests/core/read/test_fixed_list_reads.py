@@ -93,9 +93,10 @@ def test_windows_of_fixed_length_lists_read_as_duckdb_reads_them(
         assert a.equals(b), position
     direct = fast.reader.direct
     assert direct is not None
-    # every window that is its row groups has its tokens decoded by the fast path (the
-    # mask is int8 stored as INT32, the id not a list: pyarrow's), the others by pyarrow
-    assert direct.stats["fixed_lists"] == whole_windows(fast)
+    # every window that is its row groups has its tokens and its mask (int8 stored as
+    # INT32, in runs of repeated values) decoded by the fast path (the id, not a list, by
+    # pyarrow), the others by pyarrow
+    assert direct.stats["fixed_lists"] == 2 * whole_windows(fast)
     assert direct.stats["fallback"] == 0
     want = table(kind, 0, start, length).to_pylist()
     assert fast.__getitems__(list(range(start))) == want
@@ -158,10 +159,11 @@ def test_damaged_list_pages_read_as_without_the_fast_path(
     seed: int, flips: int, codec: str, dictionary: bool, checksums: bool,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    # bits flipped inside the tokens' column chunks: the read gives the table pyarrow's
-    # decode of every column gives, or fails with the same class of error. (Not DuckDB's
-    # table: without checksums, pyarrow and DuckDB already read some damaged pages to
-    # different values, and word a few errors differently, with or without this path.)
+    # bits flipped inside the tokens' and the mask's column chunks: the read gives the
+    # table pyarrow's decode of every column gives, or fails with the same class of error.
+    # (Not DuckDB's table: without checksums, pyarrow and DuckDB already read some damaged
+    # pages to different values, and word a few errors differently, with or without this
+    # path.)
     root = tmp_path_factory.mktemp("fixed-damaged")
     path = root / "a.parquet"
     pq.write_table(table("i32", 0, 240, 16), path, row_group_size=80, compression=codec,
@@ -170,14 +172,16 @@ def test_damaged_list_pages_read_as_without_the_fast_path(
     undamaged = ParquetDataset(root, read_ahead=False)
     undamaged.reader.read(0)
     assert undamaged.reader.direct is not None
-    assert undamaged.reader.direct.stats["fixed_lists"] == 1  # the path under test
+    # the path under test: the tokens and the mask
+    assert undamaged.reader.direct.stats["fixed_lists"] == 2
     undamaged.close()
     meta = pq.read_metadata(path)
     raw = bytearray(path.read_bytes())
     rng = random.Random(seed)
     for _ in range(flips):
         group = rng.randrange(meta.num_row_groups)
-        start, end = pages.chunk_range(meta.row_group(group).column(1))
+        column = rng.choice([1, 2])  # the tokens or the mask
+        start, end = pages.chunk_range(meta.row_group(group).column(column))
         raw[rng.randrange(start, end)] ^= 1 << rng.randrange(8)
     path.write_bytes(bytes(raw))
     fast = ParquetDataset(root, read_ahead=False)
@@ -236,7 +240,8 @@ def test_a_window_holds_its_lists_in_memory_it_owns(tmp_path: Path, window_bytes
             np.array([tokens("i64", r, 64) for r in range(window.start, window.stop)]))
     direct = ds.reader.direct
     assert direct is not None
-    assert direct.stats["fixed_lists"] == whole_windows(ds) and direct.stats["fallback"] == 0
+    # (the tokens and the mask of each window that is its row groups)
+    assert direct.stats["fixed_lists"] == 2 * whole_windows(ds) and direct.stats["fallback"] == 0
 
 
 @pytest.mark.parametrize("claim", [1 << 25, 6_000])

@@ -45,19 +45,37 @@ VALUE_DTYPES: dict[int, np.dtype[Any]] = {typ.id: np.dtype(name) for typ, name i
 
 
 def _stored(physical: str, dtype: np.dtype[Any]) -> np.dtype[Any] | None:
-    """The dtype ``physical`` values are stored as, if they decode to ``dtype`` bit for bit."""
+    """The dtype ``physical`` values are stored as, if they decode to ``dtype``.
+
+    Bit for bit, or (8- and 16-bit integers, which Parquet stores as ``INT32``) by a
+    narrowing that :func:`_narrowed` checks value by value.
+    """
     stored = PHYSICAL.get(physical)
-    if (stored is None or dtype.itemsize != stored.itemsize or dtype.kind not in "iuf"
-            or (dtype.kind == "f") != (stored.kind == "f")):
+    if stored is None or dtype.kind not in "iuf" or (dtype.kind == "f") != (stored.kind == "f"):
         return None
-    return stored
+    if dtype.itemsize == stored.itemsize or (physical == "INT32" and dtype.itemsize < 4):
+        return stored
+    return None
+
+
+def _narrowed(values: np.ndarray[Any, Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any] | None:
+    """Stored ``values`` as ``dtype`` (a view when as wide), or None if one does not fit."""
+    if values.dtype.itemsize == dtype.itemsize:
+        return values.view(dtype)
+    # an int8 column's values written as INT32: each must be in int8's range (what
+    # pyarrow does with one that is not, this module leaves to pyarrow)
+    limits = np.iinfo(dtype)
+    if values.size and (int(values.min()) < limits.min or int(values.max()) > limits.max):
+        return None
+    return values.astype(dtype)
 
 
 def value_dtype(typ: pa.DataType, physical: str) -> np.dtype[Any] | None:
     """The numpy dtype list values of Arrow type ``typ`` stored as ``physical`` decode to.
 
     None when this module does not decode them: not an integer or floating type, or
-    values narrower than they are stored (``int8`` written as ``INT32``).
+    stored otherwise than as values of its width (or, for 8- and 16-bit integers, as
+    ``INT32``).
     """
     dtype = VALUE_DTYPES.get(typ.id)
     return dtype if dtype is not None and _stored(physical, dtype) is not None else None
@@ -258,8 +276,11 @@ def decode_pages(
                 return None
             view = memoryview(raw).cast("B")
             if page.kind == DICTIONARY_PAGE:
+                dictionary = _narrowed(np.frombuffer(view, dtype=stored), dtype)
+                if dictionary is None:
+                    return None
                 # a copy: the page may lie in the buffer the next page is read into
-                dictionary = np.frombuffer(view, dtype=stored).view(dtype).copy()
+                dictionary = dictionary.copy()
                 continue
             level_end = _expect(view, 0, pattern * (count // length))
             level_end = _expect(view, level_end, full_levels(max_definition, count))
@@ -270,11 +291,19 @@ def decode_pages(
             if encoding == PLAIN:
                 if len(view) - level_end != count * stored.itemsize:
                     return None
-                target[:] = np.frombuffer(view, dtype=stored, offset=level_end).view(dtype)
+                plain = _narrowed(np.frombuffer(view, dtype=stored, offset=level_end), dtype)
+                if plain is None:
+                    return None
+                target[:] = plain
             elif encoding in (PLAIN_DICTIONARY, RLE_DICTIONARY) and dictionary is not None:
                 segments = _indices(view, level_end, count)
                 if segments is None:
-                    return None
+                    # not the writer's full bit-packed runs: runs of repeated values too
+                    # (a mask, padding), or runs cut short
+                    if not _runs(view, level_end, count, dictionary, target):
+                        return None
+                    at += count
+                    continue
                 done = 0
                 for indices in segments:
                     n = indices.size
@@ -362,6 +391,134 @@ def _indices(
     packed[len(body):size] = last
     packed[size:] = 0
     return [_unpack(packed, width, size // width)[:count]]
+
+
+#: Fewest values a run of Arrow's writer holds (a bit-packed group of 8, or 8 repeats): a
+#: page of more runs than its values allow so is pyarrow's (a run costs a Python step,
+#: about 50 ns; a mask has two runs a row of 512 values, tokens runs of 504).
+RUN_MIN_VALUES = 8
+
+
+def _runs(
+    view: memoryview, pos: int, count: int, dictionary: np.ndarray[Any, Any],
+    target: np.ndarray[Any, Any],
+) -> bool:
+    """Decode ``count`` dictionary indices in runs of any kind at ``pos`` into ``target``.
+
+    Parquet's hybrid encoding: after the width byte, runs to the page's end, each a
+    ULEB128 header (``count << 1`` then the repeated value in whole bytes, or
+    ``groups << 1 | 1`` then ``groups * 8`` values bit-packed). A header's position
+    depends on the run before it, so the next position is computed with numpy as if a
+    header started at every byte, and the chain from the first is followed in Python, one
+    step a run. The runs must end exactly at the page's end and hold ``count`` values (the
+    last bit-packed run padded to 8); every index used, and the padding, must lie within
+    the dictionary. False (nothing promised of ``target``) otherwise.
+    """
+    if len(view) <= pos + 1 or not len(dictionary):
+        return False
+    width = view[pos]
+    if width > 32:
+        return False
+    data = np.frombuffer(view, dtype=np.uint8, offset=pos + 1)
+    n = len(data)
+    if (n + 2) * 33 >= 1 << 31:  # positions in int32 (a page of 64 MiB of indices: pyarrow's)
+        return False
+    padded = np.zeros(n + 4, dtype=np.uint8)  # a header's 4 bytes read anywhere
+    padded[:n] = data
+    # the table of where the next run starts, as if a run started at each position, in
+    # blocks (the temporaries of a block, not of the page). The chain stops at n or past
+    # it: at n, the page's end; past it, a run past the page, or an error (n + 1: a fifth
+    # header byte, an empty run)
+    table = np.empty(n, dtype=np.int32)
+    for block in range(0, n, RUN_BLOCK):
+        stop = min(n, block + RUN_BLOCK)
+        header, size, bad = _headers([padded[block + k:stop + k] for k in range(4)])
+        arg = header >> 1
+        # (a run longer than the page is past its end either way: clipped, no overflow)
+        step = np.where(header & 1, np.minimum(arg, n + 1) * width, (width + 7) // 8)
+        following = table[block:stop]
+        following[:] = np.arange(block, stop, dtype=np.int32)
+        following += size
+        following += step
+        following[bad | (arg == 0)] = n + 1
+    # a memoryview: indexed from Python, it hands out ints without converting the table
+    chain = table.data
+    starts: list[int] = []
+    append = starts.append
+    at = 0
+    for _ in range(count // RUN_MIN_VALUES + 1):
+        append(at)
+        at = chain[at]
+        if at >= n:
+            break
+    if at != n:
+        return False
+    first = np.array(starts, dtype=np.int64)
+    header, size, _ = _headers([padded[first + k] for k in range(4)])
+    bitpacked = (header & 1).astype(bool)
+    args = (header >> 1).astype(np.int64)
+    counts = np.where(bitpacked, args * 8, args)
+    total = int(counts.sum())
+    # as the writer ends: the last run holds the last values, bit-packed ones padded to 8
+    if total != count and not (bitpacked[-1] and count < total < count + 8):
+        return False
+    where = first + size  # each run's value or values
+    value = np.zeros(len(first), dtype=np.int64)
+    for k in range((width + 7) // 8):
+        value |= data[np.minimum(where + k, n - 1)].astype(np.int64) << (8 * k)
+    value[bitpacked] = 0
+    if int(value.max()) >= len(dictionary):
+        return False
+    out = np.repeat(dictionary[value], counts)
+    if bitpacked.any():
+        groups = args[bitpacked]
+        lengths = groups * width
+        length = int(lengths.sum())
+        gathered = _scratch("packed", length + 8, np.uint8)
+        gathered[length:] = 0
+        if length:
+            # the bit-packed runs' bytes, by a mask of the page's bytes (one byte each)
+            begins = where[bitpacked]
+            between = begins - np.concatenate([[0], (begins + lengths)[:-1]])
+            spans = np.column_stack([between, lengths]).reshape(-1)
+            chosen = np.repeat(np.tile(np.array([False, True]), len(begins)), spans)
+            gathered[:length] = data[:len(chosen)][chosen]
+        indices = (_unpack(gathered, width, int(groups.sum())) if width
+                   else np.zeros(int(groups.sum()) * 8, dtype=np.uint32))
+        if int(indices.max()) >= len(dictionary):
+            return False
+        if len(indices) * 8 < total:  # a few: their positions (8 bytes each)
+            begins = (np.cumsum(counts) - counts)[bitpacked]
+            sizes = groups * 8
+            out[np.repeat(begins - (np.cumsum(sizes) - sizes), sizes)
+                + np.arange(len(indices))] = dictionary[indices]
+        else:  # many: a mask of the values (a byte each)
+            out[np.repeat(bitpacked, counts)] = dictionary[indices]
+    target[:] = out[:count]
+    return True
+
+
+#: Positions of a page whose next-run table :func:`_runs` computes at once (its temporaries
+#: take about 40 bytes a position).
+RUN_BLOCK = 1 << 16
+
+
+def _headers(
+    byte: list[np.ndarray[Any, Any]],
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """ULEB128 run headers of up to 4 bytes, ``byte[k]`` holding each one's ``k``-th byte.
+
+    Returns the headers' values, their sizes in bytes, and whether one goes on past its
+    fourth byte (a run of 2**27 values or more: refused).
+    """
+    low = [part.astype(np.int32) for part in byte]
+    more = [part >> 7 for part in low]
+    two = more[0]
+    three = two & more[1]
+    four = three & more[2]
+    header = ((low[0] & 0x7F) | ((low[1] & 0x7F) << 7) * two
+              | ((low[2] & 0x7F) << 14) * three | ((low[3] & 0x7F) << 21) * four)
+    return header, 1 + two + three + four, (four & more[3]).astype(bool)
 
 
 def _unpack(packed: np.ndarray[Any, Any], width: int, groups: int) -> np.ndarray[Any, Any]:
