@@ -11,6 +11,8 @@ value a function of the global row index (``row``, int64, in every shape):
 - ``large groups``: 4 shards of 100,000 rows in row groups of 50,000 (the same columns);
 - ``long rows``: 4 shards of 12,500 rows of 2,048 int32 tokens, groups of 2,500;
 - ``int64 tokens``: 8 shards of 25,000 rows of 256 int64 tokens, groups of 10,000;
+- ``padded tokens``: 8 shards of 25,000 rows in groups of 10,000, each row's 512 int32
+  tokens its first ``row % 512 + 1`` values then zeros (padding), as its mask says;
 - ``scalars``: 4 shards of 250,000 rows of 16 float32 columns, an ``id`` string and a label,
   groups of 50,000;
 - ``text``: 4 shards of 25,000 rows of one string of 0.8 to 3 KB and a label, groups of 5,000.
@@ -52,15 +54,19 @@ LOADERS = ("pyarrow", "ours", "ours-load")
 
 # --------------------------------------------------------------------------- data
 
-def _lists(index: np.ndarray[Any, Any], tokens: int, dtype: type) -> pa.Table:
+def _lists(
+    index: np.ndarray[Any, Any], tokens: int, dtype: type, padded: bool = False,
+) -> pa.Table:
     """Rows ``index`` of list shapes: ``row``, ``id``, ``tokens``, ``mask`` and ``label``.
 
-    ``tokens`` holds ``tokens`` values, a function of row and position; ``mask`` (int8) the
-    first ``row % tokens + 1`` ones.
+    ``tokens`` holds ``tokens`` values, a function of row and position (``padded``: zero
+    where the mask is); ``mask`` (int8) the first ``row % tokens + 1`` ones.
     """
     values = (index[:, None] * 31 + np.arange(tokens)[None, :]) % 50_000
     offsets = pa.array(np.arange(len(index) + 1, dtype=np.int32) * tokens)
     mask = (np.arange(tokens)[None, :] < (index % tokens + 1)[:, None]).astype(np.int8)
+    if padded:
+        values = values * mask
     return pa.table({
         "row": pa.array(index),
         "id": pa.array([f"row-{i:09d}" for i in index.tolist()]),
@@ -92,6 +98,7 @@ SHAPES: dict[str, tuple[int, int, int, Callable[[np.ndarray[Any, Any]], pa.Table
     "large groups": (4, 100_000, 50_000, lambda i: _lists(i, 512, np.int32)),
     "long rows": (4, 12_500, 2_500, lambda i: _lists(i, 2048, np.int32)),
     "int64 tokens": (8, 25_000, 10_000, lambda i: _lists(i, 256, np.int64)),
+    "padded tokens": (8, 25_000, 10_000, lambda i: _lists(i, 512, np.int32, padded=True)),
     "scalars": (4, 250_000, 50_000, _scalars),
     "text": (4, 25_000, 5_000, _text),
 }

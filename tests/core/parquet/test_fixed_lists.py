@@ -99,7 +99,10 @@ def test_a_decoded_chunk_is_pyarrow_s_values_and_pyarrow_written_chunks_are_deco
           page=page, group=group, checksums=checksums, pattern=pattern)
     meta = pq.ParquetFile(path).metadata
     for g in range(meta.num_row_groups):
-        got = decode_group(path, g, dtype)
+        with pytest.MonkeyPatch.context() as patch:
+            # pages of every density of runs (by default, dense ones are pyarrow's)
+            patch.setattr(fixed_lists, "RUN_BITS", 64)
+            got = decode_group(path, g, dtype)
         if codec == "LZ4":  # the Hadoop-framed codec: left to pyarrow
             assert got is None
             continue
@@ -391,14 +394,29 @@ def hybrid_runs(draw: st.DrawFn) -> tuple[int, list[tuple[str, list[int]]]]:
     return width, draw(st.lists(run, min_size=1, max_size=12))
 
 
+def _runs(view: memoryview, pos: int, count: int, dictionary: np.ndarray,
+          target: np.ndarray) -> bool:
+    """``fixed_lists._runs`` for pages of any density of runs (the default leaves dense
+    ones to pyarrow: a test below)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fixed_lists, "RUN_BITS", 64)
+        return fixed_lists._runs(view, pos, count, dictionary, target)
+
+
+#: Short runs enough for the runs after them to be found by the table (``_chain``).
+SHORT = [("rle", [0] * 8)] * (fixed_lists.RUN_PROBE + 1)
+
+
 @settings(max_examples=300, deadline=None)
-@given(drawn=hybrid_runs(), pad=st.integers(0, 7), dtype=st.sampled_from(["<i4", "i1", "<f8"]))
+@given(drawn=hybrid_runs(), pad=st.integers(0, 7), dtype=st.sampled_from(["<i4", "i1", "<f8"]),
+       short=st.booleans())
 def test_runs_of_both_kinds_decode_to_their_values_through_the_dictionary(
-    drawn: tuple[int, list[tuple[str, list[int]]]], pad: int, dtype: str,
+    drawn: tuple[int, list[tuple[str, list[int]]]], pad: int, dtype: str, short: bool,
 ) -> None:
-    from undertale_duck.core.parquet.fixed_lists import _runs
 
     width, runs = drawn
+    if short:  # the runs drawn found by the table, not header by header
+        runs = SHORT + runs
     encoded, values = _hybrid(width, runs)
     if runs[-1][0] == "rle":
         pad = 0  # only a bit-packed run is padded
@@ -430,8 +448,6 @@ def test_runs_of_both_kinds_decode_to_their_values_through_the_dictionary(
 
 
 def test_pages_of_runs_shorter_than_the_writer_s_or_with_long_headers_are_refused() -> None:
-    from undertale_duck.core.parquet.fixed_lists import _runs
-
     dictionary = np.arange(4, dtype="<i4")
     # 64 runs of one value: more runs than 64 values allow (at most one per 8)
     single, values = _hybrid(2, [("rle", [k % 4]) for k in range(64)])
@@ -457,6 +473,26 @@ def test_pages_of_runs_shorter_than_the_writer_s_or_with_long_headers_are_refuse
     # a width past 32 bits, an empty run
     assert not _runs(memoryview(bytes([33]) + eights[1:]), 0, 64, dictionary, target)
     assert not _runs(memoryview(bytes([2, 0, 1]) + eights[1:]), 0, 64, dictionary, target)
+    # the same after short runs (found by the table): the five-byte header, the empty run
+    short, _ = _hybrid(2, SHORT)
+    n = 8 * len(SHORT)
+    # a five-byte header whose fifth byte adds nothing (it would read as a run of 8)
+    zero_fifth = bytes([2, 0x90, 0x80, 0x80, 0x80, 0x00, 0x01])
+    assert not _runs(memoryview(zero_fifth), 0, 8, dictionary, np.zeros(8, dtype="<i4"))
+    tails = ((five[1:], 16, False), (zero_fifth[1:], 8, False),
+             (bytes([0, 1]) + eights[1:], 64, False), (eights[1:], 64, True),
+             (long[1:], 1 << 21, True))
+    for tail, values, good in tails:
+        target = np.zeros(n + values, dtype="<i4")
+        assert _runs(memoryview(short + tail), 0, n + values, dictionary, target) == good
+        if good:
+            assert np.array_equal(target[n:], np.repeat(np.arange(8) % 4, 8) if values == 64
+                                  else np.full(values, 3))
+    # runs long enough to be read header by header, then more runs than the values allow
+    # (64 bit-packed runs of 17 bytes, then 64 runs of a single value: 128 runs of 576)
+    mixed, _ = _hybrid(16, [("bp", list(range(8)))] * 64 + [("rle", [1])] * 64)
+    target = np.zeros(576, dtype="<i4")
+    assert not _runs(memoryview(mixed), 0, 576, np.arange(8, dtype="<i4"), target)
 
 
 def test_a_large_page_of_runs_is_decoded_in_memory_bounded_by_its_size() -> None:
@@ -465,8 +501,6 @@ def test_a_large_page_of_runs_is_decoded_in_memory_bounded_by_its_size() -> None
     # 22 MiB in all here (the table computed at once: 112 MiB; the bit-packed bytes
     # gathered by an index of 8 bytes a byte: 46 MiB)
     import tracemalloc
-
-    from undertale_duck.core.parquet.fixed_lists import _runs
 
     rng = np.random.default_rng(7)
     cycles = 2_000
@@ -488,3 +522,36 @@ def test_a_large_page_of_runs_is_decoded_in_memory_bounded_by_its_size() -> None
     repeated = payload[:, 1010:1012].copy().view("<u2")
     indices = np.concatenate([packed, np.repeat(repeated, 8, axis=1)], axis=1).reshape(-1)
     assert np.array_equal(target, dictionary[indices])
+
+
+def test_pages_mostly_bit_packed_between_runs_are_left_to_pyarrow(tmp_path: Path) -> None:
+    # tokens padded with zeros take about 8 bits a value (numpy's passes over them cost what
+    # pyarrow's decoding does, and hold the GIL): pyarrow's; their mask, 0.1 bit: decoded
+    rows, length = 2_000, 512
+    index = np.arange(rows)
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * length)
+    mask = values_of("int8", index, length, 2, "mask")
+    tokens = values_of("int32", index, length, 50_000, "padded")
+    path = tmp_path / "part.parquet"
+    pq.write_table(pa.table({
+        "mask": pa.ListArray.from_arrays(offsets, pa.array(mask.reshape(-1))),
+        "tokens": pa.ListArray.from_arrays(offsets, pa.array(tokens.reshape(-1))),
+    }), path)
+    meta = pq.ParquetFile(path).metadata
+
+    def decoded(column: int, dtype: str) -> np.ndarray | None:
+        chunk = meta.row_group(0).column(column)
+        start, end = chunk_range(chunk)
+        return decode_chunk(
+            path.read_bytes()[start:end], codec=chunk.compression,
+            physical=chunk.physical_type, dtype=np.dtype(dtype),
+            max_definition=meta.schema.column(column).max_definition_level, rows=rows,
+            values=chunk.num_values)
+
+    got = decoded(0, "int8")
+    assert got is not None and np.array_equal(got, mask)
+    assert decoded(1, "int32") is None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fixed_lists, "RUN_BITS", 64)
+        dense = decoded(1, "int32")
+    assert dense is not None and np.array_equal(dense, tokens)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from undertale_duck import ParquetDataset, collate
-from undertale_duck.core.parquet import pages
+from undertale_duck.core.parquet import fixed_lists, pages
 from undertale_duck.core.read import direct as direct_module
 from undertale_duck.core.source import window_row_groups
 from undertale_duck.errors import CorruptShardError
@@ -88,9 +88,13 @@ def test_windows_of_fixed_length_lists_read_as_duckdb_reads_them(
                        data_page_size=page, write_page_checksum=checksums)
         start += size
     fast, slow = both(root, window_bytes=window)
-    for position in range(len(fast.windows)):
-        a, b = fast.reader.read(position), slow.reader.read(position)
-        assert a.equals(b), position
+    with pytest.MonkeyPatch.context() as patch:
+        # runs of any density decoded (by default a mask of 16 values a row, two bits a
+        # value, is pyarrow's)
+        patch.setattr(fixed_lists, "RUN_BITS", 64)
+        for position in range(len(fast.windows)):
+            a, b = fast.reader.read(position), slow.reader.read(position)
+            assert a.equals(b), position
     direct = fast.reader.direct
     assert direct is not None
     # every window that is its row groups has its tokens and its mask (int8 stored as
@@ -169,23 +173,25 @@ def test_damaged_list_pages_read_as_without_the_fast_path(
     pq.write_table(table("i32", 0, 240, 16), path, row_group_size=80, compression=codec,
                    data_page_size=512, use_dictionary=dictionary,
                    write_page_checksum=checksums)
-    undamaged = ParquetDataset(root, read_ahead=False)
-    undamaged.reader.read(0)
-    assert undamaged.reader.direct is not None
-    # the path under test: the tokens and the mask
-    assert undamaged.reader.direct.stats["fixed_lists"] == 2
-    undamaged.close()
-    meta = pq.read_metadata(path)
-    raw = bytearray(path.read_bytes())
-    rng = random.Random(seed)
-    for _ in range(flips):
-        group = rng.randrange(meta.num_row_groups)
-        column = rng.choice([1, 2])  # the tokens or the mask
-        start, end = pages.chunk_range(meta.row_group(group).column(column))
-        raw[rng.randrange(start, end)] ^= 1 << rng.randrange(8)
-    path.write_bytes(bytes(raw))
-    fast = ParquetDataset(root, read_ahead=False)
-    got = [_outcome(fast, position) for position in range(len(fast.windows))]
+    with pytest.MonkeyPatch.context() as dense:
+        dense.setattr(fixed_lists, "RUN_BITS", 64)  # the mask's runs decoded at any density
+        undamaged = ParquetDataset(root, read_ahead=False)
+        undamaged.reader.read(0)
+        assert undamaged.reader.direct is not None
+        # the path under test: the tokens and the mask
+        assert undamaged.reader.direct.stats["fixed_lists"] == 2
+        undamaged.close()
+        meta = pq.read_metadata(path)
+        raw = bytearray(path.read_bytes())
+        rng = random.Random(seed)
+        for _ in range(flips):
+            group = rng.randrange(meta.num_row_groups)
+            column = rng.choice([1, 2])  # the tokens or the mask
+            start, end = pages.chunk_range(meta.row_group(group).column(column))
+            raw[rng.randrange(start, end)] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(raw))
+        fast = ParquetDataset(root, read_ahead=False)
+        got = [_outcome(fast, position) for position in range(len(fast.windows))]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(direct_module, "FIXED_LISTS", False)
         before = ParquetDataset(root, read_ahead=False)

@@ -393,6 +393,13 @@ def _indices(
     return [_unpack(packed, width, size // width)[:count]]
 
 
+#: Most bits of runs a value for :func:`_runs` to decode a page (a mask takes 0.1): where
+#: values bit-packed between runs of repeats fill the page (tokens padded with zeros take
+#: 8 bits a value), numpy's passes over them cost what pyarrow's decoding does, and hold
+#: the GIL it releases (an epoch of padded tokens measured at the same CPU as without this
+#: path, 15% slower).
+RUN_BITS = 1
+
 #: Fewest values a run of Arrow's writer holds (a bit-packed group of 8, or 8 repeats): a
 #: page of more runs than its values allow so is pyarrow's (a run costs a Python step,
 #: about 50 ns; a mask has two runs a row of 512 values, tokens runs of 504).
@@ -408,11 +415,11 @@ def _runs(
     Parquet's hybrid encoding: after the width byte, runs to the page's end, each a
     ULEB128 header (``count << 1`` then the repeated value in whole bytes, or
     ``groups << 1 | 1`` then ``groups * 8`` values bit-packed). A header's position
-    depends on the run before it, so the next position is computed with numpy as if a
-    header started at every byte, and the chain from the first is followed in Python, one
-    step a run. The runs must end exactly at the page's end and hold ``count`` values (the
-    last bit-packed run padded to 8); every index used, and the padding, must lie within
-    the dictionary. False (nothing promised of ``target``) otherwise.
+    depends on the run before it: the runs are found one by one in Python (:func:`_parse`,
+    :func:`_chain`), then decoded with numpy. The runs must end exactly at the page's end
+    and hold ``count`` values (the last bit-packed run padded to 8); every index used, and
+    the padding, must lie within the dictionary. False (nothing promised of ``target``)
+    otherwise.
     """
     if len(view) <= pos + 1 or not len(dictionary):
         return False
@@ -421,36 +428,24 @@ def _runs(
         return False
     data = np.frombuffer(view, dtype=np.uint8, offset=pos + 1)
     n = len(data)
+    if n * 8 > count * RUN_BITS:  # mostly values bit-packed between the runs: pyarrow's
+        return False
     if (n + 2) * 33 >= 1 << 31:  # positions in int32 (a page of 64 MiB of indices: pyarrow's)
         return False
     padded = np.zeros(n + 4, dtype=np.uint8)  # a header's 4 bytes read anywhere
     padded[:n] = data
-    # the table of where the next run starts, as if a run started at each position, in
-    # blocks (the temporaries of a block, not of the page). The chain stops at n or past
-    # it: at n, the page's end; past it, a run past the page, or an error (n + 1: a fifth
-    # header byte, an empty run)
-    table = np.empty(n, dtype=np.int32)
-    for block in range(0, n, RUN_BLOCK):
-        stop = min(n, block + RUN_BLOCK)
-        header, size, bad = _headers([padded[block + k:stop + k] for k in range(4)])
-        arg = header >> 1
-        # (a run longer than the page is past its end either way: clipped, no overflow)
-        step = np.where(header & 1, np.minimum(arg, n + 1) * width, (width + 7) // 8)
-        following = table[block:stop]
-        following[:] = np.arange(block, stop, dtype=np.int32)
-        following += size
-        following += step
-        following[bad | (arg == 0)] = n + 1
-    # a memoryview: indexed from Python, it hands out ints without converting the table
-    chain = table.data
+    limit = count // RUN_MIN_VALUES + 1
     starts: list[int] = []
-    append = starts.append
-    at = 0
-    for _ in range(count // RUN_MIN_VALUES + 1):
-        append(at)
-        at = chain[at]
-        if at >= n:
-            break
+    body = view[pos + 1:]
+    # the first runs header by header; then, if they were short (a mask: 3 bytes a run),
+    # the rest by a table of every position, else (tokens: hundreds of bytes a run, which
+    # a table would cost 10 ns each) header by header still
+    at = _parse(body, 0, n, width, min(limit, RUN_PROBE), starts)
+    if at < n and len(starts) < limit:
+        if at < RUN_SHORT_BYTES * len(starts):
+            at = _chain(padded, at, n, width, limit - len(starts), starts)
+        else:
+            at = _parse(body, at, n, width, limit - len(starts), starts)
     if at != n:
         return False
     first = np.array(starts, dtype=np.int64)
@@ -498,9 +493,80 @@ def _runs(
     return True
 
 
-#: Positions of a page whose next-run table :func:`_runs` computes at once (its temporaries
-#: take about 40 bytes a position).
+#: Positions of a page whose next-run table :func:`_chain` computes at once (its
+#: temporaries take about 40 bytes a position).
 RUN_BLOCK = 1 << 16
+#: Runs :func:`_runs` reads header by header before choosing how to find the others.
+RUN_PROBE = 64
+#: Bytes a run, at most, for which the runs are found by a table of every position (about
+#: 10 ns a byte and 50 ns a run, where reading header after header takes about 200 ns a run).
+RUN_SHORT_BYTES = 16
+
+
+def _parse(
+    body: memoryview, at: int, n: int, width: int, limit: int, starts: list[int],
+) -> int:
+    """Follow runs header by header from ``at``, at most ``limit``, appending their starts.
+
+    Returns where the next run would start: ``n`` at the page's end, past ``n`` when a
+    run goes past it or a header is not a run's (more than 4 bytes, an empty run).
+    """
+    value_bytes = (width + 7) // 8
+    append = starts.append
+    for _ in range(limit):
+        append(at)
+        header = body[at]
+        cursor = at + 1
+        if header & 0x80:
+            header &= 0x7F
+            shift = 7
+            while True:
+                if shift > 21 or cursor >= n:
+                    return n + 1
+                byte = body[cursor]
+                cursor += 1
+                header |= (byte & 0x7F) << shift
+                shift += 7
+                if not byte & 0x80:
+                    break
+        arg = header >> 1
+        if not arg:
+            return n + 1
+        at = cursor + (arg * width if header & 1 else value_bytes)
+        if at >= n:
+            break
+    return at
+
+
+def _chain(
+    padded: np.ndarray[Any, Any], at: int, n: int, width: int, limit: int, starts: list[int],
+) -> int:
+    """:func:`_parse`'s answer from a table of where the next run starts after each position.
+
+    The table is computed with numpy as if a run started at every position from ``at``
+    (in blocks: the temporaries are a block's), then followed in Python, a step a run.
+    """
+    table = np.empty(n, dtype=np.int32)
+    for block in range(at, n, RUN_BLOCK):
+        stop = min(n, block + RUN_BLOCK)
+        header, size, bad = _headers([padded[block + k:stop + k] for k in range(4)])
+        arg = header >> 1
+        # (a run longer than the page is past its end either way: clipped, no overflow)
+        step = np.where(header & 1, np.minimum(arg, n + 1) * width, (width + 7) // 8)
+        following = table[block:stop]
+        following[:] = np.arange(block, stop, dtype=np.int32)
+        following += size
+        following += step
+        following[bad | (arg == 0)] = n + 1
+    # a memoryview: indexed from Python, it hands out ints without converting the table
+    chain = table.data
+    append = starts.append
+    for _ in range(limit):
+        append(at)
+        at = chain[at]
+        if at >= n:
+            break
+    return at
 
 
 def _headers(
