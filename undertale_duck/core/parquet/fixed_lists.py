@@ -4,12 +4,14 @@ A token column (``list<int32>`` of 512 values a row, none null) costs pyarrow's 
 walk over two level streams per value. When a page's level bytes are exactly the encoding
 of ``rows`` full lists of one length, the levels say nothing the page's header and the
 length do not: the values are the page's values in order, ``length`` to a row. This module
-checks that byte for byte and decodes the values with numpy; anything else (another
-encoding of the levels, a null, a ragged row, a page kind or encoding not handled, a
-checksum that does not match) gives None, and the caller reads the chunk with pyarrow.
-Byte equality is the safety argument: the same level bytes decode to the same levels,
-whichever writer wrote them. The read path (``core/read/direct.py``) uses it for windows
-that are whole row groups.
+checks that byte for byte and decodes the values with numpy: PLAIN values, dictionary
+indices in the writer's full bit-packed runs, or in runs of repeats (an attention mask) run
+by run where the runs take at most a bit a value (decision 0036); 8- and 16-bit integers
+stored as INT32 each checked to fit. Anything else (another encoding of the levels, a null,
+a ragged row, a page kind or encoding not handled, a checksum that does not match) gives
+None, and the caller reads the chunk with pyarrow. Byte equality is the safety argument:
+the same level bytes decode to the same levels, whichever writer wrote them. The read path
+(``core/read/direct.py``) uses it for windows that are whole row groups.
 """
 
 from __future__ import annotations
