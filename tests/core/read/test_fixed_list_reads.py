@@ -21,7 +21,8 @@ from undertale_duck.core.source import window_row_groups
 from undertale_duck.errors import CorruptShardError
 
 VALUE_TYPES = {"i32": pa.int32(), "i64": pa.int64(), "u32": pa.uint32(),
-               "f32": pa.float32(), "f64": pa.float64()}
+               "f32": pa.float32(), "f64": pa.float64(), "i16": pa.int16(),
+               "u16": pa.uint16()}
 
 
 def tokens(kind: str, row: int, length: int) -> list[Any]:
