@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from .pages import CODEC_NAMES, page_headers
+from .thrift import _varint as thrift_varint
 
 #: Encodings of the values of a data page v1 (Parquet's ``Encoding``).
 PLAIN, PLAIN_DICTIONARY, RLE, RLE_DICTIONARY = 0, 2, 3, 8
@@ -461,8 +462,8 @@ def _runs(
         return False
     where = first + size  # each run's value or values
     value = np.zeros(len(first), dtype=np.int64)
-    for k in range((width + 7) // 8):
-        value |= data[np.minimum(where + k, n - 1)].astype(np.int64) << (8 * k)
+    for k in range((width + 7) // 8):  # (padded: a bit-packed run's "value" may end the page)
+        value |= padded[where + k].astype(np.int64) << (8 * k)
     value[bitpacked] = 0
     if int(value.max()) >= len(dictionary):
         return False
@@ -519,18 +520,13 @@ def _parse(
         append(at)
         header = body[at]
         cursor = at + 1
-        if header & 0x80:
-            header &= 0x7F
-            shift = 7
-            while True:
-                if shift > 21 or cursor >= n:
-                    return n + 1
-                byte = body[cursor]
-                cursor += 1
-                header |= (byte & 0x7F) << shift
-                shift += 7
-                if not byte & 0x80:
-                    break
+        if header & 0x80:  # (most headers are one byte: read here, without a call)
+            try:
+                cursor, header = thrift_varint(body, at)
+            except (IndexError, ValueError):  # the page ends inside it, or 11 bytes and more
+                return n + 1
+            if cursor - at > 4:  # a run of 2**27 values or more
+                return n + 1
         arg = header >> 1
         if not arg:
             return n + 1

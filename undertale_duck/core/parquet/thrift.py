@@ -65,7 +65,7 @@ _SHALLOW = re.compile(
 Fields = dict[int, object]
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     """The unsigned varint at ``pos``: ``(position after it, value)``; at most 11 bytes."""
     shift = result = 0
     while True:
