@@ -356,25 +356,16 @@ def test_the_value_types_decoded_are_those_stored_as_their_width_or_as_int32() -
     assert value_dtype(pa.date32(), "INT32") is None
 
 
-def _uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
-        value >>= 7
-        if not value:
-            return bytes(out)
-
-
 def _hybrid(width: int, runs: list[tuple[str, list[int]]]) -> tuple[bytes, list[int]]:
     """Parquet's RLE/bit-packed hybrid encoding of ``runs`` (written from the format's text)."""
     out = bytearray([width])
     values: list[int] = []
     for kind, run in runs:
         if kind == "rle":
-            out += _uleb(len(run) << 1) + run[0].to_bytes((width + 7) // 8, "little")
+            out += fixed_lists._varint(len(run) << 1) + run[0].to_bytes((width + 7) // 8, "little")
         else:
             groups = len(run) // 8
-            out += _uleb(groups << 1 | 1)
+            out += fixed_lists._varint(groups << 1 | 1)
             bits = [(v >> b) & 1 for v in run for b in range(width)]
             out += np.packbits(np.array(bits, np.uint8), bitorder="little").tobytes()
         values += run
@@ -458,13 +449,13 @@ def test_pages_of_runs_shorter_than_the_writer_s_or_with_long_headers_are_refuse
     assert _runs(memoryview(eights), 0, 64, dictionary, target)
     assert np.array_equal(target, np.repeat(np.arange(8) % 4, 8))
     # a header of five bytes (a run of 2**28 values or more): refused, not allocated
-    huge = bytes([2]) + _uleb(1 << 29) + b"\x01"
+    huge = bytes([2]) + fixed_lists._varint(1 << 29) + b"\x01"
     assert not _runs(memoryview(huge), 0, 1 << 28, dictionary, np.zeros(1, dtype="<i4"))
     # ... whose first four bytes alone would read as a run of 8 ones, then a run follows
     five = bytes([2, 0x90, 0x80, 0x80, 0x80, 0x01, 0x10, 0x01])
     assert not _runs(memoryview(five), 0, 16, dictionary, np.zeros(16, dtype="<i4"))
     # a header of four bytes: a run of 2**21 values
-    long = bytes([2]) + _uleb(1 << 22) + b"\x03"
+    long = bytes([2]) + fixed_lists._varint(1 << 22) + b"\x03"
     assert len(long) == 6
     target = np.zeros(1 << 21, dtype="<i4")
     assert _runs(memoryview(long), 0, 1 << 21, dictionary, target)
