@@ -546,3 +546,90 @@ def test_pages_mostly_bit_packed_between_runs_are_left_to_pyarrow(tmp_path: Path
         patch.setattr(fixed_lists, "RUN_BITS", 64)
         dense = decoded(1, "int32")
     assert dense is not None and np.array_equal(dense, tokens)
+
+
+def _stream(path: Path, group: int, dtype: str) -> fixed_lists.ChunkStream:
+    import io
+
+    meta = pq.ParquetFile(path).metadata
+    chunk = meta.row_group(group).column(1)
+    start, end = chunk_range(chunk)
+    return fixed_lists.ChunkStream(
+        io.BytesIO(path.read_bytes()), start, end, codec=chunk.compression,
+        physical=chunk.physical_type, dtype=np.dtype(dtype),
+        max_definition=meta.schema.column(1).max_definition_level,
+        rows=meta.row_group(group).num_rows, values=chunk.num_values,
+    )
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.integers(1, 300),
+    length=st.sampled_from([16, 64, 512]),
+    dtype=st.sampled_from(["int32", "int8", "float64"]),
+    pattern=st.sampled_from(PATTERNS),
+    dictionary=st.booleans(),
+    codec=st.sampled_from(["NONE", "SNAPPY"]),
+    page=st.sampled_from([256, 4096, 1 << 20]),
+    pieces=st.lists(st.integers(1, 120), min_size=1, max_size=12),
+)
+def test_a_chunk_taken_in_pieces_of_any_size_is_the_whole_decode(
+    tmp_path: Path, rows: int, length: int, dtype: str, pattern: str, dictionary: bool,
+    codec: str, page: int, pieces: list[int],
+) -> None:
+    # the windows cut from a row group take its rows in pieces that cut pages anywhere: the
+    # rows come in order, each once, as decoding the chunk whole gives them
+    path = tmp_path / f"pieces-{rows}-{length}-{dtype}-{pattern}-{dictionary}-{codec}-{page}.pq"
+    write(path, rows, length, dtype, distinct=97, codec=codec, dictionary=dictionary,
+          page=page, group=rows, pattern=pattern)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fixed_lists, "RUN_BITS", 64)  # runs of any density decoded
+        whole = decode_group(path, 0, dtype)
+        stream = _stream(path, 0, dtype)
+        got, at, k = [], 0, 0
+        while at < rows:
+            n = min(pieces[k % len(pieces)], rows - at)
+            k += 1
+            out = np.full((n, length), 99, dtype=dtype)
+            filled = stream.fill(out.reshape(-1))
+            if whole is None:  # a page the module declines: the rows before it stand
+                assert filled <= n
+                if filled < n:
+                    assert stream.declined and not stream.ended()
+                    assert np.array_equal(np.concatenate([*got, out[:filled]]),
+                                          pyarrow_group(path, 0)[:at + filled])
+                    return
+            assert filled == n
+            got.append(out)
+            at += n
+    assert whole is not None
+    assert np.array_equal(np.concatenate(got), whole)
+    assert np.array_equal(whole, pyarrow_group(path, 0))
+    assert stream.ended() and stream.fill(np.empty(length, dtype=dtype)) == 0
+
+
+def test_a_stream_declines_at_the_first_page_it_cannot_decode(tmp_path: Path) -> None:
+    # rows of 16 values, one of 24 in the middle: the pages before it are handed out, the
+    # page holding it is declined, and nothing after it
+    rows = [list(range(r, r + (24 if r == 150 else 16))) for r in range(300)]
+    table = pa.table({"row": pa.array(range(300)), "tokens": pa.array(rows, pa.list_(pa.int32()))})
+    path = tmp_path / "ragged.parquet"
+    pq.write_table(table, path, data_page_size=512, row_group_size=300, use_dictionary=False)
+    meta = pq.ParquetFile(path).metadata
+    # the footer counts 8 values more than 300 rows of 16: not a chunk of one length
+    assert meta.row_group(0).column(1).num_values == 300 * 16 + 8
+    assert _stream(path, 0, "int32").length is None
+    # the same rows with a null list instead: 300 x 16 values with the null counted as one
+    rows[150] = None  # type: ignore[call-overload]
+    rows[151] = list(range(151, 151 + 31))  # 16 + 15 more: the footer's count is 300 x 16
+    table = pa.table({"row": pa.array(range(300)), "tokens": pa.array(rows, pa.list_(pa.int32()))})
+    pq.write_table(table, path, data_page_size=512, row_group_size=300, use_dictionary=False)
+    assert pq.ParquetFile(path).metadata.row_group(0).column(1).num_values == 300 * 16
+    stream = _stream(path, 0, "int32")
+    assert stream.length == 16
+    out = np.zeros((300, 16), dtype=np.int32)
+    filled = stream.fill(out.reshape(-1))
+    assert 0 < filled <= 150 and stream.declined and not stream.ended()
+    assert out[:filled].tolist() == [list(range(r, r + 16)) for r in range(filled)]
+    assert stream.fill(out.reshape(-1)) == 0  # declined: nothing more

@@ -100,8 +100,13 @@ def test_windows_of_fixed_length_lists_read_as_duckdb_reads_them(
     assert direct is not None
     # every window that is its row groups has its tokens and its mask (int8 stored as
     # INT32, in runs of repeated values) decoded by the fast path (the id, not a list, by
-    # pyarrow), the others by pyarrow
-    assert direct.stats["fixed_lists"] == 2 * whole_windows(fast)
+    # pyarrow); the windows cut from groups have them decoded page by page, the two
+    # columns of each decode of the groups begun, none handed to pyarrow part-way
+    whole = whole_windows(fast)
+    assert direct.stats["fixed_lists"] == 2 * whole
+    assert direct.stats["streamed_lists"] == 2 * (direct.stats["streams"] - whole)
+    assert direct.stats["streamed_lists"] > 0 or whole == len(fast.windows)
+    assert direct.stats["lists_declined"] == 0
     assert direct.stats["fallback"] == 0
     want = table(kind, 0, start, length).to_pylist()
     assert fast.__getitems__(list(range(start))) == want
@@ -152,6 +157,104 @@ def test_lists_the_fast_path_does_not_take_are_pyarrow_s(tmp_path: Path, make: s
     assert direct.stats["fixed_lists"] == 0
 
 
+@pytest.mark.parametrize("make", ["null value", "long row", "longer group", "int64"])
+@pytest.mark.parametrize("window_bytes", [3_000, 20_000])
+def test_windows_cut_from_a_group_hand_its_lists_to_pyarrow_from_a_page_not_decoded(
+    tmp_path: Path, make: str, window_bytes: int,
+) -> None:
+    # the lists of a row group cut into windows are decoded page by page; from the first
+    # page the module declines (a null inside a row; a row of 24 values and one of 8, so
+    # that the group still counts 16 a row; a second group of rows of 24), pyarrow decodes
+    # the column, from the row after those already handed out; int64 values in plain
+    # pages are decoded to the end
+    rows = 400
+
+    def row(r: int) -> list[int | None]:
+        values: list[int | None] = [(r * 31 + k) % 1000 for k in range(16)]
+        if make == "null value" and r == 230:
+            values[5] = None
+        if make == "long row" and r == 230:
+            values += [7] * 8
+        if make == "long row" and r == 231:
+            values = values[:8]  # the group's values stay 16 a row
+        if make == "longer group" and r >= 300:  # the second group: 24 values a row
+            values += [r % 5] * 8
+        return values
+
+    kind = pa.int64() if make == "int64" else pa.int32()
+    data = pa.table({
+        "id": pa.array(range(rows), pa.int64()),
+        "tokens": pa.array([row(r) for r in range(rows)], pa.list_(kind)),
+    })
+    # two groups; pages of a few rows, so that windows cut pages anywhere
+    pq.write_table(data, tmp_path / "part-0.parquet", row_group_size=300,
+                   data_page_size=512, use_dictionary=make != "int64")
+    fast, slow = both(tmp_path, window_bytes=window_bytes)
+    assert whole_windows(fast) < len(fast.windows)  # windows cut from a group
+    for position in range(len(fast.windows)):
+        assert fast.reader.read(position).equals(slow.reader.read(position)), position
+    direct = fast.reader.direct
+    assert direct is not None and direct.stats["fallback"] == 0
+    assert direct.stats["streamed_lists"] >= 1
+    # (a window of the second group streams it alone, judged by its own rows; one that
+    # spans both groups takes the second from pyarrow)
+    if make != "longer group":
+        assert (direct.stats["lists_declined"] >= 1) == (make != "int64")
+    assert [fast[i]["tokens"] for i in range(rows)] == [row(r) for r in range(rows)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.integers(1, 90), min_size=1, max_size=8),
+    batch_rows=st.integers(1, 200),
+    bad=st.sampled_from([None, 0, 77, 299, 300, 450]),
+    longer=st.booleans(),
+)
+def test_a_streamed_list_column_hands_out_each_row_once_in_pieces_of_any_size(
+    pieces: list[int], batch_rows: int, bad: int | None, longer: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # two row groups taken in pieces that cut pages and groups anywhere; from a row with a
+    # null inside (``bad``), or from a second group of longer rows, pyarrow's reader of the
+    # column (in batches of its own size) hands out the rest, past the rows handed out
+    from undertale_duck.core.parquet import ShardPages
+
+    root = tmp_path_factory.mktemp("streamed")
+    rows = 500
+
+    def row(r: int) -> list[int | None]:
+        values: list[int | None] = [(r * 17 + k) % 999 for k in range(16)]
+        if r == bad:
+            values[3] = None
+        if longer and r >= 300:
+            values += [r % 7] * 8
+        return values
+
+    data = pa.table({"tokens": pa.array([row(r) for r in range(rows)], pa.list_(pa.int32()))})
+    path = root / "a.parquet"
+    pq.write_table(data, path, row_group_size=300, data_page_size=700)
+    meta = pq.read_metadata(path)
+    shard = ShardPages(str(path), meta, ["tokens"], data.schema)
+    field = data.schema.field("tokens")
+    column = direct_module._StreamedList(
+        shard, [0, 1], 0, field, np.dtype(np.int32), 16, batch_rows=batch_rows, threads=False,
+    )
+    got: list[Any] = []
+    at, k = 0, 0
+    try:
+        while at < rows:
+            n = min(pieces[k % len(pieces)], rows - at)
+            k += 1
+            part = column.take(n)
+            assert len(part) == n and part.type == field.type
+            got.extend(part.to_pylist())
+            at += n
+        assert column.declined == (longer or bad is not None)
+    finally:
+        column.close()
+    assert got == [row(r) for r in range(rows)]
+
+
 @settings(max_examples=30, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 1 << 30),
@@ -159,9 +262,10 @@ def test_lists_the_fast_path_does_not_take_are_pyarrow_s(tmp_path: Path, make: s
     codec=st.sampled_from(["none", "snappy", "zstd"]),
     dictionary=st.booleans(),
     checksums=st.booleans(),
+    cut=st.booleans(),
 )
 def test_damaged_list_pages_read_as_without_the_fast_path(
-    seed: int, flips: int, codec: str, dictionary: bool, checksums: bool,
+    seed: int, flips: int, codec: str, dictionary: bool, checksums: bool, cut: bool,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # bits flipped inside the tokens' and the mask's column chunks: the read gives the
@@ -174,13 +278,18 @@ def test_damaged_list_pages_read_as_without_the_fast_path(
     pq.write_table(table("i32", 0, 240, 16), path, row_group_size=80, compression=codec,
                    data_page_size=512, use_dictionary=dictionary,
                    write_page_checksum=checksums)
+    # windows that are their row groups (the lists decoded whole), or cut from them (page
+    # by page, a window's rows at a time)
+    window = {"window_bytes": 2_500} if cut else {}
     with pytest.MonkeyPatch.context() as dense:
         dense.setattr(fixed_lists, "RUN_BITS", 64)  # the mask's runs decoded at any density
-        undamaged = ParquetDataset(root, read_ahead=False)
+        undamaged = ParquetDataset(root, read_ahead=False, **window)
         undamaged.reader.read(0)
         assert undamaged.reader.direct is not None
         # the path under test: the tokens and the mask
-        assert undamaged.reader.direct.stats["fixed_lists"] == 2
+        stats = undamaged.reader.direct.stats
+        assert stats["streamed_lists" if cut else "fixed_lists"] == 2
+        assert len(undamaged.windows) > (6 if cut else 0)
         undamaged.close()
         meta = pq.read_metadata(path)
         raw = bytearray(path.read_bytes())
@@ -191,14 +300,15 @@ def test_damaged_list_pages_read_as_without_the_fast_path(
             start, end = pages.chunk_range(meta.row_group(group).column(column))
             raw[rng.randrange(start, end)] ^= 1 << rng.randrange(8)
         path.write_bytes(bytes(raw))
-        fast = ParquetDataset(root, read_ahead=False)
+        fast = ParquetDataset(root, read_ahead=False, **window)
         got = [_outcome(fast, position) for position in range(len(fast.windows))]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(direct_module, "FIXED_LISTS", False)
-        before = ParquetDataset(root, read_ahead=False)
+        before = ParquetDataset(root, read_ahead=False, **window)
         want = [_outcome(before, position) for position in range(len(before.windows))]
     assert before.reader.direct is not None
     assert before.reader.direct.stats["fixed_lists"] == 0
+    assert before.reader.direct.stats["streamed_lists"] == 0
     for (kind, value), (kind_want, value_want) in zip(got, want, strict=True):
         assert kind == kind_want, (value, value_want)
         if kind == "ok":

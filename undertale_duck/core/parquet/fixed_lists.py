@@ -218,111 +218,218 @@ def decode_pages(
             None. Its contents are undefined when None is returned.
         pool: The Arrow memory pool pages are decompressed into (None: the default).
     """
-    stored = _stored(physical, dtype)
-    if (
-        stored is None or codec not in CODEC_NAMES or rows <= 0 or values % rows
-        or not 0 < max_definition < 128
-    ):
+    stream = ChunkStream(
+        fh, start, end, codec=codec, physical=physical, dtype=dtype,
+        max_definition=max_definition, rows=rows, values=values, pool=pool,
+    )
+    if stream.length is None:
         return None
-    length = values // rows
-    pattern = row_levels(length)
-    if pattern is None:
-        return None
+    length = stream.length
     if out is None:
         out = np.empty((rows, length), dtype=dtype)
     elif out.shape != (rows, length) or out.dtype != dtype or not out.flags.c_contiguous:
         return None
-    flat = out.reshape(-1)
-    name = CODEC_NAMES[codec]
-    dictionary: np.ndarray | None = None
-    at = 0  # values decoded
-    pos = start  # where the next page header starts
-    try:
-        for page in page_headers(cast(BinaryIO, fh), start, end):
-            fh.seek(pos)
-            if canonical(page.fields) != fh.read(page.body - pos):
-                return None
-            pos = page.body + page.packed
-            if pos > end:  # checked before the page is read (and its buffer allocated)
-                return None
-            body = _read(fh, page.body, page.packed)
-            crc = page.fields.get(4)
-            if isinstance(crc, int) and zlib.crc32(body) != crc & 0xFFFFFFFF:
-                return None
-            # the header's counts, checked before the page is decompressed into page.raw
-            # bytes: a dictionary is exactly its entries, a data page at most its values
-            # and a byte of levels each (five bytes a row of at least 16 values, and two runs)
-            count = 0
-            if page.kind == DICTIONARY_PAGE:
-                header = page.fields.get(7)
-                if dictionary is not None or at or not isinstance(header, dict):
-                    return None
-                entries = header.get(1)
-                if (not isinstance(entries, int) or header.get(2) not in (PLAIN, PLAIN_DICTIONARY)
-                        or page.raw != entries * stored.itemsize):
-                    return None
-            elif page.kind == DATA_PAGE:
-                header = page.fields.get(5)
-                if not isinstance(header, dict):
-                    return None
-                claimed = header.get(1)
-                if (not isinstance(claimed, int) or claimed <= 0 or claimed % length
-                        or at + claimed > values or header.get(3) != RLE
-                        or header.get(4) != RLE or page.raw > claimed * (stored.itemsize + 1) + 64):
-                    return None
-                count = claimed
-            else:
-                return None
-            raw = body if name is None else pa.decompress(
-                body, page.raw, codec=name, memory_pool=pool)
-            if len(raw) != page.raw:
-                return None
-            view = memoryview(raw).cast("B")
-            if page.kind == DICTIONARY_PAGE:
-                dictionary = _narrowed(np.frombuffer(view, dtype=stored), dtype)
-                if dictionary is None:
-                    return None
-                # a copy: the page may lie in the buffer the next page is read into
-                dictionary = dictionary.copy()
-                continue
-            level_end = _expect(view, 0, pattern * (count // length))
-            level_end = _expect(view, level_end, full_levels(max_definition, count))
-            if level_end is None:
-                return None
-            target = flat[at:at + count]
-            encoding = header.get(2)
-            if encoding == PLAIN:
-                if len(view) - level_end != count * stored.itemsize:
-                    return None
-                plain = _narrowed(np.frombuffer(view, dtype=stored, offset=level_end), dtype)
-                if plain is None:
-                    return None
-                target[:] = plain
-            elif encoding in (PLAIN_DICTIONARY, RLE_DICTIONARY) and dictionary is not None:
-                segments = _indices(view, level_end, count)
-                if segments is None:
-                    # not the writer's full bit-packed runs: runs of repeated values too
-                    # (a mask, padding), or runs cut short
-                    if not _runs(view, level_end, count, dictionary, target):
-                        return None
-                    at += count
-                    continue
-                done = 0
-                for indices in segments:
-                    n = indices.size
-                    if n and int(indices.max()) >= len(dictionary):
-                        return None  # an index past the dictionary: pyarrow refuses it
-                    # bounds checked above: "clip" writes straight into out, where "raise"
-                    # (numpy's default) decodes into a temporary of its size first
-                    np.take(dictionary, indices, mode="clip",
-                            out=target[done:done + n].reshape(indices.shape))
-                    done += n
-            else:
-                return None
-            at += count
-    except (OSError, ValueError, IndexError, TypeError, struct.error, pa.ArrowException):
+    if stream.fill(out.reshape(-1)) != rows or not stream.ended():
         return None
-    return out if at == values else None
+    return out
+
+
+class ChunkStream:
+    """A column chunk's fixed-length lists decoded page by page, as many rows as asked for.
+
+    :func:`decode_pages` decodes a chunk whole through it; a window cut from a row group
+    asks for its rows alone (:meth:`fill`), and the rows of a page it cuts are kept for the
+    next call. Every page is checked as :func:`decode_pages` checks it (its header written
+    as Thrift writes it, its CRC-32 where recorded, its sizes, levels and indices) before its
+    values are handed out; a page it cannot decode ends the stream (:attr:`declined`), and
+    the rows before it stay as handed out.
+
+    The arguments are :func:`decode_pages`'s (without ``out``); the stream seeks ``fh``, so
+    a handle serves one stream at a time.
+    """
+
+    def __init__(
+        self, fh: io.BufferedIOBase, start: int, end: int, *, codec: str, physical: str,
+        dtype: np.dtype[Any], max_definition: int, rows: int, values: int,
+        pool: pa.MemoryPool | None = None,
+    ) -> None:
+        #: Values per row, or None when the chunk is not one this module decodes.
+        self.length: int | None = None
+        #: Whether a page could not be decoded (pyarrow must read the rest).
+        self.declined = False
+        self._fh = fh
+        self._end = end
+        self._dtype = dtype
+        self._pool = pool
+        self._values = values
+        self._at = 0  # values decoded from the chunk's pages
+        self._pos = start  # where the next page header starts
+        self._rest: np.ndarray[Any, Any] | None = None  # a cut page's values not handed out
+        self._dictionary: np.ndarray[Any, Any] | None = None
+        stored = _stored(physical, dtype)
+        if (
+            stored is None or codec not in CODEC_NAMES or rows <= 0 or values % rows
+            or not 0 < max_definition < 128
+        ):
+            return
+        length = values // rows
+        pattern = row_levels(length)
+        if pattern is None:
+            return
+        self._stored = stored
+        self._pattern = pattern
+        self._max_definition = max_definition
+        self._name = CODEC_NAMES[codec]
+        self._pages = page_headers(cast(BinaryIO, fh), start, end)
+        self.length = length
+
+    def fill(self, flat: np.ndarray[Any, Any]) -> int:
+        """Decode the next rows into ``flat`` (whole rows, C-contiguous); the rows filled.
+
+        Fewer than asked when the chunk ends or a page is declined (:attr:`declined`).
+        """
+        if self.length is None or self.declined:
+            return 0
+        want, done = len(flat), 0
+        rest = self._rest
+        if rest is not None:
+            n = min(len(rest), want)
+            flat[:n] = rest[:n]
+            self._rest = rest[n:] if n < len(rest) else None
+            done = n
+        while done < want and self._at < self._values:
+            count = self._page(flat[done:])
+            if count is None:
+                self.declined = True
+                self._rest = None
+                break
+            done += count
+        return done // self.length
+
+    def ended(self) -> bool:
+        """Whether every value was handed out and the pages end where the chunk does."""
+        if self.length is None or self.declined or self._rest is not None:
+            return False
+        if self._at != self._values:
+            return False
+        try:
+            return next(self._pages, None) is None
+        except ValueError:
+            return False
+
+    def _page(self, target: np.ndarray[Any, Any]) -> int | None:
+        """Decode the next data page (and the dictionary page before it); None if declined.
+
+        Its values go to ``target``; those past ``target``'s end are kept for the next call.
+        Returns how many values ``target`` got.
+        """
+        fh, stored, dtype, length = self._fh, self._stored, self._dtype, cast(int, self.length)
+        try:
+            while True:
+                page = next(self._pages, None)
+                if page is None:
+                    return None
+                pos = self._pos
+                fh.seek(pos)
+                if canonical(page.fields) != fh.read(page.body - pos):
+                    return None
+                pos = page.body + page.packed
+                if pos > self._end:  # checked before the page is read (and its buffer allocated)
+                    return None
+                self._pos = pos
+                body = _read(fh, page.body, page.packed)
+                crc = page.fields.get(4)
+                if isinstance(crc, int) and zlib.crc32(body) != crc & 0xFFFFFFFF:
+                    return None
+                # the header's counts, checked before the page is decompressed into page.raw
+                # bytes: a dictionary is exactly its entries, a data page at most its values
+                # and a byte of levels each (five bytes a row of at least 16 values, and two
+                # runs)
+                count = 0
+                if page.kind == DICTIONARY_PAGE:
+                    header = page.fields.get(7)
+                    if self._dictionary is not None or self._at or not isinstance(header, dict):
+                        return None
+                    entries = header.get(1)
+                    if (not isinstance(entries, int)
+                            or header.get(2) not in (PLAIN, PLAIN_DICTIONARY)
+                            or page.raw != entries * stored.itemsize):
+                        return None
+                elif page.kind == DATA_PAGE:
+                    header = page.fields.get(5)
+                    if not isinstance(header, dict):
+                        return None
+                    claimed = header.get(1)
+                    if (not isinstance(claimed, int) or claimed <= 0 or claimed % length
+                            or self._at + claimed > self._values or header.get(3) != RLE
+                            or header.get(4) != RLE
+                            or page.raw > claimed * (stored.itemsize + 1) + 64):
+                        return None
+                    count = claimed
+                else:
+                    return None
+                raw = body if self._name is None else pa.decompress(
+                    body, page.raw, codec=self._name, memory_pool=self._pool)
+                if len(raw) != page.raw:
+                    return None
+                view = memoryview(raw).cast("B")
+                if page.kind == DICTIONARY_PAGE:
+                    dictionary = _narrowed(np.frombuffer(view, dtype=stored), dtype)
+                    if dictionary is None:
+                        return None
+                    # a copy: the page may lie in the buffer the next page is read into
+                    self._dictionary = dictionary.copy()
+                    continue
+                # a page cut by the rows asked for is decoded whole, its last rows kept
+                whole = count <= len(target)
+                into = target[:count] if whole else np.empty(count, dtype=dtype)
+                if not self._decode(view, count, header.get(2), into):
+                    return None
+                self._at += count
+                if whole:
+                    return count
+                target[:] = into[:len(target)]
+                self._rest = into[len(target):]
+                return len(target)
+        except (OSError, ValueError, IndexError, TypeError, struct.error, pa.ArrowException):
+            return None
+
+    def _decode(
+        self, view: memoryview, count: int, encoding: object, target: np.ndarray[Any, Any]
+    ) -> bool:
+        """A data page's ``count`` values (its levels checked) into ``target``."""
+        length = cast(int, self.length)
+        level_end = _expect(view, 0, self._pattern * (count // length))
+        level_end = _expect(view, level_end, full_levels(self._max_definition, count))
+        if level_end is None:
+            return False
+        stored, dictionary = self._stored, self._dictionary
+        if encoding == PLAIN:
+            if len(view) - level_end != count * stored.itemsize:
+                return False
+            plain = _narrowed(np.frombuffer(view, dtype=stored, offset=level_end), self._dtype)
+            if plain is None:
+                return False
+            target[:] = plain
+            return True
+        if encoding not in (PLAIN_DICTIONARY, RLE_DICTIONARY) or dictionary is None:
+            return False
+        segments = _indices(view, level_end, count)
+        if segments is None:
+            # not the writer's full bit-packed runs: runs of repeated values too (a mask,
+            # padding), or runs cut short
+            return _runs(view, level_end, count, dictionary, target)
+        done = 0
+        for indices in segments:
+            n = indices.size
+            if n and int(indices.max()) >= len(dictionary):
+                return False  # an index past the dictionary: pyarrow refuses it
+            # bounds checked above: "clip" writes straight into out, where "raise"
+            # (numpy's default) decodes into a temporary of its size first
+            np.take(dictionary, indices, mode="clip",
+                    out=target[done:done + n].reshape(indices.shape))
+            done += n
+        return True
 
 
 #: Per thread, the scratch arrays of :func:`_scratch` (pages read, indices unpacked).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 from collections import OrderedDict, deque
@@ -73,8 +74,11 @@ class DirectReader:
         #: Windows read by pyarrow, windows that fell back to DuckDB after trying, and
         #: decodes of row groups begun ("streams": a group cut into windows is decoded once
         #: per stream, its windows handed out as the consumer reaches them); "fixed_lists":
-        #: columns of such decodes whose lists core/parquet/fixed_lists.py decoded.
-        self.stats = {"direct": 0, "fallback": 0, "streams": 0, "fixed_lists": 0}
+        #: columns of such decodes whose lists core/parquet/fixed_lists.py decoded whole (a
+        #: window that is its groups); "streamed_lists": those it decoded page by page (a
+        #: window cut from them), "lists_declined" those of them pyarrow took over part-way.
+        self.stats = {"direct": 0, "fallback": 0, "streams": 0, "fixed_lists": 0,
+                      "streamed_lists": 0, "lists_declined": 0}
         # open readers of row groups cut into windows, by (path, groups): a window read
         # continues the decode where the previous window of the same groups stopped
         self._streams: OrderedDict[tuple[str, tuple[int, ...]], _GroupStream] = OrderedDict()
@@ -213,6 +217,8 @@ class DirectReader:
             )
             self.stats["streams"] += 1
             self.stats["fixed_lists"] += stream.fast_columns
+            self.stats["streamed_lists"] += stream.streamed_columns
+        declined = stream.declined_columns
         # DuckDB decodes a row group in vectors of VECTOR_ROWS rows from its start, and
         # checks the pages it decodes: the stream decodes (and checks) at least up to the
         # end of the vector holding the window's last row, so a window this read accepts
@@ -232,6 +238,7 @@ class DirectReader:
                     yield batch if b - a == n else batch.slice(a - at, b - a)
             done = True
         finally:
+            self.stats["lists_declined"] += stream.declined_columns - declined
             if done and not stream.finished:
                 self._park(key, stream)
             else:  # finished, or failed part-way (nothing of it is trusted again)
@@ -349,16 +356,27 @@ class _GroupStream:
             _fixed_lists(pages, groups, leaves, self._fields, expected)
             if whole and FIXED_LISTS else {}
         )
-        #: How many columns :mod:`fixed_lists` decoded (pyarrow decodes the others).
+        # a window cut from the groups: their lists decoded page by page as rows are asked
+        # for, each batch in a buffer of its own (so windows share none)
+        self._streamed = (
+            _streamed_lists(pages, groups, leaves, self._fields, batch_rows=batch_rows,
+                            threads=threads)
+            if not whole and FIXED_LISTS else {}
+        )
+        #: How many columns :mod:`fixed_lists` decoded whole (pyarrow decodes the others).
         self.fast_columns = len(self._fast)
-        rest = [leaf for i, leaf in enumerate(leaves) if i not in self._fast]
+        #: How many columns :mod:`fixed_lists` decodes page by page (pyarrow the others).
+        self.streamed_columns = len(self._streamed)
+        rest = [
+            leaf for i, leaf in enumerate(leaves) if i not in self._fast and i not in self._streamed
+        ]
         self._batch_rows = batch_rows
         self._first_row = first
         self._batches: Iterator[pa.RecordBatch] = (
             self._joined(self._file.iter_batches(
                 batch_rows, row_groups=groups, column_indices=rest, use_threads=threads,
             ) if rest else None, first + expected)
-            if self._fast
+            if self._fast or self._streamed
             else self._file.iter_batches(
                 batch_rows, row_groups=groups, column_indices=leaves, use_threads=threads
             )
@@ -389,6 +407,10 @@ class _GroupStream:
                 return
             arrays = []
             for i, field in enumerate(self._fields):
+                streamed = self._streamed.get(i)
+                if streamed is not None:
+                    arrays.append(streamed.take(n))
+                    continue
                 values = self._fast.get(i)
                 if values is None:
                     assert batch is not None
@@ -397,12 +419,7 @@ class _GroupStream:
                 rows = values[at - self._first_row:at - self._first_row + n]
                 if len(rows) != n:
                     raise ValueError("the row groups hold fewer rows than their lists")
-                # built from buffers: pa.array() of a numpy array imports pandas (decision 0019)
-                offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32) * values.shape[1])
-                items = pa.Array.from_buffers(
-                    field.type.value_type, rows.size, [None, pa.py_buffer(rows)])
-                arrays.append(pa.Array.from_buffers(
-                    field.type, n, [None, offsets], children=[items]))
+                arrays.append(_list_array(field, rows))
             yield pa.RecordBatch.from_arrays(arrays, schema=self._schema)
             at += n
 
@@ -453,14 +470,22 @@ class _GroupStream:
             self.close()
 
     def close(self) -> None:
-        """Drop what is held and close the file."""
+        """Drop what is held and close the files."""
         self._held.clear()
         self._held_rows = 0
         self._file.close()
+        for streamed in self._streamed.values():
+            streamed.close()
+
+    @property
+    def declined_columns(self) -> int:
+        """Streamed list columns handed to pyarrow part-way (a page the module declined)."""
+        return sum(streamed.declined for streamed in self._streamed.values())
 
 
-#: Whether windows that are their row groups have their fixed-length numeric lists decoded
-#: by core/parquet/fixed_lists.py (False: pyarrow decodes every column, as before it).
+#: Whether the fixed-length numeric lists of row groups are decoded by
+#: core/parquet/fixed_lists.py: whole for a window that is its groups, page by page for
+#: windows cut from them (False: pyarrow decodes every column, as before it).
 FIXED_LISTS = True
 
 
@@ -474,20 +499,10 @@ def _fixed_lists(
     buffer the window then holds alone (a buffer shared by windows cut from the groups
     would outlive the cache's eviction of some of them).
     """
-    lists = [i for i, field in enumerate(fields) if pa.types.is_list(field.type)]
-    if not lists:
+    if not any(pa.types.is_list(field.type) for field in fields):
         return {}
     meta = pages.meta
-    first = meta.row_group(groups[0])
-    # the list columns whose values the module decodes, with their values per row in the
-    # first group (a column whose rows cannot all be that long is pyarrow's)
-    wanted = []
-    for i in lists:
-        head = first.column(leaves[i])
-        dtype = fixed_lists.value_dtype(fields[i].type.value_type, head.physical_type)
-        per_row, left = divmod(head.num_values, max(first.num_rows, 1))
-        if dtype is not None and per_row and not left:
-            wanted.append((i, dtype, per_row))
+    wanted = _list_dtypes(pages, groups[0], leaves, fields)
     if not wanted:
         return {}
     found: dict[int, np.ndarray] = {}
@@ -524,6 +539,208 @@ def _fixed_lists(
     except (OSError, ValueError, TypeError, NotImplementedError, pa.ArrowException):
         return {}
     return found
+
+
+def _list_dtypes(
+    pages: ShardPages, group: int, leaves: list[int], fields: list[pa.Field],
+) -> list[tuple[int, np.dtype[Any], int]]:
+    """The list columns :mod:`fixed_lists` may decode: ``(column, value dtype, per row)``.
+
+    Judged by ``group``'s chunks: a column whose rows cannot all be that long is pyarrow's.
+    """
+    first = pages.meta.row_group(group)
+    wanted = []
+    for i, field in enumerate(fields):
+        if not pa.types.is_list(field.type):
+            continue
+        head = first.column(leaves[i])
+        dtype = fixed_lists.value_dtype(field.type.value_type, head.physical_type)
+        per_row, left = divmod(head.num_values, max(first.num_rows, 1))
+        if dtype is not None and per_row and not left:
+            wanted.append((i, dtype, per_row))
+    return wanted
+
+
+def _streamed_lists(
+    pages: ShardPages, groups: list[int], leaves: list[int], fields: list[pa.Field],
+    *, batch_rows: int, threads: bool,
+) -> dict[int, _StreamedList]:
+    """The list columns of ``groups`` to decode page by page (:class:`_StreamedList`)."""
+    if not groups:
+        return {}
+    found: dict[int, _StreamedList] = {}
+    try:
+        for i, dtype, per_row in _list_dtypes(pages, groups[0], leaves, fields):
+            found[i] = _StreamedList(pages, groups, leaves[i], fields[i], dtype, per_row,
+                                     batch_rows=batch_rows, threads=threads)
+    except (OSError, ValueError, IndexError, pa.ArrowException):
+        for opened in found.values():  # pyarrow decodes them all, as before
+            opened.close()
+        return {}
+    return found
+
+
+class _StreamedList:
+    """One fixed-length list column of row groups, decoded page by page as rows are taken.
+
+    A window cut from a row group takes its rows (:meth:`take`) in a buffer of its own,
+    filled by :class:`fixed_lists.ChunkStream` from the group's pages, one group after the
+    other. From the first page the module declines (or a group whose lists are not all
+    ``per_row`` long), pyarrow decodes the column instead: its reader of the column starts
+    at the groups' first row and passes over the rows already handed out.
+
+    Args:
+        pages: The shard's pages.
+        groups: The row groups, in order.
+        leaf: The column's leaf.
+        field: The column's Arrow field (a list).
+        dtype: The numpy dtype of its values.
+        per_row: Values per row.
+        batch_rows: Rows per batch of pyarrow's reader, if it takes over.
+        threads: Whether pyarrow may decode in parallel (its fallback reader).
+    """
+
+    def __init__(
+        self, pages: ShardPages, groups: list[int], leaf: int, field: pa.Field,
+        dtype: np.dtype[Any], per_row: int, *, batch_rows: int, threads: bool,
+    ) -> None:
+        self._pages = pages
+        self._groups = list(groups)
+        self._leaf = leaf
+        self._field = field
+        self._dtype = dtype
+        self._per_row = per_row
+        self._threads = threads
+        self._batch_rows = max(1, batch_rows)
+        self._next_group = 0
+        self._chunk: fixed_lists.ChunkStream | None = None
+        self._fh: io.BufferedReader | None = open(pages.path, "rb")  # noqa: SIM115
+        self._taken = 0  # rows handed out
+        self._fallback: Iterator[pa.RecordBatch] | None = None
+        self._reader: pq.ParquetReader | None = None
+        self._held: deque[pa.Array] = deque()  # the fallback's rows not handed out yet
+        #: Whether pyarrow took over part-way.
+        self.declined = False
+
+    def take(self, n: int) -> pa.Array:
+        """The next ``n`` rows, as a list array over a buffer of their own.
+
+        Raises:
+            ValueError: If the groups end before ``n`` more rows (as pyarrow reports it).
+        """
+        if not self.declined:
+            memory = pa.allocate_buffer(n * self._per_row * self._dtype.itemsize,
+                                        memory_pool=read_pool())
+            rows = np.frombuffer(memory, dtype=self._dtype).reshape(n, self._per_row)
+            if self._fill(rows):
+                self._taken += n
+                return _list_array(self._field, rows)
+            self._decline()
+        return self._from_pyarrow(n)
+
+    def _fill(self, rows: np.ndarray[Any, Any]) -> bool:
+        """Fill ``rows`` from the groups' pages; False once the module declines a page."""
+        flat = rows.reshape(-1)
+        done, want = 0, len(rows)
+        while done < want:
+            chunk = self._chunk
+            if chunk is None or chunk.ended():
+                chunk = self._open_next()
+                if chunk is None:
+                    return False
+            got = chunk.fill(flat[done * self._per_row:])
+            if chunk.declined or (got == 0 and not chunk.ended()):
+                return False
+            done += got
+        return True
+
+    def _open_next(self) -> fixed_lists.ChunkStream | None:
+        """The next group's chunk stream (None: no more groups, or not this module's)."""
+        if self._next_group >= len(self._groups) or self._fh is None:
+            return None
+        meta = self._pages.meta
+        rg = meta.row_group(self._groups[self._next_group])
+        self._next_group += 1
+        chunk = rg.column(self._leaf)
+        if chunk.num_values != rg.num_rows * self._per_row:
+            return None
+        start, end = parquet_pages.chunk_range(chunk)
+        stream = fixed_lists.ChunkStream(
+            self._fh, start, end, codec=chunk.compression, physical=chunk.physical_type,
+            dtype=self._dtype, max_definition=meta.schema.column(self._leaf).max_definition_level,
+            rows=rg.num_rows, values=chunk.num_values, pool=read_pool(),
+        )
+        self._chunk = stream
+        return stream if stream.length == self._per_row else None
+
+    def _decline(self) -> None:
+        """Hand the column to pyarrow from the row after those handed out."""
+        self.declined = True
+        self._chunk = None
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        reader = pq.ParquetReader(memory_pool=read_pool())
+        reader.open(
+            self._pages.path, metadata=self._pages.meta, buffer_size=1 << 16, pre_buffer=False,
+            page_checksum_verification=True,
+        )
+        self._reader = reader
+        self._fallback = reader.iter_batches(
+            self._batch_rows, row_groups=self._groups,
+            column_indices=[self._leaf], use_threads=self._threads,
+        )
+        skip = self._taken
+        while skip:
+            batch = next(self._fallback, None)
+            if batch is None:
+                raise ValueError("the row groups hold fewer rows than their lists")
+            n = batch.num_rows
+            if n > skip:
+                self._held.append(batch.column(0).slice(skip))
+                break
+            skip -= n
+
+    def _from_pyarrow(self, n: int) -> pa.Array:
+        """The next ``n`` rows from pyarrow's reader of the column."""
+        assert self._fallback is not None
+        parts: list[pa.Array] = []
+        need = n
+        while need:
+            if not self._held:
+                batch = next(self._fallback, None)
+                if batch is None:
+                    raise ValueError("the row groups hold fewer rows than their lists")
+                self._held.append(batch.column(0))
+                continue
+            part = self._held.popleft()
+            if len(part) > need:
+                self._held.appendleft(part.slice(need))
+                part = part.slice(0, need)
+            parts.append(part)
+            need -= len(part)
+        self._taken += n
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+    def close(self) -> None:
+        """Close the files."""
+        self._held.clear()
+        self._chunk = None
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+def _list_array(field: pa.Field, rows: np.ndarray[Any, Any]) -> pa.Array:
+    """A list array of ``field``'s type over ``rows`` (rows x values, C-contiguous)."""
+    n, width = rows.shape
+    # built from buffers: pa.array() of a numpy array imports pandas (decision 0019)
+    offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32) * width)
+    items = pa.Array.from_buffers(field.type.value_type, rows.size, [None, pa.py_buffer(rows)])
+    return pa.Array.from_buffers(field.type, n, [None, offsets], children=[items])
 
 
 class Spare:
