@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -54,19 +55,25 @@ def write(path: Path, rows: int, length: int, dtype: str, *, distinct: int, code
     return table
 
 
-def decode_group(
-    path: Path, group: int, dtype: str, data: bytes | None = None,
-) -> np.ndarray | None:
+def chunk_args(path: Path, group: int, dtype: str) -> tuple[int, int, dict[str, Any]]:
+    """Where the tokens' chunk of ``group`` lies, and the footer's arguments to decode it."""
     meta = pq.ParquetFile(path).metadata
     chunk = meta.row_group(group).column(1)
     start, end = chunk_range(chunk)
+    return start, end, {
+        "codec": chunk.compression, "physical": chunk.physical_type, "dtype": np.dtype(dtype),
+        "max_definition": meta.schema.column(1).max_definition_level,
+        "rows": meta.row_group(group).num_rows, "values": chunk.num_values,
+    }
+
+
+def decode_group(
+    path: Path, group: int, dtype: str, data: bytes | None = None,
+) -> np.ndarray | None:
+    start, end, args = chunk_args(path, group, dtype)
     if data is None:
         data = path.read_bytes()[start:end]
-    return decode_chunk(
-        data, codec=chunk.compression, physical=chunk.physical_type, dtype=np.dtype(dtype),
-        max_definition=meta.schema.column(1).max_definition_level,
-        rows=meta.row_group(group).num_rows, values=chunk.num_values,
-    )
+    return decode_chunk(data, **args)
 
 
 def pyarrow_group(path: Path, group: int) -> np.ndarray:
@@ -551,15 +558,8 @@ def test_pages_mostly_bit_packed_between_runs_are_left_to_pyarrow(tmp_path: Path
 def _stream(path: Path, group: int, dtype: str) -> fixed_lists.ChunkStream:
     import io
 
-    meta = pq.ParquetFile(path).metadata
-    chunk = meta.row_group(group).column(1)
-    start, end = chunk_range(chunk)
-    return fixed_lists.ChunkStream(
-        io.BytesIO(path.read_bytes()), start, end, codec=chunk.compression,
-        physical=chunk.physical_type, dtype=np.dtype(dtype),
-        max_definition=meta.schema.column(1).max_definition_level,
-        rows=meta.row_group(group).num_rows, values=chunk.num_values,
-    )
+    start, end, args = chunk_args(path, group, dtype)
+    return fixed_lists.ChunkStream(io.BytesIO(path.read_bytes()), start, end, **args)
 
 
 @settings(max_examples=60, deadline=None,

@@ -335,14 +335,7 @@ class _GroupStream:
         self, pages: ShardPages, groups: list[int], columns: list[str], text: list[str],
         first: int, expected: int, *, batch_rows: int, threads: bool, whole: bool = False,
     ) -> None:
-        # pages that record a CRC-32 are checked as they are decoded: a mismatch fails the
-        # read, and DuckDB's path then checks the group and names the page (window_read.py).
-        # Decoded into read_pool(), not pyarrow's default pool (decision 0022).
-        self._file = pq.ParquetReader(memory_pool=read_pool())
-        self._file.open(
-            pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False,
-            page_checksum_verification=True,
-        )
+        self._file = _open_reader(pages)  # CRC-32s checked, into read_pool()
         # the allow-list found one leaf per column (pages.leaves, in the columns' order)
         leaves = [index for index, _ in pages.leaves or ()]
         if len(leaves) != len(columns):
@@ -662,8 +655,6 @@ class _StreamedList:
         rg = meta.row_group(self._groups[self._next_group])
         self._next_group += 1
         chunk = rg.column(self._leaf)
-        if chunk.num_values != rg.num_rows * self._per_row:
-            return None
         start, end = parquet_pages.chunk_range(chunk)
         stream = fixed_lists.ChunkStream(
             self._fh, start, end, codec=chunk.compression, physical=chunk.physical_type,
@@ -671,6 +662,7 @@ class _StreamedList:
             rows=rg.num_rows, values=chunk.num_values, pool=read_pool(),
         )
         self._chunk = stream
+        # the group's rows are all per_row long (its values per row, as the stream finds)
         return stream if stream.length == self._per_row else None
 
     def _decline(self) -> None:
@@ -680,29 +672,22 @@ class _StreamedList:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
-        reader = pq.ParquetReader(memory_pool=read_pool())
-        reader.open(
-            self._pages.path, metadata=self._pages.meta, buffer_size=1 << 16, pre_buffer=False,
-            page_checksum_verification=True,
-        )
+        reader = _open_reader(self._pages)
         self._reader = reader
         self._fallback = reader.iter_batches(
             self._batch_rows, row_groups=self._groups,
             column_indices=[self._leaf], use_threads=self._threads,
         )
-        skip = self._taken
-        while skip:
-            batch = next(self._fallback, None)
-            if batch is None:
-                raise ValueError("the row groups hold fewer rows than their lists")
-            n = batch.num_rows
-            if n > skip:
-                self._held.append(batch.column(0).slice(skip))
-                break
-            skip -= n
+        self._pull(self._taken)  # the rows already handed out, passed over
 
     def _from_pyarrow(self, n: int) -> pa.Array:
         """The next ``n`` rows from pyarrow's reader of the column."""
+        parts = self._pull(n)
+        self._taken += n
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+    def _pull(self, n: int) -> list[pa.Array]:
+        """The next ``n`` rows of pyarrow's reader, in pieces (rows past them held)."""
         assert self._fallback is not None
         parts: list[pa.Array] = []
         need = n
@@ -719,8 +704,7 @@ class _StreamedList:
                 part = part.slice(0, need)
             parts.append(part)
             need -= len(part)
-        self._taken += n
-        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+        return parts
 
     def close(self) -> None:
         """Close the files."""
@@ -732,6 +716,20 @@ class _StreamedList:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+
+
+def _open_reader(pages: ShardPages) -> pq.ParquetReader:
+    """Open pyarrow's reader of a shard, decoding into ``read_pool()`` (decision 0022).
+
+    Pages that record a CRC-32 are checked as they are decoded: a mismatch fails the read,
+    and DuckDB's path then checks the group and names the page (window_read.py).
+    """
+    reader = pq.ParquetReader(memory_pool=read_pool())
+    reader.open(
+        pages.path, metadata=pages.meta, buffer_size=1 << 16, pre_buffer=False,
+        page_checksum_verification=True,
+    )
+    return reader
 
 
 def _list_array(field: pa.Field, rows: np.ndarray[Any, Any]) -> pa.Array:
