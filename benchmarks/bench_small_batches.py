@@ -47,6 +47,7 @@ import common
 
 import undertale_duck
 from undertale_duck import ChunkedSampler, ParquetDataset, collate
+from undertale_duck.core.rows import row_access
 
 Entry = dict[str, Any]
 
@@ -247,6 +248,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--parts", action="store_true",
                    help="also time each part of a DataLoader batch (fetch, collate, check, the "
                    "rest) in one more epoch per round and batch size")
+    p.add_argument("--ahead-ab", action="store_true",
+                   help="also measure the DataLoader with every run sliced alone (the dataset "
+                   "not slicing the runs that follow ahead, decision 0038), in turns with it")
     p.add_argument("--label", default="", help="a name for this run in the output")
     p.add_argument("--data", type=Path, default=common.DATA)
     p.add_argument("--out", type=Path, default=common.RESULTS)
@@ -258,11 +262,19 @@ def _rounds(args: argparse.Namespace, ds: ParquetDataset, prebuilt: dict[int, Pr
             results: dict[str, Any]) -> None:
     """The measurements of every round, batch sizes taking turns, into ``results``."""
     table = not args.no_pyarrow
-    for _ in range(args.repeat):
+    for turn in range(args.repeat):
         for batch in args.batches:
-            entry = measure(lambda b=batch: ours(ds, b), args.epochs, check=check)
-            results["entries"].append({"loader": f"undertale_duck cached, batch {batch}",
-                                       "batch": batch, **entry})
+            # with --ahead-ab, the dataset slicing runs ahead or not, in turns (A/B, B/A)
+            ahead = [True, False][:: 1 if turn % 2 == 0 else -1] if args.ahead_ab else [True]
+            for on in ahead:
+                row_access.SLICE_AHEAD = on
+                try:
+                    entry = measure(lambda b=batch: ours(ds, b), args.epochs, check=check)
+                finally:
+                    row_access.SLICE_AHEAD = True
+                name = "undertale_duck cached" if on else "undertale_duck cached, runs alone"
+                results["entries"].append({"loader": f"{name}, batch {batch}",
+                                           "batch": batch, **entry})
             if table:
                 entry = measure(lambda b=batch: slices(b), args.epochs, check=check)
                 results["entries"].append({"loader": f"pyarrow slices, batch {batch}",
@@ -317,8 +329,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for name in loaders]
     ratios: dict[str, float] = {}
     reference = args.batches[0]
-    kinds = ("undertale_duck cached", "undertale_duck ChunkedLoader", "pyarrow slices",
-             "DataLoader alone")
+    kinds = ("undertale_duck cached", "undertale_duck cached, runs alone",
+             "undertale_duck ChunkedLoader", "pyarrow slices", "DataLoader alone")
     fits: dict[str, dict[str, float]] = {}
     for kind in kinds:
         for batch in args.batches[1:]:
@@ -339,6 +351,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 fits[f"{kind}, batches {batch} and {reference}"] = fit(
                     median_of(entries, small, "cpu_us_per_row"),
                     median_of(entries, large, "cpu_us_per_row"), batch, reference)
+    for batch in args.batches if args.ahead_ab else []:
+        on = f"undertale_duck cached, batch {batch}"
+        off = f"undertale_duck cached, runs alone, batch {batch}"
+        key = f"runs sliced ahead / alone, batch {batch} rows/s"
+        ratios[key] = median_of(entries, on, "rate") / median_of(entries, off, "rate")
+        results.setdefault("paired", {})[key] = [a["rate"] / b["rate"] for a, b in zip(
+            (e for e in entries if e["loader"] == on),
+            (e for e in entries if e["loader"] == off), strict=True)]
     results["ratios"] = ratios
     results["fits"] = fits
     text = (f"{len(ds):,} rows of 512 tokens (`id`, `tokens`, `mask`, `label`), "

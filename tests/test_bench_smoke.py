@@ -114,12 +114,14 @@ def test_small_batches_benchmark_checks_every_row_when_asked(tmp_path: Path) -> 
     import bench_small_batches
     import torch
 
+    from undertale_duck.core.rows import row_access
+
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # the check runs on one thread; the caller's count comes back
     try:
         results = bench_small_batches.main([
             "--shards", "2", "--rows", "600", "--row-group", "100", "--repeat", "1",
-            "--epochs", "2", "--check", "--no-floor", "--label", "checked",
+            "--epochs", "2", "--check", "--no-floor", "--ahead-ab", "--label", "checked",
             "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
         ])
         assert torch.get_num_threads() == 2
@@ -128,7 +130,11 @@ def test_small_batches_benchmark_checks_every_row_when_asked(tmp_path: Path) -> 
     assert results["checked"] is True
     assert {e["rows"] for e in results["entries"]} == {2 * 2 * 600}  # two epochs, each checked
     loaders = {e["loader"].rsplit(",", 1)[0] for e in results["entries"]}
-    assert loaders == {"undertale_duck cached", "undertale_duck ChunkedLoader", "pyarrow slices"}
+    assert loaders == {"undertale_duck cached", "undertale_duck cached, runs alone",
+                       "undertale_duck ChunkedLoader", "pyarrow slices"}
+    assert {k for k in results["ratios"] if k.startswith("runs sliced ahead / alone")} == {
+        "runs sliced ahead / alone, batch 256 rows/s", "runs sliced ahead / alone, batch 64 rows/s"}
+    assert row_access.SLICE_AHEAD  # the A/B leaves the dataset slicing ahead
     assert "every row checked" in (tmp_path / "out" / "small_batches_checked.md").read_text()
 
 

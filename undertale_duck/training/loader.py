@@ -24,7 +24,7 @@ from ..common.numbers import check_int
 from ..common.parts import consecutive_parts
 from ..common.sizes import DEFAULT_MEMORY
 from ..core.pack import Pack
-from ..core.rows import Format, RowBatch
+from ..core.rows import AHEAD_BYTES, AHEAD_ROWS, Format, RowBatch
 from ..core.runtime import TaskMap
 from ..core.source import SourceLike
 from ..core.views import Split
@@ -282,13 +282,6 @@ def _profiling() -> bool:
     return True if enabled is None else bool(enabled())
 
 
-#: The most rows and bytes one fetch serves to several small batches of a ``workers=0``
-#: epoch: past about 1,024 rows cutting a group costs more per batch than its fetch saves,
-#: and past 1 MiB its copies land on fresh pages (a fault per page) and outgrow the CPU's
-#: cache, costing more per row than they save per batch.
-_GROUP_ROWS = 1024
-_GROUP_BYTES = 1 << 20
-
 #: ``__getitems__`` whose rows depend on their indices alone (several batches may be fetched
 #: as one): our own datasets', not a subclass's (or an instance's own) that may look at the
 #: batch it is handed.
@@ -433,7 +426,7 @@ def _per_group(rows: Any) -> int:
     if not isinstance(rows, RowBatch) or rows.materialized or not len(rows):
         return 1
     row_bytes = max(1, -(-rows.nbytes() // len(rows)))
-    return max(1, min(_GROUP_ROWS, _GROUP_BYTES // row_bytes) // len(rows))
+    return max(1, min(AHEAD_ROWS, AHEAD_BYTES // row_bytes) // len(rows))
 
 
 class _Counting(Iterator[Any]):

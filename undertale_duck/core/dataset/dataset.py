@@ -259,6 +259,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self._reader_pid = os.getpid()
         self._sql_session: QuerySession | None = None
         self._monitor: AccessMonitor | None = None
+        self._forget_runs()
         self.disk_dir: str | None = None
         if self.disk:
             self.disk_dir = prepare_directory(self._disk_spec, self.source.paths)
@@ -371,6 +372,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         state = self.__dict__.copy()
         state["_reader"] = None
         state["_monitor"] = None
+        state["_ahead"] = {}
         state["_sql_session"] = None
         state["_index_executor"] = None  # a process group does not travel; a copy indexes here
         return state
@@ -396,6 +398,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         """
         session, reader = self._sql_session, self._reader
         self._reader = None  # the next use builds a new reader
+        self._forget_runs()
         if session is not None:
             session.close()
         if reader is not None:

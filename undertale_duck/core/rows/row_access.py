@@ -15,11 +15,21 @@ from ..read import AccessMonitor, WindowReader
 from ..source import windows as win
 from .gather import gather
 from .indices import index_array
-from .row_batch import Row
+from .row_batch import Row, RowBatch
 from .rows import ConversionFailure, Format, Selection, TensorRangeError, merge, select
 
 if TYPE_CHECKING:
     from ..source import Source
+
+#: The most rows and bytes one slice serves to the runs that follow it (several small
+#: batches of a sequential epoch): past about 1,024 rows cutting it costs more per batch
+#: than the slice saves, and past 1 MiB its copies land on fresh pages (a fault per page)
+#: and outgrow the CPU's cache, costing more per row than they save per batch.
+AHEAD_ROWS = 1024
+AHEAD_BYTES = 1 << 20
+
+#: False: every run is sliced alone (``benchmarks/bench_small_batches.py --ahead-ab``).
+SLICE_AHEAD = True
 
 
 class RowAccess:
@@ -38,6 +48,11 @@ class RowAccess:
     _starts_array: np.ndarray[Any, np.dtype[np.int64]]
     _reader: WindowReader | None
     _monitor: AccessMonitor | None
+    #: runs sliced ahead, by first index (see ``_run_of``); where the last run ended; the
+    #: last window's decoded bytes a row
+    _ahead: dict[int, MutableSequence[Row]]
+    _follows: int
+    _row_bytes: tuple[int, int]
 
     if TYPE_CHECKING:
 
@@ -50,6 +65,12 @@ class RowAccess:
 
         def locate_many(self, indices: Sequence[int]) -> list[tuple[str, int]]:
             """The shard and local row of each of many global indices."""
+
+    def _forget_runs(self) -> None:
+        """Drop the runs sliced ahead (the dataset was opened, reopened or closed)."""
+        self._ahead = {}
+        self._follows = -1
+        self._row_bytes = (-1, 0)
 
     def __getitem__(self, index: int) -> Row:
         """Return one row as ``{column: value}`` with the values pyarrow's ``as_py()`` gives.
@@ -183,6 +204,10 @@ class RowAccess:
 
         The common batch (a sequential or ``ChunkedSampler`` order hands torch's batch
         sampler's lists of ints): recognised with one list comparison, served by one slice.
+        A run that begins where the last one ended (a sequential epoch through a plain
+        ``DataLoader``) is served with the next runs of its size from one slice
+        (:data:`AHEAD_ROWS`, :data:`AHEAD_BYTES`): those wait, cut apart, for their own
+        calls, so a batch of them costs a lookup instead of a slice and its copies.
         """
         if type(indices) is not list or not indices:
             return None
@@ -192,21 +217,49 @@ class RowAccess:
             return None
         if len(set(map(type, indices))) > 1:  # [3, 4.0] or [0, True] equal a run of ints
             return None
+        # a part is claimed by one atomic pop: a caller on another thread asking for the same
+        # rows at once does not get the same tensors
+        part = self._ahead.pop(start, None)
+        follows = start == self._follows
+        self._follows = start + n
+        if part is not None and len(part) == n:
+            return part
         starts = self._starts
         position = bisect.bisect_right(starts, start) - 1
-        if position < 0 or start + n > (
-            starts[position + 1] if position + 1 < len(starts) else self._length
-        ):
+        end = starts[position + 1] if position + 1 < len(starts) else self._length
+        if position < 0 or start + n > end:
             return None
         table = self.reader.window(position)
         offset = starts[position]
         local = slice(start - offset, start - offset + n)
         if self.format == "python":
             return self._select(position, table, local)
+        count = self._ahead_count(position, table, n, end - start) if follows and SLICE_AHEAD else 1
         try:
-            return gather([table], [local], None, n, self.format)
+            rows = gather(
+                [table], [slice(local.start, local.start + count * n)], None, count * n,
+                self.format,
+            )
         except (ConversionFailure, TensorRangeError):
             return self._select(position, table, local)  # names the shard and row
+        if count == 1 or not isinstance(rows, RowBatch):
+            return rows
+        parts = rows.split([n] * count)
+        if parts is None:
+            return None
+        self._ahead = {start + k * n: parts[k] for k in range(1, count)}
+        return parts[0]
+
+    def _ahead_count(self, position: int, table: pa.Table, n: int, left: int) -> int:
+        """How many runs of ``n`` rows to slice at once, ``left`` rows to the window's end."""
+        most = min(AHEAD_ROWS, left) // n
+        if most < 2:
+            return 1
+        known, row_bytes = self._row_bytes
+        if known != position:  # once a window: pyarrow sums the bytes its rows use
+            row_bytes = max(1, -(-table.nbytes // max(1, table.num_rows)))
+            self._row_bytes = (position, row_bytes)
+        return max(1, min(most, AHEAD_BYTES // row_bytes // n))
 
     def _normalize(self, indices: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
         """Check and normalize many indices at once (negative ones count from the end)."""
