@@ -103,8 +103,8 @@ def walks(draw: st.DrawFn) -> list[list[int]]:
             start = draw(st.integers(0, TOTAL - 1))
         elif step == "again" and calls:  # the last run asked again
             start = calls[-1][0]
-        elif step == "back" and calls:  # a run sliced ahead, asked with another length
-            start = calls[-1][-1] + 1 + draw(st.integers(0, 40))
+        elif step == "back" and calls:  # where a run sliced ahead begins, another length
+            start = calls[-1][-1] + 1 + size * draw(st.integers(0, 3))
             size = draw(st.integers(1, 40))
         start %= TOTAL
         calls.append(list(range(start, min(start + size, TOTAL))))
