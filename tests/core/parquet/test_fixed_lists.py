@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +219,6 @@ def test_a_page_whose_checksum_fails_is_left_to_pyarrow(tmp_path: Path, checksum
 def test_a_run_header_that_is_not_the_writer_s_is_left_to_pyarrow(
     tmp_path: Path, value: int, which: str,
 ) -> None:
-    import io
 
     from undertale_duck.core.parquet.pages import page_headers
 
@@ -277,7 +277,6 @@ def test_a_page_that_claims_more_bytes_than_its_chunk_is_not_read(
 ) -> None:
     # a dictionary page whose header claims `packed` bytes (past the chunk's end): None,
     # before a buffer of that size is allocated
-    import io
     import tracemalloc
 
     from undertale_duck.core.parquet.fixed_lists import canonical
@@ -315,7 +314,6 @@ def test_a_page_that_claims_to_decompress_to_more_than_its_values_is_not_decompr
 ) -> None:
     # a page header claiming 1 GiB decompressed (a decompression bomb's header): None before
     # a buffer of that size is asked of the pool
-    import io
 
     from undertale_duck.core.parquet.fixed_lists import canonical
     from undertale_duck.core.parquet.pages import page_headers
@@ -556,7 +554,6 @@ def test_pages_mostly_bit_packed_between_runs_are_left_to_pyarrow(tmp_path: Path
 
 
 def _stream(path: Path, group: int, dtype: str) -> fixed_lists.ChunkStream:
-    import io
 
     start, end, args = chunk_args(path, group, dtype)
     return fixed_lists.ChunkStream(io.BytesIO(path.read_bytes()), start, end, **args)
@@ -607,6 +604,28 @@ def test_a_chunk_taken_in_pieces_of_any_size_is_the_whole_decode(
     assert np.array_equal(np.concatenate(got), whole)
     assert np.array_equal(whole, pyarrow_group(path, 0))
     assert stream.ended() and stream.fill(np.empty(length, dtype=dtype)) == 0
+
+
+def test_pages_past_a_chunks_values_end_it_whenever_asked(tmp_path: Path) -> None:
+    # a byte range running on into the next column's chunk: its values all handed out, the
+    # pages do not end there, and asking again (the streamed column asks twice) must not
+    # read on until they seem to
+    table = pa.table({
+        "row": pa.array(range(100)),
+        "tokens": pa.array([[r] * 16 for r in range(100)], pa.list_(pa.int32())),
+        "after": pa.array(range(100), pa.int64()),
+    })
+    path = tmp_path / "runs-on.parquet"
+    pq.write_table(table, path, row_group_size=100, use_dictionary=False)
+    start, _, args = chunk_args(path, 0, "int32")
+    _, end = chunk_range(pq.ParquetFile(path).metadata.row_group(0).column(2))
+    for stop in (end, chunk_args(path, 0, "int32")[1]):
+        stream = fixed_lists.ChunkStream(io.BytesIO(path.read_bytes()), start, stop, **args)
+        out = np.zeros((100, 16), dtype=np.int32)
+        assert stream.fill(out.reshape(-1)) == 100
+        assert out.tolist() == [[r] * 16 for r in range(100)]
+        verdicts = [stream.ended() for _ in range(3)]
+        assert verdicts == [stop != end] * 3
 
 
 def test_a_stream_declines_at_the_first_page_it_cannot_decode(tmp_path: Path) -> None:

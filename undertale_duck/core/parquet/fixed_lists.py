@@ -257,6 +257,7 @@ class ChunkStream:
         self.length: int | None = None
         #: Whether a page could not be decoded (pyarrow must read the rest).
         self.declined = False
+        self._ended: bool | None = None  # ended()'s verdict, once it has read past the values
         self._fh = fh
         self._end = end
         self._dtype = dtype
@@ -307,15 +308,21 @@ class ChunkStream:
         return done // self.length
 
     def ended(self) -> bool:
-        """Whether every value was handed out and the pages end where the chunk does."""
+        """Whether every value was handed out and the pages end where the chunk does.
+
+        Asked again, the same answer: the first asking reads the page after the last value.
+        """
+        if self._ended is not None:
+            return self._ended
         if self.length is None or self.declined or self._rest is not None:
             return False
         if self._at != self._values:
             return False
         try:
-            return next(self._pages, None) is None
+            self._ended = next(self._pages, None) is None
         except ValueError:
-            return False
+            self._ended = False
+        return self._ended
 
     def _page(self, target: np.ndarray[Any, Any]) -> int | None:
         """Decode the next data page (and the dictionary page before it); None if declined.
