@@ -41,7 +41,7 @@ from .duck import (
     threads_of,
     worker_duckdb_config,
 )
-from .interrupt import interruptible
+from .interrupt import cancelled_at_exit, exiting, interruptible, sleep_unless_exiting
 from .locks import acquire, release, try_acquire
 from .sqlfiles import SQL_DIRS
 from .sqltree import syntax_nodes
@@ -68,10 +68,12 @@ __all__ = [
     "cache_dir",
     "cache_root",
     "cachedir",
+    "cancelled_at_exit",
     "connect",
     "default_duckdb_config",
     "duck",
     "duckdb_path",
+    "exiting",
     "failures",
     "fit_arrow_pool",
     "foreign_parquet",
@@ -89,6 +91,7 @@ __all__ = [
     "read_record",
     "release",
     "run_here",
+    "sleep_unless_exiting",
     "sqlfiles",
     "syntax_nodes",
     "tagged",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import duckdb
@@ -16,20 +16,62 @@ INTERRUPT_EVERY = 0.1
 
 #: DuckDB connections running work in other threads (read-ahead), interrupted at exit.
 _BACKGROUND: set[duckdb.DuckDBPyConnection] = set()
+#: Cancels of the store requests other threads await (see :func:`cancelled_at_exit`).
+_CANCELS: set[Callable[[], object]] = set()
 _BACKGROUND_LOCK = threading.Lock()
+#: Set by :func:`interrupt_background`: the process is exiting.
+_EXITING = threading.Event()
 
 
 def interrupt_background() -> None:
-    """Interrupt the DuckDB work other threads are running (at exit: it is then dropped).
+    """Stop the work other threads are running (at exit: it is then dropped).
 
-    A read-ahead thread in the middle of a long window read would otherwise keep the process
-    from exiting after Ctrl-C until that read ends (the exit hook waits for it).
+    Their DuckDB work is interrupted and their store requests cancelled (from then on, new
+    ones are cancelled as they begin). A read-ahead thread in the middle of a long window
+    read or download would otherwise keep the process from exiting, after an error or
+    Ctrl-C too, until that read ends (the exit hook waits for it): a download that fails
+    and is retried can take minutes.
     """
+    _EXITING.set()
     with _BACKGROUND_LOCK:
         running = list(_BACKGROUND)
+        cancels = list(_CANCELS)
     for cursor in running:
         with contextlib.suppress(duckdb.Error, RuntimeError):
             cursor.interrupt()
+    for cancel in cancels:
+        cancel()
+
+
+def exiting() -> bool:
+    """Whether :func:`interrupt_background` ran: work on other threads is being stopped."""
+    return _EXITING.is_set()
+
+
+def sleep_unless_exiting(seconds: float) -> bool:
+    """Sleep ``seconds`` (a retry's backoff) unless the process begins to exit; True if so."""
+    return _EXITING.wait(seconds)
+
+
+@contextlib.contextmanager
+def cancelled_at_exit(cancel: Callable[[], object]) -> Iterator[None]:
+    """Have :func:`interrupt_background` call ``cancel`` while the block runs.
+
+    For a thread other than the main one awaiting a store request: ``cancel`` (a future's
+    ``cancel``) ends the wait. Called at once if the exit has already begun.
+
+    Args:
+        cancel: Cancels the request; it must not block.
+    """
+    with _BACKGROUND_LOCK:
+        _CANCELS.add(cancel)
+    try:
+        if _EXITING.is_set():
+            cancel()
+        yield
+    finally:
+        with _BACKGROUND_LOCK:
+            _CANCELS.discard(cancel)
 
 
 def interruptible(cursor: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:

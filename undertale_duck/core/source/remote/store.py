@@ -13,8 +13,8 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +26,7 @@ from ....errors import (
     StorageError,
     UndertaleDuckError,
 )
+from ...runtime import cancelled_at_exit, exiting, sleep_unless_exiting
 from ..local import MAGIC
 from ..shard import Shard
 from .fsclient import check_options, duckdb_filesystem, endpoint_of, make_filesystem
@@ -470,6 +471,8 @@ class Store:
         start = time.monotonic()
         delay = BACKOFF_S
         for attempt in range(self.retries + 1):
+            if exiting() and threading.current_thread() is not threading.main_thread():
+                raise _stopped(what, url)
             try:
                 return fn()
             except FileNotFoundError:
@@ -500,7 +503,8 @@ class Store:
                         "try again)",
                         url,
                     ) from None
-                time.sleep(delay * random.uniform(0.5, 1.0))
+                if sleep_unless_exiting(delay * random.uniform(0.5, 1.0)):
+                    raise _stopped(what, url) from None
                 delay = min(BACKOFF_MAX_S, delay * 2)
         raise AssertionError("unreachable")
 
@@ -515,14 +519,15 @@ class Store:
         def head() -> dict[str, Any]:
             fs = self.fs
             fs.invalidate_cache(url)
-            return dict(fs.info(url))
+            return dict(_request(fs, url, "info", url))
 
         return self.call("read the metadata of", url, head)
 
     def read_range(self, url: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of an object, by one range request (retried)."""
         data = self.call(
-            "read", url, lambda: bytes(self.fs.cat_file(url, start=start, end=end))
+            "read", url,
+            lambda: bytes(_request(self.fs, url, "cat_file", url, start=start, end=end)),
         )
         self.traffic.add(range_bytes=len(data), range_requests=1)
         if len(data) != end - start:
@@ -605,7 +610,7 @@ class Store:
         url = shard.path
 
         def get() -> None:
-            self.fs.get_file(url, target)
+            _request(self.fs, url, "get_file", url, target)
             got = os.path.getsize(target)
             if got != shard.size:
                 self.check(shard)  # replaced: ShardChangedError; else a cut transfer
@@ -653,9 +658,9 @@ class Store:
                             url,
                         ) from None
                     raise
-            got = self.fs.cat_ranges(
-                [url] * len(ranges), [a for a, _ in ranges], [b for _, b in ranges],
-                on_error="raise",
+            got = _request(
+                self.fs, url, "cat_ranges", [url] * len(ranges), [a for a, _ in ranges],
+                [b for _, b in ranges], on_error="raise",
             )
             return [bytes(g) for g in got]
 
@@ -797,6 +802,39 @@ class Store:
                 self._behind.pop(self.cache.key(shard), None)
 
 
+def _request(fs: Any, url: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``fs.<method>(*args, **kwargs)``; on a thread other than the main one, cancelled at exit.
+
+    A read-ahead thread's request (a window's download) is awaited by the process's exit
+    hook, which would otherwise wait as long as the store takes to answer or time out. An
+    asynchronous fsspec filesystem's request is run on its loop and abandoned at exit
+    (:func:`~undertale_duck.core.runtime.cancelled_at_exit`); a synchronous one runs as it is.
+    """
+    if threading.current_thread() is threading.main_thread() or not getattr(
+        fs, "async_impl", False
+    ):
+        return getattr(fs, method)(*args, **kwargs)
+    loop = fs.loop  # first: in a forked child fsspec refuses it, before a coroutine is made
+    return _awaited(loop, url, getattr(fs, "_" + method)(*args, **kwargs))
+
+
+def _awaited(
+    loop: asyncio.AbstractEventLoop, url: str, coroutine: Coroutine[Any, Any, T]
+) -> T:
+    """Run ``coroutine`` on a filesystem's ``loop`` and wait for it; cancelled at exit."""
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    with cancelled_at_exit(future.cancel):
+        try:
+            return future.result()
+        except CancelledError:
+            raise _stopped("read", url) from None
+
+
+def _stopped(what: str, url: str) -> StorageError:
+    """The error of a request on another thread stopped because the process is exiting."""
+    return StorageError(f"cannot {what} {url}: stopped, the process is exiting", url)
+
+
 def _s3_pin(fs: Any, version: str | None) -> dict[str, str] | None:
     """The ``get_object`` arguments pinning a request to a listed S3 version, or None."""
     if version is None or not hasattr(fs, "_call_s3"):
@@ -829,6 +867,9 @@ def _s3_ranges(
     async def every() -> list[bytes]:
         return list(await asyncio.gather(*(one(a, b) for a, b in ranges)))
 
+    if threading.current_thread() is not threading.main_thread():
+        loop = fs.loop
+        return _awaited(loop, url, every())
     return sync(fs.loop, every)  # type: ignore[no-any-return]
 
 
