@@ -133,3 +133,58 @@ def test_a_retrying_request_on_another_thread_stops_when_the_exit_begins() -> No
     for name in ("first", "later"):
         assert errors[name].startswith("StorageError: cannot download"), errors
         assert "stopped, the process is exiting" in errors[name], errors
+
+
+BEHIND = """
+import json, sys
+from undertale_duck import ParquetDataset
+urls, cache = json.loads(sys.argv[1])
+ds = ParquetDataset(urls, memory=64, cache_dir=cache, window_bytes="32KiB", read_ahead=False)
+print("open", flush=True)
+sys.stdin.readline()  # the server holds whole transfers from now on
+row = ds[0]  # a window read by byte ranges, then the whole shard downloads behind it
+print("read", row["id"], flush=True)
+sys.stdin.readline()  # end of input: the script ends with that download in flight
+"""
+
+
+def test_the_exit_does_not_wait_for_a_download_behind_a_range_read(tmp_path: Path) -> None:
+    # the shard's download behind a window read by ranges ran on a ThreadPoolExecutor,
+    # whose thread Python's own exit joins before any exit hook can stop its request
+    pytest.importorskip("aiohttp")
+    datagen.write_shards(tmp_path / "src", [4000], row_group_size=500)
+    server = HTTPServer()
+    proc: subprocess.Popen[str] | None = None
+    try:
+        urls = serve_directory(server, tmp_path / "src", "ds")
+        cache = tmp_path / "cache"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", BEHIND, json.dumps([urls, str(cache)])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=child_env(),
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline().strip() == "open"
+        server.state.stall.set()
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().split() == ["read", datagen.row(0)["id"]]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _part_files(cache):
+            time.sleep(0.01)
+        assert _part_files(cache), "the download behind the range read never began"
+        assert any(method == "GET" and rng is not None for method, _, rng in
+                   server.state.requests)  # the window itself was read by ranges
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=45)  # a hang detector: the held transfer lasts 60 s a try
+        except subprocess.TimeoutExpired:
+            pytest.fail("the process waited at exit for a download nothing would use")
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        assert proc.returncode == 0 and "Traceback" not in err, err
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        server.close()

@@ -8,6 +8,7 @@ import datetime
 import errno
 import logging
 import os
+import queue
 import random
 import re
 import threading
@@ -392,7 +393,7 @@ class Store:
     def _fresh(self) -> None:
         """This process's own state: counters and background downloads."""
         self._traffic = Traffic()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _Behind | None = None
         self._behind: dict[str, Future[None]] = {}
         self._owner = os.getpid()
 
@@ -782,8 +783,8 @@ class Store:
             if key in self._behind or not self.cache.has_room(shard.size):
                 return
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="undertale_duck-shards")
-            self._behind[key] = self._pool.submit(self._behind_task, shard)
+                self._pool = _Behind()
+            self._behind[key] = self._pool.submit(lambda: self._behind_task(shard))
 
     def _behind_task(self, shard: RemoteShard) -> None:
         if not self.cache.has_room(shard.size):  # filled since: windows stay range reads
@@ -800,6 +801,40 @@ class Store:
             _log.info("background download of %s failed: %s", redact_url(shard.path), exc)
             with self._lock:
                 self._behind.pop(self.cache.key(shard), None)
+
+
+class _Behind:
+    """One daemon thread that downloads shards behind range reads, one at a time.
+
+    Not a ``ThreadPoolExecutor``: Python's exit joins an executor's threads before any exit
+    hook runs, so a script that ended while a shard downloaded behind a range read waited
+    for that download, which nothing would use. This thread's request is cancelled by the
+    exit hook instead (:func:`_request`; decision 0039), and a daemon thread is not waited for.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[None], Callable[[], None]]] = (
+            queue.SimpleQueue()
+        )
+        threading.Thread(target=self._run, name="undertale_duck-shards", daemon=True).start()
+
+    def submit(self, work: Callable[[], None]) -> Future[None]:
+        """Run ``work`` after the work submitted before it; its future."""
+        future: Future[None] = Future()
+        self._queue.put((future, work))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, work = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                work()
+            except BaseException as exc:  # kept on the future, as an executor does
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
 
 
 def _request(fs: Any, url: str, method: str, *args: Any, **kwargs: Any) -> Any:
