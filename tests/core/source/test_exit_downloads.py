@@ -38,6 +38,46 @@ def _part_files(cache: Path) -> list[Path]:
     return [p for p in cache.rglob("*.part-*") if p.stat().st_size > 0]
 
 
+def _child(script: str, args: list[object]) -> subprocess.Popen[str]:
+    """Start ``script``; its first line says it opened the dataset."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, json.dumps(args)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=child_env(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdout.readline().strip() == "open"
+    return proc
+
+
+def _next_step(proc: subprocess.Popen[str]) -> list[str]:
+    """Let the child go on (a line on its input); the words of the line it prints then."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    return proc.stdout.readline().split()
+
+
+def _download_begins(cache: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _part_files(cache):
+        time.sleep(0.01)
+    assert _part_files(cache), "the download never began"
+
+
+def _exits(proc: subprocess.Popen[str]) -> str:
+    """End the child's input and wait for it to exit; its standard error."""
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    # a hang detector, not a timing bound: held by the server, the download lasts 60 s
+    # a try and is retried, so a process that waits for it is still here long after
+    try:
+        proc.wait(timeout=45)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process waited at exit for a download nothing would use")
+    return proc.stderr.read()
+
+
 @pytest.mark.parametrize("fail", [False, True], ids=["ends", "fails"])
 def test_the_exit_does_not_wait_for_a_download_read_ahead(tmp_path: Path, fail: bool) -> None:
     pytest.importorskip("aiohttp")
@@ -47,33 +87,14 @@ def test_the_exit_does_not_wait_for_a_download_read_ahead(tmp_path: Path, fail: 
     try:
         urls = serve_directory(server, tmp_path / "src", "ds")
         cache = tmp_path / "cache"
-        proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, json.dumps([urls, str(cache), fail])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=child_env(),
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        assert proc.stdout.readline().strip() == "open"
+        proc = _child(CHILD, [urls, str(cache), fail])
         assert _part_files(cache) == []  # opening read footers by range, no whole download
         server.state.stall.set()  # whole-object GETs send half the bytes, then hang 60 s
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "prefetch"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _part_files(cache):
-            time.sleep(0.01)
-        assert _part_files(cache), "the read-ahead never began its download"
+        assert _next_step(proc) == ["prefetch"]
+        _download_begins(cache)
         assert any(method == "GET" and rng is None and path == "/ds/part-00000.parquet"
                    for method, path, rng in server.state.requests)
-        proc.stdin.close()
-        # a hang detector, not a timing bound: held by the server, the download lasts 60 s
-        # a try and is retried, so a process that waits for it is still here long after
-        try:
-            proc.wait(timeout=45)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the process waited at exit for a download nothing would use")
-        assert proc.stderr is not None
-        err = proc.stderr.read()
+        err = _exits(proc)
         if fail:
             assert proc.returncode == 1 and "the training script failed" in err, err
         else:
@@ -158,30 +179,13 @@ def test_the_exit_does_not_wait_for_a_download_behind_a_range_read(tmp_path: Pat
     try:
         urls = serve_directory(server, tmp_path / "src", "ds")
         cache = tmp_path / "cache"
-        proc = subprocess.Popen(
-            [sys.executable, "-c", BEHIND, json.dumps([urls, str(cache)])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=child_env(),
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        assert proc.stdout.readline().strip() == "open"
+        proc = _child(BEHIND, [urls, str(cache)])
         server.state.stall.set()
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().split() == ["read", datagen.row(0)["id"]]
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _part_files(cache):
-            time.sleep(0.01)
-        assert _part_files(cache), "the download behind the range read never began"
+        assert _next_step(proc) == ["read", datagen.row(0)["id"]]
+        _download_begins(cache)
         assert any(method == "GET" and rng is not None for method, _, rng in
                    server.state.requests)  # the window itself was read by ranges
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=45)  # a hang detector: the held transfer lasts 60 s a try
-        except subprocess.TimeoutExpired:
-            pytest.fail("the process waited at exit for a download nothing would use")
-        assert proc.stderr is not None
-        err = proc.stderr.read()
+        err = _exits(proc)
         assert proc.returncode == 0 and "Traceback" not in err, err
     finally:
         if proc is not None and proc.poll() is None:
