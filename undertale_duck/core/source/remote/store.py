@@ -843,21 +843,24 @@ def _request(fs: Any, url: str, method: str, *args: Any, **kwargs: Any) -> Any:
     A read-ahead thread's request (a window's download) is awaited by the process's exit
     hook, which would otherwise wait as long as the store takes to answer or time out. An
     asynchronous fsspec filesystem's request is run on its loop and abandoned at exit
-    (:func:`~undertale_duck.core.runtime.cancelled_at_exit`); a synchronous one runs as it is.
+    (:func:`_on_loop`); a synchronous one runs as it is.
     """
-    if threading.current_thread() is threading.main_thread() or not getattr(
-        fs, "async_impl", False
-    ):
+    if not getattr(fs, "async_impl", False):
         return getattr(fs, method)(*args, **kwargs)
+    return _on_loop(fs, url, lambda: getattr(fs, "_" + method)(*args, **kwargs))
+
+
+def _on_loop(fs: Any, url: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine ``make()`` on an async filesystem's loop and wait for it.
+
+    On the main thread as fsspec's synchronous calls do; on any other, cancelled at exit.
+    """
     loop = fs.loop  # first: in a forked child fsspec refuses it, before a coroutine is made
-    return _awaited(loop, url, getattr(fs, "_" + method)(*args, **kwargs))
+    if threading.current_thread() is threading.main_thread():
+        from fsspec.asyn import sync
 
-
-def _awaited(
-    loop: asyncio.AbstractEventLoop, url: str, coroutine: Coroutine[Any, Any, T]
-) -> T:
-    """Run ``coroutine`` on a filesystem's ``loop`` and wait for it; cancelled at exit."""
-    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        return sync(loop, make)  # type: ignore[no-any-return]
+    future = asyncio.run_coroutine_threadsafe(make(), loop)
     with cancelled_at_exit(future.cancel):
         try:
             return future.result()
@@ -886,8 +889,6 @@ def _s3_ranges(
     fs: Any, url: str, ranges: Sequence[tuple[int, int]], pin: Mapping[str, str]
 ) -> list[bytes]:
     """Ranges of one S3 object, requested at once, each with the pinning arguments."""
-    from fsspec.asyn import sync
-
     bucket, key, _ = fs.split_path(url)
 
     async def one(start: int, end: int) -> bytes:
@@ -902,10 +903,7 @@ def _s3_ranges(
     async def every() -> list[bytes]:
         return list(await asyncio.gather(*(one(a, b) for a, b in ranges)))
 
-    if threading.current_thread() is not threading.main_thread():
-        loop = fs.loop
-        return _awaited(loop, url, every())
-    return sync(fs.loop, every)  # type: ignore[no-any-return]
+    return _on_loop(fs, url, every)
 
 
 def open_store(
