@@ -104,7 +104,7 @@ def memory_run(directory: Path, memory: float, batch: int, workers: int,
 
 
 def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Throughput of the decode limit, the seed's strategy and ours for each dataset size."""
+    """Throughput of the decode limit, the original module's strategy and ours for each size."""
     import bench_throughput
 
     entries = []
@@ -120,7 +120,7 @@ def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
         entry = {"rows": total, "decode": decode, "ours": ours.rate, "seed": seed.rate,
                  "first_batch": ours.first_batch}
         print(f"  {total:>9,} rows: decode {entry['decode']:>9,.0f}  ours {ours.rate:>9,.0f}  "
-              f"seed {seed.rate:>7,.0f} rows/s", flush=True)
+              f"original {seed.rate:>7,.0f} rows/s", flush=True)
         entries.append(entry)
     return entries
 
@@ -138,7 +138,7 @@ def plot(entries: list[dict[str, Any]], mem: dict[str, Any], memory: float,
     sizes = [e["rows"] for e in entries]
     for key, label, style in (("ours", "undertale_duck (torch, workers=0)", "o-"),
                               ("decode", "pyarrow decode (limit)", "s--"),
-                              ("seed", "seed strategy", "x:")):
+                              ("seed", "original module", "x:")):
         ax.plot(sizes, [e[key] for e in entries], style, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = [[e["rows"], e["decode"], e["seed"], e["ours"], e["ours"] / e["decode"],
              e["ours"] / e["seed"], f"{e['first_batch']:.3f}"] for e in entries]
     table = common.markdown_table(
-        ["rows", "decode rows/s", "seed rows/s", "ours rows/s", "x decode", "x seed",
+        ["rows", "decode rows/s", "original rows/s", "ours rows/s", "x decode", "x original",
          "first batch (s)"], rows)
     cache_mib = (mem["cache_limit"] or 0) / 2**20
     text = (

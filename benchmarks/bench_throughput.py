@@ -1,4 +1,4 @@
-"""Epoch throughput to tensors: ours vs the seed's strategy, the decode limit and HF datasets.
+"""Epoch throughput to tensors: ours vs the original module's strategy, the decode limit, HF.
 
 Run ``python benchmarks/bench_throughput.py`` (``--help`` for the sweep). Everything is measured
 in one process on the same data, so ratios are comparable even on a noisy machine; a table is
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         before = common.EpochResult(rows, seconds, float("nan"))
         record("pyarrow decode (limit)", 0, before, "read_table + to tensors")
         seed = _seed(directory, args)
-        record("seed strategy", 0, seed, f"first {args.seed_rows} rows")
+        record("original module", 0, seed, f"first {args.seed_rows} rows")
         with common.RSSTrace() as trace:
             ours = _ours(directory, args, 0)
         record("undertale_duck torch", 0, ours)
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         record("pyarrow decode (limit)", 0, after, "read_table + to tensors")
         decode = (before.rate + after.rate) / 2
         sequential = (ours.rate + again.rate) / 2
-        results["paired"].append({"ours_vs_seed": sequential / seed.rate,
+        results["paired"].append({"ours_vs_original": sequential / seed.rate,
                                   "ours_vs_decode": sequential / decode,
                                   "shuffled_vs_sequential": shuffled.rate / sequential})
         for workers in args.workers:
@@ -161,7 +161,7 @@ def summarize(results: dict[str, Any]) -> tuple[str, dict[str, float]]:
         notes[key] = e["note"]
     med = {k: float(np.median(v)) for k, v in rates.items()}
     decode = med[("pyarrow decode (limit)", 0)]
-    seed = med[("seed strategy", 0)]
+    seed = med[("original module", 0)]
     rows = []
     for key, rate in med.items():
         first = float(np.nanmedian(firsts[key])) if not all(
@@ -169,7 +169,7 @@ def summarize(results: dict[str, Any]) -> tuple[str, dict[str, float]]:
         rows.append([key[0], key[1], rate, rate / decode, rate / seed,
                      "" if math.isnan(first) else f"{first:.3f}", notes[key]])
     table = common.markdown_table(
-        ["loader", "workers", "rows/s", "x decode", "x seed", "first batch (s)", "note"], rows)
+        ["loader", "workers", "rows/s", "x decode", "x original", "first batch (s)", "note"], rows)
     paired = results["paired"]
     ratios = {key: float(np.median([p[key] for p in paired])) for key in paired[0]}
     spread = {key: (min(p[key] for p in paired), max(p[key] for p in paired))
@@ -178,8 +178,9 @@ def summarize(results: dict[str, Any]) -> tuple[str, dict[str, float]]:
         f"{results['rows']:,} rows of 512 tokens, batch {results['batch']}, "
         f"memory={results['memory_mb']} MB; medians of repeats.\n\n{table}\n\n"
         f"Ratios paired within each repeat (median, range over {len(paired)} repeats), "
-        f"workers=0: **{ratios['ours_vs_seed']:.1f}x** the seed's strategy "
-        f"({spread['ours_vs_seed'][0]:.1f}-{spread['ours_vs_seed'][1]:.1f}); "
+        f"workers=0: **{ratios['ours_vs_original']:.1f}x** undertale's original dataset "
+        f"module's strategy "
+        f"({spread['ours_vs_original'][0]:.1f}-{spread['ours_vs_original'][1]:.1f}); "
         f"**{ratios['ours_vs_decode']:.2f}x** raw pyarrow decode "
         f"({spread['ours_vs_decode'][0]:.2f}-{spread['ours_vs_decode'][1]:.2f}; decode "
         f"timed before and after our epochs; ours is the mean of the two sequential epochs); "
@@ -206,12 +207,12 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
             per.setdefault(int(e["workers"]), []).append(e["rate"])
     ws = sorted(per)
     ax.plot(ws, [np.median(per[w]) for w in ws], "o-", label="undertale_duck (torch)")
-    for name, style in (("pyarrow decode (limit)", "--"), ("seed strategy", ":"),
+    for name, style in (("pyarrow decode (limit)", "--"), ("original module", ":"),
                         ("HF datasets torch", "-.")):
         vals = [e["rate"] for e in results["entries"] if e["name"] == name]
         if vals:
             ax.axhline(float(np.median(vals)), linestyle=style, color="gray" if
-                       "seed" not in name else "red", label=name)
+                       "original" not in name else "red", label=name)
     ax.set_xlabel("DataLoader workers")
     ax.set_ylabel("rows/s to tensors")
     ax.set_xticks(ws)
@@ -246,11 +247,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--row-group", type=int, default=common.ROW_GROUP,
                    help="rows per row group (pyarrow's writer default is 1Mi: one per shard)")
     p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--memory", type=int, default=4096, help="cache MB (ours and the seed's)")
+    p.add_argument("--memory", type=int, default=4096,
+                   help="cache MB (ours and the original module's)")
     p.add_argument("--workers", type=lambda s: [int(w) for w in s.split(",")],
                    default=[0, 1, 2])
     p.add_argument("--seed-rows", type=int, default=25_000,
-                   help="rows the seed's strategy is timed on (it is slow)")
+                   help="rows the original module's strategy is timed on (it is slow)")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--no-hf", action="store_true", help="skip Hugging Face datasets")
     p.add_argument("--data", type=Path, default=common.DATA)

@@ -406,6 +406,17 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _thread_usage() -> tuple[int, float]:
+    """The calling thread's minor page faults and kernel CPU seconds (zeros where unknown)."""
+    import resource
+
+    who = getattr(resource, "RUSAGE_THREAD", None)  # Linux only
+    if who is None:
+        return 0, 0.0
+    usage = resource.getrusage(who)
+    return usage.ru_minflt, usage.ru_stime
+
+
 class Stopwatch:
     """Times one pass of a measurement, begun at construction: see :meth:`figures`.
 
@@ -422,6 +433,7 @@ class Stopwatch:
         self._usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                            resource.RUSAGE_CHILDREN)]
         self._main = time.thread_time()
+        self._thread = _thread_usage()
         self._wall = time.perf_counter()
 
     def elapsed(self) -> float:
@@ -440,6 +452,7 @@ class Stopwatch:
 
         seconds = self.elapsed()
         main = time.thread_time() - self._main
+        thread = _thread_usage()
         after = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                      resource.RUSAGE_CHILDREN)]
         user = sum(a.ru_utime - b.ru_utime for a, b in zip(after, self._usage, strict=True))
@@ -450,6 +463,8 @@ class Stopwatch:
                 "sys_us_per_row": system * per_row,
                 "main_cpu_us_per_row": main * per_row,
                 "minor_faults": after[0].ru_minflt - self._usage[0].ru_minflt,
+                "main_sys_us_per_row": (thread[1] - self._thread[1]) * per_row,
+                "main_minor_faults": thread[0] - self._thread[0],
                 "peak_rss_mib": own_peak_rss(after[0]) / 2**20,
                 "load": os.getloadavg()[0]}
 
