@@ -69,9 +69,11 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         memory: Memory budget in megabytes, per process, for cached windows plus one window
             read in flight. If it cannot hold a read and one window, one window (if it fits
             in the budget at all) is cached anyway and a :class:`MemoryBudgetWarning` says
-            how much is needed. A window larger than the whole budget is served, not kept;
-            0 caches nothing. A read whose row groups (as the footer records them) or
-            decoded rows exceed the budget (at least 64 MiB) stops with
+            how much is needed. A window larger than the whole budget is not cached: it is
+            held while its batches are handed out (a pass in order reads it once) and
+            dropped when another window is read; 0 caches nothing beyond that window. A
+            read whose row groups (as the footer records them) or decoded rows exceed the
+            budget (at least 64 MiB) stops with
             :class:`MemoryBudgetError`, and DuckDB's ``memory_limit`` is twice that unless
             ``duckdb_config`` sets it (a decompression bomb stops there); ``memory=0``
             turns these limits off. Left at its default (4096), the cache's budget is
@@ -405,6 +407,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             reader.stop_read_ahead()
             reader.connection.close()
             reader.cache.clear()
+            reader.drop_held()
             reader.decoder.close()  # the row-group readers kept open between windows
 
     # ------------------------------------------------------------------ metadata

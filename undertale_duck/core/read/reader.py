@@ -108,6 +108,10 @@ class WindowReader:
         #: many reads and windows, else 1 (set with the reserve).
         self._depth = 1
         self._reserved_for = 0
+        #: The window the consumer read last when the cache could not keep it (``memory=0``,
+        #: or a window larger than the cache's share): the batches that follow in it are
+        #: served from it instead of decoding it again for each (see :meth:`window`).
+        self._held: tuple[int, pa.Table] | None = None
         self._update_reserve()
 
     @property
@@ -416,6 +420,10 @@ class WindowReader:
                 self.cache.put(p, got)
         return self.cache.handed(position, table)
 
+    def drop_held(self) -> None:
+        """Let go of the window held beside the cache (see :meth:`window`)."""
+        self._held = None
+
     def stop_read_ahead(self) -> None:
         """Wait for the read in flight and end the read-ahead thread (a hint starts a new one)."""
         running = self.ahead.running
@@ -424,7 +432,11 @@ class WindowReader:
             self.ahead.start()
 
     def window(self, position: int, *, advance: bool = True, first: int | None = None) -> pa.Table:
-        """Return the rows of one window, reading it unless it is cached.
+        """Return the rows of one window, reading it unless it is cached or held.
+
+        A window the cache cannot keep (``memory=0``, or one larger than the cache's share)
+        is held after its read until the consumer reads another window, so the batches that
+        follow in it do not decode it again.
 
         Args:
             position: The window's position in the plan.
@@ -441,7 +453,12 @@ class WindowReader:
             CorruptShardError: If the shard's data cannot be decoded.
             SourceError: If the shard lacks a column of the dataset.
         """
-        table = None if self.ahead.reading(position) else self.cache.get(position)
+        held = self._held
+        if held is not None and held[0] == position:
+            table: pa.Table | None = held[1]
+        else:
+            held = None  # this frame does not keep another window alive during a read
+            table = None if self.ahead.reading(position) else self.cache.get(position)
         if table is None:
             if self.ahead.wait(position):
                 table = self.cache.get(position)
@@ -449,7 +466,12 @@ class WindowReader:
                 keep = self.ahead.last
                 if advance:  # what comes next is read beside this read, not after it
                     self._advance(position, None, position if first is None else first)
+                self._held = None  # the window held before is freed during this read
                 table = self._load(position, keep)
+                if position not in self.cache:
+                    # not kept (no budget, or larger than the cache's share): held for the
+                    # batches that follow in it, until the consumer reads another window
+                    self._held = (position, table)
         if advance:
             self._advance(position, table, position if first is None else first)
         return table
