@@ -157,7 +157,29 @@ def test_the_benchmarks_stopwatch_counts_the_cpu_and_pages_of_a_pass() -> None:
     assert figures["cpu_us_per_row"] >= 45.0  # rusage's own accounting of the same
     assert 0.0 <= figures["sys_us_per_row"] <= figures["cpu_us_per_row"]
     assert figures["minor_faults"] >= 32  # 64 MiB, even in 2 MiB pages
+    # the block was faulted in by this (the main) thread: its own count holds them too
+    assert 32 <= figures["main_minor_faults"] <= figures["minor_faults"]
+    assert 0.0 <= figures["main_sys_us_per_row"] <= figures["main_cpu_us_per_row"]
     assert figures["peak_rss_mib"] >= 64 and figures["load"] >= 0.0
+
+
+def test_python_format_benchmark_runs_and_checks_rows(tmp_path: Path) -> None:
+    import bench_python_format
+
+    results = bench_python_format.main([
+        "--shards", "2", "--rows", "300", "--batch", "64", "--repeat", "1", "--check",
+        "--thresholds", "700,100000", "--data", str(tmp_path / "data"),
+        "--out", str(tmp_path / "out"),
+    ])
+    entries = results["entries"]
+    assert [e["threshold"] for e in entries] == [700, 100000]
+    assert all(e["rows"] == 600 and e["rate"] > 0 for e in entries)
+    # a batch of 64 rows holds 192 containers: never 100,000 alive, so never a collection
+    assert entries[1]["collections"] == 0
+    import gc
+
+    assert gc.get_threshold()[0] != 100000  # the user's threshold is put back
+    assert "| 100000 |" in (tmp_path / "out" / "python_format.md").read_text()
 
 
 def test_the_benchmarks_row_check_refuses_wrong_rows(tmp_path: Path) -> None:
