@@ -80,6 +80,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    default=[700, 10_000], help="young-generation thresholds, the first CPython's")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--check", action="store_true", help="check every row's label and mask")
+    p.add_argument("--label", default="", help="a name for this run's files")
     p.add_argument("--data", type=Path, default=common.DATA)
     p.add_argument("--out", type=Path, default=common.RESULTS)
     return p.parse_args(argv)
@@ -134,8 +135,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/bench_python_format.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
-    (args.out / "python_format.md").write_text(f"`{command.strip()}`\n\n{text}")
-    (args.out / "python_format.json").write_text(json.dumps(results, indent=1))
+    name = "python_format" + (f"_{args.label}" if args.label else "")
+    (args.out / f"{name}.md").write_text(f"`{command.strip()}`\n\n{text}")
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=1))
     print(text)
     return results
 
