@@ -420,6 +420,11 @@ class WindowReader:
                 self.cache.put(p, got)
         return self.cache.handed(position, table)
 
+    def has(self, position: int) -> bool:
+        """Whether window ``position`` is served now without a read (cached or held)."""
+        held = self._held
+        return (held is not None and held[0] == position) or position in self.cache
+
     def drop_held(self) -> None:
         """Let go of the window held beside the cache (see :meth:`window`)."""
         self._held = None

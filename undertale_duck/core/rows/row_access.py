@@ -134,15 +134,34 @@ class RowAccess:
         if self.format != "python":
             return self._gather(index, positions[order], order, cuts)
         groups = np.split(order, cuts)
+        heads = [int(positions[m[0]]) for m in groups]
         last = len(groups) - 1
-        first = int(positions[order[0]])
         if last and self.reader.cache.maps_windows:  # with a disk tier: see _gather
-            self.reader.want([int(positions[m[0]]) for m in groups])
-        parts = [
-            self._window_part(int(positions[m[0]]), index[m], advance=k == last, first=first)
-            for k, m in enumerate(groups)
-        ]
+            self.reader.want(heads)
+        parts: list[MutableSequence[Row]] = [[] for _ in groups]
+        for step, k in enumerate(self._read_order(heads)):
+            parts[k] = self._window_part(
+                heads[k], index[groups[k]], advance=step == last, first=heads[0]
+            )
         return merge(parts, np.argsort(order, kind="stable"))
+
+    def _read_order(self, heads: list[int]) -> list[int]:
+        """The order to read a batch's windows in (indices into ``heads``, ascending windows).
+
+        Windows the reader holds now first, then the others in ascending order: a budget
+        that holds one window (a small ``memory``, a shuffled epoch whose batch crosses from
+        one window into another that comes before it) would otherwise evict the window being
+        consumed to read the new one, then read it again for this batch and the new one
+        again for the next.
+        """
+        everything = list(range(len(heads)))
+        if len(heads) < 2:
+            return everything
+        reader = self.reader
+        ready = [k for k in everything if reader.has(heads[k])]
+        if not ready or len(ready) == len(heads):
+            return everything
+        return ready + [k for k in everything if k not in ready]
 
     def _gather(
         self,
@@ -169,9 +188,11 @@ class RowAccess:
         if mapped and len(heads) > 1:
             reader.want(heads)  # with a disk tier: their row groups decoded in parallel
         cut: list[Selection] = []
-        for k, position in enumerate(heads):
+        read = self._read_order(heads)
+        for step, k in enumerate(read):
+            position = heads[k]
             a, b = bounds[k], bounds[k + 1]
-            table = reader.window(position, advance=k == last, first=heads[0])
+            table = reader.window(position, advance=step == last, first=heads[0])
             many = not mapped and len(heads) * reader.largest_window > cache.limit
             if b - a == 1:
                 start = int(local[a])
@@ -192,8 +213,8 @@ class RowAccess:
             return gather(tables, cut, places, len(index), self.format)
         except (ConversionFailure, TensorRangeError):  # per window: names the shard and row
             parts = [
-                self._select(p, reader.window(p, advance=False), sel)
-                for p, sel in zip(heads, selections, strict=True)
+                self._select(heads[k], reader.window(heads[k], advance=False), sel)
+                for k, sel in zip(read, selections, strict=True)
             ]
             back = np.empty(len(index), dtype=np.int64)
             back[np.concatenate(places)] = np.arange(len(index), dtype=np.int64)

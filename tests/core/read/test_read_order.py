@@ -1,0 +1,109 @@
+"""A batch across windows reads the one the reader holds first: a shuffled epoch reads each once."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from undertale_duck import ChunkedSampler, ParquetDataset, collate
+from undertale_duck.errors import MemoryBudgetWarning
+
+WIDTH = 128
+
+
+def _tokens(i: int) -> list[int]:
+    return [(i * 13 + k) % 50_021 for k in range(WIDTH)]
+
+
+def _write(directory: Path, sizes: list[int], group: int) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for k, size in enumerate(sizes):
+        rows = range(start, start + size)
+        pq.write_table(
+            pa.table({
+                "id": pa.array(list(rows), pa.int64()),
+                "tokens": pa.array([_tokens(i) for i in rows], pa.list_(pa.int32())),
+            }),
+            directory / f"part-{k:03d}.parquet", row_group_size=group,
+        )
+        start += size
+    return start
+
+
+def _ids(batch: Any) -> list[int]:
+    if isinstance(batch, dict):  # collated torch rows
+        ids = batch["id"].tolist()
+        assert batch["tokens"].tolist() == [_tokens(i) for i in ids]
+        return list(ids)
+    for row in batch:  # python rows as they come
+        assert row["tokens"] == _tokens(row["id"])
+    return [row["id"] for row in batch]
+
+
+@pytest.mark.parametrize("fmt", ["torch", "python"])
+@pytest.mark.parametrize("memory", [0, 1])
+def test_a_shuffled_epoch_reads_each_window_once_when_one_fits(
+    tmp_path: Path, fmt: str, memory: int
+) -> None:
+    total = _write(tmp_path / "d", [700, 460, 530], group=300)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = ParquetDataset(tmp_path / "d", memory=memory, window_bytes=48 << 10,
+                            format=fmt)  # type: ignore[arg-type]
+        windows = len(ds.windows)
+        ds[0]
+    # memory=1 is below what a read needs: said once, not raised
+    assert [w.category for w in caught] == ([MemoryBudgetWarning] if memory else [])
+    stats = ds.cache_stats
+    largest = max(w.rows for w in ds.windows) * (WIDTH * 4 + 16)
+    # the cache holds one window at most (none at memory=0): a batch across two windows
+    # could evict the one it came from to read the other
+    assert stats.limit < 2 * largest
+    assert windows > 20
+    reads = stats.misses
+    sampler = ChunkedSampler(ds, 7, 0, shuffle=True, seed=3)  # 7: batches cross windows
+    loader = DataLoader(ds, batch_size=7, sampler=sampler,
+                        collate_fn=collate if fmt == "torch" else _rows)
+    seen: list[int] = []
+    crossing = 0
+    for batch in loader:
+        ids = _ids(batch)
+        crossing += len({ds.window_of(i) for i in ids}) > 1
+        seen.extend(ids)
+    assert sorted(seen) == list(range(total)) and seen != sorted(seen)
+    assert crossing > windows // 2  # batches that cross from one window into another
+    # each window read once in the epoch (the first window at most twice: ds[0] read it)
+    assert ds.cache_stats.misses - reads <= windows + 1
+    assert ds.cache_stats.bytes <= ds.cache_stats.limit
+
+
+def _rows(batch: list[Any]) -> list[Any]:
+    return batch
+
+
+def test_the_read_order_puts_held_windows_first_and_keeps_the_rest_ascending(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path / "d", [600], group=100)
+    ds = ParquetDataset(tmp_path / "d", memory=0, window_bytes=48 << 10, format="torch")
+    assert len(ds.windows) >= 6
+    reader = ds.reader
+    assert ds._read_order([0, 2, 5]) == [0, 1, 2]  # nothing held: ascending
+    ds[ds.windows[5].offset]  # window 5 read and held (memory=0 caches nothing)
+    assert reader.has(5) and not reader.has(2)
+    assert ds._read_order([0, 2, 5]) == [2, 0, 1]
+    assert ds._read_order([5]) == [0] and ds._read_order([2, 5]) == [1, 0]
+    batch = ds.__getitems__([ds.windows[2].offset, ds.windows[5].offset + 1])
+    got = collate(batch)
+    assert got["id"].tolist() == [ds.windows[2].offset, ds.windows[5].offset + 1]
+    assert isinstance(got["tokens"], torch.Tensor)
+    # the window read last by that batch (2, read after the held 5) is held now
+    assert reader.has(2) and not reader.has(5)
