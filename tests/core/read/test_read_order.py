@@ -89,21 +89,26 @@ def _rows(batch: list[Any]) -> list[Any]:
     return batch
 
 
-def test_the_read_order_puts_held_windows_first_and_keeps_the_rest_ascending(
+def test_the_read_order_puts_the_current_window_first_and_keeps_the_rest_ascending(
     tmp_path: Path,
 ) -> None:
     _write(tmp_path / "d", [600], group=100)
     ds = ParquetDataset(tmp_path / "d", memory=0, window_bytes=48 << 10, format="torch")
-    assert len(ds.windows) >= 6
+    starts = [w.offset for w in ds.windows]
+    assert len(starts) >= 6
     reader = ds.reader
-    assert ds._read_order([0, 2, 5]) == [0, 1, 2]  # nothing held: ascending
-    ds[ds.windows[5].offset]  # window 5 read and held (memory=0 caches nothing)
-    assert reader.has(5) and not reader.has(2)
+    assert reader.current is None and ds._read_order([0, 2, 5]) == [0, 1, 2]
+    ds[starts[5]]  # window 5 read and held (memory=0 caches nothing)
+    assert reader.current == 5
     assert ds._read_order([0, 2, 5]) == [2, 0, 1]
     assert ds._read_order([5]) == [0] and ds._read_order([2, 5]) == [1, 0]
-    batch = ds.__getitems__([ds.windows[2].offset, ds.windows[5].offset + 1])
-    got = collate(batch)
-    assert got["id"].tolist() == [ds.windows[2].offset, ds.windows[5].offset + 1]
+    assert ds._read_order([1, 3]) == [0, 1]  # the current window not in the batch
+    reads = ds.cache_stats.misses
+    got = collate(ds.__getitems__([starts[2], starts[5] + 1]))
+    assert got["id"].tolist() == [starts[2], starts[5] + 1]
     assert isinstance(got["tokens"], torch.Tensor)
-    # the window read last by that batch (2, read after the held 5) is held now
-    assert reader.has(2) and not reader.has(5)
+    assert ds.cache_stats.misses == reads + 1  # window 5 served as held, 2 read
+    # the window read last by that batch (2, after the held 5) is the one held now
+    assert reader.current == 2
+    assert ds[starts[2] + 3]["id"] == starts[2] + 3 and ds.cache_stats.misses == reads + 1
+    assert ds[starts[5] + 3]["id"] == starts[5] + 3 and ds.cache_stats.misses == reads + 2

@@ -112,6 +112,7 @@ class WindowReader:
         #: or a window larger than the cache's share): the batches that follow in it are
         #: served from it instead of decoding it again for each (see :meth:`window`).
         self._held: tuple[int, pa.Table] | None = None
+        self._current: int | None = None
         self._update_reserve()
 
     @property
@@ -420,10 +421,10 @@ class WindowReader:
                 self.cache.put(p, got)
         return self.cache.handed(position, table)
 
-    def has(self, position: int) -> bool:
-        """Whether window ``position`` is served now without a read (cached or held)."""
-        held = self._held
-        return (held is not None and held[0] == position) or position in self.cache
+    @property
+    def current(self) -> int | None:
+        """The window the consumer moved to last (:meth:`window` with ``advance``), if any."""
+        return self._current
 
     def drop_held(self) -> None:
         """Let go of the window held beside the cache (see :meth:`window`)."""
@@ -478,6 +479,7 @@ class WindowReader:
                     # batches that follow in it, until the consumer reads another window
                     self._held = (position, table)
         if advance:
+            self._current = position
             self._advance(position, table, position if first is None else first)
         return table
 

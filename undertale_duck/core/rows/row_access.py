@@ -148,20 +148,21 @@ class RowAccess:
     def _read_order(self, heads: list[int]) -> list[int]:
         """The order to read a batch's windows in (indices into ``heads``, ascending windows).
 
-        Windows the reader holds now first, then the others in ascending order: a budget
+        The window the consumer is on first, then the others in ascending order: a budget
         that holds one window (a small ``memory``, a shuffled epoch whose batch crosses from
         one window into another that comes before it) would otherwise evict the window being
         consumed to read the new one, then read it again for this batch and the new one
         again for the next.
         """
         everything = list(range(len(heads)))
-        if len(heads) < 2:
+        current = self.reader.current
+        if len(heads) < 2 or current is None or current == heads[0]:
             return everything
-        reader = self.reader
-        ready = [k for k in everything if reader.has(heads[k])]
-        if not ready or len(ready) == len(heads):
+        try:
+            k = heads.index(current)
+        except ValueError:
             return everything
-        return ready + [k for k in everything if k not in ready]
+        return [k, *everything[:k], *everything[k + 1:]]
 
     def _gather(
         self,
