@@ -94,6 +94,32 @@ def write_shards(
     return paths
 
 
+def tokens(i: int, width: int) -> list[int]:
+    """Row ``i``'s token list in :func:`write_token_shards`'s datasets."""
+    return [(i * 13 + k) % 50_021 for k in range(width)]
+
+
+def write_token_shards(
+    directory: Path, sizes: Sequence[int], *, group: int, width: int, blob: int = 0
+) -> int:
+    """Shards of ``id`` (the global row), ``tokens`` (:func:`tokens`, ``width`` each) and,
+    with ``blob``, a ``blob`` of ``blob`` bytes ``i % 251``; return the rows written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for k, size in enumerate(sizes):
+        rows = range(start, start + size)
+        columns: dict[str, pa.Array] = {
+            "id": pa.array(list(rows), pa.int64()),
+            "tokens": pa.array([tokens(i, width) for i in rows], pa.list_(pa.int32())),
+        }
+        if blob:
+            columns["blob"] = pa.array([bytes([i % 251]) * blob for i in rows], pa.binary())
+        pq.write_table(pa.table(columns), directory / f"part-{k:03d}.parquet",
+                       row_group_size=group)
+        start += size
+    return start
+
+
 def expected(total: int) -> list[dict[str, Any]]:
     """What pyarrow's ``as_py()`` gives for rows ``0..total-1``."""
     return table(0, total).to_pylist() if total else []

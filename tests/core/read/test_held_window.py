@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 from hypothesis import given, settings
@@ -20,25 +18,11 @@ WIDTH = 16
 
 
 def _tokens(i: int) -> list[int]:
-    return [(i * 7 + k) % 30_011 for k in range(WIDTH)]
+    return datagen.tokens(i, WIDTH)
 
 
 def _write(directory: Path, sizes: list[int], group: int, blob: int = 0) -> int:
-    """Shards of ``id``, ``tokens`` (fixed width) and optionally a ``blob`` of ``blob`` bytes."""
-    directory.mkdir(parents=True, exist_ok=True)
-    start = 0
-    for k, size in enumerate(sizes):
-        rows = range(start, start + size)
-        columns: dict[str, pa.Array] = {
-            "id": pa.array(list(rows), pa.int64()),
-            "tokens": pa.array([_tokens(i) for i in rows], pa.list_(pa.int32())),
-        }
-        if blob:
-            columns["blob"] = pa.array([bytes([i % 251]) * blob for i in rows], pa.binary())
-        pq.write_table(pa.table(columns), directory / f"part-{k:03d}.parquet",
-                       row_group_size=group)
-        start += size
-    return start
+    return datagen.write_token_shards(directory, sizes, group=group, width=WIDTH, blob=blob)
 
 
 def _check_batch(batch: dict[str, object], expect_from: int) -> int:

@@ -1,4 +1,4 @@
-"""A batch across windows reads the one the reader holds first: a shuffled epoch reads each once."""
+"""A batch across windows reads the current window first: a shuffled epoch reads each once."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
+from support import datagen
 from torch.utils.data import DataLoader
 
 from undertale_duck import ChunkedSampler, ParquetDataset, collate
@@ -19,23 +18,11 @@ WIDTH = 128
 
 
 def _tokens(i: int) -> list[int]:
-    return [(i * 13 + k) % 50_021 for k in range(WIDTH)]
+    return datagen.tokens(i, WIDTH)
 
 
 def _write(directory: Path, sizes: list[int], group: int) -> int:
-    directory.mkdir(parents=True, exist_ok=True)
-    start = 0
-    for k, size in enumerate(sizes):
-        rows = range(start, start + size)
-        pq.write_table(
-            pa.table({
-                "id": pa.array(list(rows), pa.int64()),
-                "tokens": pa.array([_tokens(i) for i in rows], pa.list_(pa.int32())),
-            }),
-            directory / f"part-{k:03d}.parquet", row_group_size=group,
-        )
-        start += size
-    return start
+    return datagen.write_token_shards(directory, sizes, group=group, width=WIDTH)
 
 
 def _ids(batch: Any) -> list[int]:
