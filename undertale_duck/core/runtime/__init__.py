@@ -38,6 +38,7 @@ from .duck import (
     default_duckdb_config,
     duckdb_path,
     nan_safe,
+    planned_as_configured,
     threads_of,
     worker_duckdb_config,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "nan_safe",
     "open_cached",
     "peak_rss",
+    "planned_as_configured",
     "private_directory",
     "process_cache_dir",
     "read_cached",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import duckdb
@@ -222,6 +222,31 @@ def nan_safe(config: Mapping[str, Any] | None) -> dict[str, Any]:
     names += [n for n in NAN_UNSAFE_OPTIMIZERS if n not in names]
     settings["disabled_optimizers"] = ",".join(names)
     return settings
+
+
+@contextlib.contextmanager
+def planned_as_configured(
+    con: duckdb.DuckDBPyConnection, config: Mapping[str, Any] | None
+) -> Iterator[None]:
+    """Within: ``con``'s :func:`nan_safe` database plans with the optimizers ``config`` keeps.
+
+    Only for queries that read no row whatever the data (a view's schema probe over local
+    rows [0, 0)): without ``filter_pushdown`` their row-number filter runs above the scan,
+    which then reads the whole first shard to return nothing (1.1 s for one shard of a
+    200 MB row group). On leaving, the database is NaN-safe again (``nan_safe(config)``),
+    also when the query failed.
+
+    Args:
+        con: A connection to a database opened with ``nan_safe(config)``.
+        config: The DuckDB settings it was opened with, before :func:`nan_safe`.
+    """
+    text = sqlfiles.sql_text("set_disabled_optimizers")
+    given = str((config or {}).get("disabled_optimizers") or "")
+    con.execute(text, {"names": given})
+    try:
+        yield
+    finally:
+        con.execute(text, {"names": nan_safe(config)["disabled_optimizers"]})
 
 
 def connect(config: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnection:

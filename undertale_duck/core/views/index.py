@@ -31,6 +31,7 @@ from ..runtime import (
     failures,
     interruptible,
     nan_safe,
+    planned_as_configured,
     process_cache_dir,
     read_cached,
     sqlfiles,
@@ -506,7 +507,10 @@ def _index(
     first = shards[0] if shards else None
     params = {"path": duckdb_path(first.path) if first else "", "start": 0, "stop": 0}
     try:
-        result: Any = con.sql(window_sql, params=params).to_arrow_table()
+        # no row is read (rows [0, 0)): planned with the filter pushdown the indexing
+        # database turns off, so the row-number filter prunes the scan to nothing
+        with planned_as_configured(con, config):
+            result: Any = con.sql(window_sql, params=params).to_arrow_table()
         schema = result.schema
     except duckdb.Error as exc:
         text = first_line(exc, limit=4000)
