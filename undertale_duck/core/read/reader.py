@@ -227,6 +227,7 @@ class WindowReader:
                 )
             nxt = dict(itertools.pairwise(items))
         self._next = nxt
+        self.decoder.order_next = nxt
         # an order is a shuffle's: its rows are taken from each window out of order, which
         # one buffer per column serves faster than a window kept in its decoded batches
         if nxt:
@@ -479,7 +480,10 @@ class WindowReader:
                     # batches that follow in it, until the consumer reads another window
                     self._held = (position, table)
         if advance:
-            self._current = position
+            if position != self._current:
+                self.decoder.previous = self._current
+            self._current = self.decoder.current = position
+            self.decoder.reach = self._depth
             self._advance(position, table, position if first is None else first)
         return table
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -53,18 +54,22 @@ class DuckStream:
     group is decoded once. Rows decoded past a window are held for the next.
 
     Args:
-        cursor: A cursor of its own (closed with the stream).
+        cursor: A cursor of its own (closed with the stream, and with the database before a
+            fork or at exit).
         reader: The query's Arrow batches.
         start: The shard-local first row of the query.
         stop: The shard-local row after its last (the end of the row group).
+        generation: The connection holder's generation when the cursor was opened.
     """
 
     def __init__(
         self, cursor: duckdb.DuckDBPyConnection, reader: pa.RecordBatchReader, start: int,
-        stop: int,
+        stop: int, *, generation: int,
     ) -> None:
         self.cursor = cursor
         self._reader = reader
+        #: The connection holder's generation the cursor belongs to (another: it is closed).
+        self.generation = generation
         #: The query's Arrow schema.
         self.schema = reader.schema
         self._at = start
@@ -109,11 +114,83 @@ class DuckStream:
         """End the query and close its cursor."""
         self._held.clear()
         self._held_rows = 0
-        try:
+        # the connection may have been closed or reopened meanwhile: nothing to release
+        with contextlib.suppress(duckdb.Error, pa.ArrowException, OSError):
             self._reader.close()
             self.cursor.close()
-        except (duckdb.Error, pa.ArrowException, OSError):
-            pass  # the connection was closed or reopened meanwhile: nothing to release
+
+
+class ViewStream:
+    """A view's query over the rest of one row group, read on as its windows are asked for.
+
+    The view's counterpart of :class:`DuckStream`: a view keeps some of the source rows,
+    so each window takes the next ``window.rows`` rows of the query's result (in source
+    order: the view is a scan), and the caller checks their source row numbers.
+
+    Args:
+        cursor: A cursor of its own (as :class:`DuckStream`'s).
+        reader: The query's Arrow batches.
+        start: The shard-local first source row of the query.
+        stop: The shard-local row after its last (the end of the row group).
+        generation: The connection holder's generation when the cursor was opened.
+    """
+
+    def __init__(
+        self, cursor: duckdb.DuckDBPyConnection, reader: pa.RecordBatchReader, start: int,
+        stop: int, *, generation: int,
+    ) -> None:
+        self.cursor = cursor
+        self._reader = reader
+        #: The connection holder's generation the cursor belongs to (another: it is closed).
+        self.generation = generation
+        #: The query's Arrow schema.
+        self.schema = reader.schema
+        #: The shard-local source row after the last window served.
+        self.at = start
+        #: The global offset of the window that continues the query (the view's next).
+        self.next_offset: int | None = None
+        self.end = stop
+        self._held: deque[pa.RecordBatch] = deque()
+        self._held_rows = 0
+
+    @property
+    def finished(self) -> bool:
+        """Whether the windows have reached the end of the row group."""
+        return self.at >= self.end
+
+    def take(self, rows: int) -> Iterator[pa.RecordBatch]:
+        """Hand out the query's next ``rows`` rows, decoding as needed."""
+        while self._held_rows < rows:
+            try:
+                batch = self._reader.read_next_batch()
+            except StopIteration:
+                raise ValueError(
+                    f"the view's query ended {rows - self._held_rows} rows short"
+                ) from None
+            self._held.append(batch)
+            self._held_rows += batch.num_rows
+        left = rows
+        while left:
+            batch = self._held.popleft()
+            n = batch.num_rows
+            self._held_rows -= n
+            if n > left:  # the rest belongs to the next window
+                self._held.appendleft(batch.slice(left))
+                self._held_rows += n - left
+                batch = batch.slice(0, left)
+                n = left
+            left -= n
+            if n:
+                yield batch
+
+    def close(self) -> None:
+        """End the query and close its cursor."""
+        self._held.clear()
+        self._held_rows = 0
+        # the connection may have been closed or reopened meanwhile: nothing to release
+        with contextlib.suppress(duckdb.Error, pa.ArrowException, OSError):
+            self._reader.close()
+            self.cursor.close()
 
 
 class ViewWindows(Protocol):
@@ -133,6 +210,22 @@ class ViewWindows(Protocol):
 
     def check_unchanged(self) -> None:
         """Raise ShardChangedError if a side table changed since the view was indexed."""
+        ...
+
+    @property
+    def streams(self) -> bool:
+        """Whether the windows cut from one row group may be read by one query, in turn."""
+        ...
+
+    @property
+    def order_column(self) -> str:
+        """The result column holding each row's source row number."""
+        ...
+
+    def stream_query(
+        self, window: Window, first: int, stop: int
+    ) -> tuple[str, dict[str, object]] | None:
+        """The SQL reading the view's rows from ``window`` to local row ``stop``, or None."""
         ...
 
 
@@ -202,8 +295,18 @@ class WindowDecoder:
             self._guarded.update(view.guarded(source.schema, list(source.columns)))
         #: DuckDB queries left open on row groups cut into windows, by (path, first row).
         self._duck_streams: OrderedDict[tuple[str, int], DuckStream] = OrderedDict()
+        #: The same for a view's windows (:class:`ViewStream`).
+        self._view_streams: OrderedDict[tuple[str, int], ViewStream] = OrderedDict()
         self._stream_lock = threading.Lock()
         self._pid = os.getpid()
+        #: The window the consumption order reads after each window (the reader's hint, set
+        #: by a sampler's order; empty: none).
+        self.order_next: dict[int, int] = {}
+        #: The window the consumer moved to last, the one it was on before, and how many
+        #: windows past it the read-ahead reads (set by the reader; None: no window yet).
+        self.current: int | None = None
+        self.previous: int | None = None
+        self.reach = 1
         #: DuckDB queries begun on row groups cut into windows ("streams"), and windows
         #: read by continuing one ("continued").
         self.stream_stats = {"streams": 0, "continued": 0}
@@ -215,7 +318,10 @@ class WindowDecoder:
     def close(self) -> None:
         """Close the readers kept open on row groups between windows."""
         with self._stream_lock:
-            streams, self._duck_streams = list(self._duck_streams.values()), OrderedDict()
+            streams: list[DuckStream | ViewStream] = [
+                *self._duck_streams.values(), *self._view_streams.values()
+            ]
+            self._duck_streams, self._view_streams = OrderedDict(), OrderedDict()
             mine = self._pid == os.getpid()
         if mine:
             for stream in streams:
@@ -261,7 +367,7 @@ class WindowDecoder:
             span = self.direct.spans(shard, win)
             if span is not None:
                 return span
-        if self._view is not None:
+        if self._view is not None and not self._view.streams:
             return None
         if len(groups) != 1:  # whole row groups: no other window shares them
             return None
@@ -388,7 +494,7 @@ class WindowDecoder:
         direct = table is not None
         if table is None:
             self._check_page_checksums(local, win)
-            table = self._read_duckdb(local, win, what, touched)
+            table = self._read_duckdb(local, win, what, touched, position)
         local.check_unchanged()
         if self._view is not None:
             self._view.check_unchanged()
@@ -568,21 +674,34 @@ class WindowDecoder:
             stream = self._duck_streams.pop(key, None)
         limit = self.read_limit
         try:
+            # the database was closed since (a fork, or the dataset reopened): the query is
+            # gone; where it had reached this window a new one continues from here
+            restart = False
+            if stream is not None and stream.generation != self.connection.generation:
+                restart = stream.start == win.start
+                stream.close()
+                stream = None
             if stream is not None and stream.start != win.start:
                 stream.close()  # not where this window starts: a query of its own
                 stream = None
-            if stream is None and win.start != first:
+            if stream is None and win.start != first and not restart:
                 # a window inside a group no open query reaches (random access): its own
                 # query, kept nowhere, so random reads hold no group's buffers beyond it
                 return None
             if stream is None:
                 private = cursor.cursor()
+                generation = self.connection.generation
                 sql, query = self._sql, {**params, "stop": end}
                 if limit and sql in self._guarded:
                     sql, bound = self._guarded[sql]
                     query["cap"] = bound.cap(limit, win.rows)
-                reader = private.sql(sql, params=query).to_arrow_reader(ARROW_BATCH_ROWS)
-                stream = DuckStream(private, reader, win.start, end)
+                try:
+                    reader = private.sql(sql, params=query).to_arrow_reader(ARROW_BATCH_ROWS)
+                except BaseException:
+                    private.close()
+                    raise
+                stream = DuckStream(private, reader, win.start, end,
+                                    generation=generation)
                 self.stream_stats["streams"] += 1
             else:
                 self.stream_stats["continued"] += 1
@@ -613,7 +732,128 @@ class WindowDecoder:
                 old.close()
         return table
 
-    def _read_duckdb(self, local: Shard, win: Window, what: str, touched: int) -> pa.Table:
+    def _in_order(self, position: int) -> bool:
+        """Whether the window after ``position`` in the plan is likely read right after it.
+
+        As the sampler's declared order says, else where the consumer is: none yet, or the
+        window before or this one, or (a read ahead of the consumer in a pass in order) at
+        most :attr:`reach` windows before, having come there from the window before it (a
+        shuffled order of windows also moves to the next window now and then).
+        """
+        after = self.order_next.get(position)
+        if after is not None:
+            return after == position + 1
+        current, previous = self.current, self.previous
+        if current is None:
+            return True
+        return 0 <= position - current <= max(1, self.reach) and (
+            previous is None or current - previous == 1
+        )
+
+    def _read_view_streamed(
+        self, cursor: duckdb.DuckDBPyConnection, local: Shard, win: Window, what: str,
+        position: int,
+    ) -> pa.Table | None:
+        """A view's window cut from one row group, read by continuing the group's open query.
+
+        Returns None where the window is not part of one larger row group, no open query
+        reaches it and it is not the group's first window of the view, the consumption
+        order does not read the next window after it, or anything fails (the window's own
+        query then reads it and reports any error).
+        """
+        view = self._view
+        assert view is not None
+        shard = self.source.shards[win.shard]
+        groups, skip = window_row_groups(shard.row_groups, win)
+        if len(groups) != 1:
+            return None
+        first = win.start - skip
+        end = first + shard.row_groups[groups[0]][0]
+        if win.start == first and win.stop == end:
+            return None
+        key = (local.path, first)
+        with self._stream_lock:
+            if os.getpid() != self._pid:  # a forked child: the parent's queries are not ours
+                self._view_streams = OrderedDict()
+                self._pid = os.getpid()
+            stream = self._view_streams.pop(key, None)  # claimed by this read alone
+        limit = self.read_limit
+        try:
+            # the database was closed since (a fork, or the dataset reopened): the query is
+            # gone; where it had reached this window a new one continues from here
+            restart = False
+            if stream is not None and stream.generation != self.connection.generation:
+                restart = stream.next_offset == win.offset
+                stream.close()
+                stream = None
+            if stream is not None and stream.next_offset != win.offset:
+                # not the view's next window after the last one served: its own query
+                stream.close()
+                stream = None
+            if stream is None and not restart and not self._in_order(position):
+                # a shuffled order visits the group's other windows later, each by its own
+                # query: a query begun over the rest of the group would decode rows ahead
+                # (DuckDB fills a streamed result in the background) for nothing
+                return None
+            if stream is None:
+                found = view.stream_query(win, win.start if restart else first, end)
+                if found is None:
+                    return None
+                sql, extra = found
+                query: dict[str, object] = {"path": duckdb_path(local.path), **extra}
+                if limit and sql in self._guarded:
+                    sql, bound = self._guarded[sql]
+                    query["cap"] = bound.cap(limit, win.rows)
+                private = cursor.cursor()
+                generation = self.connection.generation
+                try:
+                    reader = private.sql(sql, params=query).to_arrow_reader(ARROW_BATCH_ROWS)
+                except BaseException:
+                    private.close()
+                    raise
+                stream = ViewStream(private, reader, win.start, end,
+                                    generation=generation)
+                self.stream_stats["streams"] += 1
+            else:
+                self.stream_stats["continued"] += 1
+            current = stream
+            table = interruptible(
+                current.cursor,
+                lambda: collect(current.take(win.rows), limit, shard.path, what, win,
+                                schema=current.schema),
+            )
+            # the rows taken are the window's: the first and last lie inside it (the
+            # windows of the view between the stream's place and this one keep no row)
+            order = table.column(view.order_column)
+            if table.num_rows != win.rows or (
+                win.rows and not (win.start <= order[0].as_py() <= order[-1].as_py() < win.stop)
+            ):
+                raise ValueError("the view's query served rows of another window")
+            stream.at, stream.next_offset = win.stop, win.end
+        except KeyboardInterrupt:
+            if stream is not None:
+                stream.close()
+            raise
+        except Exception:  # any doubt: the window's own query reads it, and reports
+            if stream is not None:
+                stream.close()
+            return None
+        if stream.finished:
+            stream.close()
+        else:
+            with self._stream_lock:
+                old = self._view_streams.pop(key, None)
+                self._view_streams[key] = stream
+                while len(self._view_streams) > MAX_DUCK_STREAMS:
+                    _, oldest = self._view_streams.popitem(last=False)
+                    oldest.close()
+            if old is not None:
+                old.close()
+        return table
+
+    def _read_duckdb(
+        self, local: Shard, win: Window, what: str, touched: int, position: int
+    ) -> pa.Table:
         shard = self.source.shards[win.shard]
         limit = self.read_limit
         params: dict[str, object] = {"path": duckdb_path(local.path)}
@@ -633,6 +873,10 @@ class WindowDecoder:
             self._nested.check(local, win, limit, what)
         if self._view is None and sql == self._sql:
             streamed = self._read_streamed(cursor, local, win, what, params)
+            if streamed is not None:
+                return streamed
+        if self._view is not None and self._view.streams:
+            streamed = self._read_view_streamed(cursor, local, win, what, position)
             if streamed is not None:
                 return streamed
 

@@ -102,6 +102,11 @@ class Connection:
             filesystem=self._filesystem, view=self._view,
         )
 
+    @property
+    def generation(self) -> int:
+        """Changes whenever the database is opened or closed (a cursor of an older one is dead)."""
+        return self._generation
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """Return this thread's cursor on the process's database, opening it if needed.
 

@@ -358,6 +358,54 @@ class IndexedView:
             return self.serve_sql, {"start": first, "stop": last + 1, "keep": keep}
         return self.window_sql, {}
 
+    @property
+    def streams(self) -> bool:
+        """Whether the windows cut from one row group may be read by one query, in turn.
+
+        A view without side tables is a scan (its rows come in source order without a
+        sort); a filtered one also needs the index's kept rows, which say which window each
+        row belongs to.
+        """
+        return not self.sides and (not self.serve_sql or self.kept is not None)
+
+    @property
+    def order_column(self) -> str:
+        """The column of a window query's result that holds each row's source row number."""
+        return ORDER_COLUMN
+
+    def stream_query(
+        self, window: Window, first: int, stop: int
+    ) -> tuple[str, dict[str, object]] | None:
+        """How to read the view's rows from ``window`` up to local row ``stop`` in one query.
+
+        ``window`` is the first window of the view in its row group, rows ``[first, stop)``
+        of its shard: the query then serves it and the group's later windows, one after the
+        other, in source order (decoding each row of the group once, where a query per
+        window decodes the group's earlier rows again).
+
+        Returns:
+            The SQL and its parameters besides the path, or None: the view is not a scan
+            (:attr:`streams`), the kept rows are not known, or an earlier window of the view
+            lies in ``[first, window.start)`` (random access: the window's own query).
+        """
+        if not self.streams:
+            return None
+        if not self.serve_sql:
+            if window.start != first:
+                return None
+            return self.window_sql, {"start": window.start, "stop": stop}
+        assert self.kept is not None
+        rows = self.kept.rows(window.shard, first, stop)
+        if rows is None or not rows.size or int(rows[0]) < window.start:
+            return None
+        if int((rows < window.stop).sum()) != window.rows:
+            return None
+        lo, hi = int(rows[0]), int(rows[-1])
+        flags = np.full(hi - lo + 1, ord("0"), dtype=np.uint8)
+        flags[rows - lo] = ord("1")
+        keep = flags.tobytes().decode("ascii")
+        return self.serve_sql, {"start": lo, "stop": hi + 1, "keep": keep}
+
     def guarded(self, schema: pa.Schema, columns: Sequence[str]) -> dict[str, tuple[str, Any]]:
         """This view's window queries with a bound on the values of the columns it reads.
 
