@@ -248,7 +248,7 @@ def test_a_fork_closes_the_open_query_and_the_pass_goes_on(
     half = len(ds) // 2
     got = [ds[i] for i in range(half)]
     decoder = ds.reader.decoder
-    [stream] = [*decoder._view_streams.values(), *decoder._duck_streams.values()]
+    [stream] = list(decoder._open_queries.values())
     assert not _closed(stream.cursor)
     pid = os.fork()
     if pid == 0:  # the child: its own database, every row right

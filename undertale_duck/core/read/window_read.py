@@ -8,7 +8,7 @@ import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -45,8 +45,8 @@ MAX_KEPT_CHUNKS = 16
 MAX_CHECKSUMMED = 65_536
 
 
-class DuckStream:
-    """A DuckDB query over the rest of one row group, read on as its windows are asked for.
+class OpenQuery:
+    """A DuckDB query over the rest of one row group, kept open between window reads.
 
     A row group larger than a window is cut into several windows; reading each with its own
     query makes DuckDB decode the group's earlier rows again to find the window's, so the
@@ -54,84 +54,11 @@ class DuckStream:
     group is decoded once. Rows decoded past a window are held for the next.
 
     Args:
-        cursor: A cursor of its own (closed with the stream, and with the database before a
+        cursor: A cursor of its own (closed with the query, and with the database before a
             fork or at exit).
         reader: The query's Arrow batches.
-        start: The shard-local first row of the query.
-        stop: The shard-local row after its last (the end of the row group).
-        generation: The connection holder's generation when the cursor was opened.
-    """
-
-    def __init__(
-        self, cursor: duckdb.DuckDBPyConnection, reader: pa.RecordBatchReader, start: int,
-        stop: int, *, generation: int,
-    ) -> None:
-        self.cursor = cursor
-        self._reader = reader
-        #: The connection holder's generation the cursor belongs to (another: it is closed).
-        self.generation = generation
-        #: The query's Arrow schema.
-        self.schema = reader.schema
-        self._at = start
-        self.end = stop
-        self._held: deque[pa.RecordBatch] = deque()
-        self._held_rows = 0
-
-    @property
-    def start(self) -> int:
-        """The shard-local row the next window read from this stream starts at."""
-        return self._at - self._held_rows
-
-    @property
-    def finished(self) -> bool:
-        """Whether every row of the query has been handed out."""
-        return self.start >= self.end
-
-    def pull(self, stop: int) -> Iterator[pa.RecordBatch]:
-        """Hand out the rows up to ``stop`` (shard-local), decoding as needed."""
-        while self._at < stop:
-            try:
-                batch = self._reader.read_next_batch()
-            except StopIteration:
-                raise ValueError(
-                    f"DuckDB's query ended at local row {self._at}, before {self.end}"
-                ) from None
-            self._held.append(batch)
-            self._held_rows += batch.num_rows
-            self._at += batch.num_rows
-        while self._held and self.start < stop:
-            at = self.start
-            batch = self._held.popleft()
-            n = batch.num_rows
-            self._held_rows -= n
-            if at + n > stop:  # the rest belongs to the next window
-                self._held.appendleft(batch.slice(stop - at))
-                self._held_rows += at + n - stop
-                batch = batch.slice(0, stop - at)
-            yield batch
-
-    def close(self) -> None:
-        """End the query and close its cursor."""
-        self._held.clear()
-        self._held_rows = 0
-        # the connection may have been closed or reopened meanwhile: nothing to release
-        with contextlib.suppress(duckdb.Error, pa.ArrowException, OSError):
-            self._reader.close()
-            self.cursor.close()
-
-
-class ViewStream:
-    """A view's query over the rest of one row group, read on as its windows are asked for.
-
-    The view's counterpart of :class:`DuckStream`: a view keeps some of the source rows,
-    so each window takes the next ``window.rows`` rows of the query's result (in source
-    order: the view is a scan), and the caller checks their source row numbers.
-
-    Args:
-        cursor: A cursor of its own (as :class:`DuckStream`'s).
-        reader: The query's Arrow batches.
         start: The shard-local first source row of the query.
-        stop: The shard-local row after its last (the end of the row group).
+        stop: The shard-local row after the group's last.
         generation: The connection holder's generation when the cursor was opened.
     """
 
@@ -139,38 +66,41 @@ class ViewStream:
         self, cursor: duckdb.DuckDBPyConnection, reader: pa.RecordBatchReader, start: int,
         stop: int, *, generation: int,
     ) -> None:
+        #: The shard-local source row the query has reached (decoded, or served).
+        self.at = start
         self.cursor = cursor
         self._reader = reader
         #: The connection holder's generation the cursor belongs to (another: it is closed).
         self.generation = generation
         #: The query's Arrow schema.
         self.schema = reader.schema
-        #: The shard-local source row after the last window served.
-        self.at = start
-        #: The global offset of the window that continues the query (the view's next).
-        self.next_offset: int | None = None
         self.end = stop
         self._held: deque[pa.RecordBatch] = deque()
         self._held_rows = 0
 
     @property
     def finished(self) -> bool:
-        """Whether the windows have reached the end of the row group."""
-        return self.at >= self.end
+        """Whether the query has served its row group's last window."""
+        raise NotImplementedError
 
-    def take(self, rows: int) -> Iterator[pa.RecordBatch]:
-        """Hand out the query's next ``rows`` rows, decoding as needed."""
-        while self._held_rows < rows:
-            try:
-                batch = self._reader.read_next_batch()
-            except StopIteration:
-                raise ValueError(
-                    f"the view's query ended {rows - self._held_rows} rows short"
-                ) from None
-            self._held.append(batch)
-            self._held_rows += batch.num_rows
+    def reaches(self, win: Window) -> bool:
+        """Whether ``win`` is the window the query serves next."""
+        raise NotImplementedError
+
+    def _decode(self) -> pa.RecordBatch | None:
+        """Decode the query's next batch and hold it (None: the query has ended)."""
+        try:
+            batch = self._reader.read_next_batch()
+        except StopIteration:
+            return None
+        self._held.append(batch)
+        self._held_rows += batch.num_rows
+        return batch
+
+    def _hand_out(self, rows: int) -> Iterator[pa.RecordBatch]:
+        """Hand out the next ``rows`` held rows; the rest of a batch stays held."""
         left = rows
-        while left:
+        while left and self._held:
             batch = self._held.popleft()
             n = batch.num_rows
             self._held_rows -= n
@@ -191,6 +121,69 @@ class ViewStream:
         with contextlib.suppress(duckdb.Error, pa.ArrowException, OSError):
             self._reader.close()
             self.cursor.close()
+
+
+class DuckStream(OpenQuery):
+    """A plain dataset's :class:`OpenQuery` (arguments as its).
+
+    Each source row is a row of the result; :attr:`at` is the row after the last decoded.
+    """
+
+    @property
+    def start(self) -> int:
+        """The shard-local row the next window read from this stream starts at."""
+        return self.at - self._held_rows
+
+    def reaches(self, win: Window) -> bool:
+        """Whether ``win`` starts where the query stands."""
+        return self.start == win.start
+
+    @property
+    def finished(self) -> bool:
+        """Whether every row of the query has been handed out."""
+        return self.start >= self.end
+
+    def pull(self, stop: int) -> Iterator[pa.RecordBatch]:
+        """Hand out the rows up to ``stop`` (shard-local), decoding as needed."""
+        while self.at < stop:
+            batch = self._decode()
+            if batch is None:
+                raise ValueError(
+                    f"DuckDB's query ended at local row {self.at}, before {self.end}"
+                )
+            self.at += batch.num_rows
+        yield from self._hand_out(max(0, stop - self.start))
+
+
+class ViewStream(OpenQuery):
+    """A view's :class:`OpenQuery` (arguments as its): the view keeps some source rows.
+
+    Each window takes the next ``window.rows`` rows of the query's result (in source order:
+    the view is a scan), and the caller checks their source row numbers; :attr:`at` is the
+    source row after the last window served.
+    """
+
+    #: The global offset of the window that continues the query (the view's next).
+    next_offset: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the windows have reached the end of the row group."""
+        return self.at >= self.end
+
+    def reaches(self, win: Window) -> bool:
+        """Whether ``win`` is the view's next window after the last one served."""
+        return self.next_offset == win.offset
+
+    def take(self, rows: int) -> Iterator[pa.RecordBatch]:
+        """Hand out the query's next ``rows`` rows, decoding as needed."""
+        while self._held_rows < rows:
+            if self._decode() is None:
+                raise ValueError(f"the view's query ended {rows - self._held_rows} rows short")
+        yield from self._hand_out(rows)
+
+
+Q = TypeVar("Q", bound=OpenQuery)
 
 
 class ViewWindows(Protocol):
@@ -293,10 +286,9 @@ class WindowDecoder:
                 self._guarded[sql] = (guarded, self._bound)
         if view is not None:  # a view's scan bounds the columns the view reads
             self._guarded.update(view.guarded(source.schema, list(source.columns)))
-        #: DuckDB queries left open on row groups cut into windows, by (path, first row).
-        self._duck_streams: OrderedDict[tuple[str, int], DuckStream] = OrderedDict()
-        #: The same for a view's windows (:class:`ViewStream`).
-        self._view_streams: OrderedDict[tuple[str, int], ViewStream] = OrderedDict()
+        #: DuckDB queries left open on row groups cut into windows, by (path, first row):
+        #: :class:`DuckStream` for a plain dataset, :class:`ViewStream` for a view.
+        self._open_queries: OrderedDict[tuple[str, int], OpenQuery] = OrderedDict()
         self._stream_lock = threading.Lock()
         self._pid = os.getpid()
         #: The window the consumption order reads after each window (the reader's hint, set
@@ -318,10 +310,7 @@ class WindowDecoder:
     def close(self) -> None:
         """Close the readers kept open on row groups between windows."""
         with self._stream_lock:
-            streams: list[DuckStream | ViewStream] = [
-                *self._duck_streams.values(), *self._view_streams.values()
-            ]
-            self._duck_streams, self._view_streams = OrderedDict(), OrderedDict()
+            streams, self._open_queries = list(self._open_queries.values()), OrderedDict()
             mine = self._pid == os.getpid()
         if mine:
             for stream in streams:
@@ -647,6 +636,89 @@ class WindowDecoder:
         self.direct.stats["direct"] += 1
         return table
 
+    def _claim(self, key: tuple[str, int]) -> OpenQuery | None:
+        """Take the query left open on a row group, if any (this read alone then uses it)."""
+        with self._stream_lock:
+            if os.getpid() != self._pid:  # a forked child: the parent's queries are not ours
+                self._open_queries = OrderedDict()
+                self._pid = os.getpid()
+            return self._open_queries.pop(key, None)
+
+    def _resume(
+        self, key: tuple[str, int], kind: type[Q], win: Window
+    ) -> tuple[Q | None, bool]:
+        """The query left open on ``key``'s group if it is a ``kind`` that serves ``win`` next.
+
+        Returns:
+            The query (else None: any other is closed), and whether one that served ``win``
+            next was closed with the database since (a fork, or the dataset reopened): a new
+            one may then continue the group from ``win``.
+        """
+        claimed = self._claim(key)
+        if claimed is None:
+            return None, False
+        if isinstance(claimed, kind) and claimed.reaches(win):
+            if claimed.generation == self.connection.generation:
+                return claimed, False
+            claimed.close()
+            return None, True
+        claimed.close()  # not where this window starts
+        return None, False
+
+    def _park(self, key: tuple[str, int], stream: OpenQuery) -> None:
+        """Keep ``stream`` open for its group's next window, or close it at the group's end.
+
+        At most :data:`MAX_DUCK_STREAMS` are kept: a query holds its row group's buffers
+        outside the cache's budget.
+        """
+        if stream.finished:
+            stream.close()
+            return
+        closing: list[OpenQuery] = []
+        with self._stream_lock:
+            old = self._open_queries.pop(key, None)
+            if old is not None:
+                closing.append(old)
+            self._open_queries[key] = stream
+            while len(self._open_queries) > MAX_DUCK_STREAMS:
+                closing.append(self._open_queries.popitem(last=False)[1])
+        for done in closing:
+            done.close()
+
+    def _begin(
+        self, cursor: duckdb.DuckDBPyConnection, sql: str, query: dict[str, object], rows: int,
+    ) -> tuple[duckdb.DuckDBPyConnection, pa.RecordBatchReader, int]:
+        """Start ``sql`` over the rest of a row group on a cursor of its own.
+
+        Returns:
+            The cursor, the query's Arrow batches and the connection's generation.
+        """
+        limit = self.read_limit
+        if limit and sql in self._guarded:
+            sql, bound = self._guarded[sql]
+            query = {**query, "cap": bound.cap(limit, rows)}
+        private = cursor.cursor()
+        generation = self.connection.generation
+        try:
+            reader = private.sql(sql, params=query).to_arrow_reader(ARROW_BATCH_ROWS)
+        except BaseException:
+            private.close()
+            raise
+        self.stream_stats["streams"] += 1
+        return private, reader, generation
+
+    def _group_of(self, win: Window) -> tuple[int, int] | None:
+        """The shard-local rows of the one row group ``win`` is cut from (None: it is not)."""
+        shard = self.source.shards[win.shard]
+        groups, skip = window_row_groups(shard.row_groups, win)
+        if len(groups) != 1:
+            return None
+        first = win.start - skip
+        end = first + shard.row_groups[groups[0]][0]
+        if win.start == first and win.stop == end:
+            return None
+        return first, end
+
     def _read_streamed(
         self, cursor: duckdb.DuckDBPyConnection, local: Shard, win: Window, what: str,
         params: dict[str, object],
@@ -656,53 +728,24 @@ class WindowDecoder:
         Returns None where the window is not part of one larger row group, or anything fails
         (the usual per-window query then reads it and reports any error).
         """
-        shard = self.source.shards[win.shard]
-        groups, skip = window_row_groups(shard.row_groups, win)
-        if len(groups) != 1:
+        group = self._group_of(win)
+        if group is None:
             return None
-        first = win.start - skip
-        end = first + shard.row_groups[groups[0]][0]
-        if win.start == first and win.stop == end:
-            return None
+        first, end = group
         key = (local.path, first)
-        with self._stream_lock:
-            if os.getpid() != self._pid:  # a forked child: the parent's queries are not ours
-                self._duck_streams = OrderedDict()
-                self._pid = os.getpid()
-            # claimed by this read alone (read-ahead never reads two windows of one group
-            # at once: a read continues where the previous window stopped)
-            stream = self._duck_streams.pop(key, None)
+        stream, restart = self._resume(key, DuckStream, win)
         limit = self.read_limit
+        shard = self.source.shards[win.shard]
         try:
-            # the database was closed since (a fork, or the dataset reopened): the query is
-            # gone; where it had reached this window a new one continues from here
-            restart = False
-            if stream is not None and stream.generation != self.connection.generation:
-                restart = stream.start == win.start
-                stream.close()
-                stream = None
-            if stream is not None and stream.start != win.start:
-                stream.close()  # not where this window starts: a query of its own
-                stream = None
             if stream is None and win.start != first and not restart:
                 # a window inside a group no open query reaches (random access): its own
                 # query, kept nowhere, so random reads hold no group's buffers beyond it
                 return None
             if stream is None:
-                private = cursor.cursor()
-                generation = self.connection.generation
-                sql, query = self._sql, {**params, "stop": end}
-                if limit and sql in self._guarded:
-                    sql, bound = self._guarded[sql]
-                    query["cap"] = bound.cap(limit, win.rows)
-                try:
-                    reader = private.sql(sql, params=query).to_arrow_reader(ARROW_BATCH_ROWS)
-                except BaseException:
-                    private.close()
-                    raise
-                stream = DuckStream(private, reader, win.start, end,
-                                    generation=generation)
-                self.stream_stats["streams"] += 1
+                private, reader, generation = self._begin(
+                    cursor, self._sql, {**params, "stop": end}, win.rows
+                )
+                stream = DuckStream(private, reader, win.start, end, generation=generation)
             else:
                 self.stream_stats["continued"] += 1
             current = stream
@@ -711,25 +754,13 @@ class WindowDecoder:
                 lambda: collect(current.pull(win.stop), limit, shard.path, what, win,
                                 schema=self.schema),
             )
-        except KeyboardInterrupt:
+        except BaseException as exc:
             if stream is not None:
                 stream.close()
-            raise
-        except Exception:  # any doubt: the usual per-window query reads it, and reports
-            if stream is not None:
-                stream.close()
-            return None
-        if stream.finished:
-            stream.close()
-        else:
-            with self._stream_lock:
-                old = self._duck_streams.pop(key, None)
-                self._duck_streams[key] = stream
-                while len(self._duck_streams) > MAX_DUCK_STREAMS:
-                    _, oldest = self._duck_streams.popitem(last=False)
-                    oldest.close()
-            if old is not None:
-                old.close()
+            if not isinstance(exc, Exception):  # KeyboardInterrupt: the read's interrupt
+                raise
+            return None  # any doubt: the usual per-window query reads it, and reports
+        self._park(key, stream)
         return table
 
     def _in_order(self, position: int) -> bool:
@@ -763,33 +794,15 @@ class WindowDecoder:
         """
         view = self._view
         assert view is not None
-        shard = self.source.shards[win.shard]
-        groups, skip = window_row_groups(shard.row_groups, win)
-        if len(groups) != 1:
+        group = self._group_of(win)
+        if group is None:
             return None
-        first = win.start - skip
-        end = first + shard.row_groups[groups[0]][0]
-        if win.start == first and win.stop == end:
-            return None
+        first, end = group
         key = (local.path, first)
-        with self._stream_lock:
-            if os.getpid() != self._pid:  # a forked child: the parent's queries are not ours
-                self._view_streams = OrderedDict()
-                self._pid = os.getpid()
-            stream = self._view_streams.pop(key, None)  # claimed by this read alone
+        stream, restart = self._resume(key, ViewStream, win)
         limit = self.read_limit
+        shard = self.source.shards[win.shard]
         try:
-            # the database was closed since (a fork, or the dataset reopened): the query is
-            # gone; where it had reached this window a new one continues from here
-            restart = False
-            if stream is not None and stream.generation != self.connection.generation:
-                restart = stream.next_offset == win.offset
-                stream.close()
-                stream = None
-            if stream is not None and stream.next_offset != win.offset:
-                # not the view's next window after the last one served: its own query
-                stream.close()
-                stream = None
             if stream is None and not restart and not self._in_order(position):
                 # a shuffled order visits the group's other windows later, each by its own
                 # query: a query begun over the rest of the group would decode rows ahead
@@ -800,20 +813,10 @@ class WindowDecoder:
                 if found is None:
                     return None
                 sql, extra = found
-                query: dict[str, object] = {"path": duckdb_path(local.path), **extra}
-                if limit and sql in self._guarded:
-                    sql, bound = self._guarded[sql]
-                    query["cap"] = bound.cap(limit, win.rows)
-                private = cursor.cursor()
-                generation = self.connection.generation
-                try:
-                    reader = private.sql(sql, params=query).to_arrow_reader(ARROW_BATCH_ROWS)
-                except BaseException:
-                    private.close()
-                    raise
-                stream = ViewStream(private, reader, win.start, end,
-                                    generation=generation)
-                self.stream_stats["streams"] += 1
+                private, reader, generation = self._begin(
+                    cursor, sql, {"path": duckdb_path(local.path), **extra}, win.rows
+                )
+                stream = ViewStream(private, reader, win.start, end, generation=generation)
             else:
                 self.stream_stats["continued"] += 1
             current = stream
@@ -830,25 +833,13 @@ class WindowDecoder:
             ):
                 raise ValueError("the view's query served rows of another window")
             stream.at, stream.next_offset = win.stop, win.end
-        except KeyboardInterrupt:
+        except BaseException as exc:
             if stream is not None:
                 stream.close()
-            raise
-        except Exception:  # any doubt: the window's own query reads it, and reports
-            if stream is not None:
-                stream.close()
-            return None
-        if stream.finished:
-            stream.close()
-        else:
-            with self._stream_lock:
-                old = self._view_streams.pop(key, None)
-                self._view_streams[key] = stream
-                while len(self._view_streams) > MAX_DUCK_STREAMS:
-                    _, oldest = self._view_streams.popitem(last=False)
-                    oldest.close()
-            if old is not None:
-                old.close()
+            if not isinstance(exc, Exception):  # KeyboardInterrupt: the read's interrupt
+                raise
+            return None  # any doubt: the window's own query reads it, and reports
+        self._park(key, stream)
         return table
 
     def _read_duckdb(
