@@ -265,3 +265,24 @@ def test_a_fork_closes_the_open_query_and_the_pass_goes_on(
     # the window reached when the fork came began a second query; the others continued
     assert decoder.stream_stats["streams"] == 2
     ds.close()
+
+
+def test_random_batches_of_a_view_with_a_disk_tier(tmp_path: Path) -> None:
+    """With a disk tier, a batch's windows are read in the background by row group; a view's
+    windows are still read one by one (a group's others are not decoded for nothing)."""
+    import random
+
+    kwargs, serve = VIEWS["filter"]
+    total = _write(tmp_path / "d", [(800, 800), (300, 300)])
+    expected = _expected(total, serve)
+    ds = ParquetDataset(tmp_path / "d", window_bytes=2048, disk=8,
+                        disk_dir=str(tmp_path / "own" / "tier"), **kwargs)
+    assert _cut(ds)[0] >= 8
+    assert all(ds.reader.decoder.group_windows(p) == [p] for p in range(len(ds.windows)))
+    indices = list(range(len(ds)))
+    random.Random(3).shuffle(indices)
+    for start in range(0, len(indices), 50):
+        part = indices[start:start + 50]
+        assert list(ds.__getitems__(part)) == [expected[i] for i in part]
+    assert [ds[i] for i in range(len(ds))] == expected
+    ds.close()

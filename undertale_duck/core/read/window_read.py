@@ -376,10 +376,10 @@ class WindowDecoder:
     def neighbours(self, position: int) -> list[int]:
         """Later windows cut from the same row groups as ``position`` (read after it).
 
-        A read of a window cut from a large row group (by pyarrow, or by DuckDB for a plain
-        dataset) leaves the group's reader open where the window ends; the next windows
-        continue it, one after the other (so read-ahead reads them one at a time). Empty
-        for a view's windows and windows spanning whole row groups.
+        A read of a window cut from a large row group (by pyarrow, or by DuckDB's query, a
+        view's included) leaves the group's reader open where the window ends; the next
+        windows continue it, one after the other (so read-ahead reads them one at a time).
+        Empty for windows spanning whole row groups and views with side tables.
         """
         span = self._span(position)
         if span is None:
@@ -389,9 +389,10 @@ class WindowDecoder:
     def group_windows(self, position: int) -> list[int]:
         """Every window cut from the same row groups as ``position``, in order.
 
-        Just ``position`` when it spans whole row groups (or is a view's).
+        Just ``position`` when it spans whole row groups, or is a view's (a view's windows
+        are read one by one, each by its own query unless a pass in order reaches them).
         """
-        span = self._span(position)
+        span = None if self._view is not None else self._span(position)
         if span is None:
             return [position]
         before = self._within(position, span, range(position - 1, -1, -1))
