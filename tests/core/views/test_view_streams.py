@@ -286,3 +286,16 @@ def test_random_batches_of_a_view_with_a_disk_tier(tmp_path: Path) -> None:
         assert list(ds.__getitems__(part)) == [expected[i] for i in part]
     assert [ds[i] for i in range(len(ds))] == expected
     ds.close()
+
+
+def test_the_query_ends_with_the_groups_last_kept_row(tmp_path: Path) -> None:
+    # the group's last 400 rows keep none: no query stays open on them once the last
+    # window that keeps rows is served
+    _write(tmp_path / "d", [(900, 900)])
+    ds = ParquetDataset(tmp_path / "d", window_bytes=1024, read_ahead=False,
+                        where="id < 500 AND label <> 3")
+    want = [_row(i) for i in range(500) if i % 7 != 3]
+    assert [ds[i] for i in range(len(ds))] == want
+    assert ds.reader.decoder.stream_stats["streams"] == 1
+    assert not ds.reader.decoder._open_queries
+    ds.close()

@@ -817,7 +817,11 @@ class WindowDecoder:
                 private, reader, generation = self._begin(
                     cursor, sql, {"path": duckdb_path(local.path), **extra}, win.rows
                 )
-                stream = ViewStream(private, reader, win.start, end, generation=generation)
+                # it ends at the group's last kept row: the query is closed once that row's
+                # window is served, not held while later windows keep none of the group
+                last = extra.get("stop", end)
+                stop = min(end, last) if isinstance(last, int) else end
+                stream = ViewStream(private, reader, win.start, stop, generation=generation)
             else:
                 self.stream_stats["continued"] += 1
             current = stream
