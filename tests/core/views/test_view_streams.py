@@ -299,3 +299,30 @@ def test_the_query_ends_with_the_groups_last_kept_row(tmp_path: Path) -> None:
     assert ds.reader.decoder.stream_stats["streams"] == 1
     assert not ds.reader.decoder._open_queries
     ds.close()
+
+
+def test_rows_out_of_source_order_are_never_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each window checks the source row numbers the open query gave it (as many as the
+    index counts, rising, inside the window); a query that gave them in another order (here
+    each window's rows reversed, as a parallel plan without insertion order might) is
+    dropped and the window read by its own query."""
+    from undertale_duck.core.read import window_read
+
+    take = window_read.ViewStream.take
+
+    def reversed_take(self: Any, rows: int) -> Any:
+        batches = list(take(self, rows))
+        if batches:
+            table = pa.Table.from_batches(batches)
+            yield from table.take(list(range(table.num_rows))[::-1]).to_batches()
+
+    monkeypatch.setattr(window_read.ViewStream, "take", reversed_take)
+    kwargs, serve = VIEWS["filter"]
+    total = _write(tmp_path / "d", [(600, 600)])
+    expected = _expected(total, serve)
+    ds = ParquetDataset(tmp_path / "d", window_bytes=1024, read_ahead=False, **kwargs)
+    assert [ds[i] for i in range(len(ds))] == expected
+    assert ds.reader.decoder.stream_stats["continued"] == 0  # every one fell back
+    ds.close()

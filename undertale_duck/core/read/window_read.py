@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ...common.sizes import MIB
@@ -830,12 +831,13 @@ class WindowDecoder:
                 lambda: collect(current.take(win.rows), limit, shard.path, what, win,
                                 schema=current.schema),
             )
-            # the rows taken are the window's: the first and last lie inside it (the
-            # windows of the view between the stream's place and this one keep no row)
-            order = table.column(view.order_column)
-            if table.num_rows != win.rows or (
-                win.rows and not (win.start <= order[0].as_py() <= order[-1].as_py() < win.stop)
-            ):
+            # the rows taken are the window's kept rows: as many as the index counts, in
+            # rising source order, the first and last inside the window (the windows of the
+            # view between the stream's place and this one keep no row)
+            rows = np.asarray(table.column(view.order_column).to_numpy(), dtype=np.int64)
+            if rows.size != win.rows or (rows.size and not (
+                win.start <= rows[0] and rows[-1] < win.stop and bool((np.diff(rows) > 0).all())
+            )):
                 raise ValueError("the view's query served rows of another window")
             stream.at, stream.next_offset = win.stop, win.end
         except BaseException as exc:
