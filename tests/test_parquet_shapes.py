@@ -41,10 +41,17 @@ def test_a_split_encoded_fixed_length_column_duckdb_cannot_read_is_named(
         ParquetDataset(path).sql("SELECT * FROM dataset")
     ds = ParquetDataset(path, columns=["i", "f"])  # the advice works
     assert [ds[k] for k in range(n)] == table.select(["i", "f"]).to_pylist()
-    # a view reads the first shard to learn its columns: the same shard error, not a
-    # QueryError that blamed the query ("view query cannot run over the dataset")
+    # a view: the same shard error when its rows are read, not a QueryError that blamed
+    # the query ("view query cannot run over the dataset"); opening it reads only what its
+    # filter needs (decision 0040), so it opens, and the column is named at the read
+    view = ParquetDataset(path, where="i > 3")
+    assert len(view) == n - 4
     with pytest.raises(UnsupportedShardError, match=r"column 'half'") as info:
-        ParquetDataset(path, where="i > 3")
+        view[0]
+    assert info.value.path == str(path)
+    # a filter that reads the column: the indexing pass fails on the shard, the shard's error
+    with pytest.raises(UnsupportedShardError) as info:
+        ParquetDataset(path, where="half > 1")
     assert info.value.path == str(path)
 
 
@@ -54,8 +61,10 @@ def test_a_view_over_a_first_shard_duckdb_cannot_read_blames_the_shard(tmp_path:
     lzo = tmp_path / "lzo.parquet"
     hf.chunk_codec(src, lzo, 3)  # LZO: a real codec DuckDB does not read
     for view in ({"where": "id > 3"}, {"query": "SELECT id + 1 AS j FROM dataset"}):
+        # the indexing pass (a filter) or the first read (no filter: every row kept) fails
+        # on the shard: the shard's error, naming the codec, never the query's
         with pytest.raises(UnsupportedShardError, match="LZO") as info:
-            ParquetDataset(lzo, **view)
+            ParquetDataset(lzo, **view)[0]
         assert info.value.path == str(lzo)
     with pytest.raises(QueryError, match="nope"):  # the query's own mistakes stay its own
         ParquetDataset(src, where="nope > 3")

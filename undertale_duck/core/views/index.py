@@ -267,6 +267,12 @@ def _count_shard(
             per_window += np.bincount(which, minlength=len(starts))
     except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error from a batch
         local.check_unchanged()
+        # a codec or an encoding DuckDB does not read is the shard's fault, not the query's
+        # (the columns the filter reads are not known here: any of the shard's is named)
+        blamed = _shard_failure(exc, shard, shard.schema.names, read=local.path,
+                                what="the view's filter")
+        if blamed is not None:
+            raise blamed from None
         text = first_line(exc, limit=4000)
         raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
     local.check_unchanged()
@@ -455,23 +461,32 @@ class IndexedView:
         con.execute(sqlfiles.render("view_define", view=self.query.sql))
 
 
-def _first_shard_failure(
-    exc: duckdb.Error, first: Shard | None, columns: Sequence[str]
+def _shard_failure(
+    exc: BaseException, shard: Shard | None, columns: Sequence[str], *,
+    read: str | None = None, what: str = "the view's columns",
 ) -> SourceError | None:
-    """The shard's error for a failure of the view's first read that is the shard's, or None.
+    """The shard's error for a failure of a view's read that is the shard's, or None.
 
-    That read takes no rows of the first shard, yet DuckDB decodes its pages: a codec or an
-    encoding DuckDB does not read there is the shard's fault, not the query's. Such a failure
-    names the file, or (BYTE_STREAM_SPLIT on FIXED_LEN_BYTE_ARRAY) nothing but the encoding.
+    A codec or an encoding DuckDB does not read in a shard is the shard's fault, not the
+    query's. Such a failure names the file, or (BYTE_STREAM_SPLIT on FIXED_LEN_BYTE_ARRAY)
+    nothing but the encoding, whose column is looked for among ``columns``.
+
+    Args:
+        exc: DuckDB's error.
+        shard: The shard read.
+        columns: The columns read.
+        read: The file DuckDB read (a remote shard's local copy; default the shard).
+        what: What was read, for the message.
     """
-    if first is None or isinstance(exc, duckdb.BinderException | duckdb.ParserException):
+    if shard is None or isinstance(exc, duckdb.BinderException | duckdb.ParserException):
         return None
+    path = shard.path if read is None else read
     text = str(exc)
-    culprits = pages.split_columns(exc, first.path, columns)
-    named = {f'file "{first.path}"', f'file "{duckdb_path(first.path)}"'}
+    culprits = pages.split_columns(exc, path, columns) if columns else []
+    named = {f'file "{path}"', f'file "{duckdb_path(path)}"'}
     if not culprits and not any(name in text for name in named):
         return None
-    return failures.shard_error(exc, first.path, "the view's columns", culprits=culprits)
+    return failures.shard_error(exc, shard.path, what, culprits=culprits)
 
 
 def _without_own_columns(text: str) -> str:
@@ -573,7 +588,7 @@ def _index(
                 f"dataset it reads (columns={list(columns)}): add them to columns=, or leave "
                 f"columns= out and choose the view's columns in its SELECT list ({text})"
             ) from None
-        blamed = _first_shard_failure(exc, first, columns)
+        blamed = _shard_failure(exc, first, columns)
         if blamed is not None:
             raise blamed from None
         raise QueryError(
