@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
 from ...common.sizes import MIB
@@ -831,13 +830,15 @@ class WindowDecoder:
                 lambda: collect(current.take(win.rows), limit, shard.path, what, win,
                                 schema=current.schema),
             )
-            # the rows taken are the window's kept rows: as many as the index counts, in
-            # rising source order, the first and last inside the window (the windows of the
-            # view between the stream's place and this one keep no row)
-            rows = np.asarray(table.column(view.order_column).to_numpy(), dtype=np.int64)
-            if rows.size != win.rows or (rows.size and not (
-                win.start <= rows[0] and rows[-1] < win.stop and bool((np.diff(rows) > 0).all())
-            )):
+            # the rows taken are the window's kept rows: as many as the index counts, the
+            # first and last inside the window (the windows of the view between the stream's
+            # place and this one keep no row). Within them, source order is DuckDB's
+            # insertion order, as for the window's own query; reading every row number
+            # faulted in the column's pages (25-35 MiB more peak RSS at memory=64)
+            order = table.column(view.order_column)
+            if table.num_rows != win.rows or (
+                win.rows and not (win.start <= order[0].as_py() <= order[-1].as_py() < win.stop)
+            ):
                 raise ValueError("the view's query served rows of another window")
             stream.at, stream.next_offset = win.stop, win.end
         except BaseException as exc:
