@@ -331,13 +331,13 @@ class PackedDataset(ParquetDataset):
         """The position in :attr:`windows` (runs of blocks) of the run holding a block."""
         return bisect.bisect_right(self._run_starts, win.normalize_index(index, len(self))) - 1
 
-    def prefetch(self, windows: Sequence[int] | None) -> None:
+    def prefetch(self, windows: Sequence[int] | None, *, lazy: bool = False) -> None:
         """Read-ahead hint in runs of blocks: the documents' windows they span, in order."""
         if windows is None:
-            self.documents.prefetch(None)
+            self.documents.prefetch(None, lazy=lazy)
             return
         runs = check_positions(windows, len(self.windows), "run")
-        self.documents.prefetch(self.blocks.source_windows(runs))
+        self.documents.prefetch(self.blocks.source_windows(runs), lazy=lazy)
 
     # ------------------------------------------------------------------ about the blocks
     @property

@@ -186,19 +186,20 @@ class ChunkedLoader(DataLoader[Any]):
             )
 
     def _hint(self, sampler: ChunkedSampler, batch: int) -> None:
-        """Give each reader of a shuffled epoch its window order, for read-ahead."""
+        """Give each worker of a shuffled epoch its window order, for read-ahead.
+
+        Without workers the sampler's pass declares its order itself
+        (``ChunkedSampler._declare_order``).
+        """
         dataset = self.dataset
-        if not sampler.shuffle or not isinstance(dataset, ParquetDataset):
-            return
         workers = self.num_workers
-        if workers > 0 and self.persistent_workers:
+        if not sampler.shuffle or not isinstance(dataset, ParquetDataset) or workers == 0:
+            return
+        if self.persistent_workers:
             return  # persistent workers start once: a hint would go stale after their first epoch
         order = sampler.order()[sampler.resume_at :]
         starts = [w.offset for w in dataset.windows]
         hints = worker_windows(order, starts, batch, workers)
-        if workers == 0:
-            dataset.prefetch(hints[0])
-            return
         init = self.worker_init_fn
         if not isinstance(init, WorkerHints):  # each worker's order first, then the user's
             init = self.worker_init_fn = WorkerHints(init)

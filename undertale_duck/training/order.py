@@ -172,10 +172,14 @@ def worker_windows(
     """
     workers = max(workers, 1)
     window = np.searchsorted(np.asarray(starts, dtype=np.int64), order, side="right") - 1
-    owner = (np.arange(len(order)) // batch) % workers
+    owner = None if workers == 1 else (np.arange(len(order)) // batch) % workers
     hints = []
     for w in range(workers):
-        mine = window[owner == w]
+        mine = window if owner is None else window[owner == w]
+        # a locality-aware order reads each window in runs: the first index of each run is
+        # all the unique below needs to see (a sort of runs, not of every row)
+        if len(mine) > 1:
+            mine = mine[np.flatnonzero(np.r_[True, mine[1:] != mine[:-1]])]
         _, first = np.unique(mine, return_index=True)
         hints.append(mine[np.sort(first)].tolist())
     return hints

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch.utils.data.distributed import DistributedSampler
 
 from ..common.numbers import check_int
+from ..dataset import ParquetDataset
 from ..errors import ArgumentError, EmptyEpochWarning
 from .order import (
     DEFAULT_CHUNK,
@@ -26,6 +27,7 @@ from .order import (
     shuffled_sequence,
     units_digest,
     units_of,
+    worker_windows,
 )
 from .resume_state import STATE_VERSION, check_sampler_state
 
@@ -390,6 +392,29 @@ class ChunkedSampler(DistributedSampler[int]):
         self.consumed = start
         self._live = _Pass(self, start)
         return self._live
+
+    def _declare_order(self, order: Order, start: int) -> None:
+        """Declare a pass's window order to the dataset, for its read-ahead.
+
+        A pass reads its dataset in this process when the sampler was built for no
+        DataLoader workers (``workers`` 0 or 1): a shuffled pass declares the order in which
+        its windows are first read from sample ``start`` on, a pass in order clears an
+        order declared before (sequential reads are detected by themselves). Declared lazily
+        (``ParquetDataset.prefetch(lazy=True)``): a process that only iterates the sampler
+        while workers read reads nothing ahead. Each pass calls it as it begins.
+
+        Args:
+            order: The pass's whole order (:meth:`order`).
+            start: Samples of it already consumed (a resumed pass).
+        """
+        dataset = self.dataset
+        if self.workers > 1 or not isinstance(dataset, ParquetDataset):
+            return
+        if not self.shuffle:
+            dataset.prefetch(None, lazy=True)
+            return
+        starts = [w.offset for w in dataset.windows]
+        dataset.prefetch(worker_windows(order[start:], starts, self.batch, 0)[0], lazy=True)
 
     def rewind(self, consumed: int) -> None:
         """Make the next iteration yield this epoch's samples after its first ``consumed``.
@@ -758,6 +783,7 @@ class _Pass(Iterator[int]):
         self.epoch = self._sampler.epoch
         self._order = self._sampler.order()
         self._buffer_end = min(start, len(self._order))
+        self._sampler._declare_order(self._order, self._buffer_end)
         self._indices: Iterator[int] = iter([])
         # one iterator for every iter() and next(): torch's BatchSampler(drop_last=True) zips
         # `batch` references to the pass, calling iter() on each, and every one of them must

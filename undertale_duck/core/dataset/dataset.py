@@ -199,6 +199,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self.read_depth = check_read_ahead(read_ahead)
         self.read_ahead = bool(read_ahead)
         self._order: list[int] | None = None
+        #: An order ``prefetch(lazy=True)`` declared, and the process that declared it: it
+        #: takes effect at that process's next read (see ``reader``)
+        self._pending_order: tuple[int, list[int] | None] | None = None
         sizes = check_sizes(memory, window_bytes, disk, disk_dir)
         #: The disk tier's size in MiB (None: no disk tier).
         self.disk = None if sizes.disk_bytes is None else sizes.disk_bytes / MIB
@@ -301,7 +304,16 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             self._reader_pid = os.getpid()
             if self.memory_shared:
                 reader.resize(process_budget(self.memory_bytes))
+        if self._pending_order is not None:
+            self._take_pending_order(reader)
         return reader
+
+    def _take_pending_order(self, reader: WindowReader) -> None:
+        """Give ``reader`` the order ``prefetch(lazy=True)`` declared, if this process did."""
+        pending, self._pending_order = self._pending_order, None
+        if pending is not None and pending[0] == os.getpid():  # a forked child drops it
+            self._order = pending[1]
+            reader.set_order(pending[1])
 
     def reader_settings(self) -> ReaderSettings:
         """A frozen copy of what this process's window reader is built from."""
@@ -324,7 +336,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             order=None if self._order is None else tuple(self._order),
         )
 
-    def prefetch(self, windows: Sequence[int] | None) -> None:
+    def prefetch(self, windows: Sequence[int] | None, *, lazy: bool = False) -> None:
         """Tell this process's reader the order in which it will consume windows.
 
         A read-ahead hint for locality-aware orders that are not sequential (a sampler that
@@ -332,16 +344,25 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         in the background, and ``windows[0]`` is read right away. Positions index
         :attr:`windows` (see :meth:`window_of`). The hint is kept when the dataset is pickled
         to workers; call it again to replace it, or with None to clear it. Without a hint,
-        sequential access is detected by itself.
+        sequential access is detected by itself. A :class:`ChunkedSampler` iterated without
+        DataLoader workers declares its pass's order itself (``lazy``).
 
         Args:
             windows: Window positions in the order they will be consumed, or None.
+            lazy: Keep the hint until this process next reads a row, and apply it then: for
+                an order declared where rows may not be read (a sampler is iterated in the
+                main process, and a DataLoader's workers read), so nothing is read ahead
+                there. A worker forked meanwhile, or a copy pickled to one, does not take it.
 
         Raises:
             IndexError: If a position is outside the window plan.
             TypeError: If a position is not an integer.
         """
         order = None if windows is None else check_positions(windows, len(self.windows))
+        if lazy:
+            self._pending_order = (os.getpid(), order)
+            return
+        self._pending_order = None
         self._order = order
         if self._reader is not None or order:
             self.reader.set_order(order)
@@ -377,6 +398,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         state["_ahead"] = {}
         state["_sql_session"] = None
         state["_index_executor"] = None  # a process group does not travel; a copy indexes here
+        state["_pending_order"] = None  # the declaring process's own (see ``prefetch``)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
