@@ -10,13 +10,14 @@ import os
 from collections.abc import Mapping, MutableSequence, Sequence
 from typing import Any, ClassVar, Self, cast
 
+import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
 from .common.keywords import guard
 from .common.progress import progress_bar
 from .common.sizes import DEFAULT_MEMORY
-from .core.dataset import ShardDataset, check_positions
+from .core.dataset import ShardDataset, check_expected_rows, check_positions
 from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
@@ -331,8 +332,20 @@ class PackedDataset(ParquetDataset):
         """The position in :attr:`windows` (runs of blocks) of the run holding a block."""
         return bisect.bisect_right(self._run_starts, win.normalize_index(index, len(self))) - 1
 
-    def prefetch(self, windows: Sequence[int] | None, *, lazy: bool = False) -> None:
-        """Read-ahead hint in runs of blocks: the documents' windows they span, in order."""
+    def prefetch(
+        self,
+        windows: Sequence[int] | None,
+        *,
+        lazy: bool = False,
+        rows: Sequence[int] | np.ndarray[Any, np.dtype[np.integer[Any]]] | None = None,
+    ) -> None:
+        """Read-ahead hint in runs of blocks: the documents' windows they span, in order.
+
+        ``rows`` (the blocks batches will ask for) is checked and not used: a batch of blocks
+        is cut from its documents when it is asked for.
+        """
+        if rows is not None:
+            check_expected_rows(rows, len(self))
         if windows is None:
             self.documents.prefetch(None, lazy=lazy)
             return

@@ -77,7 +77,10 @@ def rows_epoch(ds: ParquetDataset, length: int) -> tuple[int, int]:
     """The unpacked rows' shuffled epoch (``__getitems__``, one tensor per row): rows, 0."""
     del length
     sampler = ChunkedSampler(ds, BATCH, workers=0, shuffle=True, seed=0, drop_last=False)
-    order = list(sampler)
+    # the order alone, not a pass over the sampler: a pass declares its rows, so its small
+    # batches are gathered a few at a time (13-20 MiB less peak here, which blocks cannot
+    # do); the reference stays what the packed bound was set against, each batch by itself
+    order = sampler.order().tolist()
     for start in range(0, len(order), BATCH):
         ds.__getitems__(order[start : start + BATCH])
     return len(order), 0

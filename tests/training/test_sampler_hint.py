@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,19 @@ def test_worker_windows_match_a_row_by_row_count(
 def test_worker_windows_of_an_empty_order() -> None:
     assert worker_windows(np.asarray([], dtype=np.int64), [0, 4], 2, 0) == [[]]
     assert worker_windows(np.asarray([], dtype=np.int64), [0, 4], 2, 2) == [[], []]
+
+
+def test_a_shuffled_pass_gathers_its_small_batches_a_few_at_a_time(root: Path) -> None:
+    from undertale_duck import collate
+
+    ds = ParquetDataset(root, window_bytes=1500, columns=["id", "label"], format="torch")
+    sampler = ChunkedSampler(ds, 4, 0, shuffle=True, seed=8, drop_last=False)
+    batches = list(DataLoader(ds, batch_size=4, sampler=sampler, collate_fn=collate))
+    order = sampler.order().tolist()
+    assert [int(i) for b in batches for i in b["label"]] == [i % 7 for i in order]
+    assert [s for b in batches for s in b["id"]] == [f"row-{i:08d}" for i in order]
+    # the batches of a group are views of one buffer (all held: no address is reused)
+    pointers = [b["label"].untyped_storage().data_ptr() for b in batches]
+    shared = sum(a == b for a, b in itertools.pairwise(pointers))
+    assert shared >= len(batches) // 3
+    ds.close()

@@ -398,8 +398,9 @@ class ChunkedSampler(DistributedSampler[int]):
 
         A pass reads its dataset in this process when the sampler was built for no
         DataLoader workers (``workers`` 0 or 1): a shuffled pass declares the order in which
-        its windows are first read from sample ``start`` on, a pass in order clears an
-        order declared before (sequential reads are detected by themselves). Declared lazily
+        its windows are first read from sample ``start`` on, and its rows from there (so
+        its small batches are gathered a few at a time), a pass in order clears what was
+        declared before (sequential reads are detected by themselves). Declared lazily
         (``ParquetDataset.prefetch(lazy=True)``): a process that only iterates the sampler
         while workers read reads nothing ahead. Each pass calls it as it begins.
 
@@ -414,7 +415,8 @@ class ChunkedSampler(DistributedSampler[int]):
             dataset.prefetch(None, lazy=True)
             return
         starts = [w.offset for w in dataset.windows]
-        dataset.prefetch(worker_windows(order[start:], starts, self.batch, 0)[0], lazy=True)
+        rest = order[start:]
+        dataset.prefetch(worker_windows(rest, starts, self.batch, 0)[0], lazy=True, rows=rest)
 
     def rewind(self, consumed: int) -> None:
         """Make the next iteration yield this epoch's samples after its first ``consumed``.

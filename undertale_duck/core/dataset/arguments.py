@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence, Set
 from typing import Any, NamedTuple
 
 import duckdb
+import numpy as np
 
 from ...common.sizes import parse_size
 from ...common.text import first_line, not_utf8
@@ -204,6 +205,33 @@ def check_positions(positions: object, count: int, noun: str = "window") -> list
     if bad:
         raise IndexError(f"{noun} position {bad[0]} out of range for {count} {noun}s")
     return order
+
+
+def check_expected_rows(rows: object, length: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Check ``prefetch``'s ``rows``: a 1-d array or list of integer row indices in ``[0, length)``.
+
+    Returns:
+        The rows as an int64 array (the array given, not copied, when it is one already).
+
+    Raises:
+        TypeError: If ``rows`` is not a 1-d sequence of integers.
+        IndexError: If a row is outside ``[0, length)`` (negative ones included: the rows
+            are the indices a loader will ask for, as it asks for them).
+    """
+    if isinstance(rows, str | bytes | bytearray | Set | Mapping) or not hasattr(rows, "__len__"):
+        raise TypeError(
+            f"prefetch: rows must be a 1-d list or array of row indices, got {type(rows).__name__}"
+        )
+    array = np.asarray(rows)
+    if array.ndim != 1 or (len(array) and array.dtype.kind not in "iu"):
+        raise TypeError(
+            f"prefetch: rows must be a 1-d list or array of integer row indices, got an array "
+            f"of {array.dtype} with shape {array.shape}"
+        )
+    if len(array) and (int(array.min()) < 0 or int(array.max()) >= length):
+        bad = int(array.min()) if int(array.min()) < 0 else int(array.max())
+        raise IndexError(f"prefetch: row {bad} out of range for {length} rows")
+    return array.astype(np.int64, copy=False)
 
 
 def check_read_ahead(read_ahead: object) -> int | None:

@@ -41,6 +41,7 @@ from ..views import check as view_check
 from .arguments import (
     check_columns,
     check_duckdb_config,
+    check_expected_rows,
     check_positions,
     check_read_ahead,
     check_sizes,
@@ -51,6 +52,10 @@ from .sql import SqlAccess
 
 #: Logs under ``undertale_duck`` (silent unless the application configures logging).
 _log = logging.getLogger(__name__)
+
+
+#: An order ``prefetch(lazy=True)`` declared: the declaring process, the windows, the rows.
+PendingOrder = tuple[int, list[int] | None, np.ndarray[Any, np.dtype[np.int64]] | None]
 
 
 class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
@@ -201,7 +206,8 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self._order: list[int] | None = None
         #: An order ``prefetch(lazy=True)`` declared, and the process that declared it: it
         #: takes effect at that process's next read (see ``reader``)
-        self._pending_order: tuple[int, list[int] | None] | None = None
+        self._pending_order: PendingOrder | None = None
+        self._expect_rows(None)
         sizes = check_sizes(memory, window_bytes, disk, disk_dir)
         #: The disk tier's size in MiB (None: no disk tier).
         self.disk = None if sizes.disk_bytes is None else sizes.disk_bytes / MIB
@@ -312,6 +318,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         """Give ``reader`` the order ``prefetch(lazy=True)`` declared, if this process did."""
         pending, self._pending_order = self._pending_order, None
         if pending is not None and pending[0] == os.getpid():  # a forked child drops it
+            self._expect_rows(pending[2])
             self._order = pending[1]
             reader.set_order(pending[1])
 
@@ -336,7 +343,13 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             order=None if self._order is None else tuple(self._order),
         )
 
-    def prefetch(self, windows: Sequence[int] | None, *, lazy: bool = False) -> None:
+    def prefetch(
+        self,
+        windows: Sequence[int] | None,
+        *,
+        lazy: bool = False,
+        rows: Sequence[int] | np.ndarray[Any, np.dtype[np.integer[Any]]] | None = None,
+    ) -> None:
         """Tell this process's reader the order in which it will consume windows.
 
         A read-ahead hint for locality-aware orders that are not sequential (a sampler that
@@ -353,16 +366,24 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
                 an order declared where rows may not be read (a sampler is iterated in the
                 main process, and a DataLoader's workers read), so nothing is read ahead
                 there. A worker forked meanwhile, or a copy pickled to one, does not take it.
+            rows: The row indices this process's batches will ask for, in order (an array is
+                kept, not copied). A batch of a ``numpy``/``torch`` dataset that asks for the
+                next of them is gathered with the batches after it in the same window (up to
+                1,024 rows and 1 MiB), which then wait, cut apart, for their own calls: small
+                shuffled batches pay the fixed cost of a fetch once per group. Batches that
+                ask for other rows are served as always. Kept by this process only.
 
         Raises:
-            IndexError: If a position is outside the window plan.
-            TypeError: If a position is not an integer.
+            IndexError: If a position or row is out of range.
+            TypeError: If a position or row is not an integer.
         """
         order = None if windows is None else check_positions(windows, len(self.windows))
+        expected = None if rows is None else check_expected_rows(rows, len(self))
         if lazy:
-            self._pending_order = (os.getpid(), order)
+            self._pending_order = (os.getpid(), order, expected)
             return
         self._pending_order = None
+        self._expect_rows(expected)
         self._order = order
         if self._reader is not None or order:
             self.reader.set_order(order)
@@ -399,6 +420,8 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         state["_sql_session"] = None
         state["_index_executor"] = None  # a process group does not travel; a copy indexes here
         state["_pending_order"] = None  # the declaring process's own (see ``prefetch``)
+        state["_expected"] = None
+        state["_ahead_batches"] = {}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

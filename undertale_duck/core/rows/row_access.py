@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import MutableSequence, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,15 @@ class RowAccess:
     _ahead: dict[int, MutableSequence[Row]]
     _follows: int
     _row_bytes: tuple[int, int]
+    #: the row indices this process's batches were declared to ask for (``prefetch(rows=)``),
+    #: the process that declared them, and where the next batch is expected in them; the
+    #: batches gathered ahead from them, by their indices, each with where it ends
+    _expected: np.ndarray[Any, np.dtype[np.int64]] | None
+    _expected_pid: int
+    _expected_at: int
+    _ahead_batches: dict[tuple[int, ...], tuple[MutableSequence[Row], int]]
+    #: an order declared lazily, applied by ``reader`` (see the dataset's ``prefetch``)
+    _pending_order: object | None
 
     if TYPE_CHECKING:
 
@@ -69,6 +79,7 @@ class RowAccess:
     def _forget_runs(self) -> None:
         """Drop the runs sliced ahead (the dataset was opened, reopened or closed)."""
         self._ahead = {}
+        self._ahead_batches = {}
         self._follows = -1
         self._row_bytes = (-1, 0)
 
@@ -119,10 +130,23 @@ class RowAccess:
         if monitor is not None and monitor.active and self._reader is not None:
             monitor.served(rows, self._reader.cache)
 
+    def _expect_rows(self, rows: np.ndarray[Any, np.dtype[np.int64]] | None) -> None:
+        """Declare the row indices this process's batches will ask for, in order (or None)."""
+        self._expected = rows
+        self._expected_pid = os.getpid()
+        self._expected_at = 0
+        self._ahead_batches = {}
+
     def _rows_of(self, indices: Sequence[int]) -> MutableSequence[Row]:
+        if self._pending_order is not None:  # a pass's declared rows, before its first batch
+            _ = self.reader  # getting the process's reader applies them
         run = self._run_of(indices)
         if run is not None:
             return run
+        if self._expected is not None:
+            part = self._expected_part(indices)
+            if part is not None:
+                return part
         index = self._normalize(indices)
         if len(index) == 0:
             return []
@@ -270,6 +294,65 @@ class RowAccess:
         if parts is None:
             return None
         self._ahead = {start + k * n: parts[k] for k in range(1, count)}
+        return parts[0]
+
+    def _expected_part(self, indices: Sequence[int]) -> MutableSequence[Row] | None:
+        """The rows of a batch that asks for the next declared rows, else None.
+
+        A shuffled epoch's small batches (``prefetch(rows=)``, which a ``ChunkedSampler``
+        without workers declares): the batch is gathered with the batches that follow it in
+        the declared rows inside its window, up to :data:`AHEAD_ROWS` rows and
+        :data:`AHEAD_BYTES`, and those wait, cut apart, for their own calls, found by their
+        exact indices. Only lists of Python ints (``[1.0, 2.0]`` hashes as ``[1, 2]``).
+        """
+        if type(indices) is not list or not indices or self.format == "python":
+            return None
+        expected = self._expected
+        if expected is None or self._expected_pid != os.getpid():  # a forked copy's
+            return None
+        if type(indices[0]) is not int or len(set(map(type, indices))) > 1:
+            return None
+        n = len(indices)
+        key = tuple(indices)
+        # claimed by one atomic pop: a caller on another thread does not get the same tensors
+        ready = self._ahead_batches.pop(key, None)
+        if ready is not None:
+            self._expected_at = ready[1]
+            return ready[0]
+        at = self._expected_at
+        if n > AHEAD_ROWS // 2 or at + n > len(expected):
+            return None
+        if not np.array_equal(expected[at : at + n], indices):
+            return None
+        self._expected_at = at + n  # this batch is served either way
+        starts = self._starts_array
+        position = int(np.searchsorted(starts, indices[0], side="right")) - 1
+        offset = int(starts[position])
+        end = int(starts[position + 1]) if position + 1 < len(starts) else self._length
+        span = expected[at : at + min(AHEAD_ROWS // n, (len(expected) - at) // n) * n]
+        outside = np.flatnonzero((span < offset) | (span >= end))
+        count = (int(outside[0]) if len(outside) else len(span)) // n
+        if count < 2:  # this batch alone, or not in one window: as any batch
+            return None
+        table = self.reader.window(position)
+        count = self._ahead_count(position, table, n, count * n)
+        if count < 2:
+            return None
+        rows = span[: count * n]
+        sel = _local(rows - offset)
+        if not isinstance(sel, slice):  # rows out of order: from one buffer per column
+            table = self.reader.joined(position, table)
+        try:
+            batch = gather([table], [sel], None, count * n, self.format)
+        except (ConversionFailure, TensorRangeError):
+            return None  # the batch alone names the shard and row
+        parts = batch.split([n] * count) if isinstance(batch, RowBatch) else None
+        if parts is None:
+            return None
+        self._ahead_batches = {
+            tuple(rows[k * n : (k + 1) * n].tolist()): (parts[k], at + (k + 1) * n)
+            for k in range(1, count)
+        }
         return parts[0]
 
     def _ahead_count(self, position: int, table: pa.Table, n: int, left: int) -> int:
