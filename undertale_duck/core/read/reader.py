@@ -112,7 +112,6 @@ class WindowReader:
         #: or a window larger than the cache's share): the batches that follow in it are
         #: served from it instead of decoding it again for each (see :meth:`window`).
         self._held: tuple[int, pa.Table] | None = None
-        self._current: int | None = None
         self._update_reserve()
 
     @property
@@ -160,7 +159,7 @@ class WindowReader:
         cache = self.cache
         depth = self._reserved_for = self.ahead.depth if self.read_ahead else 1
         if cache.budget == 0:
-            self._depth = depth
+            self._depth = self.decoder.reach = depth
             return
         row_bytes = self._row_bytes or self._row_bytes_guess
         window = self.largest_window
@@ -181,6 +180,7 @@ class WindowReader:
         # and the one consumed next; else one window at a time
         extra = (depth - 1) * (one + READ_OVERHEAD_BYTES)
         self._depth = depth if cache.budget >= reserve + extra + (depth + 2) * window else 1
+        self.decoder.reach = self._depth  # how far ahead of the consumer a stream may begin
         if self._depth > 1:
             reserve += extra
         cache.set_reserve(reserve, floor=window)
@@ -425,7 +425,7 @@ class WindowReader:
     @property
     def current(self) -> int | None:
         """The window the consumer moved to last (:meth:`window` with ``advance``), if any."""
-        return self._current
+        return self.decoder.current
 
     def drop_held(self) -> None:
         """Let go of the window held beside the cache (see :meth:`window`)."""
@@ -480,10 +480,10 @@ class WindowReader:
                     # batches that follow in it, until the consumer reads another window
                     self._held = (position, table)
         if advance:
-            if position != self._current:
-                self.decoder.previous = self._current
-            self._current = self.decoder.current = position
-            self.decoder.reach = self._depth
+            decoder = self.decoder
+            if position != decoder.current:
+                decoder.previous = decoder.current
+            decoder.current = position
             self._advance(position, table, position if first is None else first)
         return table
 
