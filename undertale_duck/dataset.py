@@ -10,14 +10,13 @@ import os
 from collections.abc import Mapping, MutableSequence, Sequence
 from typing import Any, ClassVar, Self, cast
 
-import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
 from .common.keywords import guard
 from .common.progress import progress_bar
 from .common.sizes import DEFAULT_MEMORY
-from .core.dataset import ShardDataset, check_expected_rows, check_positions
+from .core.dataset import RowList, ShardDataset, check_expected_rows, check_positions
 from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
@@ -333,11 +332,7 @@ class PackedDataset(ParquetDataset):
         return bisect.bisect_right(self._run_starts, win.normalize_index(index, len(self))) - 1
 
     def prefetch(
-        self,
-        windows: Sequence[int] | None,
-        *,
-        lazy: bool = False,
-        rows: Sequence[int] | np.ndarray[Any, np.dtype[np.integer[Any]]] | None = None,
+        self, windows: Sequence[int] | None, *, lazy: bool = False, rows: RowList | None = None
     ) -> None:
         """Read-ahead hint in runs of blocks: the documents' windows they span, in order.
 

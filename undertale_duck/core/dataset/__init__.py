@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from .arguments import check_expected_rows, check_positions
+from .arguments import RowList, check_expected_rows, check_positions
 from .dataset import ShardDataset
 
 __all__ = [
+    "RowList",
     "ShardDataset",
     "check_expected_rows",
     "check_positions",

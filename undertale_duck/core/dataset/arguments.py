@@ -207,6 +207,10 @@ def check_positions(positions: object, count: int, noun: str = "window") -> list
     return order
 
 
+#: Row indices as ``prefetch(rows=)`` takes them: a list of ints or a 1-d integer array.
+RowList = Sequence[int] | np.ndarray[Any, np.dtype[np.integer[Any]]]
+
+
 def check_expected_rows(rows: object, length: int) -> np.ndarray[Any, np.dtype[np.int64]]:
     """Check ``prefetch``'s ``rows``: a 1-d array or list of integer row indices in ``[0, length)``.
 

@@ -39,6 +39,7 @@ from ..source import windows as win
 from ..views import IndexedView, SideTable, index_view, side_tables
 from ..views import check as view_check
 from .arguments import (
+    RowList,
     check_columns,
     check_duckdb_config,
     check_expected_rows,
@@ -344,11 +345,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         )
 
     def prefetch(
-        self,
-        windows: Sequence[int] | None,
-        *,
-        lazy: bool = False,
-        rows: Sequence[int] | np.ndarray[Any, np.dtype[np.integer[Any]]] | None = None,
+        self, windows: Sequence[int] | None, *, lazy: bool = False, rows: RowList | None = None
     ) -> None:
         """Tell this process's reader the order in which it will consume windows.
 
