@@ -78,6 +78,10 @@ class ChunkedSampler(DistributedSampler[int]):
     rows left over are the last positions of the epoch's sequence, so a different few rows
     each epoch.
     The order depends only on ``(seed, epoch)``; call :meth:`set_epoch` each epoch.
+    Built for no workers (``workers`` 0 or 1), each pass tells a ``ParquetDataset`` the
+    order of its windows and rows (``prefetch(lazy=True, rows=...)``), so a plain
+    ``DataLoader``'s shuffled epoch reads the next window ahead and gathers its small
+    batches a few at a time, as ``load()`` does.
 
     The epoch's sequence does not depend on the ranks, workers or batch size, which only
     cut it into shares; that is what lets :meth:`load_state_dict` resume a state saved with
