@@ -226,3 +226,23 @@ def test_a_shuffled_pass_gathers_its_small_batches_a_few_at_a_time(root: Path) -
     shared = sum(a == b for a, b in itertools.pairwise(pointers))
     assert shared >= len(batches) // 3
     ds.close()
+
+
+def test_a_pass_torchdata_resumes_declares_the_windows_it_has_left(root: Path) -> None:
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    ds = open_dataset(root)
+    sampler = ChunkedSampler(ds, BATCH, 0, shuffle=True, seed=11, drop_last=False)
+    loader = stateful.StatefulDataLoader(ds, batch_size=BATCH, sampler=sampler, collate_fn=ids)
+    batches = iter(loader)
+    head = [next(batches) for _ in range(7)]
+    state = loader.state_dict()
+    del batches
+    again_ds = open_dataset(root)
+    again = ChunkedSampler(again_ds, BATCH, 0, shuffle=True, seed=11, drop_last=False)
+    resumed = stateful.StatefulDataLoader(again_ds, batch_size=BATCH, sampler=again,
+                                          collate_fn=ids)
+    resumed.load_state_dict(state)
+    rest = [i for batch in resumed for i in batch]
+    order = sampler.order().tolist()
+    assert [i for b in head for i in b] + rest == order
+    assert declared(again_ds) == first_use(again_ds, order[7 * BATCH:])
