@@ -7,7 +7,7 @@ import itertools
 import os
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import duckdb
@@ -720,6 +720,47 @@ class WindowDecoder:
             return None
         return first, end
 
+    def _continue_group(
+        self,
+        local: Shard,
+        win: Window,
+        kind: type[Q],
+        begin: Callable[[int, int, bool], Q | None],
+        serve: Callable[[Q], pa.Table],
+    ) -> pa.Table | None:
+        """A window cut from one row group, read by continuing the group's open query.
+
+        What the plain and the view's open queries share: ``begin(first, end, restart)``
+        starts a ``kind`` of query at ``win`` over the group's shard-local rows ``[first,
+        end)`` (None: none begins here), ``serve(query)`` takes the window's rows from it;
+        the query is then kept for the group's next window, or closed at its end.
+
+        Returns None where the window is not cut from one larger row group, no query serves
+        it, or anything fails (the window's own query then reads it and reports any error).
+        """
+        group = self._group_of(win)
+        if group is None:
+            return None
+        first, end = group
+        key = (local.path, first)
+        stream, restart = self._resume(key, kind, win)
+        try:
+            if stream is None:
+                stream = begin(first, end, restart)
+                if stream is None:
+                    return None
+            else:
+                self.stream_stats["continued"] += 1
+            table = serve(stream)
+        except BaseException as exc:
+            if stream is not None:
+                stream.close()
+            if not isinstance(exc, Exception):  # KeyboardInterrupt: the read's interrupt
+                raise
+            return None  # any doubt: the window's own query reads it, and reports
+        self._park(key, stream)
+        return table
+
     def _read_streamed(
         self, cursor: duckdb.DuckDBPyConnection, local: Shard, win: Window, what: str,
         params: dict[str, object],
@@ -729,40 +770,27 @@ class WindowDecoder:
         Returns None where the window is not part of one larger row group, or anything fails
         (the usual per-window query then reads it and reports any error).
         """
-        group = self._group_of(win)
-        if group is None:
-            return None
-        first, end = group
-        key = (local.path, first)
-        stream, restart = self._resume(key, DuckStream, win)
         limit = self.read_limit
         shard = self.source.shards[win.shard]
-        try:
-            if stream is None and win.start != first and not restart:
+
+        def begin(first: int, end: int, restart: bool) -> DuckStream | None:
+            if win.start != first and not restart:
                 # a window inside a group no open query reaches (random access): its own
                 # query, kept nowhere, so random reads hold no group's buffers beyond it
                 return None
-            if stream is None:
-                private, reader, generation = self._begin(
-                    cursor, self._sql, {**params, "stop": end}, win.rows
-                )
-                stream = DuckStream(private, reader, win.start, end, generation=generation)
-            else:
-                self.stream_stats["continued"] += 1
-            current = stream
-            table = interruptible(
-                current.cursor,
-                lambda: collect(current.pull(win.stop), limit, shard.path, what, win,
+            private, reader, generation = self._begin(
+                cursor, self._sql, {**params, "stop": end}, win.rows
+            )
+            return DuckStream(private, reader, win.start, end, generation=generation)
+
+        def serve(stream: DuckStream) -> pa.Table:
+            return interruptible(
+                stream.cursor,
+                lambda: collect(stream.pull(win.stop), limit, shard.path, what, win,
                                 schema=self.schema),
             )
-        except BaseException as exc:
-            if stream is not None:
-                stream.close()
-            if not isinstance(exc, Exception):  # KeyboardInterrupt: the read's interrupt
-                raise
-            return None  # any doubt: the usual per-window query reads it, and reports
-        self._park(key, stream)
-        return table
+
+        return self._continue_group(local, win, DuckStream, begin, serve)
 
     def _in_order(self, position: int) -> bool:
         """Whether the window after ``position`` in the plan is likely read right after it.
@@ -795,40 +823,33 @@ class WindowDecoder:
         """
         view = self._view
         assert view is not None
-        group = self._group_of(win)
-        if group is None:
-            return None
-        first, end = group
-        key = (local.path, first)
-        stream, restart = self._resume(key, ViewStream, win)
         limit = self.read_limit
         shard = self.source.shards[win.shard]
-        try:
-            if stream is None and not restart and not self._in_order(position):
+
+        def begin(first: int, end: int, restart: bool) -> ViewStream | None:
+            if not restart and not self._in_order(position):
                 # a shuffled order visits the group's other windows later, each by its own
                 # query: a query begun over the rest of the group would decode rows ahead
                 # (DuckDB fills a streamed result in the background) for nothing
                 return None
-            if stream is None:
-                found = view.stream_query(win, win.start if restart else first, end)
-                if found is None:
-                    return None
-                sql, extra = found
-                private, reader, generation = self._begin(
-                    cursor, sql, {"path": duckdb_path(local.path), **extra}, win.rows
-                )
-                # it ends at the group's last kept row: the query is closed once that row's
-                # window is served, not held while later windows keep none of the group
-                last = extra.get("stop", end)
-                stop = min(end, last) if isinstance(last, int) else end
-                stream = ViewStream(private, reader, win.start, stop, generation=generation)
-            else:
-                self.stream_stats["continued"] += 1
-            current = stream
+            found = view.stream_query(win, win.start if restart else first, end)
+            if found is None:
+                return None
+            sql, extra = found
+            private, reader, generation = self._begin(
+                cursor, sql, {"path": duckdb_path(local.path), **extra}, win.rows
+            )
+            # it ends at the group's last kept row: the query is closed once that row's
+            # window is served, not held while later windows keep none of the group
+            last = extra.get("stop", end)
+            stop = min(end, last) if isinstance(last, int) else end
+            return ViewStream(private, reader, win.start, stop, generation=generation)
+
+        def serve(stream: ViewStream) -> pa.Table:
             table = interruptible(
-                current.cursor,
-                lambda: collect(current.take(win.rows), limit, shard.path, what, win,
-                                schema=current.schema),
+                stream.cursor,
+                lambda: collect(stream.take(win.rows), limit, shard.path, what, win,
+                                schema=stream.schema),
             )
             # the rows taken are the window's kept rows: as many as the index counts, the
             # first and last inside the window (the windows of the view between the stream's
@@ -841,14 +862,9 @@ class WindowDecoder:
             ):
                 raise ValueError("the view's query served rows of another window")
             stream.at, stream.next_offset = win.stop, win.end
-        except BaseException as exc:
-            if stream is not None:
-                stream.close()
-            if not isinstance(exc, Exception):  # KeyboardInterrupt: the read's interrupt
-                raise
-            return None  # any doubt: the window's own query reads it, and reports
-        self._park(key, stream)
-        return table
+            return table
+
+        return self._continue_group(local, win, ViewStream, begin, serve)
 
     def _read_duckdb(
         self, local: Shard, win: Window, what: str, touched: int, position: int
