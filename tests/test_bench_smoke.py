@@ -340,3 +340,17 @@ def test_shapes_benchmark_runs_and_its_check_refuses_wrong_rows(tmp_path: Path) 
             checker.rows = 100
             with pytest.raises(AssertionError):
                 checker(dict(good, **bad))
+
+
+@pytest.mark.heavy
+def test_workers_benchmark_runs(tmp_path: Path) -> None:
+    import bench_workers
+
+    results = bench_workers.main([
+        "--shards", "2", "--shard-rows", "400", "--workers", "1", "--rounds", "1",
+        "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+    ])
+    assert all(math.isfinite(r) and r > 0 for r in results["ratios"].values())
+    assert len(results["ratios"]) == 3  # plain, load, floor
+    assert all(run["rows"] == 800 for run in results["runs"])  # every row, each once
+    assert (tmp_path / "out" / "workers.md").read_text().count("|") > 10

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .training.loader import ChunkedLoader, load
     from .training.lookup import batch_rows
     from .training.mixture import Mixture, Stream
+    from .training.one_block import one_block
     from .training.sampler import ChunkedSampler
     from .validation.model import CheckResult, ValidationReport
 
@@ -60,6 +61,7 @@ _LAZY = {
     "load": "training.loader",
     "DataModule": "training.datamodule",
     "collate": "training.collate",
+    "one_block": "training.one_block",
     "Mixture": "training.mixture",
     "Stream": "training.mixture",
     "batch_rows": "training.lookup",
@@ -102,6 +104,7 @@ __all__ = [
     "batch_rows",
     "collate",
     "load",
+    "one_block",
     "schema",
 ]
 

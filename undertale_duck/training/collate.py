@@ -14,6 +14,7 @@ from ..common.numbers import is_number
 from ..common.parts import consecutive_parts
 from ..core.rows import Ragged, RowBatch, TensorRangeError, to_tensor
 from ..errors import ArgumentError, OutOfRangeError
+from .one_block import one_block as to_one_block
 
 _NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -27,6 +28,7 @@ def collate(
     padding_value: float = 0,
     mask_suffix: str = MASK_SUFFIX,
     schema: pa.Schema | None = None,
+    one_block: bool = True,
 ) -> dict[str, Any]:
     """Turn a list of rows (``{column: value}``) into one batch ``{column: tensor or list}``.
 
@@ -51,6 +53,11 @@ def collate(
     ``format="python"``) do not, so pass ``schema=dataset.schema`` for an integer (int64)
     or boolean tensor there: without it such a batch is float64, as ``torch.tensor([[]])``.
 
+    In a ``DataLoader`` worker the batch's tensors are placed in one shared-memory block
+    (:func:`~undertale_duck.one_block`), so torch passes the main process one block per
+    batch instead of one per tensor: a tensor kept after its batch then keeps the whole
+    block alive (``.clone()`` what you keep), or pass ``one_block=False``.
+
     Use ``functools.partial(collate, padding_value=-1)`` to change the options in a
     ``DataLoader``.
 
@@ -60,6 +67,8 @@ def collate(
         mask_suffix: Suffix of the mask key added for each padded column.
         schema: The rows' Arrow schema (``dataset.schema``), for the dtype of columns whose
             lists are all empty in a batch of Python rows.
+        one_block: In a DataLoader worker, place the batch's tensors in one shared-memory
+            block (no effect elsewhere).
 
     Returns:
         The batch, with the rows' keys in order (each mask right after its column).
@@ -73,8 +82,10 @@ def collate(
             (Python ints beyond int64 stay a list, exact).
     """
     # the defaults (every batch of a loop) skip the checks' isinstance calls
-    if type(padding_value) is not int or type(mask_suffix) is not str or not mask_suffix:
-        _check_options(padding_value, mask_suffix)
+    if type(padding_value) is not int or type(mask_suffix) is not str or not mask_suffix or (
+        one_block is not True and one_block is not False
+    ):
+        _check_options(padding_value, mask_suffix, one_block)
     types = _types_of(schema)
     if type(rows) is not RowBatch and (
         isinstance(rows, Mapping) or not isinstance(rows, Sequence) or isinstance(rows, str)
@@ -140,7 +151,7 @@ def collate(
                     f"key {mask_key!r} is already a column; pass another mask_suffix"
                 )
             out[mask_key] = mask
-    return out
+    return to_one_block(out) if one_block else out
 
 
 def split_batch(
@@ -215,7 +226,8 @@ def _column(
                 if typ is not None and pa.types.is_struct(typ):
                     inner = pa.schema([typ.field(k) for k in range(typ.num_fields)])
                 return collate(
-                    values, padding_value=padding_value, mask_suffix=mask_suffix, schema=inner
+                    values, padding_value=padding_value, mask_suffix=mask_suffix, schema=inner,
+                    one_block=False,  # the outer batch places the whole in one block
                 ), None
             except ArgumentError:
                 return values, None
@@ -269,7 +281,7 @@ def _empty_dtype(typ: pa.DataType | None) -> torch.dtype | None:
     return None
 
 
-def _check_options(padding_value: object, mask_suffix: object) -> None:
+def _check_options(padding_value: object, mask_suffix: object, one_block: object) -> None:
     """Refuse options torch would fail on mid-batch (or turn into a surprising key)."""
     # not a bool: True would pad with 1, said by no error
     if not is_number(padding_value):
@@ -282,6 +294,8 @@ def _check_options(padding_value: object, mask_suffix: object) -> None:
             f"collate: mask_suffix must be a non-empty string (such as '_mask'), got "
             f"{mask_suffix!r}"
         )
+    if not isinstance(one_block, bool):
+        raise ArgumentError(f"collate: one_block must be True or False, got {one_block!r}")
 
 
 class _PaddingError(Exception):

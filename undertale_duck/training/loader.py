@@ -32,6 +32,7 @@ from ..dataset import PackedDataset, ParquetDataset
 from ..errors import ArgumentError, WorkerStartError, WorkerStartWarning
 from .collate import collate, split_batch
 from .mixture import Mixture
+from .one_block import one_block as to_one_block
 from .order import worker_windows
 from .sampler import ChunkedSampler
 from .startwatch import StartWatch, fork_deadlock_prone, mark_started
@@ -568,6 +569,7 @@ def load(
     pack: Pack | Mapping[str, Any] | None = None,
     split: Split | None = None,
     index_executor: TaskMap | None = None,
+    one_block: bool = True,
 ) -> ChunkedLoader:
     """Build a DataLoader for the dataset at ``path``.
 
@@ -629,6 +631,11 @@ def load(
         split: Serve one part of a train/validation split (see docs/packing.md#splits).
         index_executor: Where a view's indexing pass runs, one task per shard (see
             ``ParquetDataset``; default: in this process).
+        one_block: With workers, place each batch's tensors in one shared-memory block in
+            the worker (:func:`~undertale_duck.one_block`), so torch passes one block per
+            batch to the main process instead of one per tensor (``collator``'s batches
+            too: dicts, lists and tuples of tensors). A tensor kept after its batch keeps
+            the block alive; False leaves the tensors to torch.
 
     Returns:
         A :class:`ChunkedLoader` (a ``DataLoader`` with ``state_dict``/``load_state_dict``).
@@ -698,6 +705,8 @@ def load(
         )
     if prefetch_factor is not None:
         prefetch_factor = check_int("prefetch_factor", prefetch_factor, 1, say_range=False)
+    if not isinstance(one_block, bool):
+        raise ArgumentError(f"one_block must be True or False, got {one_block!r}")
     context = None
     if workers > 0:
         context = _context(multiprocessing_context)
@@ -709,7 +718,7 @@ def load(
         batch_size=sampler.batch,
         sampler=sampler,
         num_workers=sampler.workers,
-        collate_fn=_with_schema(collator, dataset) if collator is not None else _as_list,
+        collate_fn=_collate_fn(collator, dataset, workers, one_block),
         pin_memory=pin_memory,
         persistent_workers=persistent_workers,
         prefetch_factor=prefetch_factor,
@@ -804,6 +813,35 @@ def _check_picklable(**functions: object) -> None:
                 "(not a lambda or a local function), or start workers with "
                 "multiprocessing_context='fork' (Linux)"
             ) from None
+
+
+def _collate_fn(
+    collator: Callable[..., Any] | None, dataset: Any, workers: int, one_block: bool
+) -> Callable[..., Any]:
+    """The loader's ``collate_fn``: ``collator`` told the schema, its batches in one block.
+
+    Our own ``collate`` places a worker's batch in one block itself (``one_block=False``
+    turns that off); another collator is wrapped to do so where workers collate.
+    """
+    if collator is None:
+        return _as_list
+    function = _with_schema(collator, dataset)
+    if _is_collate(function):
+        return function if one_block else functools.partial(function, one_block=False)
+    return _OneBlock(function) if one_block and workers > 0 else function
+
+
+class _OneBlock:
+    """A collator whose batches :func:`one_block` places in one block (in a worker)."""
+
+    def __init__(self, collator: Callable[..., Any]) -> None:
+        self.collator = collator
+
+    def __call__(self, rows: Any) -> Any:
+        return to_one_block(self.collator(rows))
+
+    def __repr__(self) -> str:
+        return f"{self.collator!r} (its batches in one block)"
 
 
 def _with_schema(collator: Callable[..., Any], dataset: Any) -> Callable[..., Any]:
