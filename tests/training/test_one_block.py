@@ -370,3 +370,20 @@ def test_bad_one_block_is_refused(root: Path) -> None:
         collate([{"a": 1}], one_block="yes")  # type: ignore[arg-type]
     with pytest.raises(ArgumentError, match="one_block must be True or False"):
         load(root, None, collate, BATCH, one_block=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("block", [True, False])
+def test_datamodule_passes_one_block_to_its_loaders(root: Path, block: bool) -> None:
+    from undertale_duck import DataModule
+
+    dm = DataModule(root, root, None, as_tuple, BATCH, 1, shuffle=False, drop_last=False,
+                    multiprocessing_context="fork", one_block=block)
+    for loader in (dm.train_dataloader(), dm.val_dataloader()):
+        seen = []
+        for batch in loader:
+            seen += check_tuple(batch)
+            if block:
+                assert_one_block(tensors(batch))
+            else:
+                assert len(storages(batch)) == 4
+        assert sorted(seen) == list(range(TOTAL))
