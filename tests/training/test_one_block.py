@@ -387,3 +387,29 @@ def test_datamodule_passes_one_block_to_its_loaders(root: Path, block: bool) -> 
             else:
                 assert len(storages(batch)) == 4
         assert sorted(seen) == list(range(TOTAL))
+
+
+def test_torchdatas_stateful_loader_gets_one_block_and_resumes(root: Path) -> None:
+    StatefulDataLoader = pytest.importorskip("torchdata.stateful_dataloader").StatefulDataLoader
+
+    def make() -> Any:
+        ds = ParquetDataset(root, columns=COLUMNS, format="torch")
+        sampler = ChunkedSampler(ds, BATCH, 2, shuffle=True, drop_last=False)
+        return StatefulDataLoader(ds, batch_size=BATCH, sampler=sampler, collate_fn=collate,
+                                  num_workers=2, multiprocessing_context="fork")
+
+    loader = make()
+    it = iter(loader)
+    seen = []
+    for _ in range(4):
+        batch = next(it)
+        seen += check_rows(batch)
+        assert_one_block(tensors(batch))
+    state = loader.state_dict()
+    del it
+    resumed = make()
+    resumed.load_state_dict(state)
+    for batch in resumed:
+        seen += check_rows(batch)
+        assert_one_block(tensors(batch))
+    assert sorted(seen) == list(range(TOTAL))  # each row once across the resume
