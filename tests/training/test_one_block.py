@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import datagen
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 
 from undertale_duck import ArgumentError, ChunkedSampler, ParquetDataset, collate, load, one_block
 from undertale_duck.training.one_block import ALIGN
@@ -119,12 +119,17 @@ def test_spawned_workers_hand_one_block(root: Path) -> None:
         assert_one_block(tensors(batch))
 
 
-def test_a_structs_fields_join_the_batchs_block(tmp_path: Path) -> None:
-    count = 50
+def write_structs(path: Path, count: int) -> Path:
     pq.write_table(pa.table({
         "label": pa.array([i % 5 for i in range(count)], pa.int64()),
         "s": pa.array([{"a": i, "b": i / 2, "c": f"c{i}"} for i in range(count)]),
-    }), tmp_path / "structs.parquet", row_group_size=20)
+    }), path, row_group_size=20)
+    return path
+
+
+def test_a_structs_fields_join_the_batchs_block(tmp_path: Path) -> None:
+    count = 50
+    write_structs(tmp_path / "structs.parquet", count)
     ds = ParquetDataset(tmp_path / "structs.parquet", format="torch")
     loader = DataLoader(ds, batch_size=8, num_workers=1, multiprocessing_context="fork",
                         sampler=ChunkedSampler(ds, 8, 1, drop_last=False), collate_fn=collate)
@@ -138,6 +143,21 @@ def test_a_structs_fields_join_the_batchs_block(tmp_path: Path) -> None:
         assert len(tensors(batch)) == 3
         seen += rows
     assert sorted(seen) == list(range(count))
+
+
+def test_a_collator_sent_to_spawned_workers_is_wrapped_too(tmp_path: Path) -> None:
+    # torch's default_collate stands for a user's module-level collator: pickled to spawn
+    path = write_structs(tmp_path / "structs.parquet", 40)
+    loader = load(path, None, default_collate, 8, workers=1, drop_last=False,
+                  multiprocessing_context="spawn")
+    seen = []
+    for batch in loader:
+        rows = batch["s"]["a"].tolist()
+        assert batch["s"]["b"].tolist() == [i / 2 for i in rows]
+        assert batch["label"].tolist() == [i % 5 for i in rows]
+        assert_one_block(tensors(batch))
+        seen += rows
+    assert sorted(seen) == list(range(40))
 
 
 def as_tuple(rows: list[dict[str, Any]]) -> Any:
