@@ -81,7 +81,9 @@ class ChunkedSampler(DistributedSampler[int]):
     Built for no workers (``workers`` 0 or 1), each pass tells a ``ParquetDataset`` the
     order of its windows and rows (``prefetch(lazy=True, rows=...)``), so a plain
     ``DataLoader``'s shuffled epoch reads the next window ahead and gathers its small
-    batches a few at a time, as ``load()`` does.
+    batches a few at a time, as ``load()`` does. Built for workers, it hands the dataset a
+    plan (``prefetch_in_workers``) by which each forked DataLoader worker declares its own
+    share of a shuffled pass at its first read.
 
     The epoch's sequence does not depend on the ranks, workers or batch size, which only
     cut it into shares; that is what lets :meth:`load_state_dict` resume a state saved with
@@ -210,6 +212,10 @@ class ChunkedSampler(DistributedSampler[int]):
                 stacklevel=2,
             )
         check_order_memory(self.num_samples, length)
+        if self.workers and type(dataset) is ParquetDataset:  # a packed one's rows are blocks
+            # forked DataLoader workers each declare their share of the pass at their first
+            # read: the sampler runs in this process, after they start
+            dataset.prefetch_in_workers(_WorkerPlan(self))
 
     @property
     def ranks(self) -> int:
@@ -762,6 +768,37 @@ def _rest(length: int, before: list[dict[str, Any]]) -> int:
         )
         length -= taken
     return length
+
+
+class _WorkerPlan:
+    """What a DataLoader worker of a shuffled pass reads: its windows and its rows, in order.
+
+    Handed to the dataset (``prefetch_in_workers``) by a sampler built for workers, and
+    called in each forked worker at its first read, on the worker's copy of the sampler as
+    it stood when the loader started its workers (the pass about to begin, from the position
+    a resume set). The loader gives batch ``k`` to worker ``k % workers``. The dataset does
+    not pickle it (the sampler, its order with it, would travel to every spawned worker).
+    """
+
+    def __init__(self, sampler: ChunkedSampler) -> None:
+        self._sampler: ChunkedSampler | None = sampler
+
+    def __call__(self, worker: int, workers: int) -> tuple[list[int], Order] | None:
+        """The windows and rows of ``worker``, or None (in order, or other workers)."""
+        sampler = self._sampler
+        if sampler is None or not sampler.shuffle or workers != sampler.workers:
+            return None
+        dataset = sampler.dataset
+        assert isinstance(dataset, ParquetDataset)  # the sampler gives a plan to no other
+        order = sampler.order()
+        rest = order[min(sampler._resume, len(order)):]
+        batch = sampler.batch
+        full = len(rest) // batch
+        mine = rest[: full * batch].reshape(full, batch)[worker::workers].ravel()
+        if full % workers == worker and len(rest) > full * batch:  # the short last batch
+            mine = np.concatenate([mine, rest[full * batch:]])
+        starts = [w.offset for w in dataset.windows]
+        return worker_windows(mine, starts, batch, 1)[0], mine
 
 
 class _Pass(Iterator[int]):

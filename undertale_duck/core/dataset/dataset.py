@@ -12,7 +12,7 @@ from typing import Any, cast
 import duckdb
 import numpy as np
 import pyarrow as pa
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, get_worker_info
 
 from ...common.sizes import DEFAULT_MEMORY, MIB, DefaultMemory
 from ...errors import ArgumentError, ShardChangedError
@@ -57,6 +57,10 @@ _log = logging.getLogger(__name__)
 
 #: An order ``prefetch(lazy=True)`` declared: the declaring process, the windows, the rows.
 PendingOrder = tuple[int, list[int] | None, np.ndarray[Any, np.dtype[np.int64]] | None]
+#: What a DataLoader worker declares at its first read: ``plan(worker id, workers)`` gives its
+#: windows in the order it will first read them and the rows its batches will ask for, in
+#: order, or None for nothing (see ``prefetch_in_workers``).
+WorkerPlan = Callable[[int, int], "tuple[Sequence[int], RowList] | None"]
 
 
 class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
@@ -208,6 +212,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         #: An order ``prefetch(lazy=True)`` declared, and the process that declared it: it
         #: takes effect at that process's next read (see ``reader``)
         self._pending_order: PendingOrder | None = None
+        #: A plan each forked DataLoader worker applies at its first read, and the process
+        #: that gave it (see ``prefetch_in_workers``)
+        self._worker_plan: tuple[int, WorkerPlan] | None = None
         self._expect_rows(None)
         sizes = check_sizes(memory, window_bytes, disk, disk_dir)
         #: The disk tier's size in MiB (None: no disk tier).
@@ -313,6 +320,8 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
                 reader.resize(process_budget(self.memory_bytes))
         if self._pending_order is not None:
             self._take_pending_order(reader)
+        if self._worker_plan is not None:
+            self._take_worker_plan(reader)
         return reader
 
     def _take_pending_order(self, reader: WindowReader) -> None:
@@ -322,6 +331,47 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             self._expect_rows(pending[2])
             self._order = pending[1]
             reader.set_order(pending[1])
+
+    def _take_worker_plan(self, reader: WindowReader) -> None:
+        """Declare, in a forked DataLoader worker, what ``prefetch_in_workers``' plan gives it."""
+        given = self._worker_plan
+        if given is None or given[0] == os.getpid():  # the giving process keeps it for its forks
+            return
+        self._worker_plan = None  # once per worker process
+        info = get_worker_info()
+        if info is None or self.format == "python":
+            return
+        hint = given[1](info.id, info.num_workers)
+        if hint is None:
+            return
+        order = check_positions(hint[0], len(self.windows))
+        self._expect_rows(check_expected_rows(hint[1], len(self)), planned=True)
+        self._order = order
+        reader.set_order(order)
+
+    def _leave_plan(self) -> None:
+        """Drop a worker plan's declarations: a batch asked for rows it did not plan."""
+        self._expect_rows(None)
+        self._order = None
+        if self._reader is not None:
+            self._reader.set_order(None)
+
+    def prefetch_in_workers(self, plan: WorkerPlan | None) -> None:
+        """Let each forked DataLoader worker declare its own order and rows at its first read.
+
+        For a sampler iterated in the main process while workers read: ``plan(worker id,
+        number of workers)`` gives a worker its windows in the order it will first read them
+        and the rows its batches will ask for, in order (as :meth:`prefetch` takes them), or
+        None. A worker calls it once, at its first read, in ``numpy``/``torch`` datasets;
+        the first batch that asks for other rows than planned drops what it declared (a
+        stale plan: a persistent worker's next epoch, a resumed pass). Workers started by
+        ``spawn``/``forkserver`` get no plan (it is not pickled). A :class:`ChunkedSampler`
+        built for workers gives one itself.
+
+        Args:
+            plan: The plan, or None to clear it.
+        """
+        self._worker_plan = None if plan is None else (os.getpid(), plan)
 
     def reader_settings(self) -> ReaderSettings:
         """A frozen copy of what this process's window reader is built from."""
@@ -417,6 +467,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         state["_sql_session"] = None
         state["_index_executor"] = None  # a process group does not travel; a copy indexes here
         state["_pending_order"] = None  # the declaring process's own (see ``prefetch``)
+        state["_worker_plan"] = None  # forked workers' only (see ``prefetch_in_workers``)
         state["_expected"] = None
         state["_ahead_batches"] = {}
         return state

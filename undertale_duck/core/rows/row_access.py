@@ -60,9 +60,14 @@ class RowAccess:
     _expected: np.ndarray[Any, np.dtype[np.int64]] | None
     _expected_pid: int
     _expected_at: int
+    #: the rows were declared by a worker plan: a batch that leaves them drops the plan
+    _expected_planned: bool
     _ahead_batches: dict[tuple[int, ...], tuple[MutableSequence[Row], int]]
     #: an order declared lazily, applied by ``reader`` (see the dataset's ``prefetch``)
     _pending_order: object | None
+    #: a plan forked DataLoader workers apply at their first read (see the dataset's
+    #: ``prefetch_in_workers``)
+    _worker_plan: object | None
 
     if TYPE_CHECKING:
 
@@ -130,16 +135,23 @@ class RowAccess:
         if monitor is not None and monitor.active and self._reader is not None:
             monitor.served(rows, self._reader.cache)
 
-    def _expect_rows(self, rows: np.ndarray[Any, np.dtype[np.int64]] | None) -> None:
+    def _expect_rows(
+        self, rows: np.ndarray[Any, np.dtype[np.int64]] | None, *, planned: bool = False
+    ) -> None:
         """Declare the row indices this process's batches will ask for, in order (or None)."""
         self._expected = rows
         self._expected_pid = os.getpid()
         self._expected_at = 0
+        self._expected_planned = planned
         self._ahead_batches = {}
 
+    def _leave_plan(self) -> None:
+        """Drop what a worker plan declared (the dataset drops its window order too)."""
+        self._expect_rows(None)
+
     def _rows_of(self, indices: Sequence[int]) -> MutableSequence[Row]:
-        if self._pending_order is not None:  # a pass's declared rows, before its first batch
-            _ = self.reader  # getting the process's reader applies them
+        if self._pending_order is not None or self._worker_plan is not None:
+            _ = self.reader  # getting the process's reader applies a declaration before a batch
         run = self._run_of(indices)
         if run is not None:
             return run
@@ -320,9 +332,12 @@ class RowAccess:
             self._expected_at = ready[1]
             return ready[0]
         at = self._expected_at
-        if n > AHEAD_ROWS // 2 or at + n > len(expected):
+        if at + n > len(expected) or not np.array_equal(expected[at : at + n], indices):
+            if self._expected_planned:  # a stale plan: its order would read the wrong windows
+                self._leave_plan()
             return None
-        if not np.array_equal(expected[at : at + n], indices):
+        if n > AHEAD_ROWS // 2:
+            self._expected_at = at + n
             return None
         self._expected_at = at + n  # this batch is served either way
         starts = self._starts_array
