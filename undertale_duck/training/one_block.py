@@ -21,8 +21,8 @@ def one_block(batch: T) -> T:
     A worker hands each batch to the main process through shared memory, and torch moves
     every tensor there by itself: a new shared-memory file, a file descriptor passed over a
     socket and mapped again on the other side, per tensor and per batch. With the tensors
-    of a batch in one block torch passes one (measured on 2 cores, 2 workers, 4 columns:
-    1.5-1.8x the rows a second, half the main process's CPU; docs/performance.md). The
+    of a batch in one block torch passes one (measured on 2 cores, one and two workers:
+    1.4-1.8x the rows a second, half the main process's CPU; docs/performance.md). The
     values, dtypes and shapes are the same and each tensor stays writable and apart from
     the others; they are contiguous. Outside a worker, ``batch`` is returned as it is.
 
