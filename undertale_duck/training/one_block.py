@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, TypeVar
 
 import torch
@@ -46,11 +47,9 @@ def one_block(batch: T) -> T:
         return batch
     found: list[torch.Tensor] = []
     _collect(batch, found, 0)
-    storages: dict[int, int] = {}
-    for tensor in found:
-        key = tensor.untyped_storage().data_ptr()
-        storages[key] = storages.get(key, 0) + 1
-    moved = [t for t in found if storages[t.untyped_storage().data_ptr()] == 1]
+    keys = [t.untyped_storage().data_ptr() for t in found]
+    shared = Counter(keys)
+    moved = [t for t, key in zip(found, keys, strict=True) if shared[key] == 1]
     if len(moved) < 2 and not any(t.is_conj() or t.is_neg() for t in moved):
         return batch
     offsets = []
@@ -66,8 +65,9 @@ def one_block(batch: T) -> T:
         return batch
     views: dict[int, torch.Tensor] = {}
     for tensor, offset in zip(moved, offsets, strict=True):
+        # no strides given (``()``): contiguous ones
         view = torch.empty(0, dtype=tensor.dtype).set_(
-            block, offset // tensor.element_size(), tensor.shape, _strides(tensor.shape)
+            block, offset // tensor.element_size(), tensor.shape, ()
         )
         view.copy_(tensor)
         views[id(tensor)] = view
@@ -112,16 +112,6 @@ def _rebuild(value: Any, views: dict[int, torch.Tensor], depth: int) -> Any:
     if depth < _DEPTH and kind is tuple:
         return tuple(_rebuild(item, views, depth + 1) for item in value)
     return value
-
-
-def _strides(shape: torch.Size) -> tuple[int, ...]:
-    """The strides of a contiguous tensor of ``shape``."""
-    strides = []
-    step = 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
 
 
 __all__ = ["ALIGN", "one_block"]

@@ -424,9 +424,27 @@ class ChunkedSampler(DistributedSampler[int]):
         if not self.shuffle:
             dataset.prefetch(None, lazy=True)
             return
+        windows, rows = self._share(dataset, order, start, 0, 1)
+        dataset.prefetch(windows, lazy=True, rows=rows)
+
+    def _share(
+        self, dataset: ParquetDataset, order: Order, start: int, worker: int, workers: int
+    ) -> tuple[list[int], Order]:
+        """One DataLoader worker's part of a pass from sample ``start`` on: windows and rows.
+
+        The loader gives batch ``k`` to worker ``k % workers``; the rows are that worker's
+        batches in turn, the windows those rows read in the order each is first read.
+        """
+        rest = order[min(start, len(order)):]
+        mine = rest
+        if workers > 1:
+            batch = self.batch
+            full = len(rest) // batch
+            mine = rest[: full * batch].reshape(full, batch)[worker::workers].ravel()
+            if full % workers == worker and len(rest) > full * batch:  # the short last batch
+                mine = np.concatenate([mine, rest[full * batch:]])
         starts = [w.offset for w in dataset.windows]
-        rest = order[start:]
-        dataset.prefetch(worker_windows(rest, starts, self.batch, 0)[0], lazy=True, rows=rest)
+        return worker_windows(mine, starts, self.batch, 1)[0], mine
 
     def rewind(self, consumed: int) -> None:
         """Make the next iteration yield this epoch's samples after its first ``consumed``.
@@ -781,24 +799,16 @@ class _WorkerPlan:
     """
 
     def __init__(self, sampler: ChunkedSampler) -> None:
-        self._sampler: ChunkedSampler | None = sampler
+        self._sampler = sampler
 
     def __call__(self, worker: int, workers: int) -> tuple[list[int], Order] | None:
         """The windows and rows of ``worker``, or None (in order, or other workers)."""
         sampler = self._sampler
-        if sampler is None or not sampler.shuffle or workers != sampler.workers:
+        if not sampler.shuffle or workers != sampler.workers:
             return None
         dataset = sampler.dataset
         assert isinstance(dataset, ParquetDataset)  # the sampler gives a plan to no other
-        order = sampler.order()
-        rest = order[min(sampler._resume, len(order)):]
-        batch = sampler.batch
-        full = len(rest) // batch
-        mine = rest[: full * batch].reshape(full, batch)[worker::workers].ravel()
-        if full % workers == worker and len(rest) > full * batch:  # the short last batch
-            mine = np.concatenate([mine, rest[full * batch:]])
-        starts = [w.offset for w in dataset.windows]
-        return worker_windows(mine, starts, batch, 1)[0], mine
+        return sampler._share(dataset, sampler.order(), sampler._resume, worker, workers)
 
 
 class _Pass(Iterator[int]):

@@ -336,10 +336,9 @@ class RowAccess:
             if self._expected_planned:  # a stale plan: its order would read the wrong windows
                 self._leave_plan()
             return None
-        if n > AHEAD_ROWS // 2:
-            self._expected_at = at + n
-            return None
         self._expected_at = at + n  # this batch is served either way
+        if n > AHEAD_ROWS // 2:
+            return None
         starts = self._starts_array
         position = int(np.searchsorted(starts, indices[0], side="right")) - 1
         offset = int(starts[position])
