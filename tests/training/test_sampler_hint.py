@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import datagen
+from support.first_use import first_use
 from torch.utils.data import DataLoader, get_worker_info
 
 from undertale_duck import ChunkedSampler, Pack, ParquetDataset, load
@@ -43,15 +44,6 @@ def ids(rows: list[dict[str, Any]]) -> list[int]:
         assert row["label"] == i % 7
         out.append(i)
     return out
-
-
-def first_use(ds: ParquetDataset, order: list[int]) -> list[int]:
-    """The windows of ``order`` in the order each is first read (worked out row by row)."""
-    seen: list[int] = []
-    for i in order:
-        if ds.window_of(i) not in seen:
-            seen.append(ds.window_of(i))
-    return seen
 
 
 def declared(ds: ParquetDataset) -> list[int] | None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import datagen
+from support.first_use import first_use
 from torch.utils.data import DataLoader, get_worker_info
 
 from undertale_duck import ChunkedSampler, ParquetDataset
@@ -36,14 +37,6 @@ def share(order: list[int], batch: int, workers: int, worker: int) -> list[int]:
     """The rows a DataLoader gives ``worker``: batch ``k`` of ``order`` goes to ``k % workers``."""
     batches = [order[a:a + batch] for a in range(0, len(order), batch)]
     return [i for k, b in enumerate(batches) if k % workers == worker for i in b]
-
-
-def first_use(ds: ParquetDataset, rows: list[int]) -> list[int]:
-    seen: list[int] = []
-    for i in rows:
-        if ds.window_of(i) not in seen:
-            seen.append(ds.window_of(i))
-    return seen
 
 
 def seen_by_worker(rows: Any) -> dict[str, Any]:
