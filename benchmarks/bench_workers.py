@@ -7,7 +7,9 @@ mapped again, per tensor). ``collate`` and ``load()`` place a worker's batch in 
 taking turns in every round, through torch's ``DataLoader`` over a ``ChunkedSampler``
 (``plain``) and through ``load()`` (``load``), at each number of workers; ``floor`` is a
 dataset that makes its batch's tensors from nothing (``torch.zeros`` of the same shapes),
-the cost of torch's hand-over alone. Every row is checked (its label and mask against its
+the cost of torch's hand-over alone; ``encoding`` is ``load()`` with a user's collator that
+returns its batch as a ``UserDict`` (as Hugging Face tokenizers' ``BatchEncoding`` is).
+Every row is checked (its label and mask against its
 id) and every row must come exactly once. Writes ``workers.json`` and ``workers.md`` to
 ``benchmarks/results`` (``--out``)::
 
@@ -22,7 +24,8 @@ import os
 import resource
 import statistics
 import time
-from collections.abc import Iterable
+from collections import UserDict
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from undertale_duck import ChunkedSampler, ParquetDataset, collate, load, one_block
 
-LOADERS = ("plain", "load", "floor")
+LOADERS = ("plain", "load", "floor", "encoding")
 
 
 class Zeros(Dataset[Any]):
@@ -63,13 +66,25 @@ def _as_is(batch: Any) -> Any:
     return batch
 
 
+class Encoding(UserDict[str, Any]):
+    """A batch the way a tokenizer returns one: a ``UserDict`` with its own state."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.sequences = len(data["id"])
+
+
+def _encoded(rows: Any) -> Encoding:
+    return Encoding(collate(rows, one_block=False))
+
+
 class Seen:
     """Checks every row of batches that come in any order; each row must come once."""
 
     def __init__(self, rows: int) -> None:
         self.seen = np.zeros(rows, dtype=np.int8)
 
-    def __call__(self, batch: dict[str, Any]) -> int:
+    def __call__(self, batch: Mapping[str, Any]) -> int:
         """Check one batch's rows; return how many it holds."""
         # numpy, not torch: torch's ops on the main thread start its thread pool, whose
         # spinning threads would take the CPU the workers need
@@ -99,6 +114,8 @@ def batches(loader: str, ds: ParquetDataset, batch: int, workers: int,
         sampler = ChunkedSampler(ds, batch, workers, drop_last=False)
         return DataLoader(ds, batch_size=batch, sampler=sampler, collate_fn=coll,
                           num_workers=workers)
+    if loader == "encoding":
+        return load(ds, None, _encoded, batch, workers, drop_last=False, one_block=block)
     return load(ds, None, coll, batch, workers, drop_last=False)
 
 

@@ -351,6 +351,6 @@ def test_workers_benchmark_runs(tmp_path: Path) -> None:
         "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
     ])
     assert all(math.isfinite(r) and r > 0 for r in results["ratios"].values())
-    assert len(results["ratios"]) == 3  # plain, load, floor
+    assert len(results["ratios"]) == 4  # plain, load, floor, encoding
     assert all(run["rows"] == 800 for run in results["runs"])  # every row, each once
     assert (tmp_path / "out" / "workers.md").read_text().count("|") > 10

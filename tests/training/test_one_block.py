@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections import OrderedDict, UserDict, defaultdict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +39,7 @@ def tensors(value: Any) -> list[torch.Tensor]:
     """Every tensor of a batch's dicts, lists and tuples, in order."""
     if isinstance(value, torch.Tensor):
         return [value]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return [t for item in value.values() for t in tensors(item)]
     if isinstance(value, list | tuple):
         return [t for item in value for t in tensors(item)]
@@ -190,6 +192,26 @@ def test_load_places_a_users_collators_batches_in_one_block(root: Path, shuffle:
     assert sorted(seen) == list(range(TOTAL))
 
 
+def as_encoding(rows: list[dict[str, Any]]) -> Encoding:
+    """A user's collator returning a tokenizer's kind of batch (a ``UserDict``)."""
+    ids = torch.tensor([int(row["id"][4:]) for row in rows])
+    return Encoding({"input_ids": ids[:, None] + torch.arange(3), "labels": ids % 7}, len(rows))
+
+
+def test_load_places_a_tokenizers_batch_in_one_block(root: Path) -> None:
+    loader = load(root, None, as_encoding, BATCH, workers=2, shuffle=True, drop_last=False,
+                  multiprocessing_context="fork")
+    seen = []
+    for batch in loader:
+        assert type(batch) is Encoding and batch.sequences == len(batch["labels"])
+        rows = batch.input_ids[:, 0].tolist()
+        assert batch.input_ids.tolist() == [[i, i + 1, i + 2] for i in rows]
+        assert batch.labels.tolist() == [i % 7 for i in rows]
+        assert_one_block([batch.input_ids, batch.labels])
+        seen += rows
+    assert sorted(seen) == list(range(TOTAL))
+
+
 def test_load_one_block_false(root: Path) -> None:
     loader = load(root, None, as_tuple, BATCH, workers=2, drop_last=False,
                   multiprocessing_context="fork", one_block=False)
@@ -311,6 +333,117 @@ def test_conjugate_and_negative_views_arrive_resolved() -> None:
     assert second[0].is_shared() and not second[0].is_conj()
 
 
+class Encoding(UserDict[str, Any]):
+    """Like Hugging Face's ``BatchEncoding``: a ``UserDict`` with its own state and keys as
+    attributes."""
+
+    def __init__(self, data: dict[str, Any], sequences: int) -> None:
+        super().__init__(data)
+        self.sequences = sequences
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["data"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Pair(NamedTuple):
+    ids: torch.Tensor
+    extra: dict[str, Any]
+
+
+class Tagged(list[Any]):
+    tag = "class"
+
+
+class Needs(dict[str, Any]):
+    """A dict subclass whose constructor takes a required argument."""
+
+    def __init__(self, name: str, items: dict[str, Any]) -> None:
+        super().__init__(items)
+        self.name = name
+
+
+class Stubborn(dict[str, Any]):
+    def __copy__(self) -> Any:
+        raise TypeError("not copied")
+
+
+class Plain(tuple[Any, ...]):
+    """A tuple type that is not a named tuple."""
+
+
+def containers(rows: list[int]) -> dict[str, Any]:
+    start = rows[0]
+    ids = torch.arange(4) + start
+    inner = [torch.full((2,), start), torch.ones(3) * start]
+    tagged = Tagged([torch.arange(3) * start, "text"])
+    tagged.tag = f"t{start}"
+    counts: defaultdict[str, Any] = defaultdict(list, {"c": torch.tensor([start, 1])})
+    loop: list[Any] = [torch.arange(2) + start]
+    loop.append(loop)  # a list holding itself: walked as deep as the limit, then left
+    return {
+        "ordered": OrderedDict([("z", ids * 2), ("a", torch.zeros(2, 2))]),
+        "default": counts,
+        "encoding": Encoding({"input_ids": ids.reshape(2, 2), "mask": ids > start}, 2),
+        "pair": Pair(ids + 1, {"deep": (ids.to(torch.float64),)}),
+        "tagged": tagged,
+        "needs": Needs(f"n{start}", {"x": ids * 5}),
+        "stubborn": Stubborn({"s": ids * 7}),
+        "plain": Plain((ids * 11,)),
+        "twice": [inner, inner],  # one list twice: its tensors stay apart, the list one
+        "empty": OrderedDict(),
+        "loop": loop,
+    }
+
+
+def test_subclassed_containers_are_rebuilt_as_themselves() -> None:
+    loader = DataLoader(Indices(6), batch_size=2, num_workers=1, multiprocessing_context="fork",
+                        collate_fn=lambda rows: one_block(containers(rows)))
+    for k, batch in enumerate(loader):
+        start = 2 * k
+        ids = [start + i for i in range(4)]
+        ordered, default, encoding = batch["ordered"], batch["default"], batch["encoding"]
+        assert type(ordered) is OrderedDict and list(ordered) == ["z", "a"]
+        assert ordered["z"].tolist() == [2 * i for i in ids]
+        assert ordered["a"].tolist() == [[0.0, 0.0], [0.0, 0.0]]
+        assert type(default) is defaultdict and default.default_factory is list
+        assert default["c"].tolist() == [start, 1] and default["new"] == []
+        assert type(encoding) is Encoding and encoding.sequences == 2
+        assert encoding.input_ids.tolist() == [ids[:2], ids[2:]]
+        assert encoding["mask"].tolist() == [False, True, True, True]
+        pair = batch["pair"]
+        assert type(pair) is Pair and pair.ids.tolist() == [i + 1 for i in ids]
+        assert pair.extra["deep"][0].dtype == torch.float64
+        assert pair.extra["deep"][0].tolist() == [float(i) for i in ids]
+        tagged = batch["tagged"]
+        assert type(tagged) is Tagged and tagged.tag == f"t{start}"
+        assert tagged[0].tolist() == [0, start, 2 * start] and tagged[1] == "text"
+        needs = batch["needs"]
+        assert type(needs) is Needs and needs.name == f"n{start}"
+        assert needs["x"].tolist() == [5 * i for i in ids]
+        assert type(batch["stubborn"]) is Stubborn
+        assert batch["stubborn"]["s"].tolist() == [7 * i for i in ids]
+        assert type(batch["plain"]) is Plain and batch["plain"][0].tolist() == [11 * i for i in ids]
+        first, second = batch["twice"]
+        assert first is second and first[0].tolist() == [start, start]
+        assert type(batch["empty"]) is OrderedDict and not batch["empty"]
+        assert batch["loop"][1] is batch["loop"] and batch["loop"][0].tolist() == [start, start + 1]
+        moved = [ordered["z"], ordered["a"], default["c"], encoding["input_ids"],
+                 encoding["mask"], pair.ids, pair.extra["deep"][0], tagged[0], needs["x"]]
+        assert_one_block(moved)
+        size = 0
+        # the block holds these, and the refused copy's tensor, and nothing else
+        for t in [*moved, batch["stubborn"]["s"]]:
+            size = -(-size // ALIGN) * ALIGN + t.numel() * t.element_size()
+        assert moved[0].untyped_storage().nbytes() == size
+        block = moved[0].untyped_storage().data_ptr()
+        # not copied (a refused copy, another tuple type, one list twice): torch moves them
+        for kept in (batch["stubborn"]["s"], batch["plain"][0], first[0], first[1]):
+            assert kept.untyped_storage().data_ptr() != block
+
+
 def test_outside_a_worker_the_batch_is_returned_as_is() -> None:
     batch = {"a": torch.arange(3), "b": [torch.ones(2)]}
     assert one_block(batch) is batch
@@ -337,7 +470,7 @@ def structure(seed: int) -> Any:
         return t
 
     def value(depth: int) -> Any:
-        kind = int(rng.integers(5 if depth < 3 else 2))
+        kind = int(rng.integers(7 if depth < 3 else 2))
         if kind == 0:
             return tensor()
         if kind == 1:
@@ -345,6 +478,10 @@ def structure(seed: int) -> Any:
         items = [value(depth + 1) for _ in range(int(rng.integers(0, 4)))]
         if kind == 2:
             return {f"k{i}": item for i, item in enumerate(items)}
+        if kind == 5:
+            return OrderedDict((f"o{i}", item) for i, item in enumerate(items))
+        if kind == 6:
+            return Tagged(items)
         return items if kind == 3 else tuple(items)
 
     return {"top": value(0), "more": [value(1), value(1)]}
@@ -355,7 +492,7 @@ def same(a: Any, b: Any) -> bool:
         return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
                 and torch.equal(a, b))
     if isinstance(a, dict):
-        return type(b) is dict and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+        return type(b) is type(a) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple):
         return type(a) is type(b) and len(a) == len(b) and all(
             same(x, y) for x, y in zip(a, b, strict=True))

@@ -634,7 +634,7 @@ def load(
         one_block: With workers, place each batch's tensors in one shared-memory block in
             the worker (:func:`~undertale_duck.one_block`), so torch passes one block per
             batch to the main process instead of one per tensor (``collator``'s batches
-            too: dicts, lists and tuples of tensors). A tensor kept after its batch keeps
+            too: dicts, lists, tuples and their subclasses). A tensor kept after its batch keeps
             the block alive; False leaves the tensors to torch.
 
     Returns:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections import Counter
+import copy
+from collections import Counter, UserDict
 from typing import Any, TypeVar
 
 import torch
@@ -27,8 +28,13 @@ def one_block(batch: T) -> T:
     values, dtypes and shapes are the same and each tensor stays writable and apart from
     the others; they are contiguous. Outside a worker, ``batch`` is returned as it is.
 
-    Only tensors in dicts, lists and tuples (exactly those types, nested) are moved: plain
-    CPU tensors with values that need no gradient and are not shared already. Tensors that
+    Only tensors in dicts, lists and tuples are moved (nested; their subclasses too, such as
+    ``OrderedDict``, ``defaultdict``, a named tuple or Hugging Face's ``BatchEncoding``, a
+    ``UserDict``): plain CPU tensors with values that need no gradient and are not shared
+    already. A container holding a moved tensor is rebuilt as its own type (a subclass
+    as a shallow ``copy.copy`` with the moved items replaced, as torch's ``pin_memory``
+    does; one that cannot be copied so is left as it is, its tensors to torch); one
+    holding none is passed on as it is. Tensors that
     share storage with another of the batch keep it (their aliasing is kept), and a lone
     tensor is left to torch, unless it is a conjugate or negative view (``x.conj()``,
     ``x.conj().imag``): torch 2.13 hands those to the main process without their bit, the
@@ -86,32 +92,69 @@ def _movable(tensor: torch.Tensor) -> bool:
     )
 
 
+def _mapping(value: Any) -> bool:
+    """Whether ``value`` is a container whose items ``one_block`` walks by key."""
+    return isinstance(value, dict | UserDict)
+
+
+def _sequence(value: Any) -> bool:
+    """Whether ``value`` is a list, a tuple or a named tuple.
+
+    Other tuple types are not walked: their constructors take what they like.
+    """
+    kind = type(value)
+    return kind is tuple or isinstance(value, list) or (
+        isinstance(value, tuple) and hasattr(kind, "_fields") and hasattr(kind, "_make"))
+
+
 def _collect(value: Any, found: list[torch.Tensor], depth: int) -> None:
     """Append the movable tensors of ``value``'s dicts, lists and tuples to ``found``."""
-    kind = type(value)
-    if kind is torch.Tensor:  # not a Parameter or a subclass with its own pickling
+    if type(value) is torch.Tensor:  # not a Parameter or a subclass with its own pickling
         if _movable(value):
             found.append(value)
-    elif depth < _DEPTH and kind is dict:
+    elif depth < _DEPTH and _mapping(value):
         for item in value.values():
             _collect(item, found, depth + 1)
-    elif depth < _DEPTH and (kind is list or kind is tuple):
+    elif depth < _DEPTH and _sequence(value):
         for item in value:
             _collect(item, found, depth + 1)
 
 
 def _rebuild(value: Any, views: dict[int, torch.Tensor], depth: int) -> Any:
     """``value`` with each moved tensor replaced by its view of the block."""
-    kind = type(value)
-    if kind is torch.Tensor:
+    if type(value) is torch.Tensor:
         return views.get(id(value), value)
-    if depth < _DEPTH and kind is dict:
-        return {key: _rebuild(item, views, depth + 1) for key, item in value.items()}
-    if depth < _DEPTH and kind is list:
-        return [_rebuild(item, views, depth + 1) for item in value]
-    if depth < _DEPTH and kind is tuple:
-        return tuple(_rebuild(item, views, depth + 1) for item in value)
-    return value
+    if depth >= _DEPTH:
+        return value
+    if _mapping(value):
+        pairs = list(value.items())
+    elif _sequence(value):
+        pairs = list(enumerate(value))
+    else:
+        return value
+    changed = {}
+    for key, item in pairs:
+        new = _rebuild(item, views, depth + 1)
+        if new is not item:
+            changed[key] = new
+    if not changed:  # nothing moved inside: the very object (shared sub-structures stay so)
+        return value
+    kind = type(value)
+    if kind is dict:
+        return {key: changed.get(key, item) for key, item in pairs}
+    if kind is list:
+        return [changed.get(key, item) for key, item in pairs]
+    if kind is tuple:
+        return tuple(changed.get(key, item) for key, item in pairs)
+    try:
+        if isinstance(value, tuple):  # a named tuple
+            return kind._make(changed.get(key, item) for key, item in pairs)
+        clone = copy.copy(value)
+        for key, new in changed.items():
+            clone[key] = new
+    except Exception:  # a user's container that will not copy: torch moves it as before
+        return value
+    return clone
 
 
 __all__ = ["ALIGN", "one_block"]
