@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,28 @@ def test_a_resumed_pass_plans_from_where_it_resumes(root: Path) -> None:
         assert first["declared"] == share(rest, BATCH, 2, w)
 
 
+def test_spawned_workers_plan_from_a_copy_of_the_sampler(root: Path) -> None:
+    ds = open_dataset(root, "torch")
+    sampler = ChunkedSampler(ds, BATCH, 2, shuffle=True, seed=5, drop_last=False)
+    next(iter(sampler))  # a pass begun here: neither it nor its order travels
+    copied = pickle.loads(pickle.dumps(ds))._worker_plan[1]._sampler
+    assert sampler._live is not None and sampler._memo is not None
+    assert copied._memo is None and copied._live is None
+    sampler.set_epoch(1)
+    start = 3 * BATCH
+    sampler.load_state_dict(sampler.state_dict(consumed=start))
+    order = sampler.order().tolist()
+    batches = epoch(ds, sampler, 2, multiprocessing_context="spawn")
+    rest = order[start:]
+    assert [i for b in batches for i in b["rows"]] == rest
+    for w in (0, 1):
+        mine = [b for b in batches if b["worker"] == w]
+        rows = share(rest, BATCH, 2, w)
+        assert [i for b in mine for i in b["rows"]] == rows
+        assert mine[0]["declared"] == rows
+        assert mine[0]["order"] == first_use(ds, rows)
+
+
 def test_persistent_workers_drop_a_stale_plan_at_the_next_epoch(root: Path) -> None:
     ds = open_dataset(root)
     sampler = ChunkedSampler(ds, BATCH, 2, shuffle=True, seed=1, drop_last=False)
@@ -114,21 +137,20 @@ def test_persistent_workers_drop_a_stale_plan_at_the_next_epoch(root: Path) -> N
 
 
 @pytest.mark.parametrize("case", ["in order", "python rows", "other workers", "other batch",
-                                  "spawn", "cleared"])
+                                  "cleared", "spawn, a plan of the user's"])
 def test_no_plan_where_it_would_not_hold(root: Path, case: str) -> None:
     ds = open_dataset(root, "python" if case == "python rows" else "numpy")
     sampler = ChunkedSampler(ds, BATCH, 1 if case == "other workers" else 2,
                              shuffle=case != "in order", seed=3, drop_last=False)
     if case == "cleared":
         ds.prefetch_in_workers(None)
-    options: dict[str, Any] = {}
-    if case == "spawn":
-        options["multiprocessing_context"] = "spawn"
+    context = "fork"
+    if case.startswith("spawn"):  # a plan without ``travels`` stays (a lambda would not pickle)
+        ds.prefetch_in_workers(lambda worker, workers: ([0], [worker]))
+        context = "spawn"
     batch = BATCH * 2 if case == "other batch" else BATCH
     batches = list(DataLoader(ds, batch_size=batch, sampler=sampler, num_workers=2,
-                              collate_fn=seen_by_worker, **options)) if case == "spawn" else (
-        list(DataLoader(ds, batch_size=batch, sampler=sampler, num_workers=2,
-                        collate_fn=seen_by_worker, multiprocessing_context="fork")))
+                              collate_fn=seen_by_worker, multiprocessing_context=context))
     assert sorted(i for b in batches for i in b["rows"]) == list(range(TOTAL))
     assert all(b["declared"] is None and b["order"] is None for b in batches)
 
@@ -165,6 +187,10 @@ def test_a_plan_is_each_workers_share_row_by_row(
         assert list(windows) == first_use(ds, list(rows))
         everything += list(rows)
     assert sorted(everything) == sorted(rest)
+    travelled = pickle.loads(pickle.dumps(ds))._worker_plan  # what a spawned worker gets
+    for w in range(workers):
+        there, here = travelled[1](w, workers), plan[1](w, workers)
+        assert list(there[0]) == list(here[0]) and list(there[1]) == list(here[1])
     assert plan[1](0, workers + 1) is None  # a loader with other workers: no plan
     np.testing.assert_array_equal(sampler.order(), order)  # the plan left the order alone
     ds.close()

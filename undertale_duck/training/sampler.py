@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import math
@@ -794,12 +795,22 @@ class _WorkerPlan:
     Handed to the dataset (``prefetch_in_workers``) by a sampler built for workers, and
     called in each forked worker at its first read, on the worker's copy of the sampler as
     it stood when the loader started its workers (the pass about to begin, from the position
-    a resume set). The loader gives batch ``k`` to worker ``k % workers``. The dataset does
-    not pickle it (the sampler, its order with it, would travel to every spawned worker).
+    a resume set). The loader gives batch ``k`` to worker ``k % workers``. Pickled with the
+    dataset to spawned workers, it carries a copy of the sampler without its order or its
+    pass (each worker works the order out again, as a forked one does).
     """
+
+    #: The dataset pickles this plan to spawned workers (see ``prefetch_in_workers``).
+    travels = True
 
     def __init__(self, sampler: ChunkedSampler) -> None:
         self._sampler = sampler
+
+    def __reduce__(self) -> tuple[type[_WorkerPlan], tuple[ChunkedSampler]]:
+        lean = copy.copy(self._sampler)
+        lean._live = None  # the main process's pass, its buffers
+        lean._memo = None  # the order: the worker works it out from the settings
+        return (_WorkerPlan, (lean,))
 
     def __call__(self, worker: int, workers: int) -> tuple[list[int], Order] | None:
         """The windows and rows of ``worker``, or None (in order, or other workers)."""

@@ -365,8 +365,10 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         None. A worker calls it once, at its first read, in ``numpy``/``torch`` datasets;
         the first batch that asks for other rows than planned drops what it declared (a
         stale plan: a persistent worker's next epoch, a resumed pass). Workers started by
-        ``spawn``/``forkserver`` get no plan (it is not pickled). A :class:`ChunkedSampler`
-        built for workers gives one itself.
+        ``spawn``/``forkserver`` get the dataset pickled, and the plan with it only if it
+        has a true ``travels`` attribute (else it is left out: a lambda would not pickle).
+        A :class:`ChunkedSampler` built for workers gives one itself, which travels as a
+        copy of the sampler's settings and position, not its order.
 
         Args:
             plan: The plan, or None to clear it.
@@ -467,7 +469,8 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         state["_sql_session"] = None
         state["_index_executor"] = None  # a process group does not travel; a copy indexes here
         state["_pending_order"] = None  # the declaring process's own (see ``prefetch``)
-        state["_worker_plan"] = None  # forked workers' only (see ``prefetch_in_workers``)
+        plan = self._worker_plan  # travels only if it says so (see ``prefetch_in_workers``)
+        state["_worker_plan"] = plan if plan and getattr(plan[1], "travels", False) else None
         state["_expected"] = None
         state["_ahead_batches"] = {}
         return state
