@@ -315,6 +315,46 @@ def test_what_cannot_move_is_left_to_torch() -> None:
             assert batch[key].untyped_storage().data_ptr() != block
 
 
+def awkward(rows: list[int]) -> dict[str, Any]:
+    start = rows[0]
+    c = torch.tensor([1 + 2j, 3 - start * 1j])
+    x = torch.arange(4.0, requires_grad=True)
+    return {
+        "nested": torch.nested.nested_tensor([torch.arange(r + 1.0) for r in rows]),
+        "mask": torch.ones(16, 16, dtype=torch.bool).tril().expand(len(rows), 1, 16, 16),
+        "c": c, "cc": c.conj(),  # a conjugate view beside its storage's other tensor
+        "x": x, "y": x.detach(),  # y shares x's storage; x cannot move, so y stays with it
+        "a": torch.arange(3) + start, "b": torch.ones(2) * start,
+    }
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_what_torch_would_get_wrong_or_copy_whole_is_handled() -> None:
+    loader = DataLoader(Indices(4), batch_size=2, num_workers=1, multiprocessing_context="fork",
+                        collate_fn=lambda rows: one_block(awkward(rows)))
+    for k, batch in enumerate(loader):
+        start = 2 * k
+        nested = batch["nested"]  # left to torch: a nested tensor has no one shape
+        assert nested.is_nested
+        assert [t.tolist() for t in nested.unbind()] == [
+            [float(i) for i in range(r + 1)] for r in (start, start + 1)]
+        mask = batch["mask"]  # left to torch: written out it would be 2 x 256 bytes
+        assert mask.shape == (2, 1, 16, 16) and mask.untyped_storage().nbytes() == 256
+        assert torch.equal(mask[1, 0], torch.ones(16, 16, dtype=torch.bool).tril())
+        assert batch["c"].tolist() == [1 + 2j, 3 - start * 1j]
+        assert batch["cc"].tolist() == [1 - 2j, 3 + start * 1j]  # moved, so resolved
+        assert batch["x"].requires_grad and batch["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert batch["y"].untyped_storage().data_ptr() == batch["x"].untyped_storage().data_ptr()
+        moved = [batch["cc"], batch["a"], batch["b"]]
+        assert_one_block(moved)
+        assert batch["a"].tolist() == [start, start + 1, start + 2]
+        assert batch["b"].tolist() == [float(start)] * 2
+        size = 0
+        for t in moved:  # the block holds these and nothing else
+            size = -(-size // ALIGN) * ALIGN + t.numel() * t.element_size()
+        assert moved[0].untyped_storage().nbytes() == size
+
+
 def views(rows: list[int]) -> Any:
     start = float(rows[0])
     z = torch.tensor([1 + 2j, 3 - start * 1j])

@@ -30,15 +30,17 @@ def one_block(batch: T) -> T:
 
     Only tensors in dicts, lists and tuples are moved (nested; their subclasses too, such as
     ``OrderedDict``, ``defaultdict``, a named tuple or Hugging Face's ``BatchEncoding``, a
-    ``UserDict``): plain CPU tensors with values that need no gradient and are not shared
-    already. A container holding a moved tensor is rebuilt as its own type (a subclass
-    as a shallow ``copy.copy`` with the moved items replaced, as torch's ``pin_memory``
-    does; one that cannot be copied so is left as it is, its tensors to torch); one
-    holding none is passed on as it is. Tensors that
-    share storage with another of the batch keep it (their aliasing is kept), and a lone
-    tensor is left to torch, unless it is a conjugate or negative view (``x.conj()``,
-    ``x.conj().imag``): torch 2.13 hands those to the main process without their bit, the
-    values unconjugated; moved, they arrive resolved.
+    ``UserDict``): plain CPU tensors with values that need no gradient, not shared already,
+    not nested, and not expanded views (``x.expand(...)`` would be written out whole). A
+    container holding a moved tensor is rebuilt as its own type (a subclass as a shallow
+    ``copy.copy`` with the moved items replaced, as torch's ``pin_memory`` does; one that
+    cannot be copied so is left as it is, its tensors to torch); one holding none is passed
+    on as it is. Tensors that share storage with another of the batch keep it (their
+    aliasing is kept, with a tensor that cannot move too), and a lone tensor is left to
+    torch, unless it is a conjugate or negative view (``x.conj()``, ``x.conj().imag``):
+    torch 2.13 hands those to the main process without their bit, the values unconjugated.
+    Those are moved, and arrive resolved, even beside another view of their storage (that
+    aliasing is lost: the values are right).
 
     A tensor kept after its batch keeps the whole block alive (the batch's other tensors'
     memory too): ``.clone()`` what you keep, such as a label column gathered over an epoch.
@@ -52,10 +54,11 @@ def one_block(batch: T) -> T:
     if get_worker_info() is None:
         return batch
     found: list[torch.Tensor] = []
-    _collect(batch, found, 0)
-    keys = [t.untyped_storage().data_ptr() for t in found]
-    shared = Counter(keys)
-    moved = [t for t, key in zip(found, keys, strict=True) if shared[key] == 1]
+    shared: Counter[int] = Counter()  # storages of every tensor reached, movable or not
+    _collect(batch, found, shared, 0)
+    # a conjugate or negative view moves even beside another view of its storage: torch
+    # would hand it over without its bit (its values wrong); moved, it arrives resolved
+    moved = [t for t in found if shared[_storage(t)] == 1 or t.is_conj() or t.is_neg()]
     if len(moved) < 2 and not any(t.is_conj() or t.is_neg() for t in moved):
         return batch
     offsets = []
@@ -80,15 +83,29 @@ def one_block(batch: T) -> T:
     return _rebuild(batch, views, 0)  # type: ignore[no-any-return]
 
 
+def _storage(tensor: torch.Tensor) -> int:
+    """The address of ``tensor``'s storage, or 0 for a tensor without one of its own."""
+    if tensor.layout is not torch.strided or tensor.is_nested or tensor.device.type == "meta":
+        return 0
+    try:
+        return int(tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # a subclass or layout without a storage
+        return 0
+
+
 def _movable(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is one ``one_block`` copies: its values alone say what it is."""
     return (
         tensor.device.type == "cpu"
         and tensor.layout is torch.strided
+        and not tensor.is_nested
         and not tensor.requires_grad
         and not tensor.is_quantized
         and tensor.numel() > 0
         and not tensor.is_shared()  # type: ignore[no-untyped-call]
+        # an expanded (stride 0) or overlapping view would be written out whole: a
+        # broadcast mask of a few KiB as many MiB; torch sends its storage as it is
+        and tensor.numel() * tensor.element_size() <= tensor.untyped_storage().nbytes()
     )
 
 
@@ -107,17 +124,22 @@ def _sequence(value: Any) -> bool:
         isinstance(value, tuple) and hasattr(kind, "_fields") and hasattr(kind, "_make"))
 
 
-def _collect(value: Any, found: list[torch.Tensor], depth: int) -> None:
-    """Append the movable tensors of ``value``'s dicts, lists and tuples to ``found``."""
-    if type(value) is torch.Tensor:  # not a Parameter or a subclass with its own pickling
-        if _movable(value):
+def _collect(value: Any, found: list[torch.Tensor], shared: Counter[int], depth: int) -> None:
+    """Append the movable tensors of ``value``'s containers to ``found``.
+
+    Every tensor's storage is counted in ``shared``: one that cannot move keeps its views.
+    """
+    if isinstance(value, torch.Tensor):
+        shared[_storage(value)] += 1
+        # not a Parameter or a subclass with its own pickling
+        if type(value) is torch.Tensor and _movable(value):
             found.append(value)
     elif depth < _DEPTH and _mapping(value):
         for item in value.values():
-            _collect(item, found, depth + 1)
+            _collect(item, found, shared, depth + 1)
     elif depth < _DEPTH and _sequence(value):
         for item in value:
-            _collect(item, found, depth + 1)
+            _collect(item, found, shared, depth + 1)
 
 
 def _rebuild(value: Any, views: dict[int, torch.Tensor], depth: int) -> Any:

@@ -154,6 +154,8 @@ class RowAccess:
             _ = self.reader  # getting the process's reader applies a declaration before a batch
         run = self._run_of(indices)
         if run is not None:
+            if self._expected is not None:
+                self._passed(indices)
             return run
         if self._expected is not None:
             part = self._expected_part(indices)
@@ -368,6 +370,20 @@ class RowAccess:
             for k in range(1, count)
         }
         return parts[0]
+
+    def _passed(self, indices: Sequence[int]) -> None:
+        """Step past the declared rows a batch served as a run (consecutive rows) asked for.
+
+        Else the next batch would be compared with these rows, found to differ and, under a
+        worker's plan, taken for a stale plan (its window order dropped with it).
+        """
+        expected = self._expected
+        if expected is None or self._expected_pid != os.getpid():
+            return
+        at = self._expected_at
+        n = len(indices)
+        if at + n <= len(expected) and np.array_equal(expected[at : at + n], indices):
+            self._expected_at = at + n
 
     def _ahead_count(self, position: int, table: pa.Table, n: int, left: int) -> int:
         """How many runs of ``n`` rows to slice at once, ``left`` rows to the window's end."""
