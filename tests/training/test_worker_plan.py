@@ -50,7 +50,8 @@ def seen_by_worker(rows: Any) -> dict[str, Any]:
     order = ds.reader_settings().order
     expected = ds._expected
     return {"worker": info.id, "rows": ids, "order": None if order is None else list(order),
-            "declared": None if expected is None else expected.tolist()}
+            "declared": None if expected is None else expected.tolist(),
+            "at": ds._expected_at}
 
 
 def epoch(ds: ParquetDataset, sampler: ChunkedSampler, workers: int, **options: Any) -> list[Any]:
@@ -79,6 +80,27 @@ def test_each_worker_declares_its_share_of_a_shuffled_pass(
             assert mine[0]["declared"] == rows
         if workers > 1:  # a sampler for one worker declares lazily here too (read above)
             assert ds.reader_settings().order is None
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_a_plan_holds_through_batches_of_consecutive_rows(root: Path, batch: int) -> None:
+    # small batches of a shuffled pass are often consecutive rows, served as a run: the
+    # plan must step past them, else the next batch looks stale and the plan is dropped
+    for seed in range(4):
+        ds = open_dataset(root)
+        sampler = ChunkedSampler(ds, batch, 2, shuffle=True, seed=seed, drop_last=False)
+        batches = list(DataLoader(ds, batch_size=batch, sampler=sampler, num_workers=2,
+                                  collate_fn=seen_by_worker, multiprocessing_context="fork"))
+        order = sampler.order().tolist()
+        assert [i for b in batches for i in b["rows"]] == order
+        for w in (0, 1):
+            mine = [b for b in batches if b["worker"] == w]
+            served = 0
+            for b in mine:
+                served += len(b["rows"])
+                assert b["declared"] == share(order, batch, 2, w)  # never dropped
+                assert b["at"] == served  # the plan's position follows every batch
+                assert b["order"] == mine[0]["order"] is not None
 
 
 def test_a_resumed_pass_plans_from_where_it_resumes(root: Path) -> None:
