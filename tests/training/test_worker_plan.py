@@ -140,6 +140,38 @@ def test_spawned_workers_plan_from_a_copy_of_the_sampler(root: Path) -> None:
         assert mine[0]["order"] == first_use(ds, rows)
 
 
+WORKER: dict[str, Any] = {}  # one worker process's notes (each worker has its own copy)
+
+
+def note_the_plan(worker_id: int) -> None:
+    """Before the worker's first read: its plan, and whether the order came with it."""
+    info = get_worker_info()
+    assert info is not None
+    plan = info.dataset._worker_plan[1]
+    WORKER["plan"] = plan
+    WORKER["inherited"] = plan._sampler._memo is not None
+
+
+def after_the_plan(rows: Any) -> dict[str, Any]:
+    return {"inherited": WORKER["inherited"], "kept": WORKER["plan"]._sampler._memo is not None,
+            "rows": [int(row["id"][4:]) for row in rows]}
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_share_the_parents_order_and_keep_none(root: Path, context: str) -> None:
+    ds = open_dataset(root)
+    sampler = ChunkedSampler(ds, BATCH, 2, shuffle=True, seed=9, drop_last=False)
+    assert sampler._memo is None  # nothing worked out before the workers start
+    batches = list(DataLoader(ds, batch_size=BATCH, sampler=sampler, num_workers=2,
+                              collate_fn=after_the_plan, worker_init_fn=note_the_plan,
+                              multiprocessing_context=context))
+    assert [i for b in batches for i in b["rows"]] == sampler.order().tolist()
+    # forked: the order was worked out once, before the fork, and read by every worker;
+    # spawned: each works it out (the order does not travel); neither keeps it after
+    assert all(b["inherited"] is (context == "fork") for b in batches)
+    assert not any(b["kept"] for b in batches)
+
+
 def test_persistent_workers_drop_a_stale_plan_at_the_next_epoch(root: Path) -> None:
     ds = open_dataset(root)
     sampler = ChunkedSampler(ds, BATCH, 2, shuffle=True, seed=1, drop_last=False)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import logging
 import math
 import operator
+import os
 import warnings
+import weakref
 from collections.abc import Iterator, Sized
 from typing import Any
 
@@ -803,14 +806,16 @@ class _WorkerPlan:
     #: The dataset pickles this plan to spawned workers (see ``prefetch_in_workers``).
     travels = True
 
-    def __init__(self, sampler: ChunkedSampler) -> None:
+    def __init__(self, sampler: ChunkedSampler, pid: int | None = None) -> None:
         self._sampler = sampler
+        self._pid = os.getpid() if pid is None else pid  # the giving process
+        _PLANS.add(self)
 
-    def __reduce__(self) -> tuple[type[_WorkerPlan], tuple[ChunkedSampler]]:
+    def __reduce__(self) -> tuple[type[_WorkerPlan], tuple[ChunkedSampler, int]]:
         lean = copy.copy(self._sampler)
         lean._live = None  # the main process's pass, its buffers
         lean._memo = None  # the order: the worker works it out from the settings
-        return (_WorkerPlan, (lean,))
+        return (_WorkerPlan, (lean, self._pid))
 
     def __call__(self, worker: int, workers: int) -> tuple[list[int], Order] | None:
         """The windows and rows of ``worker``, or None (in order, or other workers)."""
@@ -819,7 +824,41 @@ class _WorkerPlan:
             return None
         dataset = sampler.dataset
         assert isinstance(dataset, ParquetDataset)  # the sampler gives a plan to no other
-        return sampler._share(dataset, sampler.order(), sampler._resume, worker, workers)
+        try:
+            return sampler._share(dataset, sampler.order(), sampler._resume, worker, workers)
+        finally:
+            # a worker's copy of the sampler serves no pass: the order is not needed again
+            # here (its share is a copy of its rows), and each worker holding one would
+            # hold the rank's whole order as many times as there are workers
+            if os.getpid() != self._pid:
+                sampler._memo = None
+
+    def prepare(self) -> None:
+        """Work out the pass's order in the giving process, before its workers are forked.
+
+        Called just before any ``fork()`` (see :func:`_order_before_fork`): the forked
+        workers then read the parent's order, shared copy-on-write, instead of each working
+        it out again (time and memory per worker); the parent needs it for the pass anyway.
+        """
+        sampler = self._sampler
+        if sampler.shuffle and os.getpid() == self._pid:
+            sampler.order()
+
+
+#: Plans alive in this process, whose orders a fork is about to need (weak: a plan goes with
+#: its dataset and sampler).
+_PLANS: weakref.WeakSet[_WorkerPlan] = weakref.WeakSet()
+
+
+def _order_before_fork() -> None:
+    """Work out each live plan's pass order before ``fork()`` (see ``_WorkerPlan.prepare``)."""
+    for plan in list(_PLANS):
+        # a fork must go on; a worker that needs the order works it out (and says why not)
+        with contextlib.suppress(Exception):
+            plan.prepare()
+
+
+os.register_at_fork(before=_order_before_fork)
 
 
 class _Pass(Iterator[int]):
