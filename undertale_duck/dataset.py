@@ -25,7 +25,7 @@ from .core.runtime import TaskMap, nan_safe, threads_of
 from .core.source import SourceLike, StorageStats
 from .core.source import windows as win
 from .core.views import SideTable, Split, check_split
-from .errors import ArgumentError, SchemaError
+from .errors import ArgumentError, ColumnError, SchemaError
 from .validation import runner, verdicts
 from .validation.executors import Executor
 from .validation.model import ValidationReport
@@ -252,14 +252,26 @@ class PackedDataset(ParquetDataset):
     ) -> None:
         spec = check_pack(pack)
         split = options.get("split")
-        if options.get("columns") is None and options.get("query") is None and (
+        chosen = options.get("columns") is None and options.get("query") is None and (
             options.get("where") is None
-        ):  # read only the packed columns (and the split's key)
+        )
+        if chosen:  # read only the packed columns (and the split's key)
             keys = [split.key] if isinstance(split, Split) else []
             options["columns"] = [*spec.inputs, *(k for k in keys if k not in spec.inputs)]
         self.pack = spec
-        #: The dataset whose rows are the documents packed.
-        self.documents = ParquetDataset(source, memory, **options)
+        try:
+            #: The dataset whose rows are the documents packed.
+            self.documents = ParquetDataset(source, memory, **options)
+        except ColumnError as exc:
+            if not chosen or not exc.missing:
+                raise
+            # the columns are the spec's, not a columns= the caller gave: name its field
+            name = exc.missing[0]
+            field = ("pack.column" if name == spec.column else
+                     "pack.alongside" if name in spec.alongside else "split.key")
+            raise ColumnError(
+                f"{field}: {str(exc).removeprefix('columns: ')}", exc.path, exc.missing
+            ) from None
         self._open_blocks()
 
     def _open_blocks(self) -> None:

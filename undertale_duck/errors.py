@@ -13,7 +13,7 @@ The tree (documented in docs/errors.md)::
     │   ├── MemoryBudgetError          a read would pass the memory budget       .rows
     │   ├── ShardChangedError          a shard changed on disk (or in its store) after opening
     │   ├── StorageError               object storage failed (retries, access, no client)
-    │   └── ColumnError                a requested column does not exist
+    │   └── ColumnError                a requested column does not exist          .missing
     ├── SchemaError                    the dataset does not conform to a schema   .report
     ├── QueryError                     ad hoc SQL failed or was refused
     │   └── ReadOnlyError              the statement would write or change state
@@ -28,6 +28,7 @@ The tree (documented in docs/errors.md)::
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from .common.text import redact_url
 
@@ -152,7 +153,17 @@ class StorageError(SourceError):
 
 
 class ColumnError(SourceError):
-    """A requested column does not exist in the dataset."""
+    """A requested column does not exist in the dataset, or the shard's names clash.
+
+    Attributes:
+        missing: The requested columns the dataset lacks (empty for a clash of names).
+    """
+
+    def __init__(
+        self, message: str, path: str | None = None, missing: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message, path)
+        self.missing = tuple(missing)
 
 
 class SchemaError(UndertaleDuckError):

@@ -185,7 +185,7 @@ def test_a_library_warning_is_one_line_as_errors_are(data: Path) -> None:
     lines = done.stderr.splitlines()
     assert len(lines) == 2, lines
     assert lines[0].startswith("undertale-duck: warning: ChunkedSampler: the dataset's 15 rows")
-    assert lines[1].startswith("undertale-duck: error: step 0 is beyond the epoch")
+    assert lines[1].startswith("undertale-duck: error: --step 0 is beyond the epoch")
 
 
 def test_a_column_name_holding_nul_is_named_not_an_unexpected_error(tmp_path: Path) -> None:

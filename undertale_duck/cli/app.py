@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 import duckdb
@@ -129,21 +129,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     global interruption_reported
     interruption_reported = False  # main may run more than once in a process (tests, tools)
     with warnings.catch_warnings():  # restored on the way out (main may run in-process)
-        warnings.showwarning = _show_warning
+        warnings.showwarning = _warning_display({})
         return _main(argv)
 
 
-def _show_warning(
-    message: Warning | str, category: type[Warning], filename: str, lineno: int,
-    file: TextIO | None = None, line: str | None = None,
-) -> None:
-    """Show a library warning as one line, as errors are (not Python's two with a path)."""
-    text = first_line(message, ERROR_LENGTH) if isinstance(message, Warning) else message
-    _say(f"warning: {for_the_command_line(' '.join(str(text).split()))}")
+def _warning_display(flags: Mapping[str, str]) -> Callable[..., None]:
+    """A ``warnings.showwarning`` saying a library warning as one line, in ``flags``' words."""
+
+    def show(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int,
+        file: TextIO | None = None, line: str | None = None,
+    ) -> None:
+        """Show a warning as one line, as errors are (not Python's two with a path)."""
+        text = first_line(message, ERROR_LENGTH) if isinstance(message, Warning) else message
+        _say(f"warning: {for_the_command_line(' '.join(str(text).split()), flags)}")
+
+    return show
 
 
 def _main(argv: Sequence[str] | None) -> int:
     """:func:`main` without its warnings' display."""
+    flags: Mapping[str, str] = {}
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -151,24 +157,33 @@ def _main(argv: Sequence[str] | None) -> int:
         if name is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        run = next(c.run for c in COMMANDS if c.name == name)
+        command = next(c for c in COMMANDS if c.name == name)
+        flags = command.flags
+        warnings.showwarning = _warning_display(flags)
         check_text_arguments(args)
-        return run(args)
+        return command.run(args)
     except KeyboardInterrupt:
         return _say_interrupted()
     except Exception as exc:
-        return _report(exc)
+        return _report(exc, flags)
 
 
-def _report(exc: Exception) -> int:
-    """Say what went wrong in one line and return the exit status for it."""
+def _report(exc: Exception, flags: Mapping[str, str]) -> int:
+    """Say what went wrong in one line and return the exit status for it.
+
+    ``flags`` are the running command's (:attr:`Command.flags`); a failed query's message
+    may quote its SQL, whose words are never taken for arguments.
+    """
     if _interrupted(exc):  # DuckDB reported Ctrl-C as its own error
         return _say_interrupted()
-    if isinstance(exc, QueryError | MemoryBudgetError):  # failed or refused (docs/cli.md)
+    if isinstance(exc, QueryError):  # failed or refused (docs/cli.md)
         _say(f"error: {for_the_command_line(first_line(exc, ERROR_LENGTH))}")
         return EXIT_FAILED
+    if isinstance(exc, MemoryBudgetError):  # refused (docs/cli.md)
+        _say(f"error: {for_the_command_line(first_line(exc, ERROR_LENGTH), flags)}")
+        return EXIT_FAILED
     if isinstance(exc, UndertaleDuckError):
-        _say(f"error: {for_the_command_line(first_line(exc, ERROR_LENGTH))}")
+        _say(f"error: {for_the_command_line(first_line(exc, ERROR_LENGTH), flags)}")
         return EXIT_USAGE
     if isinstance(exc, BrokenPipeError):
         # the reader of our output (e.g. `| head`) went away: not an error; point stdout at

@@ -98,4 +98,7 @@ BATCH = Command(
     "view); the order is a pure function of them and the epoch, so nothing is replayed.",
     arguments=_batch_arguments,
     run=run_batch,
+    # ChunkedSampler's and batch_rows' arguments
+    flags={"batch": "--batch", "workers": "--workers", "ranks": "--ranks", "rank": "--rank",
+           "seed": "--seed", "mix": "--mix", "step": "--step", "epoch": "--epoch"},
 )

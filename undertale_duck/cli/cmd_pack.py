@@ -129,4 +129,6 @@ COMMAND = Command(
     "directory, so a second run reads nothing but the footers).",
     arguments=_arguments,
     run=run,
+    flags={"pack.column": "--column", "pack.length": "--length", "pack.eod": "--eod",
+           "pack.last": "--last", "pack.pad": "--pad", "pack.alongside": "--alongside"},
 )

@@ -99,4 +99,5 @@ COMMAND = Command(
     "(docs/packing.md#splits); its --where condition serves it in any other command.",
     arguments=_arguments,
     run=run,
+    flags={"split.key": "--key", "split.fraction": "--fraction", "split.seed": "--seed"},
 )

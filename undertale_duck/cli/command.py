@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,12 @@ class Command:
         examples: The epilog: example invocations and notes (exit statuses).
         arguments: Adds the command's arguments (after SOURCE) to its parser.
         run: Runs the command with the parsed arguments; returns the exit status.
+        flags: The library's names for the values the command's own flags pass on, as its
+            messages give them (``pack.length``, ``split.key``, ``rank``), and the flag
+            typed for each (``--length``, ``--key``, ``--rank``): the command's errors and
+            warnings name the flag (:func:`~undertale_duck.cli.wording.for_the_command_line`;
+            ``columns``, ``memory``, ``tables`` and ``storage_options`` hold for every
+            command there).
     """
 
     name: str
@@ -58,6 +64,7 @@ class Command:
     examples: str
     arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    flags: Mapping[str, str] = field(default_factory=dict)
 
     def add_to(self, commands: argparse._SubParsersAction[Any]) -> None:
         """Register the command's parser (SOURCE first, then its own arguments).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from functools import lru_cache
 
 #: Where an argument's name may start: the message's start, after a space or "(" (never
 #: inside a path or a quoted name, such as ``/data/memory=1``).
@@ -27,7 +29,32 @@ _FLAGS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def for_the_command_line(message: str) -> str:
+#: Where an argument's ``=VALUE`` starts (a name, number, list or quoted text).
+_VALUE = r"(?=[\w\[('\"+.-])"
+
+
+@lru_cache(maxsize=32)
+def _command_patterns(
+    flags: tuple[tuple[str, str], ...],
+) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The patterns of a command's arguments (:attr:`Command.flags`), compiled once."""
+    patterns: list[tuple[re.Pattern[str], str]] = []
+    for name, flag in flags:
+        shown = flag.replace("\\", "\\\\")
+        if "." in name:
+            # a field of a spec (pack.length, split.key) is no ordinary word: anywhere
+            patterns.append((re.compile(_AT + re.escape(name) + "=" + _VALUE), shown + " "))
+            patterns.append((re.compile(_AT + re.escape(name) + r"=?(?![\w.])"), shown))
+        else:
+            # a plain word (batch, rank, step) only where it is the argument: the message's
+            # subject ("rank must be ...", "step 9 is ...") or NAME=VALUE
+            patterns.append((re.compile(_AT + re.escape(name) + "=" + _VALUE), shown + " "))
+            patterns.append((re.compile(_AT + re.escape(name) + r"=(?![\w=])"), shown))
+            patterns.append((re.compile("^" + re.escape(name) + r"(?=[ :])"), shown))
+    return tuple(patterns)
+
+
+def for_the_command_line(message: str, flags: Mapping[str, str] | None = None) -> str:
     """``message`` with the Python arguments it names written as the command line's flags.
 
     The library's messages name its keyword arguments (``columns=[...]``,
@@ -37,10 +64,13 @@ def for_the_command_line(message: str) -> str:
 
     Args:
         message: One line of an error or warning.
+        flags: The running command's own arguments: the name a library message gives
+            each (``pack.length``, ``rank``) and the flag typed for it (``--length``,
+            ``--rank``); see :attr:`~undertale_duck.cli.command.Command.flags`.
 
     Returns:
         The line as the command line says it.
     """
-    for pattern, flag in _FLAGS:
+    for pattern, flag in _FLAGS + _command_patterns(tuple((flags or {}).items())):
         message = pattern.sub(flag, message)
     return message

@@ -261,8 +261,9 @@ def reference_schema(shards: Sequence[Shard], columns: Sequence[str] | None) -> 
     missing = [c for c in cols if schema.get_field_index(c) < 0]
     if missing:
         raise ColumnError(
-            f"column(s) {missing} not found in {shards[0].path}; available columns: "
-            f"{schema.names}",
+            f"columns: column(s) {missing} not found in {shards[0].path}; choose from "
+            f"its columns {schema.names}",
             shards[0].path,
+            missing,
         )
     return pa.schema([schema.field(c) for c in cols], metadata=schema.metadata)
