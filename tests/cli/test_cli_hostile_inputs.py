@@ -157,6 +157,24 @@ def test_a_side_table_whose_path_is_not_utf8_is_not_called_corrupt(
     )
     assert status == 2 and out == "" and len(err.splitlines()) == 1
     assert "not valid UTF-8" in err and "corrupt" not in err
+    assert f"--table s: '{tmp_path}/s\\xff.parquet' has a path" in err
+
+
+def test_a_path_that_is_not_utf8_is_shown_with_its_bytes(data: Path, tmp_path: Path) -> None:
+    # the byte 0xff reaches Python as the surrogate \udcff; a terminal is shown the byte
+    base = os.fsencode(tmp_path)
+    status, out, err = invoke("head", os.fsdecode(base + b"/gone\xff"))
+    assert (status, out) == (2, "")
+    assert err == f"undertale-duck: error: dataset source {tmp_path}/gone\\xff does not exist\n"
+    shards = base + b"/d\xff"
+    os.mkdir(shards)
+    os.link(data / "part-00001.parquet", shards + b"/part-00001.parquet")
+    for command in (["describe"], ["row", "0"], ["split", "--key", "id", "--fraction", "0.5"]):
+        status, out, err = invoke(command[0], os.fsdecode(shards), *command[1:])
+        assert (status, out) == (2, "")
+        assert f"dataset file '{tmp_path}/d\\xff/part-00001.parquet' has a path that is not " \
+            "valid UTF-8" in err
+        assert "udc" not in err
 
 
 def test_shell_input_that_is_not_utf8_stops_with_one_line(data: Path) -> None:

@@ -91,7 +91,10 @@ def terminal_safe(text: str) -> str:
     C1 controls) and Unicode format characters (bidirectional overrides such as U+202E)
     become Python escapes (``\x1b``, ``\n``, ``\u202e``), so a shard name, column name or
     query cannot move the cursor, rewrite the screen or hide text. Printable text, letters
-    of any script included, is unchanged (and an escaped text escapes to itself).
+    of any script included, is unchanged (and an escaped text escapes to itself). A byte
+    that is not UTF-8 in a path or argument (which Python holds as a lone surrogate,
+    ``os.fsdecode``'s ``surrogateescape``) is shown as that byte, ``\xff``, as
+    :func:`not_utf8` shows it, not as the surrogate ``\udcff``.
 
     Args:
         text: Any text.
@@ -101,9 +104,14 @@ def terminal_safe(text: str) -> str:
     """
     if text.isprintable():
         return text
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
-    )
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+
+
+def _escaped(character: str) -> str:
+    r"""A non-printable character as a Python escape; an escaped byte as ``\xNN``."""
+    if "\udc80" <= character <= "\udcff":  # surrogateescape's stand-in for a byte
+        return character.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+    return character.encode("unicode_escape").decode("ascii")
 
 
 def cells(text: str) -> int:

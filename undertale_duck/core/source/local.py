@@ -154,8 +154,8 @@ def local_paths(source: SourceLike) -> list[str]:
     for name in files:
         if not_utf8(name) is not None:
             raise SourceError(
-                f"dataset file {name!r} has a path that is not valid UTF-8, which DuckDB and "
-                "pyarrow cannot open: rename it (or the directory holding it)",
+                f"dataset file '{not_utf8(name)}' has a path that is not valid UTF-8, which "
+                "DuckDB and pyarrow cannot open: rename it (or the directory holding it)",
                 name,
             )
     return files

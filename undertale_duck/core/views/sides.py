@@ -194,8 +194,8 @@ def _checked_file(name: str, path: str) -> os.stat_result:
     where = f"tables[{name!r}]: {path}"
     if not_utf8(path) is not None:  # else pyarrow calls the file corrupt, which it is not
         raise ArgumentError(
-            f"tables[{name!r}]: {path!r} has a path that is not valid UTF-8, which DuckDB and "
-            "pyarrow cannot open: rename it (or the directory holding it)"
+            f"tables[{name!r}]: '{not_utf8(path)}' has a path that is not valid UTF-8, which "
+            "DuckDB and pyarrow cannot open: rename it (or the directory holding it)"
         )
     try:
         st = os.stat(path)
