@@ -312,6 +312,43 @@ def test_not_parquet_shard_is_an_input_error(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------- head, row
 
 
+def test_columns_whose_names_hold_commas_are_chosen_in_double_quotes(tmp_path: Path) -> None:
+    rows = [{"id": i, "a,b": i * 2, ' "q" ': -i, "tokens": [i] * 3, "mask,1": [1] * 3}
+            for i in range(6)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "part-0.parquet")
+    result = invoke("head", str(tmp_path), "-n", "2", "--columns", '"a,b", id," ""q"" "',
+                    "-f", "jsonl")
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"a,b": 0, "id": 0, ' "q" ': 0}, {"a,b": 2, "id": 1, ' "q" ': -1}]
+    result = invoke("row", str(tmp_path), "3", "-c", '"a,b"', "-f", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["row"] == {"a,b": 6}
+    result = invoke("pack", str(tmp_path), "--column", "tokens", "--length", "3",
+                    "--alongside", '"mask,1"', "-n", "1", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["first"][0]["block"]["mask,1"] == [1, 1, 1]
+    # the old form is unchanged: names separated by commas, spaces around them dropped
+    result = invoke("head", str(tmp_path), "-n", "1", "--columns", " id , a", "-f", "csv")
+    assert result.returncode == 2 and "--columns: column(s) ['a'] not found" in result.stderr
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ('"a,b', "--columns: the name in double quotes from character 1 of '\"a,b' has no closing"),
+    ('"a,b"c', "--columns: text follows the quoted name 'a,b' in '\"a,b\"c'; separate names "
+     "with commas"),
+    ("id,", "--columns takes names separated by commas, got 'id,'; put a name holding a comma "
+     "in double quotes"),
+    ('id,""', "--columns takes names separated by commas"),
+])
+def test_a_bad_column_list_is_one_line_naming_the_flag(
+    data: Path, value: str, words: str
+) -> None:
+    result = invoke("head", str(data), "--columns", value)
+    assert result.returncode == 2 and result.stdout == ""
+    assert words in one_error_line(result)
+
+
 def test_head_rows_and_columns(data: Path) -> None:
     result = invoke("head", str(data), "-n", "3", "--columns", "label,id,blob", "-f", "jsonl")
     assert result.returncode == 0, result.stderr

@@ -14,6 +14,7 @@ from ..errors import ArgumentError
 from . import writers
 from .command import (
     EXIT_OK,
+    NAMES_HELP,
     Command,
     add_memory,
     add_view_options,
@@ -88,7 +89,8 @@ def run_row(args: argparse.Namespace) -> int:
 
 def _head_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", type=count, default=10, metavar="N", help="rows to show (default 10)")
-    p.add_argument("--columns", "-c", metavar="A,B", help="only these columns, in this order")
+    p.add_argument("--columns", "-c", metavar="A,B",
+                   help=f"only these columns, in this order: {NAMES_HELP}")
     p.add_argument(
         "--format",
         "-f",
@@ -103,7 +105,8 @@ def _row_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "index", type=int, metavar="INDEX", help="global row index (negative: from the end)"
     )
-    p.add_argument("--columns", "-c", metavar="A,B", help="only these columns, in this order")
+    p.add_argument("--columns", "-c", metavar="A,B",
+                   help=f"only these columns, in this order: {NAMES_HELP}")
     p.add_argument("--format", "-f", choices=("text", "json"), default="text")
     add_memory(p, "the window the row is read from")
     add_view_options(p)

@@ -8,12 +8,13 @@ import sys
 from typing import Any
 
 from ..common.jsonvalue import jsonable
-from ..errors import ArgumentError
 from .command import (
     EXIT_OK,
+    NAMES_HELP,
     Command,
     add_memory,
     add_view_options,
+    column_names,
     count,
     storage_options,
     view_arguments,
@@ -24,14 +25,9 @@ def spec_of(args: argparse.Namespace) -> dict[str, Any]:
     """The ``Pack`` fields given on the command line.
 
     Raises:
-        ArgumentError: If ``--alongside`` holds an empty name.
+        ArgumentError: If ``--alongside`` holds an empty name or an unclosed quote.
     """
-    alongside = []
-    if args.alongside:
-        alongside = [c.strip() for c in args.alongside.split(",")]
-        if not all(alongside):
-            raise ArgumentError(f"--alongside takes names separated by commas, got "
-                                f"{args.alongside!r}")
+    alongside = [] if args.alongside is None else column_names(args.alongside, "--alongside")
     return {
         "column": args.column,
         "length": args.length,
@@ -109,7 +105,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--last", choices=("drop", "pad"), default="drop",
                    help="drop the last short block (default) or pad it with --pad")
     p.add_argument("--pad", type=int, default=0, help="padding token of --last pad")
-    p.add_argument("--alongside", metavar="A,B", help="list columns packed with the tokens")
+    p.add_argument("--alongside", metavar="A,B",
+                   help=f"list columns packed with the tokens: {NAMES_HELP}")
     p.add_argument("-n", type=count, default=0, metavar="N",
                    help="also show the first N blocks (default 0)")
     p.add_argument("--format", "-f", choices=("text", "json"), default="text")

@@ -288,6 +288,73 @@ def check_text_arguments(args: argparse.Namespace) -> None:
                 )
 
 
+#: Help text of the flags that take column names (``--columns``, ``--alongside``).
+NAMES_HELP = 'names separated by commas; a name holding a comma goes in double quotes: \'"a,b",id\''
+
+
+def column_names(text: str, flag: str) -> list[str]:
+    """The column names of a flag such as ``--columns``: names separated by commas.
+
+    A name in double quotes, as SQL quotes one, is taken as it is written, commas and
+    spaces included (``"a,b"``; ``""`` inside is one ``"``); other names lose the spaces
+    around them. ``id, label`` and ``"a,b",id`` are two names each.
+
+    Args:
+        text: The flag's value as typed.
+        flag: The flag, for messages (``--columns``).
+
+    Returns:
+        The names, in order.
+
+    Raises:
+        ArgumentError: If a name is empty, a quote is not closed, or text follows a quoted
+            name before the next comma.
+    """
+    names: list[str] = []
+    i, end = 0, len(text)
+    while True:
+        while i < end and text[i].isspace():
+            i += 1
+        if i < end and text[i] == '"':
+            opened, parts = i, []
+            i += 1
+            while True:
+                close = text.find('"', i)
+                if close < 0:
+                    raise ArgumentError(
+                        f"{flag}: the name in double quotes from character {opened + 1} of "
+                        f"{text!r} has no closing quote; end it with \" (and write \"\" for "
+                        "a quote inside a name)"
+                    )
+                parts.append(text[i:close])
+                i = close + 1
+                if not text.startswith('"', i):
+                    break
+                parts.append('"')  # "" inside quotes: one quote
+                i += 1
+            name = "".join(parts)
+            while i < end and text[i].isspace():
+                i += 1
+            if i < end and text[i] != ",":
+                raise ArgumentError(
+                    f"{flag}: text follows the quoted name {name!r} in {text!r}; separate "
+                    "names with commas"
+                )
+        else:
+            comma = text.find(",", i)
+            stop = end if comma < 0 else comma
+            name, i = text[i:stop].strip(), stop
+        if not name:
+            raise ArgumentError(
+                f"{flag} takes names separated by commas, got {text!r}; put a name holding "
+                'a comma in double quotes: \'"a,b"\''
+            )
+        names.append(name)
+        if i >= end:
+            return names
+        i += 1  # the comma
+
+
 def to_stdout(output: str | None) -> bool:
     """Whether an ``--output`` value means standard output (not given, or ``-``)."""
     return output is None or output == "-"
@@ -445,7 +512,8 @@ def open_dataset(
 
     Args:
         source: The SOURCE argument.
-        columns: ``--columns``: names separated by commas, or None for all.
+        columns: ``--columns``: names separated by commas (:func:`column_names`), or None
+            for all.
         options: ``--storage-option`` values for a URL source.
         view: ``query``/``where``/``tables`` from :func:`view_arguments`, for a view.
         sql_files: ``--sql-files`` for the dataset's ad hoc SQL (``ds.sql``).
@@ -456,15 +524,11 @@ def open_dataset(
         at exit).
 
     Raises:
-        ArgumentError: If ``columns`` holds an empty name.
+        ArgumentError: If ``columns`` holds an empty name or an unclosed quote.
     """
     from ..dataset import ParquetDataset
 
-    names = None
-    if columns is not None:
-        names = [c.strip() for c in columns.split(",")]
-        if not all(names):
-            raise ArgumentError(f"--columns takes names separated by commas, got {columns!r}")
+    names = None if columns is None else column_names(columns, "--columns")
     view = view or {}
     ds = ParquetDataset(
         source,
