@@ -174,3 +174,28 @@ def test_validation_report_json_has_numbers(data: Path) -> None:
     failed = next(c for c in parsed["checks"] if c["check"] == "range")
     assert type(failed["violations"]) is int
     assert failed["examples"] and all(type(e["value"]) is int for e in failed["examples"])
+
+
+# ----------------------------------------------------------------- durations and intervals
+def test_intervals_and_durations_are_the_same_iso_8601_text(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "durations"
+    root.mkdir()
+    spans = [dt.timedelta(seconds=1), dt.timedelta(days=1), dt.timedelta(seconds=-1.5)]
+    pq.write_table(pa.table({"span": pa.array(spans, pa.duration("us"))}),
+                   root / "part-0.parquet")
+    # a Parquet duration through head, as ParquetDataset returns it
+    assert run("head", str(root), "-f", "csv").splitlines() == [
+        "span", "P0DT1S", "P1DT0S", "-P0DT1.5S"]
+    # DuckDB's INTERVAL through sql: the same text for the same span, in every text format
+    query = ("SELECT INTERVAL 1 SECOND AS s, INTERVAL 1 DAY AS d, INTERVAL '-1.5 seconds' AS n,"
+             " INTERVAL '14 months 3 days' AS m, INTERVAL '1 month -2 days' AS mixed")
+    expected = {"s": "P0DT1S", "d": "P1DT0S", "n": "-P0DT1.5S", "m": "P14M3DT0S",
+                "mixed": "P1M-2DT0S"}
+    assert json.loads(run("sql", str(root), query, "-f", "json")) == [expected]
+    assert json.loads(run("sql", str(root), query, "-f", "jsonl")) == expected
+    assert run("sql", str(root), query, "-f", "csv").splitlines() == [
+        ",".join(expected), ",".join(expected.values())]
+    assert jsonable(pa.MonthDayNano([0, 0, 1])) == "P0DT0.000000001S"  # nanoseconds kept
