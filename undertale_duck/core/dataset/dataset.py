@@ -469,7 +469,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         state["_sql_session"] = None
         state["_index_executor"] = None  # a process group does not travel; a copy indexes here
         state["_pending_order"] = None  # the declaring process's own (see ``prefetch``)
-        plan = self._worker_plan  # travels only if it says so (see ``prefetch_in_workers``)
+        plan = state.get("_worker_plan")  # travels only if it says so (``prefetch_in_workers``)
         state["_worker_plan"] = plan if plan and getattr(plan[1], "travels", False) else None
         state["_expected"] = None
         state["_ahead_batches"] = {}
