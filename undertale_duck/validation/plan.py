@@ -6,7 +6,6 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
-import re
 import typing
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -108,26 +107,9 @@ def value_sql(path: Sequence[str]) -> str:
     return expr
 
 
-#: Stands for the ``k``-th part while a fragment's template is put on one line.
-_PART = re.compile(r"__undertale_part_(\d+)__")
-
-
 def _fragment(name: str, **parts: str) -> str:
-    """A ``sql/checks`` template on one line, without comments, with ``parts`` substituted.
-
-    The template is put on one line before the parts go in: a quoted column name may hold a
-    newline or a line starting with ``--``, which must reach DuckDB as it is.
-    """
-    keys = list(parts)
-    for part in parts.values():
-        sqlfiles.check_fragment(part)
-    text = sqlfiles.render(
-        f"checks/{name}", **{key: f"__undertale_part_{k}__" for k, key in enumerate(keys)}
-    )
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("--")]
-    line = " ".join(ln.strip() for ln in lines)
-    # one pass: a part holding a marker's text is never substituted into again
-    return _PART.sub(lambda m: parts[keys[int(m.group(1))]], line)
+    """A ``sql/checks`` template on one line, without comments (:func:`sqlfiles.fragment`)."""
+    return sqlfiles.fragment(f"checks/{name}", **parts)
 
 
 def holds_nan(value: str, dtype: Any, depth: int = 0) -> str | None:

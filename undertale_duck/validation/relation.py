@@ -115,7 +115,8 @@ class ViewPositions:
         key = (w.shard, w.start)
         if key not in self._kept:
             params = {"path": self._paths[shard], "start": w.start, "stop": w.stop}
-            self._kept[key] = [int(r[0]) for r in self._query(self._view.locate_sql, params)]
+            sql = self._view.locate_query(shard)
+            self._kept[key] = [int(r[0]) for r in self._query(sql, params)]
         kept = self._kept[key]
         rank = bisect.bisect_left(kept, row)
         if rank >= len(kept) or kept[rank] != row or len(kept) != w.rows:

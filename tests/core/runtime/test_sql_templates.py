@@ -82,6 +82,25 @@ def _fragments(placeholders: set[str], a: str, b: str) -> dict[str, str]:
         "key": quote_identifier(a),  # a split's key column, seed prefix and threshold
         "prefix": quote_literal(f"{b}:"),
         "threshold": quote_literal(b),
+        # the dataset view's reads and a drifting column's conversion (source/convert.py)
+        "reads": (
+            f"SELECT {column_list([a, b])} FROM read_parquet({literal_list([a])}) UNION ALL "
+            f"SELECT {quote_identifier(a)}, {quote_identifier(b)} FROM read_parquet("
+            f"{literal_list([b])})"
+        ),
+        "runs": (
+            f"SELECT NULL AS {quote_identifier(b)}, {column_list([a])} FROM read_parquet("
+            f"{literal_list([a])}) UNION ALL SELECT NULL, {quote_identifier(a)} FROM "
+            f"read_parquet({literal_list([b])})"
+        ),
+        "column": quote_identifier(a),
+        "target": f"STRUCT({quote_identifier(a)} BIGINT)",
+        "own": f"STRUCT({quote_identifier(b)} DOUBLE)[]",
+        "head": quote_literal(f"shard /data/{a}: column {b!r}: the value "),
+        "fails": quote_literal(f" does not cast; {a}"),
+        "changes": quote_literal(f" changes when cast; {b}"),
+        "message": quote_literal(f"shard /data/{a}: column {b!r}"),
+        "expression": f"CAST({quote_identifier(a)} AS BIGINT)",
     }
     missing = placeholders - set(known)
     assert not missing, f"add a hostile builder for the new placeholder(s) {missing}"

@@ -67,7 +67,7 @@ def test_column_spelled_in_another_case_by_a_later_shard(tmp_path: Path, fmt: st
 TIME_OF_DAY_DROPPED = (
     pa.array([dt.date(2020, 1, 1), dt.date(2020, 1, 2)], pa.date32()),
     pa.array([dt.datetime(2020, 1, 2, 13, 45, 7), None], pa.timestamp("us")),
-    "13, 45, 7",
+    "13, 45, 7|13:45:07",
 )
 #: A zone-less shard after a zoned one: Arrow's cast would read its wall times as UTC.
 ZONE_GUESSED = (
@@ -83,7 +83,9 @@ def _refuses_the_second_shard(ds: ParquetDataset, root: Path, culprit: str) -> N
         with pytest.raises(SourceError, match="schema drift") as info:
             ds[index]
         assert info.value.path == str(root / "1.parquet")
-        assert "'v'" in str(info.value) and culprit in str(info.value)
+        # the value as the reader that refused it writes it (Arrow's repr, DuckDB's text)
+        text = str(info.value)
+        assert "'v'" in text and any(c in text for c in culprit.split("|"))
         assert not isinstance(info.value, CorruptShardError)
     with pytest.raises(SourceError, match="schema drift"):
         ds.__getitems__([0, 2])
@@ -161,15 +163,20 @@ def test_a_view_over_drifting_shards_refuses_a_cast_that_changes_values(
 
 def test_a_view_over_drifting_shards_refuses_values_no_cast_holds(tmp_path: Path) -> None:
     # no cast to the first shard's type fits: as the plain dataset does, the view refuses
-    # the shard rather than serve one column in two types
+    # the shard rather than serve one column in two types; its filter sees the values as
+    # the dataset serves them, so the indexing pass stops on it (it filtered the raw int64)
     root = _shards(
         tmp_path / "d",
         pa.table({"v": pa.array([1, 2], pa.int32())}),
         pa.table({"v": pa.array([1 << 40, 3], pa.int64())}),
     )
-    ds = ParquetDataset(root, where="v > 0", window_bytes=1, read_ahead=False)
+    wanted = r"1.parquet: column 'v' is int64 there but int32 in the dataset.*1099511627776"
+    with pytest.raises(SourceError, match=wanted) as info:
+        ParquetDataset(root, where="v > 0", window_bytes=1, read_ahead=False)
+    assert info.value.path == str(root / "1.parquet")
+    ds = ParquetDataset(root, query="SELECT v FROM dataset", window_bytes=1, read_ahead=False)
     assert [ds[i]["v"] for i in range(2)] == [1, 2]
-    with pytest.raises(SourceError, match=r"1.parquet.*'v' is int64 there but int32 in the view"):
+    with pytest.raises(SourceError, match=wanted):
         ds[2]
 
 

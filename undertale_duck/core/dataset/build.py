@@ -141,6 +141,7 @@ def build_reader(ds: ReaderSettings) -> tuple[WindowReader, AccessMonitor | None
             None if ds.view is None else ds.view.setup,
             filesystem=None if remote is None else remote.filesystem,
             view=remote is None or ds.view is not None,
+            convert=ds.source.converted,
         ),
         read_ahead=ds.read_ahead,
         read_depth=ds.read_depth,

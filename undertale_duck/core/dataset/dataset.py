@@ -621,7 +621,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         if known is not None:
             return known
         params = {"path": duckdb_path(shard.path), "start": w.start, "stop": w.stop}
-        rows = self.reader.connection.cursor().execute(view.locate_sql, params).fetchall()
+        rows = self.reader.connection.cursor().execute(
+            view.locate_query(w.shard), params
+        ).fetchall()
         if len(rows) != w.rows:
             raise ShardChangedError(
                 f"the view keeps {len(rows)} rows of local rows {w.start}..{w.stop - 1} of "

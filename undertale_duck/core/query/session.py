@@ -26,7 +26,7 @@ from ..runtime import (
     sqlfiles,
     threads_of,
 )
-from ..source import Shard, Source
+from ..source import Shard, Source, drift_error
 from . import blame
 from . import shape as query_shape
 from .readonly import check_statement, statements
@@ -68,8 +68,11 @@ class _QueryConnection(Connection):
         confine: bool,
         readable: Sequence[str] = (),
         filesystem: Callable[[], Any] | None = None,
+        convert: Callable[[duckdb.DuckDBPyConnection], Mapping[int, str]] | None = None,
     ) -> None:
-        super().__init__(files, columns, config, setup, filesystem=filesystem)
+        super().__init__(
+            files, columns, config, setup, filesystem=filesystem, convert=convert
+        )
         self.confine = confine
         self.readable = list(readable)
         self.state: list[tuple[Any, ...]] = []
@@ -166,6 +169,7 @@ class QuerySession:
             readable=readable,
             # a remote source's objects: DuckDB reads them through the store's client
             filesystem=None if source.store is None else source.store.filesystem,
+            convert=source.converted,
         )
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         lifecycle.track_connection(self)  # streams closed before fork() and at exit
@@ -338,8 +342,10 @@ class QuerySession:
                 "'dataset'; ParquetDataset(..., sql_files='any') or the command line's "
                 f"--sql-files any lifts it): {failures.message(exc)}"
             )
-        drift = blame.drift_failure(self.source, exc) or blame.missing_column_failure(
-            self.source, exc
+        drift = (
+            drift_error(exc, self.source.shards)
+            or blame.drift_failure(self.source, exc)
+            or blame.missing_column_failure(self.source, exc)
         )
         if drift is not None:
             return drift

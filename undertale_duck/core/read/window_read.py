@@ -19,7 +19,16 @@ from ...errors import CorruptShardError, MemoryBudgetError, ShardChangedError, S
 from ..bounds import NestedBound, ValueBound, read_bounded
 from ..parquet import footers, pages
 from ..runtime import Connection, duckdb_path, failures, interruptible, read_pool, sqlfiles
-from ..source import Shard, Source, Window, conform, touched_bytes, window_row_groups
+from ..source import (
+    Shard,
+    Source,
+    Window,
+    conform,
+    drift_error,
+    own_schema,
+    touched_bytes,
+    window_row_groups,
+)
 from .direct import DirectReader, Spare
 
 #: Rows per Arrow record batch asked of DuckDB for a window (its vector size). Small batches
@@ -272,18 +281,16 @@ class WindowDecoder:
         columns = sqlfiles.column_list(source.columns)
         self._sql = sqlfiles.render("read_window", columns=columns, guard="")
         self._sql_file = sqlfiles.render("read_file", columns=columns, guard="")
-        # string and binary values are bounded before DuckDB materialises them (decoded.py)
-        self._bound = ValueBound(source.schema, list(source.columns))
+        # string and binary values are bounded before DuckDB materialises them (decoded.py),
+        # by the types each shard holds: a shard whose column drifted from text to numbers
+        # has no string there to bound (and one drifted to text has)
+        self._templates = {self._sql: "read_window", self._sql_file: "read_file"}
+        self._shard_guards: dict[tuple[str, int], tuple[str, ValueBound] | None] = {}
         self._guarded: dict[str, tuple[str, ValueBound]] = {}
         # and strings nested in lists, structs and maps, from page headers (nested.py)
         # (a view: only the columns its query reads, as for the filter)
         nested = [c for c in source.columns if view is None or view.reads(c)]
         self._nested = NestedBound(source.schema, nested)
-        if self._bound:
-            guard = self._bound.guard()
-            for sql, name in ((self._sql, "read_window"), (self._sql_file, "read_file")):
-                guarded = sqlfiles.render(name, columns=columns, guard=guard)
-                self._guarded[sql] = (guarded, self._bound)
         if view is not None:  # a view's scan bounds the columns the view reads
             self._guarded.update(view.guarded(source.schema, list(source.columns)))
         #: DuckDB queries left open on row groups cut into windows, by (path, first row):
@@ -686,8 +693,30 @@ class WindowDecoder:
         for done in closing:
             done.close()
 
+    def _guard(self, sql: str, shard: int) -> tuple[str, ValueBound] | None:
+        """``sql`` with the bound on string values in its scan, and the bound (None: none).
+
+        A plain read's scan reads the shard's own types; a view's queries carry their own
+        (one per drifting shard, :meth:`ViewWindows.guarded`).
+        """
+        name = self._templates.get(sql)
+        if name is None:
+            return self._guarded.get(sql)
+        key = (sql, shard)
+        if key not in self._shard_guards:
+            types = own_schema(self.source.shards[shard], self.source.schema)
+            bound = ValueBound(types, list(self.source.columns))
+            self._shard_guards[key] = None if not bound else (
+                sqlfiles.render(
+                    name, columns=sqlfiles.column_list(self.source.columns), guard=bound.guard()
+                ),
+                bound,
+            )
+        return self._shard_guards[key]
+
     def _begin(
         self, cursor: duckdb.DuckDBPyConnection, sql: str, query: dict[str, object], rows: int,
+        shard: int,
     ) -> tuple[duckdb.DuckDBPyConnection, pa.RecordBatchReader, int]:
         """Start ``sql`` over the rest of a row group on a cursor of its own.
 
@@ -695,8 +724,9 @@ class WindowDecoder:
             The cursor, the query's Arrow batches and the connection's generation.
         """
         limit = self.read_limit
-        if limit and sql in self._guarded:
-            sql, bound = self._guarded[sql]
+        guarded = self._guard(sql, shard) if limit else None
+        if guarded is not None:
+            sql, bound = guarded
             query = {**query, "cap": bound.cap(limit, rows)}
         private = cursor.cursor()
         generation = self.connection.generation
@@ -779,7 +809,7 @@ class WindowDecoder:
                 # query, kept nowhere, so random reads hold no group's buffers beyond it
                 return None
             private, reader, generation = self._begin(
-                cursor, self._sql, {**params, "stop": end}, win.rows
+                cursor, self._sql, {**params, "stop": end}, win.rows, win.shard
             )
             return DuckStream(private, reader, win.start, end, generation=generation)
 
@@ -837,7 +867,7 @@ class WindowDecoder:
                 return None
             sql, extra = found
             private, reader, generation = self._begin(
-                cursor, sql, {"path": duckdb_path(local.path), **extra}, win.rows
+                cursor, sql, {"path": duckdb_path(local.path), **extra}, win.rows, win.shard
             )
             # it ends at the group's last kept row: the query is closed once that row's
             # window is served, not held while later windows keep none of the group
@@ -900,8 +930,9 @@ class WindowDecoder:
             return collect(stream, limit, shard.path, what, win, schema=stream.schema)
 
         def read() -> pa.Table:
-            if limit and sql in self._guarded:
-                guarded, bound = self._guarded[sql]
+            found = self._guard(sql, win.shard) if limit else None
+            if found is not None:
+                guarded, bound = found
                 return read_bounded(
                     cursor,
                     bound,
@@ -931,6 +962,10 @@ class WindowDecoder:
         except (duckdb.Error, pa.ArrowException, OSError) as exc:  # OSError: from a batch
             if failures.is_interrupt(exc):
                 raise KeyboardInterrupt from None
+            drifted = drift_error(exc, [shard])  # a view's drifting value (convert.py)
+            if drifted is not None:
+                local.check_unchanged()
+                raise drifted from None
             if failures.is_fatal(exc):
                 self.connection.close()  # DuckDB invalidated the database: reopen on next use
             local.check_unchanged()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -29,6 +29,10 @@ class Connection:
         filesystem: Returns this process's fsspec filesystem, through which DuckDB reads
             remote shard URLs (called when the database opens, so after a fork too).
         view: Whether to create the ``dataset`` view (a reader of cached copies needs none).
+        convert: Given the open database, the select list of each shard (by its index in
+            ``files``) whose columns DuckDB reads as other types than the first shard's,
+            converting them (``core/source/convert.py``); the view then reads runs of
+            shards read alike, in shard order. None: every shard as the first.
     """
 
     def __init__(
@@ -40,8 +44,10 @@ class Connection:
         *,
         filesystem: Callable[[], Any] | None = None,
         view: bool = True,
+        convert: Callable[[duckdb.DuckDBPyConnection], Mapping[int, str]] | None = None,
     ) -> None:
         self._setup = setup
+        self._convert = convert
         self._files = list(files)
         self._columns = list(columns)
         self._config = dict(config or {})
@@ -63,14 +69,9 @@ class Connection:
             db.register_filesystem(self._filesystem())
         self.view_error = None
         if self._view:
-            files = "[" + ", ".join(sqlfiles.quote_literal(duckdb_path(f)) for f in self._files)
             try:
-                db.execute(
-                    sqlfiles.render(
-                        "dataset_view", files=files + "]",
-                        columns=sqlfiles.column_list(self._columns),
-                    )
-                )
+                converted = {} if self._convert is None else self._convert(db)
+                db.execute(sqlfiles.render("dataset_view", reads=self._reads(converted)))
             except duckdb.Error as exc:
                 # The view binds the first shard's schema: a first shard DuckDB cannot open
                 # must not stop window reads, which read each shard by itself. ds.sql
@@ -88,6 +89,32 @@ class Connection:
                 # before it; ds.sql reports view_error.
         return db
 
+    def _reads(self, converted: Mapping[int, str]) -> str:
+        """The ``dataset`` view's reads: runs of shards read alike, in shard order."""
+        plain = sqlfiles.column_list(self._columns)
+        runs: list[tuple[str, list[str]]] = []
+        for k, path in enumerate(self._files):
+            columns = converted.get(k, plain)
+            if runs and columns == plain and runs[-1][0] == plain:
+                runs[-1][1].append(path)
+            else:
+                runs.append((columns, [path]))
+        if len(runs) <= 1:
+            files = sqlfiles.literal_list(duckdb_path(f) for f in self._files)
+            return sqlfiles.fragment("dataset_read", columns=plain, files=files)
+        lead = "__undertale_duck_run"
+        while lead.lower() in {c.lower() for c in self._columns}:
+            lead += "_"
+        reads = [
+            sqlfiles.fragment(
+                "dataset_read", columns=f"NULL AS {sqlfiles.quote_identifier(lead)}, {columns}",
+                files=sqlfiles.literal_list(duckdb_path(f) for f in files),
+            )
+            for columns, files in runs
+        ]
+        # one SELECT per run: DuckDB's UNION ALL keeps its inputs' order (insertion order)
+        return sqlfiles.fragment("dataset_runs", columns=plain, runs=" UNION ALL ".join(reads))
+
     def sibling(self, settings: Callable[[dict[str, Any]], dict[str, Any]]) -> Connection:
         """A new connection over the same shards, view and side tables, with other settings.
 
@@ -99,7 +126,7 @@ class Connection:
         """
         return Connection(
             self._files, self._columns, settings(dict(self._config)), self._setup,
-            filesystem=self._filesystem, view=self._view,
+            filesystem=self._filesystem, view=self._view, convert=self._convert,
         )
 
     @property

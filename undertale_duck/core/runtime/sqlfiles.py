@@ -228,6 +228,38 @@ def render(name: str, **fragments: str) -> str:
     return "".join(parts)
 
 
+#: Stands for the ``k``-th part while a fragment's template is put on one line.
+_PART = re.compile(r"__undertale_part_(\d+)__")
+
+
+def fragment(name: str, **parts: str) -> str:
+    """An expression template on one line, without comments, with ``parts`` substituted.
+
+    What :func:`render` gives, for a template that is a piece of another query (a column's
+    conversion, a check's test): the template is put on one line, its comments dropped,
+    before the parts go in, since a quoted name may hold a newline or a line starting with
+    ``--``, which must reach DuckDB as it is.
+
+    Args:
+        name: SQL file name, as for :func:`sql_text`.
+        **parts: One already-quoted fragment per placeholder (see :func:`render`).
+
+    Returns:
+        The expression, ready to be a fragment of another template.
+
+    Raises:
+        TemplateError: As :func:`render`.
+    """
+    keys = list(parts)
+    for part in parts.values():
+        check_fragment(part)
+    text = render(name, **{key: f"__undertale_part_{k}__" for k, key in enumerate(keys)})
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("--")]
+    line = " ".join(ln.strip() for ln in lines)
+    # one pass: a part holding a marker's text is never substituted into again
+    return _PART.sub(lambda m: parts[keys[int(m.group(1))]], line)
+
+
 def quote_identifier(name: str) -> str:
     """Quote an SQL identifier (column or view name) for DuckDB.
 

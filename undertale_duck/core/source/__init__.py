@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from . import windows
+from .convert import Conversions, conversions, drift_error, own_schema
 from .drift import ShardDrift, reference_columns, schema_drift
 from .local import SourceLike, local_paths
 from .readable import conform
@@ -25,6 +26,7 @@ from .windows import (
 )
 
 __all__ = [
+    "Conversions",
     "Shard",
     "ShardDrift",
     "Source",
@@ -34,9 +36,12 @@ __all__ = [
     "Window",
     "check_column_names",
     "conform",
+    "conversions",
+    "drift_error",
     "is_remote",
     "local_paths",
     "max_touched_bytes",
+    "own_schema",
     "parse_storage_options",
     "read_footer",
     "read_reserve",

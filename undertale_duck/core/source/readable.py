@@ -106,12 +106,12 @@ def conform(
     for column, field in zip(table.columns, schema, strict=True):
         target = _plain(field.type)
         if column.type != target:
-            drifting = shard is not None and (view or _drifts(shard, field))
+            drifting = shard is not None and (view or drifts(shard, field))
             why = ""
             try:
                 cast = _uuids(column, target) if _has_uuid(target) else column.cast(target)
                 if drifting:
-                    why = _zone_change(column.type, target) or _lost(column, cast)
+                    why = zone_change(column.type, target) or _lost(column, cast)
                 if not why:
                     column = cast
                     changed = True
@@ -121,19 +121,40 @@ def conform(
                 # a view's column may be computed: its type there is DuckDB's for the shard
                 own = column.type if view else shard.schema.field(field.name).type
                 where = "the view over its first shard" if view else "the dataset (its first shard)"
-                raise SourceError(
-                    f"shard {shard.path}: column {field.name!r} is {own} there but "
-                    f"{field.type} in {where}, and its values do not "
-                    f"fit that type (schema drift between shards): {why}; "
-                    "rewrite the shard with the dataset's type, or leave the column out "
-                    "with columns=[...]",
-                    shard.path,
-                )
+                head, tail = drift_message(shard.path, field.name, own, field.type, where)
+                raise SourceError(head + why + tail, shard.path)
         columns.append(column)
         fields.append(pa.field(field.name, column.type, nullable=field.nullable))
     if not changed and table.column_names == schema.names:
         return table
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def drift_message(
+    path: str, name: str, own: pa.DataType, target: pa.DataType,
+    where: str = "the dataset (its first shard)",
+) -> tuple[str, str]:
+    """The message of a drifting column whose values do not fit, around its reason.
+
+    One text for every reader: :func:`conform` (the plain dataset's rows) and the casts
+    of ``convert.py`` (views and ad hoc SQL) raise the same :class:`SourceError`.
+
+    Args:
+        path: The shard.
+        name: The column.
+        own: Its Arrow type in the shard.
+        target: Its Arrow type in the dataset.
+        where: What holds ``target``.
+
+    Returns:
+        The text before the reason (why a value does not fit) and the text after it.
+    """
+    head = (
+        f"shard {path}: column {name!r} is {own} there but {target} in {where}, and its "
+        "values do not fit that type (schema drift between shards): "
+    )
+    tail = "; rewrite the shard with the dataset's type, or leave the column out with columns=[...]"
+    return head, tail
 
 
 def _lost(column: pa.ChunkedArray, cast: pa.ChunkedArray) -> str:
@@ -162,7 +183,7 @@ def _zones(typ: pa.DataType) -> Iterator[str | None]:
         yield from _zones(child)
 
 
-def _zone_change(own: pa.DataType, target: pa.DataType) -> str:
+def zone_change(own: pa.DataType, target: pa.DataType) -> str:
     """Why casting ``own`` to ``target`` gives or takes away a time zone ("" if it does not).
 
     Arrow's cast reads a timestamp without a zone as UTC (and drops the zone the other way):
@@ -282,7 +303,7 @@ def _uuid_array(array: pa.Array, target: pa.DataType) -> pa.Array:
     return array.cast(target)  # another shape: the cast's own error says why
 
 
-def _drifts(shard: Shard, field: pa.Field) -> bool:
+def drifts(shard: Shard, field: pa.Field) -> bool:
     """Whether a column's type in ``shard`` differs from the dataset's (dictionaries decoded)."""
     if field.name not in shard.schema.names:
         return False

@@ -10,6 +10,7 @@ import duckdb
 
 from ...common.text import redact_url
 from ..runtime import Connection, duckdb_path, lifecycle
+from .convert import conversions
 from .local import SourceLike, local_paths
 from .readable import check_types
 from .remote import listing as remote
@@ -129,7 +130,24 @@ class Source:
             The connection holder (nothing is opened until first use).
         """
         fs = None if self.store is None else self.store.filesystem
-        return Connection(self.paths, self.columns, config, setup, filesystem=fs)
+        return Connection(
+            self.paths, self.columns, config, setup, filesystem=fs, convert=self.converted
+        )
+
+    def converted(self, cursor: duckdb.DuckDBPyConnection) -> dict[int, str]:
+        """The select list of each shard whose columns drift, converting them (by shard index).
+
+        See :func:`convert.conversions`: a drifting column is converted to the dataset's
+        type, and a value the cast would change stops the query with the shard's
+        :class:`SourceError`, as the plain dataset's rows do.
+
+        Args:
+            cursor: A DuckDB cursor that can read the shards.
+
+        Returns:
+            ``{shard index: select list}``; empty without drift.
+        """
+        return dict(conversions(cursor, self.shards, self.schema).lists)
 
 
 def _remote_source(source: object) -> bool:

@@ -9,7 +9,7 @@ import os
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from ..runtime import (
     sqlfiles,
     write_atomic,
 )
-from ..source import Shard, Window
+from ..source import Conversions, Shard, Window, conversions, drift_error, own_schema
 from .check import ORDER_COLUMN, RESERVED_PREFIX, ROW_COLUMN, ViewQuery
 from .kept import BitmapWriter, KeptRows
 from .sides import Side
@@ -57,6 +57,7 @@ def index_key(
     shards: Sequence[Shard],
     windows: Sequence[Window],
     sides: Sequence[Side],
+    converted: Mapping[int, str] | None = None,
 ) -> str:
     """A stable hash of everything a view's row counts depend on.
 
@@ -66,6 +67,7 @@ def index_key(
         shards: The shards, with their identities (path, size, mtime, inode, ctime).
         windows: The dataset's window plan.
         sides: The side tables.
+        converted: How drifting shards are read (``Conversions.lists``), where any drift.
 
     Returns:
         A hex digest; equal keys mean equal counts.
@@ -78,6 +80,8 @@ def index_key(
         "windows": [[w.shard, w.start, w.stop] for w in windows],
         "sides": [[s.name, s.fingerprint] for s in sides],
     }
+    if converted:  # a key without drift is the same as before drift was converted
+        payload["converted"] = sorted([k, text] for k, text in converted.items())
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -140,6 +144,7 @@ def count_rows(
     executor: TaskMap | None = None,
     sides: tuple[Side, ...] = (),
     config: Mapping[str, Any] | None = None,
+    converts: Conversions | None = None,
 ) -> list[int]:
     """Run the indexing pass: for each window, how many of its source rows the view keeps.
 
@@ -160,6 +165,8 @@ def count_rows(
             storage, are indexed here on ``cursor``. The counts and rows are the same.
         sides: The side tables (for the tasks).
         config: DuckDB settings of a task's database.
+        converts: How shards whose columns drift are read (converted to the dataset's
+            types, as the plain dataset serves them); None: every shard as it is.
 
     Returns:
         One count per window, in plan order.
@@ -168,9 +175,14 @@ def count_rows(
         QueryError: If the query fails or a join gives a source row more than once.
         SourceError: If a shard cannot be read.
     """
-    sql = sqlfiles.render(
-        "view_index", columns=sqlfiles.column_list(columns), view=view.index_sql
-    )
+    plain = sqlfiles.column_list(columns)
+    converted = Conversions({}) if converts is None else converts
+
+    def sql_of(shard: int) -> str:  # drifting columns converted as the dataset reads them
+        return sqlfiles.render(
+            "view_index", columns=converted.columns(shard, plain), view=view.index_sql
+        )
+
     needed = [c for c in columns if view.index_reads(c)]
     by_shard: dict[int, list[int]] = {}
     for k, w in enumerate(windows):
@@ -178,7 +190,7 @@ def count_rows(
     found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     if executor is not None and all(type(s) is Shard for s in shards):  # local files
         tasks = [
-            IndexTask(sql, shard, tuple(windows[k].start for k in by_shard[s]), sides,
+            IndexTask(sql_of(s), shard, tuple(windows[k].start for k in by_shard[s]), sides,
                       dict(config or {}))
             for s, shard in enumerate(shards) if s in by_shard
         ]
@@ -200,7 +212,7 @@ def count_rows(
             if progress is not None:
                 progress(os.path.basename(shard.path))
             starts = [windows[k].start for k in positions]
-            per_window, seen = _count_remote(cursor, sql, shard, starts, needed)
+            per_window, seen = _count_remote(cursor, sql_of(s), shard, starts, needed)
         if bitmaps is not None:
             bitmaps.add(seen)
         for k, n in zip(positions, per_window.tolist(), strict=True):
@@ -235,7 +247,8 @@ def _count_shard(
 ) -> tuple[np.ndarray, np.ndarray]:
     """One shard's indexing query: kept rows per window (from ``starts``), and which rows.
 
-    ``local`` is the file DuckDB reads (by default the shard itself); errors name the shard.
+    ``local`` is the file DuckDB reads (by default the shard itself); errors name the shard
+    (a drifting value that does not fit the dataset's type too: ``convert.py``).
     """
     local = shard if local is None else local
     bounds = np.asarray(starts, dtype=np.int64)
@@ -267,6 +280,9 @@ def _count_shard(
             per_window += np.bincount(which, minlength=len(starts))
     except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error from a batch
         local.check_unchanged()
+        drifted = drift_error(exc, [shard])
+        if drifted is not None:
+            raise drifted from None
         # a codec or an encoding DuckDB does not read is the shard's fault, not the query's
         # (the columns the filter reads are not known here: any of the shard's is named)
         blamed = _shard_failure(exc, shard, shard.schema.names, read=local.path,
@@ -318,6 +334,26 @@ def index_task(task: IndexTask) -> tuple[list[int], np.ndarray]:
 
 
 @dataclass(frozen=True)
+class ShardQueries:
+    """A view's queries over one shard whose columns drift, converted to the dataset's types.
+
+    Attributes:
+        columns: The select list reading the dataset's columns, drifting ones converted.
+        window_sql: ``sql/view_window[_scan].sql`` over the converted columns.
+        serve_sql: ``sql/view_window_kept[_scan].sql`` over them (empty without a filter).
+        locate_sql: ``sql/view_index.sql`` over them.
+        schema: The dataset's columns with the shard's own types (its scan reads them so:
+            what the bound on string values weighs).
+    """
+
+    columns: str
+    window_sql: str
+    serve_sql: str
+    locate_sql: str
+    schema: pa.Schema
+
+
+@dataclass(frozen=True)
 class IndexedView:
     """A view ready to serve: the checked query, its side tables, windows and schema.
 
@@ -332,6 +368,9 @@ class IndexedView:
         serve_sql: ``sql/view_window_kept[_scan].sql`` rendered for this view (empty when
             the query has no filter).
         kept: The rows the view keeps, when the index has them.
+        drifting: The queries of each shard (by index) whose columns DuckDB reads as other
+            types than the first shard's: they convert them first (``source/convert.py``),
+            so the view sees every shard's values as the plain dataset serves them.
     """
 
     query: ViewQuery
@@ -343,6 +382,19 @@ class IndexedView:
     reused: bool
     serve_sql: str = ""
     kept: KeptRows | None = None
+    drifting: Mapping[int, ShardQueries] = field(default_factory=dict)
+
+    def _queries(self, shard: int) -> tuple[str, str]:
+        """The window and kept-rows queries of shard number ``shard``."""
+        own = self.drifting.get(shard)
+        return (self.window_sql, self.serve_sql) if own is None else (
+            own.window_sql, own.serve_sql
+        )
+
+    def locate_query(self, shard: int) -> str:
+        """``sql/view_index.sql`` for shard number ``shard`` (the source rows it keeps)."""
+        own = self.drifting.get(shard)
+        return self.locate_sql if own is None else own.locate_sql
 
     def window_query(self, window: Window) -> tuple[str, dict[str, object]]:
         """How to read one window: the SQL, and parameters besides the path (and overrides).
@@ -354,15 +406,16 @@ class IndexedView:
         (:func:`nan_safe`), even where every row of the window is kept. Otherwise (no filter,
         or the bitmap unusable) the whole query is run over the window.
         """
-        rows = self.kept_rows(window) if self.serve_sql else None
+        window_sql, serve_sql = self._queries(window.shard)
+        rows = self.kept_rows(window) if serve_sql else None
         if rows is not None and rows.size:
             # from the first to the last kept row: row groups outside are not read
             first, last = int(rows[0]), int(rows[-1])
             flags = np.full(last - first + 1, ord("0"), dtype=np.uint8)
             flags[rows - first] = ord("1")
             keep = flags.tobytes().decode("ascii")
-            return self.serve_sql, {"start": first, "stop": last + 1, "keep": keep}
-        return self.window_sql, {}
+            return serve_sql, {"start": first, "stop": last + 1, "keep": keep}
+        return window_sql, {}
 
     @property
     def streams(self) -> bool:
@@ -396,10 +449,11 @@ class IndexedView:
         """
         if not self.streams:
             return None
-        if not self.serve_sql:
+        window_sql, serve_sql = self._queries(window.shard)
+        if not serve_sql:
             if window.start != first:
                 return None
-            return self.window_sql, {"start": window.start, "stop": stop}
+            return window_sql, {"start": window.start, "stop": stop}
         assert self.kept is not None
         rows = self.kept.rows(window.shard, first, stop)
         if rows is None or not rows.size or int(rows[0]) < window.start:
@@ -410,13 +464,16 @@ class IndexedView:
         flags = np.full(hi - lo + 1, ord("0"), dtype=np.uint8)
         flags[rows - lo] = ord("1")
         keep = flags.tobytes().decode("ascii")
-        return self.serve_sql, {"start": lo, "stop": hi + 1, "keep": keep}
+        return serve_sql, {"start": lo, "stop": hi + 1, "keep": keep}
 
     def guarded(self, schema: pa.Schema, columns: Sequence[str]) -> dict[str, tuple[str, Any]]:
         """This view's window queries with a bound on the values of the columns it reads.
 
+        Each scan reads its shard's own columns: the bound weighs the types the shard holds
+        (a drifting shard's queries are bounded by its own types, not the first shard's).
+
         Args:
-            schema: The shards' Arrow schema.
+            schema: The shards' Arrow schema (the first shard's).
             columns: The dataset's columns.
 
         Returns:
@@ -425,13 +482,21 @@ class IndexedView:
         """
         from ..bounds import ValueBound
 
-        bound = ValueBound(schema, [c for c in columns if self.query.reads(c)])
-        if not bound:
-            return {}
-        window_sql, serve_sql = _window_queries(self.query, columns, bound.guard())
-        out = {self.window_sql: (window_sql, bound)}
-        if self.serve_sql:
-            out[self.serve_sql] = (serve_sql, bound)
+        read = [c for c in columns if self.query.reads(c)]
+        out: dict[str, tuple[str, Any]] = {}
+        plain = sqlfiles.column_list(columns)
+        scans = [(schema, plain, self.window_sql, self.serve_sql)] + [
+            (own.schema, own.columns, own.window_sql, own.serve_sql)
+            for own in self.drifting.values()
+        ]
+        for types, select, window_sql, serve_sql in scans:
+            bound = ValueBound(types, read)
+            if not bound:
+                continue
+            guarded = _window_queries(self.query, columns, bound.guard(), select)
+            out[window_sql] = (guarded[0], bound)
+            if serve_sql:
+                out[serve_sql] = (guarded[1], bound)
         return out
 
     def reads(self, column: str) -> bool:
@@ -566,7 +631,6 @@ def _index(
     )
 
     protected = sorted({os.path.dirname(s.path) for s in shards})
-    key = index_key(view, columns, shards, windows, sides)
     first = shards[0] if shards else None
     params = {"path": duckdb_path(first.path) if first else "", "start": 0, "stop": 0}
     try:
@@ -600,6 +664,20 @@ def _index(
     )
     _check_distinct(con.sql(names_sql, params=params).columns)
     schema = pa.schema([f for f in schema if not f.name.startswith(RESERVED_PREFIX)])
+    # shards whose columns drift are read converted to the dataset's types (the first
+    # shard's), as the plain dataset serves them: the filter sees the same values
+    reference = pa.schema([first.schema.field(c) for c in columns]) if first else pa.schema([])
+    converts = conversions(con, shards, reference)
+    drifting = {
+        k: ShardQueries(
+            select,
+            *_window_queries(view, columns, "", select),
+            sqlfiles.render("view_index", columns=select, view=view.index_sql),
+            own_schema(shards[k], reference),
+        )
+        for k, select in converts.lists.items()
+    }
+    key = index_key(view, columns, shards, windows, sides, converts.lists)
     stored = load_counts(key, protected)
     reused = stored is not None and len(stored[0]) == len(windows)
     if stored is not None and reused:
@@ -608,7 +686,9 @@ def _index(
     else:
         _log.info("indexing view %r over %d shards", view.text, len(shards))
         tasks = _Tasks(executor, sides, config)
-        counts, kept = _count_and_keep(con, view, columns, shards, windows, key, protected, tasks)
+        counts, kept = _count_and_keep(
+            con, view, columns, shards, windows, key, protected, tasks, converts
+        )
     return IndexedView(
         view,
         sides,
@@ -619,6 +699,7 @@ def _index(
         reused,
         serve_sql,
         kept,
+        drifting,
     )
 
 
@@ -709,6 +790,7 @@ def _count_and_keep(
     key: str,
     protected: list[str],
     tasks: _Tasks | None = None,
+    converts: Conversions | None = None,
 ) -> tuple[list[int], KeptRows | None]:
     """Run the indexing pass, keeping its counts and bitmap in the views cache if it can.
 
@@ -727,7 +809,7 @@ def _count_and_keep(
         ):
             bitmaps = BitmapWriter(out, directory / f"{key}.rows")
             counts = count_rows(con, view, columns, shards, windows, progress, bitmaps,
-                                *_task_arguments(tasks))
+                                *_task_arguments(tasks), converts=converts)
             kept = bitmaps.finish()
             if kept is None:
                 failure = bitmaps.failed
@@ -737,7 +819,7 @@ def _count_and_keep(
         kept = None
     if counts is None:  # the bitmap file could not even be created: count without it
         counts = count_rows(con, view, columns, shards, windows, None, None,
-                            *_task_arguments(tasks))
+                            *_task_arguments(tasks), converts=converts)
     try:
         if failure is None:
             save_counts(key, counts, protected, kept)
@@ -754,12 +836,15 @@ def _count_and_keep(
     return counts, kept
 
 
-def _window_queries(view: ViewQuery, columns: Sequence[str], guard: str) -> tuple[str, str]:
+def _window_queries(
+    view: ViewQuery, columns: Sequence[str], guard: str, listed: str | None = None
+) -> tuple[str, str]:
     """A view's window query and its kept-rows query (empty without a filter), with ``guard``.
 
-    Joins need a sort to restore source order; a scan keeps it (``*_scan.sql``).
+    Joins need a sort to restore source order; a scan keeps it (``*_scan.sql``). ``listed``
+    is the select list of the scan (default: the columns as they are).
     """
-    listed = sqlfiles.column_list(columns)
+    listed = sqlfiles.column_list(columns) if listed is None else listed
     scan = "" if view.side_tables else "_scan"
     window_sql = sqlfiles.render(
         f"view_window{scan}", columns=listed, view=view.window_sql, guard=guard
