@@ -236,6 +236,7 @@ def test_empty_dataset_and_all_empty_documents(tmp_path: Path) -> None:
     eod=st.booleans(),
     pad=st.booleans(),
     window=st.sampled_from([64, 200, 10_000]),
+    large=st.booleans(),
 )
 def test_blocks_are_slices_of_the_stream(
     tmp_path_factory: pytest.TempPathFactory,
@@ -245,12 +246,15 @@ def test_blocks_are_slices_of_the_stream(
     eod: bool,
     pad: bool,
     window: int,
+    large: bool,
 ) -> None:
     root = tmp_path_factory.mktemp("hyp")
     docs = [[(g * 101 + k) % 1000 for k in range(n)] for g, n in enumerate(lengths)]
     cut = min(shard_cut, len(docs))
     for k, part in enumerate([docs[:cut], docs[cut:]]):
-        table = pa.table({"tokens": pa.array(part, pa.list_(pa.int64())),
+        # large lists: their lengths come from Arrow as a read-only array
+        lists = pa.large_list(pa.int64()) if large else pa.list_(pa.int64())
+        table = pa.table({"tokens": pa.array(part, lists),
                           "mask": pa.array([[t % 3 for t in d] for d in part],
                                            pa.list_(pa.int8()))})
         pq.write_table(table, root / f"p{k}.parquet", row_group_size=3)

@@ -23,7 +23,7 @@ def stream_starts(table: pa.Table, spec: Pack) -> Int64Array:
     """
     step = list_lengths(table.column(spec.column))
     if spec.eod is not None:
-        step += 1
+        step = step + 1  # a new array: a large list's lengths are Arrow's, read-only
     starts = np.zeros(len(step) + 1, dtype=np.int64)
     np.cumsum(step, out=starts[1:])
     return starts
