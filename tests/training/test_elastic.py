@@ -179,6 +179,64 @@ def test_a_state_with_another_sequence_is_still_refused() -> None:
         _resumed(100, (1, 0, 4), 0, {**state, "before": "x"}, shuffle=True)
 
 
+def test_a_before_entry_without_drop_last_reads_as_true() -> None:
+    state = _samplers(100, (1, 0, 4), 0, shuffle=True)[0].state_dict(consumed=8)
+    part = {"ranks": 2, "workers": 1, "batch": 4, "consumed": 4}  # as saved before drop_last
+    (old,) = _resumed(100, (1, 0, 4), 0, {**state, "before": [part]}, shuffle=True)
+    (new,) = _resumed(100, (1, 0, 4), 0, {**state, "before": [{**part, "drop_last": True}]},
+                      shuffle=True)
+    assert list(old) == list(new) and list(new)  # as a state with drop_last=True there
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"carried": 2**70}, "carries"),
+    ({"carried": 101}, "carries"),  # more batches than the 100 rows make
+    ({"before": [{"ranks": 2**62, "workers": 1, "batch": 4, "consumed": 4,
+                  "drop_last": True}]}, "before"),
+    ({"before": [{"ranks": 2**62, "workers": 1, "batch": 4, "consumed": 1,
+                  "drop_last": False}]}, "consumed"),  # 100 ranks of one row: none left
+    ({"before": [{"ranks": 1, "workers": 2**62, "batch": 4, "consumed": 4,
+                  "drop_last": True}]}, "before"),
+])
+def test_counts_no_state_dict_writes_are_refused_at_once(change: dict[str, Any],
+                                                         match: str) -> None:
+    # before: a KeyError, an OverflowError, a MemoryError or a loop over 2**62 ranks
+    state = _samplers(100, (1, 0, 4), 0, shuffle=True)[0].state_dict(consumed=8)
+    with pytest.raises(ArgumentError, match=match):
+        _resumed(100, (1, 0, 4), 0, {**state, **change}, shuffle=True)
+
+
+@pytest.mark.filterwarnings("ignore::undertale_duck.EmptyEpochWarning")
+def test_more_ranks_than_rows_are_counted_without_a_loop_over_them() -> None:
+    for drop_last, tail, rows in ((False, 0, [5]), (True, 10, [])):
+        s = ChunkedSampler(Sized(10), 4, 0, ranks=2**40, rank=5, drop_last=drop_last)
+        assert s.tail == s.state_dict()["tail"] == tail and list(s) == rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 120), top=topologies, past=st.integers(0, 2**70), shuffle=st.booleans(),
+       resumed=st.booleans())
+def test_a_batch_past_a_workers_share_is_one_block_of_it(
+    n: int, top: Topology, past: int, shuffle: bool, resumed: bool,
+) -> None:
+    # numpy refused the shapes of a batch of 2**62 (a state's, or a sampler's own)
+    ranks, workers, _ = top
+    wide = (ranks, workers, max(n, 1) + past)
+    whole = (ranks, workers, max(n, 1))
+    if not resumed:
+        for a, b in zip(_samplers(n, wide, 1, shuffle=shuffle),
+                        _samplers(n, whole, 1, shuffle=shuffle), strict=True):
+            assert a.order().tolist() == b.order().tolist()
+        return
+    # a state saved at that batch by one rank of one worker, resumed by this topology
+    state = _samplers(n, (1, 0, max(n, 1) + past), 1, shuffle=shuffle)[0].state_dict(
+        consumed=n // 2)
+    twin = {**state, "batch": max(n, 1)}
+    for a, b in zip(_resumed(n, top, 1, state, shuffle=shuffle),
+                    _resumed(n, top, 1, twin, shuffle=shuffle), strict=True):
+        assert list(a) == list(b)
+
+
 def test_a_state_saved_before_elastic_resume_existed_still_loads() -> None:
     (s,) = _samplers(100, (1, 2, 4), 0, shuffle=True)
     old = {k: v for k, v in s.state_dict(consumed=16).items()

@@ -69,6 +69,8 @@ def interleave(sequence: Order, batch: int, workers: int, ranks: int, rank: int)
     rank_share, worker_share = shares(len(sequence), workers, ranks)
     mine = sequence[rank * rank_share : (rank + 1) * rank_share]
     per_worker = mine.reshape(workers, worker_share)
+    # a batch beyond a worker's share is one block of it (a restored state's 2**62 too)
+    batch = min(batch, max(worker_share, 1))
     full = worker_share // batch
     head = per_worker[:, : full * batch].reshape(workers, full, batch).transpose(1, 0, 2)
     tail = per_worker[:, full * batch :]
@@ -290,7 +292,7 @@ def consumed_positions(
         A boolean array of ``length``: True where the position was consumed.
     """
     seen = np.zeros(length, dtype=bool)
-    for rank in range(ranks):
+    for rank in range(min(ranks, length)):  # ranks past the length have no positions
         first, stop = rank_bounds(length, workers, ranks, rank, drop_last)
         order = deliver(np.arange(first, stop, dtype=np.int64), batch, workers)
         seen[order[:consumed]] = True

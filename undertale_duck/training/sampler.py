@@ -260,7 +260,7 @@ class ChunkedSampler(DistributedSampler[int]):
             b - a
             for a, b in (
                 rank_bounds(rest, self.workers, self.num_replicas, r, self.drop_last)
-                for r in range(self.num_replicas)
+                for r in range(min(self.num_replicas, rest))  # later ranks have no rows
             )
         )
         return rest - taken
@@ -648,6 +648,11 @@ class ChunkedSampler(DistributedSampler[int]):
         consumed = check_int("consumed", state["consumed"], 0)
         before = _parts(state.get("before", []))
         carried = check_int("carried", state.get("carried", 0), 0)
+        if carried > self.length:  # an epoch has no more batches than rows: never saved
+            raise ArgumentError(
+                f"cannot resume: the state carries {carried} batches into its epoch, more "
+                f"than the dataset's {self.length} rows make; pass a state from state_dict()"
+            )
         saved = _topology(state, mine)
         saver = _saver(state, saved)
         _check_counts(self.length, epoch, before, saved, saver, consumed)
@@ -688,7 +693,7 @@ class ChunkedSampler(DistributedSampler[int]):
 
 def _topology(state: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
     """The partition settings of a state (older states lack ``drop_last``: True)."""
-    out = {key: state.get(key, default[key]) for key in _TOPOLOGY}
+    out = {key: state[key] if key in state else default[key] for key in _TOPOLOGY[:3]}
     out["drop_last"] = bool(state.get("drop_last", True))
     for key in ("ranks", "workers", "batch"):
         out[key] = check_int(f"saved {key}", out[key], 1)
@@ -785,7 +790,7 @@ def _rest(length: int, before: list[dict[str, Any]]) -> int:
             min(part["consumed"], b - a)
             for a, b in (
                 rank_bounds(length, part["workers"], part["ranks"], r, part["drop_last"])
-                for r in range(part["ranks"])
+                for r in range(min(part["ranks"], length))  # later ranks have no rows
             )
         )
         length -= taken
