@@ -101,6 +101,7 @@ def _fragments(placeholders: set[str], a: str, b: str) -> dict[str, str]:
         "changes": quote_literal(f" changes when cast; {b}"),
         "message": quote_literal(f"shard /data/{a}: column {b!r}"),
         "expression": f"CAST({quote_identifier(a)} AS BIGINT)",
+        "back": f"TRY_CAST(TRY_CAST({quote_identifier(a)} AS BIGINT) AS VARCHAR)",
     }
     missing = placeholders - set(known)
     assert not missing, f"add a hostile builder for the new placeholder(s) {missing}"
