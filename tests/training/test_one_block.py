@@ -260,9 +260,22 @@ class Indices(Dataset[int]):
         return index
 
 
+def in_a_worker(make: Any, count: int) -> DataLoader[int]:
+    """Batches of two indices made by ``make`` in a forked worker and placed by one_block."""
+    return DataLoader(Indices(count), batch_size=2, num_workers=1, multiprocessing_context="fork",
+                      collate_fn=lambda rows: one_block(make(rows)))
+
+
+def block_bytes(moved: list[torch.Tensor]) -> int:
+    """The size of a block holding ``moved`` in this order, each at an ALIGN boundary."""
+    size = 0
+    for t in moved:
+        size = -(-size // ALIGN) * ALIGN + t.numel() * t.element_size()
+    return size
+
+
 def test_tensors_sharing_storage_keep_it() -> None:
-    loader = DataLoader(Indices(6), batch_size=2, num_workers=1, multiprocessing_context="fork",
-                        collate_fn=lambda rows: one_block(aliased(rows)))
+    loader = in_a_worker(aliased, 6)
     for k, batch in enumerate(loader):
         start = 2 * k
         assert batch["whole"].tolist() == list(range(start, start + 10))
@@ -296,8 +309,7 @@ def left_alone(rows: list[int]) -> dict[str, Any]:
 
 @pytest.mark.filterwarnings("ignore:Sparse invariant checks")
 def test_what_cannot_move_is_left_to_torch() -> None:
-    loader = DataLoader(Indices(4), batch_size=2, num_workers=1, multiprocessing_context="fork",
-                        collate_fn=lambda rows: one_block(left_alone(rows)))
+    loader = in_a_worker(left_alone, 4)
     for k, batch in enumerate(loader):
         start = 2 * k
         assert batch["grad"].requires_grad and batch["grad"].tolist() == [1.0] * 3
@@ -330,8 +342,7 @@ def awkward(rows: list[int]) -> dict[str, Any]:
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_what_torch_would_get_wrong_or_copy_whole_is_handled() -> None:
-    loader = DataLoader(Indices(4), batch_size=2, num_workers=1, multiprocessing_context="fork",
-                        collate_fn=lambda rows: one_block(awkward(rows)))
+    loader = in_a_worker(awkward, 4)
     for k, batch in enumerate(loader):
         start = 2 * k
         nested = batch["nested"]  # left to torch: a nested tensor has no one shape
@@ -349,10 +360,8 @@ def test_what_torch_would_get_wrong_or_copy_whole_is_handled() -> None:
         assert_one_block(moved)
         assert batch["a"].tolist() == [start, start + 1, start + 2]
         assert batch["b"].tolist() == [float(start)] * 2
-        size = 0
-        for t in moved:  # the block holds these and nothing else
-            size = -(-size // ALIGN) * ALIGN + t.numel() * t.element_size()
-        assert moved[0].untyped_storage().nbytes() == size
+        # the block holds these and nothing else
+        assert moved[0].untyped_storage().nbytes() == block_bytes(moved)
 
 
 def views(rows: list[int]) -> Any:
@@ -363,8 +372,7 @@ def views(rows: list[int]) -> Any:
 
 def test_conjugate_and_negative_views_arrive_resolved() -> None:
     # torch alone hands a worker's conj()/neg views over without their bit (wrong values)
-    loader = DataLoader(Indices(4), batch_size=2, num_workers=1, multiprocessing_context="fork",
-                        collate_fn=lambda rows: one_block(views(rows)))
+    loader = in_a_worker(views, 4)
     first, second = list(loader)
     assert first["conj"].tolist() == [1 - 2j, 3 + 0j]
     assert first["neg"].tolist() == [-2.0, 0.0]
@@ -439,8 +447,7 @@ def containers(rows: list[int]) -> dict[str, Any]:
 
 
 def test_subclassed_containers_are_rebuilt_as_themselves() -> None:
-    loader = DataLoader(Indices(6), batch_size=2, num_workers=1, multiprocessing_context="fork",
-                        collate_fn=lambda rows: one_block(containers(rows)))
+    loader = in_a_worker(containers, 6)
     for k, batch in enumerate(loader):
         start = 2 * k
         ids = [start + i for i in range(4)]
@@ -473,10 +480,8 @@ def test_subclassed_containers_are_rebuilt_as_themselves() -> None:
         moved = [ordered["z"], ordered["a"], default["c"], encoding["input_ids"],
                  encoding["mask"], pair.ids, pair.extra["deep"][0], tagged[0], needs["x"]]
         assert_one_block(moved)
-        size = 0
         # the block holds these, and the refused copy's tensor, and nothing else
-        for t in [*moved, batch["stubborn"]["s"]]:
-            size = -(-size // ALIGN) * ALIGN + t.numel() * t.element_size()
+        size = block_bytes([*moved, batch["stubborn"]["s"]])
         assert moved[0].untyped_storage().nbytes() == size
         block = moved[0].untyped_storage().data_ptr()
         # not copied (a refused copy, another tuple type, one list twice): torch moves them
