@@ -230,6 +230,8 @@ class _Source:
     """What DiskTier needs of a Source: the columns and unchanging shards."""
 
     class _Shard:
+        path = "/shard.parquet"  # local: checked (unchanged) before a file is mapped
+
         def check_unchanged(self) -> None:
             pass
 

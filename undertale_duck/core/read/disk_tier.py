@@ -169,7 +169,8 @@ class DiskTier:
         directory: Where the files go (see :func:`prepare_directory`).
         limit: Bytes the directory's window files may hold.
         keys: The file key of each window position (:func:`window_keys`).
-        source: The dataset's shards, checked unchanged before a file is opened.
+        source: The dataset's shards; a local one is checked unchanged before a file of it
+            is opened (a remote one's files are keyed by the version listed at open).
         windows: The window plan (the rows a file must hold).
         columns: The columns a file must hold.
         check: Checks the other inputs of the rows (a view's side tables) unchanged before
@@ -306,8 +307,12 @@ class DiskTier:
                 self._discard(path)
                 return None
             # A file is only as good as the shard it was decoded from: refuse, as a read
-            # would.
-            self._source.shards[window.shard].check_unchanged()
+            # would. A remote shard's files are keyed by the version listed at open and
+            # a read of its cached copy asks the store nothing: neither does this (no
+            # request per window file, and files are served while the store is down).
+            shard = self._source.shards[window.shard]
+            if not is_remote(shard.path):
+                shard.check_unchanged()
             if self._check is not None:
                 self._check()
             with contextlib.suppress(OSError):
