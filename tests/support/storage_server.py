@@ -184,6 +184,9 @@ class _Files:
         self.ranges = True
         #: False: the server sends neither ETag nor Last-Modified (objects have no version).
         self.versions = True
+        #: A date: the server sends it as every object's Last-Modified and no ETag (as
+        #: Python's http.server does; one second's resolution).
+        self.last_modified: str | None = None
         #: Per method ("HEAD"; "GET": a GET without a Range header, as fsspec's info()
         #: sends after a failed HEAD), statuses to answer the next requests with, in turn
         #: (an empty body), before serving as usual again.
@@ -218,7 +221,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(length))
         if self.server.state.ranges:
             self.send_header("Accept-Ranges", "bytes")
-        if self.server.state.versions:
+        if self.server.state.last_modified is not None:
+            self.send_header("Last-Modified", self.server.state.last_modified)
+        elif self.server.state.versions:
             self.send_header("ETag", '"' + hashlib.md5(data).hexdigest() + '"')
             self.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
 

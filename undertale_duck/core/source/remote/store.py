@@ -64,16 +64,20 @@ IDENTITY_KEYS = (
     "Content-MD5",
     "content_md5",
     "Digest",
+    "undertale_duck_listed",
     "LastModified",
     "last_modified",
     "Last-Modified",
     "mtime",
     "created",
-    "undertale_duck_listed",
 )
 #: The key :func:`.listing.list_remote` adds to the listing of an object its store gives no
-#: version for: a token of that listing, so the object's cached copy, footer and records
-#: are that listing's own (a same-size replacement is never served from an older copy).
+#: version naming its content for (none, or only a time in whole seconds: a
+#: ``Last-Modified``, which a replacement within that second or with its time set back
+#: keeps): a token of that listing, then the time if any (``"<token> last_modified=..."``),
+#: so the object's cached copy, footer and records are that listing's own (a same-size
+#: replacement is never served from an older copy), while the time is still compared
+#: within the open.
 LISTED_KEY = "undertale_duck_listed"
 
 #: Identifiers that name an object's content (not merely a time): an object keyed by one
@@ -591,11 +595,15 @@ class Store:
     def changed(self, shard: Listed, info: Mapping[str, Any]) -> str | None:
         """How the object ``info`` describes differs from the shard as listed, or None."""
         size = int(info.get("size") or 0)
-        now = identity(info, shard.version)
+        version = shard.version
+        if version is not None and version.startswith(LISTED_KEY + "="):
+            # a listing's token, which no info() gives; then the time listed, if any
+            version = version.partition(" ")[2] or None
+        now = identity(info, version)
         if size != shard.size:
             return f"size {shard.size} -> {size} bytes"
-        if shard.version is not None and now is not None and now != shard.version:
-            return f"version {shard.version} -> {now}"
+        if version is not None and now is not None and now != version:
+            return f"version {version} -> {now}"
         return None
 
     def check(self, shard: Listed) -> None:
