@@ -184,6 +184,16 @@ class _Files:
         self.ranges = True
         #: False: the server sends neither ETag nor Last-Modified (objects have no version).
         self.versions = True
+        #: A date: the server sends it as every object's Last-Modified and no ETag (as
+        #: Python's http.server does; one second's resolution).
+        self.last_modified: str | None = None
+        #: Per method ("HEAD"; "GET": a GET without a Range header, as fsspec's info()
+        #: sends after a failed HEAD), statuses to answer the next requests with, in turn
+        #: (an empty body), before serving as usual again.
+        self.failing: dict[str, list[int]] = {}
+        #: Range requests still to answer short: half the bytes, with an honest
+        #: Content-Length and Content-Range.
+        self.short = 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -193,6 +203,12 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _body(self) -> bytes | None:
+        failing = self.server.state.failing.get(self.command)
+        if failing and "Range" not in self.headers:
+            self.send_response(failing.pop(0))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
         data = self.server.state.files.get(self.path)
         if data is None:
             self.send_response(404)
@@ -205,7 +221,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(length))
         if self.server.state.ranges:
             self.send_header("Accept-Ranges", "bytes")
-        if self.server.state.versions:
+        if self.server.state.last_modified is not None:
+            self.send_header("Last-Modified", self.server.state.last_modified)
+        elif self.server.state.versions:
             self.send_header("ETag", '"' + hashlib.md5(data).hexdigest() + '"')
             self.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
 
@@ -227,6 +245,9 @@ class _Handler(BaseHTTPRequestHandler):
             start = int(match[1]) if match[1] else len(data) - int(match[2])
             stop = int(match[2]) + 1 if match[1] and match[2] else len(data)
             part = data[start:stop]
+            if self.server.state.short > 0:
+                self.server.state.short -= 1
+                part = part[: max(1, len(part) // 2)]
             self._headers(data, 206, len(part))
             self.send_header("Content-Range", f"bytes {start}-{start + len(part) - 1}/{len(data)}")
             self.end_headers()

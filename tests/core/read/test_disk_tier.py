@@ -3,6 +3,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,8 @@ class _Source:
     """What DiskTier needs of a Source: the columns and unchanging shards."""
 
     class _Shard:
+        path = "/shard.parquet"  # local: checked (unchanged) before a file is mapped
+
         def check_unchanged(self) -> None:
             pass
 
@@ -444,3 +447,34 @@ def test_window_files_swapped_or_copied_over_each_other_are_written_anew(
         ]
     stats = again.disk_stats
     assert stats is not None and stats.writes == (2 if how == "swap" else 1)
+
+
+@pytest.mark.parametrize("restore_mtime", [False, True])
+def test_a_file_copied_over_in_place_after_it_was_checked_is_checked_again(
+    tmp_path: Path, restore_mtime: bool
+) -> None:
+    """``cp`` over a window file keeps its inode and size: the process that wrote (and so
+    trusts) it must still not serve another window's rows once the mapping is dropped."""
+    windows, keys, tables, size = _equal_windows(2, tmp_path)
+    tier = _tier(str(tmp_path / "t"), 1 << 30, keys, windows)
+    assert tier.put(0, tables[0]) and tier.put(1, tables[1])
+    first = tier.get(0)
+    assert first is not None and first.equals(tables[0])
+    tier.forget()  # as when more than OPEN_WINDOWS windows were mapped since
+    # past the tick of the file system's clock that stamped the file (coarse on kernels
+    # without fine-grained timestamps), so the copy below gets a later ctime
+    time.sleep(0.02)
+    a, b = Path(tier.path(0)), Path(tier.path(1))
+    assert a.stat().st_size == b.stat().st_size == size
+    before = a.stat()
+    with open(a, "r+b") as out:  # in place, as cp does: same inode, same size
+        out.write(b.read_bytes())
+    if restore_mtime:
+        os.utime(a, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (a.stat().st_ino, a.stat().st_size) == (before.st_ino, before.st_size)
+    got = tier.get(0)
+    assert got is None  # refused and removed: the reader decodes it again
+    assert not a.exists()
+    assert tier.put(0, tables[0])
+    again = tier.get(0)
+    assert again is not None and again.equals(tables[0])

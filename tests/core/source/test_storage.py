@@ -410,3 +410,29 @@ def test_encrypted_remote_shard_is_refused(tmp_path: Path, plaintext_footer: boo
     fsspec.filesystem("memory").pipe(url, path.read_bytes())
     with pytest.raises(EncryptedShardError, match=r"enc\.parquet"):
         ParquetDataset(url, cache_dir=tmp_path / "cache")
+
+
+def test_disk_tier_files_of_a_remote_shard_ask_the_store_nothing(tmp_path: Path) -> None:
+    """A window file is keyed by the version listed at open: mapping it sends no request
+    (it sent a HEAD per window), and files already on disk are served while the store is
+    down, as cached shards are."""
+    server = S3Server()
+    try:
+        server.bucket("tier")
+        datagen.write_shards(tmp_path / "src", [60, 60], row_group_size=10)
+        url = server.upload(tmp_path / "src", "s3://tier/ds")
+        options = dict(storage_options=server.options(), cache_dir=tmp_path / "c",
+                       disk=64, disk_dir=tmp_path / "w", window_bytes=1, read_ahead=False)
+        first = ParquetDataset(url, memory=64, **options)  # type: ignore[arg-type]
+        assert [first[i] for i in range(120)] == [datagen.row(i) for i in range(120)]
+        assert len(first.windows) >= 12
+        again = ParquetDataset(url, memory=64, retries=0, **options)  # type: ignore[arg-type]
+        server.log.clear()
+        assert [again[i] for i in range(60)] == [datagen.row(i) for i in range(60)]
+        assert [m for m, _, _ in server.log.requests] == []
+        server.stop()
+        assert [again[i] for i in range(60, 120)] == [datagen.row(i) for i in range(60, 120)]
+        stats = again.disk_stats
+        assert stats is not None and stats.writes == 0
+    finally:
+        server.close()

@@ -408,17 +408,21 @@ def _same_size_rows(directory: Path, rows: int) -> tuple[Path, Path]:
     return one, two
 
 
-@pytest.mark.parametrize("versions", [False, True])
+@pytest.mark.parametrize("versions", ["none", "last_modified", "etag"])
 @pytest.mark.parametrize("window_bytes", [None, "256B"])  # whole downloads, range reads
 def test_an_object_replaced_by_one_of_its_size_is_read_anew_by_the_next_open(
-    tmp_path: Path, versions: bool, window_bytes: str | None
+    tmp_path: Path, versions: str, window_bytes: str | None
 ) -> None:
     # a server sending neither ETag nor Last-Modified: the object was known by URL and size
-    # alone, and the next open served the copy an earlier process had cached (old rows)
+    # alone, and the next open served the copy an earlier process had cached (old rows);
+    # one sending only Last-Modified (http.server), replaced within its second or with its
+    # mtime set back (the date below never changes), did the same
     pytest.importorskip("aiohttp")
     one, two = _same_size_rows(tmp_path / "v", 40)
     server = HTTPServer()
-    server.state.versions = versions
+    server.state.versions = versions == "etag"
+    if versions == "last_modified":
+        server.state.last_modified = "Mon, 01 Jan 2024 00:00:00 GMT"
     cache = tmp_path / "cache"
     options: dict[str, object] = {"cache_dir": cache, "memory": 64, "read_ahead": False}
     if window_bytes is not None:
@@ -435,7 +439,7 @@ def test_an_object_replaced_by_one_of_its_size_is_read_anew_by_the_next_open(
         if window_bytes is None:
             # a versioned object's copy is shared by the opens; one without a version is
             # downloaded by each open (its copy is that open's own)
-            assert stats.downloads == (0 if versions else 1)
+            assert stats.downloads == (0 if versions == "etag" else 1)
         same.close()
         server.put("ds/part.parquet", two.read_bytes())
         second = ParquetDataset([url], **options)
@@ -464,6 +468,17 @@ def test_a_listing_gives_an_unversioned_object_its_own_token(tmp_path: Path) -> 
         assert first.startswith("undertale_duck_listed=")
         shard, = footers(store, [(url, a)])
         store.check(shard)  # unchanged: no ShardChangedError
+        # only a time (Last-Modified): the listing's token too, and the time still compared
+        server.state.last_modified = "Mon, 01 Jan 2024 00:00:00 GMT"
+        (_, d), = list_remote(store, [url])
+        timed = str(identity(d))
+        assert timed.startswith("undertale_duck_listed=") and "last_modified=" in timed
+        shard, = footers(store, [(url, d)])
+        store.check(shard)
+        server.state.last_modified = "Mon, 01 Jan 2024 00:00:01 GMT"
+        with pytest.raises(ShardChangedError, match="last_modified"):
+            store.check(shard)
+        server.state.last_modified = None
         server.state.versions = True
         (_, c), = list_remote(store, [url])
         assert not str(identity(c)).startswith("undertale_duck_listed=")

@@ -169,7 +169,8 @@ class DiskTier:
         directory: Where the files go (see :func:`prepare_directory`).
         limit: Bytes the directory's window files may hold.
         keys: The file key of each window position (:func:`window_keys`).
-        source: The dataset's shards, checked unchanged before a file is opened.
+        source: The dataset's shards; a local one is checked unchanged before a file of it
+            is opened (a remote one's files are keyed by the version listed at open).
         windows: The window plan (the rows a file must hold).
         columns: The columns a file must hold.
         check: Checks the other inputs of the rows (a view's side tables) unchanged before
@@ -189,9 +190,12 @@ class DiskTier:
         self._windows = windows
         self._columns = list(columns)
         self._mapped: OrderedDict[int, pa.Table] = OrderedDict()
-        #: The inode and size of each file this process wrote (its checksum was taken as
-        #: it was written: mapping that same file again needs no second pass over it).
-        self._written: dict[int, tuple[int, int]] = {}
+        #: The stamp (:func:`_stamp`: inode, size, modification and status-change times) of
+        #: each file this process wrote or checked, as it left it: mapping that file again
+        #: while its stamp is the same needs no second pass over it. A file changed since
+        #: (copied over, rewritten in place even with its mtime restored: the status-change
+        #: time cannot be set back) is checked again.
+        self._verified: dict[int, tuple[int, int, int, int]] = {}
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._held = -1  # bytes in the directory at the last scan plus what we wrote since
@@ -295,31 +299,47 @@ class DiskTier:
             self._discard(path)
             return None
         try:
-            try:
-                st = os.fstat(fd)
-                with self._lock:
-                    ours = self._written.get(position) == (st.st_ino, st.st_size)
-                mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)  # lives as long as the table
-            finally:
-                os.close(fd)
-            body = _checked(mapped, self._keys[position], verify=not ours)
-            if body is None:  # damaged (a flipped byte, a torn write): write it anew
+            table = self._read(fd, position)
+            if table is None:  # damaged (a flipped byte, a torn write): write it anew
                 self._discard(path)
                 return None
-            table = ipc.open_file(pa.BufferReader(body)).read_all()
-        except (OSError, ValueError, pa.ArrowException):
-            self._discard(path)  # not a whole window file (a crash mid-rename): write it anew
-            return None
-        if table.num_rows != window.rows or table.column_names != self._columns:
-            self._discard(path)
-            return None
-        # A file is only as good as the shard it was decoded from: refuse, as a read would.
-        self._source.shards[window.shard].check_unchanged()
-        if self._check is not None:
-            self._check()
-        with contextlib.suppress(OSError):
-            os.utime(path)  # most recently used
+            if table.num_rows != window.rows or table.column_names != self._columns:
+                self._discard(path)
+                return None
+            # A file is only as good as the shard it was decoded from: refuse, as a read
+            # would. A remote shard's files are keyed by the version listed at open and
+            # a read of its cached copy asks the store nothing: neither does this (no
+            # request per window file, and files are served while the store is down).
+            shard = self._source.shards[window.shard]
+            if not is_remote(shard.path):
+                shard.check_unchanged()
+            if self._check is not None:
+                self._check()
+            with contextlib.suppress(OSError):
+                os.utime(fd if os.utime in os.supports_fd else path)  # most recently used
+            with contextlib.suppress(OSError), self._lock:
+                self._verified[position] = _stamp(os.fstat(fd))
+        finally:
+            os.close(fd)
         return table
+
+    def _read(self, fd: int, position: int) -> pa.Table | None:
+        """The table of a window file open at ``fd`` if it checks out, else None.
+
+        Its checksum is taken unless this process wrote or checked this very file and it
+        has not changed since (the same :func:`_stamp`).
+        """
+        try:
+            st = os.fstat(fd)
+            with self._lock:
+                known = self._verified.pop(position, None) == _stamp(st)
+            mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)  # lives as long as the table
+            body = _checked(mapped, self._keys[position], verify=not known)
+            if body is None:
+                return None
+            return ipc.open_file(pa.BufferReader(body)).read_all()
+        except (OSError, ValueError, pa.ArrowException):
+            return None  # not a whole window file (a crash mid-rename): write it anew
 
     def _discard(self, path: str) -> None:
         with contextlib.suppress(OSError):
@@ -364,8 +384,11 @@ class DiskTier:
                 self._writes += 1
                 self._held += size
                 self._since += size
-            with self._lock:
-                self._written[position] = (st.st_ino, size)
+                # as the rename left it (it may change the status-change time)
+                stamp = _stamp(os.stat(path, follow_symlinks=False))
+            if stamp[0] == st.st_ino and stamp[1] == size:  # not replaced meanwhile
+                with self._lock:
+                    self._verified[position] = stamp
         except (OSError, ValueError, pa.ArrowException):
             self._discard(tmp)
             self._skipped += 1
@@ -503,8 +526,7 @@ def _checked(mapped: mmap.mmap, key: str, *, verify: bool = True) -> pa.Buffer |
     """The Arrow IPC bytes of a mapped window file if its trailer checks out, else None.
 
     ``key``: the file's key, which the checksum covers. ``verify=False``: only the
-    trailer's magic is checked (a file this process wrote, whose checksum it took as it
-    wrote it).
+    trailer's magic is checked (a file this process wrote or checked, unchanged since).
     """
     size = len(mapped)
     if size < _TRAILER or mapped[size - _TRAILER : size - DIGEST_BYTES] != TRAILER_MAGIC:
@@ -517,6 +539,17 @@ def _checked(mapped: mmap.mmap, key: str, *, verify: bool = True) -> pa.Buffer |
     finally:
         body.release()
     return pa.py_buffer(mapped).slice(0, size - _TRAILER) if ok else None
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells one state of a window file from another: inode, size, mtime and ctime.
+
+    A file copied over in place keeps its inode and may keep its size, and its mtime can be
+    set back; its status-change time cannot (short of changing the clock). A change within
+    the same tick of the file system's clock as this process's last use of the file keeps
+    all four on kernels without fine-grained timestamps.
+    """
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _is_file(path: str) -> bool:

@@ -27,6 +27,7 @@ from ..local import MAGIC, PARQUET_SUFFIXES, _is_hidden, local_paths
 from ..shard import Shard, read_footer
 from .fsclient import check_options
 from .store import (
+    CONTENT_IDENTITIES,
     LISTED_KEY,
     ListedObject,
     RemoteShard,
@@ -85,19 +86,38 @@ def list_remote(store: Store, source: str | Sequence[str]) -> Listed:
 
 
 def _versioned(listed: Listed) -> Listed:
-    """Give each object its store gives no version for this listing's token as one.
+    """Give each object its store gives no content version for this listing's token as one.
 
-    Such an object (an HTTP server sending neither ETag nor Last-Modified) was known by its
-    URL and size alone: replaced by one of the same size, the copy cached by an earlier
-    process was served in silence. Under a token of this listing, its cached copy, footer
-    and records are this listing's own (the processes and DataLoader workers of one open
-    dataset share them; another open, or ``refresh()``, downloads it again).
+    Such an object (an HTTP server sending neither ETag nor Last-Modified, or only
+    Last-Modified) was known by its URL, size and at best a time of one second's
+    resolution: replaced by one of the same size within that second or with its time set
+    back, the copy cached by an earlier process was served in silence. Under a token of
+    this listing (then the time, still compared while the dataset is open), its cached copy,
+    footer and records are this listing's own (the processes and DataLoader workers of one
+    open dataset share them; another open, or ``refresh()``, downloads it again).
     """
     token = secrets.token_hex(8)
-    return [
-        (url, info if identity(info) is not None else {**info, LISTED_KEY: token})
-        for url, info in listed
-    ]
+    out: Listed = []
+    for url, info in listed:
+        version = identity(info)
+        if version is None or _whole_seconds(version):
+            info = {**info, LISTED_KEY: token if version is None else f"{token} {version}"}
+        out.append((url, info))
+    return out
+
+
+def _whole_seconds(version: str) -> bool:
+    """Whether a version is only a time in whole seconds (an HTTP ``Last-Modified``).
+
+    A time of finer resolution (fsspec's ``memory://`` objects) tells a replacement apart.
+    """
+    kind, _, value = version.partition("=")
+    if kind in CONTENT_IDENTITIES:
+        return False
+    try:
+        return float(value).is_integer()
+    except ValueError:
+        return True  # a date as text (``Mon, 01 Jan 2024 00:00:00 GMT``): whole seconds
 
 
 def _resolve_one(store: Store, url: str, *, single: bool) -> Listed:

@@ -64,16 +64,20 @@ IDENTITY_KEYS = (
     "Content-MD5",
     "content_md5",
     "Digest",
+    "undertale_duck_listed",
     "LastModified",
     "last_modified",
     "Last-Modified",
     "mtime",
     "created",
-    "undertale_duck_listed",
 )
 #: The key :func:`.listing.list_remote` adds to the listing of an object its store gives no
-#: version for: a token of that listing, so the object's cached copy, footer and records
-#: are that listing's own (a same-size replacement is never served from an older copy).
+#: version naming its content for (none, or only a time in whole seconds: a
+#: ``Last-Modified``, which a replacement within that second or with its time set back
+#: keeps): a token of that listing, then the time if any (``"<token> last_modified=..."``),
+#: so the object's cached copy, footer and records are that listing's own (a same-size
+#: replacement is never served from an older copy), while the time is still compared
+#: within the open.
 LISTED_KEY = "undertale_duck_listed"
 
 #: Identifiers that name an object's content (not merely a time): an object keyed by one
@@ -230,6 +234,44 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, _REFUSALS) or _refused(exc):  # the client refused its options
         return False
     return isinstance(exc, Exception)
+
+
+#: HTTP statuses that say an object does not exist.
+_NOT_FOUND = frozenset((404, 410))
+
+
+def _hidden_failure(exc: FileNotFoundError) -> BaseException | None:
+    """The failure a client reported as "not found" although it says nothing of the object.
+
+    fsspec's HTTP client raises ``FileNotFoundError`` from ``info()`` whatever failed (a
+    5xx answer, a refused connection, a timeout), with that failure as its cause; only an
+    answer of 404 or 410 (or a cause that is itself "not found", or none) means the object
+    is gone. Other clients (s3fs) give their own error as the cause of a real "not found".
+
+    Returns:
+        The cause to retry and report, or None (the object does not exist).
+    """
+    cause = exc.__cause__
+    if cause is None or isinstance(cause, FileNotFoundError):
+        return None
+    status = getattr(cause, "status", None)
+    if isinstance(status, int):  # an HTTP answer (aiohttp's ClientResponseError)
+        return None if status in _NOT_FOUND else cause
+    if isinstance(cause, TimeoutError | ConnectionError) or type(cause).__module__.startswith(
+        "aiohttp"
+    ):
+        return cause
+    return None
+
+
+def _denied(what: str, url: str, exc: BaseException) -> StorageError:
+    """The error of a request the store refused for the credentials."""
+    return StorageError(
+        f"cannot {what} {url}: access denied ({first_line(exc)}); check the "
+        "credentials in storage_options or the store's usual configuration "
+        "(environment variables, config files)",
+        url,
+    )
 
 
 class Listed(Protocol):
@@ -476,15 +518,14 @@ class Store:
                 raise _stopped(what, url)
             try:
                 return fn()
-            except FileNotFoundError:
-                raise
+            except FileNotFoundError as exc:
+                failure: BaseException | None = _hidden_failure(exc)
+                if failure is None:
+                    raise
+                if getattr(failure, "status", None) in (401, 403):
+                    raise _denied(what, url, failure) from None
             except PermissionError as exc:
-                raise StorageError(
-                    f"cannot {what} {url}: access denied ({first_line(exc)}); check the "
-                    "credentials in storage_options or the store's usual configuration "
-                    "(environment variables, config files)",
-                    url,
-                ) from None
+                raise _denied(what, url, exc) from None
             except Exception as exc:
                 if _refused(exc):
                     raise ArgumentError(
@@ -495,18 +536,19 @@ class Store:
                     ) from None
                 if not _transient(exc):
                     raise
-                if attempt == self.retries:
-                    tries = "once" if attempt == 0 else f"{attempt + 1} times"
-                    raise StorageError(
-                        f"cannot {what} {url}: {first_line(exc)} (tried {tries} over "
-                        f"{time.monotonic() - start:.1f} s; the store may be down, "
-                        "unreachable or throttling: check it and the storage_options, then "
-                        "try again)",
-                        url,
-                    ) from None
-                if sleep_unless_exiting(delay * random.uniform(0.5, 1.0)):
-                    raise _stopped(what, url) from None
-                delay = min(BACKOFF_MAX_S, delay * 2)
+                failure = exc
+            if attempt == self.retries:
+                tries = "once" if attempt == 0 else f"{attempt + 1} times"
+                raise StorageError(
+                    f"cannot {what} {url}: {first_line(failure)} (tried {tries} over "
+                    f"{time.monotonic() - start:.1f} s; the store may be down, "
+                    "unreachable or throttling: check it and the storage_options, then "
+                    "try again)",
+                    url,
+                ) from None
+            if sleep_unless_exiting(delay * random.uniform(0.5, 1.0)):
+                raise _stopped(what, url) from None
+            delay = min(BACKOFF_MAX_S, delay * 2)
         raise AssertionError("unreachable")
 
     def info(self, url: str) -> dict[str, Any]:
@@ -553,11 +595,15 @@ class Store:
     def changed(self, shard: Listed, info: Mapping[str, Any]) -> str | None:
         """How the object ``info`` describes differs from the shard as listed, or None."""
         size = int(info.get("size") or 0)
-        now = identity(info, shard.version)
+        version = shard.version
+        if version is not None and version.startswith(LISTED_KEY + "="):
+            # a listing's token, which no info() gives; then the time listed, if any
+            version = version.partition(" ")[2] or None
+        now = identity(info, version)
         if size != shard.size:
             return f"size {shard.size} -> {size} bytes"
-        if shard.version is not None and now is not None and now != shard.version:
-            return f"version {shard.version} -> {now}"
+        if version is not None and now is not None and now != version:
+            return f"version {version} -> {now}"
         return None
 
     def check(self, shard: Listed) -> None:
@@ -665,8 +711,19 @@ class Store:
             )
             return [bytes(g) for g in got]
 
+        def whole() -> list[bytes]:
+            pieces = get()
+            for (begin, end), piece in zip(ranges, pieces, strict=True):
+                if len(piece) not in (end - begin, shard.size):  # the whole object: below
+                    self.check(shard)  # replaced or truncated: ShardChangedError
+                    # the object is as listed: a cut answer, tried again
+                    raise OSError(
+                        f"the store answered bytes {begin}..{end} with {len(piece)} bytes"
+                    )
+            return pieces
+
         try:
-            data = list(self.call("read", url, get))
+            data = list(self.call("read", url, whole))
         except FileNotFoundError:
             raise ShardChangedError(
                 f"shard {url} was deleted from the store after the dataset was opened; "
@@ -685,14 +742,7 @@ class Store:
                         "%s: the server ignores byte ranges; shards of this store are "
                         "downloaded whole", redact_url(url)
                     )
-                data[k] = piece = piece[start:end]
-            if len(piece) != end - start:
-                self.check(shard)  # replaced: ShardChangedError
-                raise ShardChangedError(
-                    f"shard {url} is shorter than when it was listed (asked for bytes "
-                    f"{start}..{end}, got {len(piece)}); reopen the dataset as it is now",
-                    url,
-                )
+                data[k] = piece[start:end]
         if pin is None or "VersionId" in pin:
             # the bytes are the listed version's; a newer one is refused as downloads are
             self.check(shard)
