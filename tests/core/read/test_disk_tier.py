@@ -124,6 +124,9 @@ def test_arguments_are_checked(data: tuple[Path, int], tmp_path: Path) -> None:
             ParquetDataset(root, disk=bad)  # type: ignore[arg-type]
     with pytest.raises(ArgumentError, match="disk_dir needs disk"):
         ParquetDataset(root, disk_dir=tmp_path / "c")
+    for wrong in (123, [str(tmp_path)], b"/tmp/c"):  # a raw TypeError before
+        with pytest.raises(ArgumentError, match="disk_dir must be a directory path"):
+            ParquetDataset(root, disk=8, disk_dir=wrong)  # type: ignore[arg-type]
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(ArgumentError, match="cannot be created"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Mapping, Sequence, Set
 from typing import Any, NamedTuple
 
@@ -280,4 +281,8 @@ def check_sizes(memory: object, window_bytes: object, disk: object, disk_dir: ob
     disk_bytes = None if disk is None else parse_size(disk, "disk", "MiB")
     if disk_dir is not None and disk is None:
         raise ArgumentError("disk_dir needs disk= (the disk tier's size, e.g. disk='8GiB')")
+    if disk_dir is not None and not isinstance(disk_dir, str | os.PathLike):
+        raise ArgumentError(
+            f"disk_dir must be a directory path (a str or a Path), got {type(disk_dir).__name__}"
+        )
     return Sizes(memory_bytes, windows, disk_bytes)
