@@ -103,9 +103,12 @@ def test_random_access_over_three_times_the_cache_fetches_under_twice_the_data(
     stats = ds.storage_stats
     assert stats is not None
     assert stats.bytes < 2 * total
-    assert stats.downloads == 0  # no whole shard downloaded for a window, none re-downloaded
+    # no shard downloaded twice, none evicted, no more copied than the cache holds: whether
+    # a copy is made in the background or by a window that finds it in flight is timing
+    # (on a loaded machine the window may come first), the counts are not
+    assert stats.downloads + stats.background_downloads <= len(paths)
     assert ds.source.store.cache.stats.evictions == 0
-    assert stats.background_bytes <= total // 3
+    assert stats.background_bytes + stats.download_bytes <= total // 3
 
 
 def test_background_downloads_serve_later_epochs(s3: S3Server, tmp_path: Path) -> None:
