@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import struct
 from collections.abc import Iterator
@@ -271,20 +272,28 @@ def test_uniform_random_access_over_three_times_the_cache_fetches_under_twice_th
     assert ds.source.store.cache.stats.evictions == 0
 
 
-@pytest.mark.parametrize("status", [500, 503])
-def test_http_5xx_on_head_is_retried_not_taken_for_a_deleted_shard(
-    tmp_path: Path, status: int
-) -> None:
-    """fsspec's HTTP client raises FileNotFoundError for any failed info(): a 5xx is the
-    store's failure, retried then a StorageError; only a 404 means the object is gone."""
+@contextlib.contextmanager
+def _over_http(tmp_path: Path) -> Iterator[tuple[HTTPServer, ParquetDataset]]:
+    """One 600-row shard served by a local HTTP server, read by ranges with one retry."""
     pytest.importorskip("aiohttp")
     datagen.write_shards(tmp_path / "src", [600], row_group_size=50)
     server = HTTPServer()
     try:
         urls = serve_directory(server, tmp_path / "src", "ds")
         # cache_limit=1: every window is read by ranges (no background download)
-        ds = ParquetDataset(urls, memory=256, cache_dir=tmp_path / "cache", retries=1,
-                            cache_limit=1, window_bytes="4KiB", read_ahead=False)
+        yield server, ParquetDataset(urls, memory=256, cache_dir=tmp_path / "cache", retries=1,
+                                     cache_limit=1, window_bytes="4KiB", read_ahead=False)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_http_5xx_on_head_is_retried_not_taken_for_a_deleted_shard(
+    tmp_path: Path, status: int
+) -> None:
+    """fsspec's HTTP client raises FileNotFoundError for any failed info(): a 5xx is the
+    store's failure, retried then a StorageError; only a 404 means the object is gone."""
+    with _over_http(tmp_path) as (server, ds):
         # info() sends a HEAD, then a GET when it fails: both fail once, the retry passes
         server.state.failing.update(HEAD=[status], GET=[status])
         assert ds[300] == datagen.row(300)
@@ -296,21 +305,12 @@ def test_http_5xx_on_head_is_retried_not_taken_for_a_deleted_shard(
         server.state.failing.update(HEAD=[404], GET=[404])  # gone
         with pytest.raises(ShardChangedError, match="deleted"):
             ds[100]
-    finally:
-        server.close()
 
 
 def test_http_short_range_answer_is_retried(tmp_path: Path) -> None:
     """An honest 206 with fewer bytes than asked (the object unchanged) is a cut answer:
     tried again, then a StorageError; never "shorter than when it was listed"."""
-    pytest.importorskip("aiohttp")
-    datagen.write_shards(tmp_path / "src", [600], row_group_size=50)
-    server = HTTPServer()
-    try:
-        urls = serve_directory(server, tmp_path / "src", "ds")
-        # cache_limit=1: every window is read by ranges (no background download)
-        ds = ParquetDataset(urls, memory=256, cache_dir=tmp_path / "cache", retries=1,
-                            cache_limit=1, window_bytes="4KiB", read_ahead=False)
+    with _over_http(tmp_path) as (server, ds):
         assert ds[0] == datagen.row(0)
         server.state.short = 1
         assert ds[300] == datagen.row(300)
@@ -319,5 +319,3 @@ def test_http_short_range_answer_is_retried(tmp_path: Path) -> None:
         with pytest.raises(StorageError, match="tried 2 times") as failed:
             ds[550]
         assert not isinstance(failed.value, ShardChangedError)
-    finally:
-        server.close()
