@@ -212,7 +212,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         #: An order ``prefetch(lazy=True)`` declared, and the process that declared it: it
         #: takes effect at that process's next read (see ``reader``)
         self._pending_order: PendingOrder | None = None
-        #: A plan each forked DataLoader worker applies at its first read, and the process
+        #: A plan each DataLoader worker applies at its first read, and the process
         #: that gave it (see ``prefetch_in_workers``)
         self._worker_plan: tuple[int, WorkerPlan] | None = None
         self._expect_rows(None)
@@ -333,7 +333,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             reader.set_order(pending[1])
 
     def _take_worker_plan(self, reader: WindowReader) -> None:
-        """Declare, in a forked DataLoader worker, what ``prefetch_in_workers``' plan gives it."""
+        """Declare, in a DataLoader worker, what ``prefetch_in_workers``' plan gives it."""
         given = self._worker_plan
         if given is None or given[0] == os.getpid():  # the giving process keeps it for its forks
             return
@@ -357,7 +357,7 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             self._reader.set_order(None)
 
     def prefetch_in_workers(self, plan: WorkerPlan | None) -> None:
-        """Let each forked DataLoader worker declare its own order and rows at its first read.
+        """Let each DataLoader worker declare its own order and rows at its first read.
 
         For a sampler iterated in the main process while workers read: ``plan(worker id,
         number of workers)`` gives a worker its windows in the order it will first read them

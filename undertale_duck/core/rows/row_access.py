@@ -334,7 +334,7 @@ class RowAccess:
             self._expected_at = ready[1]
             return ready[0]
         at = self._expected_at
-        if at + n > len(expected) or not np.array_equal(expected[at : at + n], indices):
+        if not self._next_expected(expected, indices):
             if self._expected_planned:  # a stale plan: its order would read the wrong windows
                 self._leave_plan()
             return None
@@ -380,10 +380,17 @@ class RowAccess:
         expected = self._expected
         if expected is None or self._expected_pid != os.getpid():
             return
+        if self._next_expected(expected, indices):
+            self._expected_at += len(indices)
+
+    def _next_expected(
+        self, expected: np.ndarray[Any, np.dtype[np.int64]], indices: Sequence[int]
+    ) -> bool:
+        """Whether ``indices`` are the declared rows that come next."""
         at = self._expected_at
-        n = len(indices)
-        if at + n <= len(expected) and np.array_equal(expected[at : at + n], indices):
-            self._expected_at = at + n
+        return at + len(indices) <= len(expected) and np.array_equal(
+            expected[at : at + len(indices)], indices
+        )
 
     def _ahead_count(self, position: int, table: pa.Table, n: int, left: int) -> int:
         """How many runs of ``n`` rows to slice at once, ``left`` rows to the window's end."""
