@@ -319,3 +319,33 @@ def test_http_short_range_answer_is_retried(tmp_path: Path) -> None:
         with pytest.raises(StorageError, match="tried 2 times") as failed:
             ds[550]
         assert not isinstance(failed.value, ShardChangedError)
+
+
+def test_a_window_never_evicts_for_a_copy_planned_in_the_background(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    # a window that found its shard's background download planned (queued behind another,
+    # or refused for want of room) downloaded it itself, evicting what the plan had kept
+    from concurrent.futures import Future
+
+    sizes = [4000, 4000]
+    paths = datagen.write_shards(tmp_path / "src", sizes, row_group_size=500)
+    url = s3.upload(tmp_path / "src", "s3://ranged/planned")
+    first = _open(url, s3, tmp_path / "cache", window_bytes="32KiB", read_ahead=False)
+    with first.source.shards[0].local():
+        pass  # shard 0 cached
+    limit = first.source.store.cache.usage() + paths[1].stat().st_size // 2
+    ds = _open(url, s3, tmp_path / "cache", window_bytes="32KiB", read_ahead=False,
+               cache_limit=limit)
+    store = ds.source.store
+    assert store.cache.cached(ds.source.shards[0])
+    planned: Future[None] = Future()  # a background download of shard 1, not yet run
+    store._behind[store.cache.key(ds.source.shards[1])] = planned
+    rows = [ds[i] for i in range(sizes[0], sum(sizes))]
+    assert rows == [datagen.row(i) for i in range(sizes[0], sum(sizes))]
+    stats = ds.storage_stats
+    assert stats is not None
+    assert stats.downloads == 0 and stats.range_windows >= 1  # no room: read by range
+    assert store.cache.stats.evictions == 0
+    assert store.cache.cached(ds.source.shards[0])
+    assert store.cache.usage() <= limit

@@ -373,3 +373,42 @@ def test_a_directory_at_a_lock_files_name_is_named(
     for lock in locks:
         lock.rmdir()
     assert ParquetDataset(url, memory=64, cache_dir=cache)[sizes[0]] == datagen.row(sizes[0])
+
+
+def test_a_download_in_flight_counts_at_the_size_it_will_reach(
+        memory_dataset: tuple[str, list[int]], tmp_path: Path) -> None:
+    # a download counted at its part file's size so far let a second one start that did
+    # not fit beside it: both finished, and the cache held more than its limit
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=tmp_path / "c",
+                        read_ahead=False)
+    store, shards = ds.source.store, ds.source.shards
+    held = ShardCache(tmp_path / "c").usage()  # the footers kept at open
+    limit = held + shards[0].size + shards[1].size // 2
+    cache = ShardCache(tmp_path / "c", limit=limit)
+    started, finish = threading.Event(), threading.Event()
+
+    def slow(shard: Any, part: str) -> None:
+        with open(part, "wb") as fh:
+            fh.write(b"PAR1")  # a little of it, then held there until told
+        started.set()
+        assert finish.wait(60)
+        store.download(shard, part)
+
+    def pin() -> None:
+        with cache.pin(shards[0], slow, evict=False):
+            pass
+
+    worker = threading.Thread(target=pin)
+    worker.start()
+    try:
+        assert started.wait(60)
+        rest = limit - held - shards[0].size
+        assert cache.has_room(rest)
+        assert not cache.has_room(rest + 1)
+        assert not cache.has_room(shards[1].size)
+    finally:
+        finish.set()
+        worker.join()
+    assert cache.stats.downloads == 1
+    assert cache.usage() == held + shards[0].size <= limit
+    assert cache.has_room(rest) and not cache.has_room(rest + 1)

@@ -505,8 +505,7 @@ class ShardCache:
         guard = self._open(str(self._io / EVICT_LOCK))
         with contextlib.closing(_Closing(guard)):
             acquire(guard, "exclusive")
-            total = self._sweep_parts(None) + sum(size for _, size, _ in self._entries())
-        return total + size <= self.limit
+            return self._held(None) + size <= self.limit
 
     @contextlib.contextmanager
     def scratch(self, shard: Shard) -> Iterator[tuple[int, str]]:
@@ -641,18 +640,12 @@ class ShardCache:
         for leftover in self._io.glob(key + DATA_SUFFIX + PART_MARK + "*"):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-        if not evict:
-            if not self.has_room(shard.size):
-                raise NoRoomError(shard.path)
-        else:
-            self.make_room(shard.size, keep=key)
-        part = f"{data}{PART_MARK}{_part_suffix()}"
+        part = f"{data}{PART_MARK}{_part_suffix(shard.size)}"
         _log.info("downloading %s (%d bytes) into %s", redact_url(shard.path), shard.size,
                   self.directory)
         try:
-            # created private here: clients open the target by name, with the umask's mode
-            os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o600))
+            if not self._reserve(part, shard.size, key, evict):
+                raise NoRoomError(shard.path)
             fetch(shard, part)
             fd = os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
@@ -690,6 +683,28 @@ class ShardCache:
         if evict:
             self.make_room(0, keep=key)
 
+    def _reserve(self, part: str, size: int, key: str, evict: bool) -> bool:
+        """Make room for a download and create its part file, in one step under the guard.
+
+        The part file names its size, so from here every process counts it at that size:
+        two downloads that each checked for room before either had a part file would both
+        fit, and together overshoot the limit.
+
+        Returns:
+            False (and no part file) if ``evict`` is false and the download does not fit.
+        """
+        guard = self._open(str(self._io / EVICT_LOCK))
+        with contextlib.closing(_Closing(guard)):
+            acquire(guard, "exclusive")
+            if evict:
+                self._fit(size, key)
+            elif self._held(None) + size > self.limit:
+                return False
+            # created private here: clients open the target by name, with the umask's mode
+            os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600))
+            return True
+
     # ------------------------------------------------------------------ eviction
     def make_room(self, incoming: int = 0, keep: str | None = None) -> int:
         """Evict least recently used shards not in use until ``incoming`` more bytes fit.
@@ -707,19 +722,27 @@ class ShardCache:
         guard = self._open(str(self._io / EVICT_LOCK))
         with contextlib.closing(_Closing(guard)):
             acquire(guard, "exclusive")
-            total = self._sweep_parts(keep)
-            entries = self._entries()
-            total += sum(size for _, size, _ in entries)
-            for key, size, _ in sorted(entries, key=lambda e: e[2]):
-                if total + incoming <= self.limit:
-                    break
-                if key.endswith(FOOTER_SUFFIX):  # immutable and read whole: no lock needed
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self._io / key)
-                    total -= size
-                elif key != keep and self._evict(key):
-                    total -= size
-            return total
+            return self._fit(incoming, keep)
+
+    def _held(self, keep: str | None) -> int:
+        """Bytes held (cached shards, footers, downloads in flight); under the guard."""
+        return self._sweep_parts(keep) + sum(size for _, size, _ in self._entries())
+
+    def _fit(self, incoming: int, keep: str | None) -> int:
+        """Evict until ``incoming`` more bytes fit; return bytes held. Under the guard."""
+        total = self._sweep_parts(keep)
+        entries = self._entries()
+        total += sum(size for _, size, _ in entries)
+        for key, size, _ in sorted(entries, key=lambda e: e[2]):
+            if total + incoming <= self.limit:
+                break
+            if key.endswith(FOOTER_SUFFIX):  # immutable and read whole: no lock needed
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._io / key)
+                total -= size
+            elif key != keep and self._evict(key):
+                total -= size
+        return total
 
     def _evict(self, key: str) -> bool:
         lock = self._lock_path(key)
@@ -755,8 +778,10 @@ class ShardCache:
                 st = entry.stat()
             except FileNotFoundError:
                 continue
-            # a range read's part file is sparse: count the disk it takes, not its length
-            size = min(st.st_size, st.st_blocks * 512)
+            # a range read's part file is sparse: count the disk it takes, not its length; a
+            # whole download counts at the size it will reach (else two downloads started
+            # while both were short would each fit, and together overshoot the limit)
+            size = max(min(st.st_size, st.st_blocks * 512), _declared(entry.name))
             if key == keep or not self._idle(key):
                 flight += size
                 continue
@@ -792,9 +817,20 @@ class ShardCache:
         return deleted
 
 
-def _part_suffix() -> str:
-    """A part file's unique end: process, thread, random (hex digits and dashes)."""
-    return f"{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+def _part_suffix(size: int | None = None) -> str:
+    """A part file's unique end: process, thread, random (hex digits and dashes).
+
+    A whole download's part also names the size it will reach (hex), so that every process
+    counts it against the limit at that size while it is still being written.
+    """
+    end = f"{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
+    return end if size is None else f"{end}-{size:x}"
+
+
+def _declared(name: str) -> int:
+    """The size a whole download's part file names (0 for other part files)."""
+    fields = name.rsplit(PART_MARK, 1)[-1].split("-")
+    return int(fields[3], 16) if len(fields) == 4 and fields[3] else 0
 
 
 def local_shard(shard: Shard, path: str, st: os.stat_result) -> Shard:

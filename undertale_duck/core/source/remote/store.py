@@ -777,7 +777,8 @@ class Store:
         """A local file with what a window of ``shard`` needs, held while the block runs.
 
         The shard's cached copy if the node has one, or if the window needs every byte of
-        it, or if this process is downloading it; else a sparse file in the shard cache
+        it, or if this process planned to download it in the background (waited for, or
+        downloaded here, never evicting for it); else a sparse file in the shard cache
         holding the footer and the column chunks of ``groups`` and ``columns`` at their
         offsets (DuckDB reads it as the shard, restricted to those row groups), deleted
         afterwards. After a window read by ranges the whole shard downloads in the
@@ -798,8 +799,20 @@ class Store:
         tail = None
         ranges: list[tuple[int, int]] = []
         running = self._behind.get(key)
-        waiting = running is not None and not running.done()  # wait for it, then use it
-        use_copy = not self.range_reads or waiting or cache.cached(shard)
+        if running is not None and not running.done() and self.range_reads:
+            # planned in the background, where it may not evict: wait for that copy, or
+            # download it here on the same terms (a window that took it over with eviction
+            # overshot the limit the plan was made under); no room now: read by range
+            with contextlib.ExitStack() as held:
+                try:
+                    local: Shard | None = held.enter_context(
+                        cache.pin(shard, self.download, evict=False))
+                except NoRoomError:
+                    local = None
+                if local is not None:
+                    yield local
+                    return
+        use_copy = not self.range_reads or cache.cached(shard)
         if not use_copy:
             tail = self._tail(shard)
             meta = parse_footer(tail)
