@@ -315,6 +315,38 @@ def test_https_list_of_urls_and_memory_protocol(uneven: tuple[Path, int], tmp_pa
     assert _rows(remote) == _rows(local)
 
 
+def test_http_requests_have_no_cap_on_their_whole_time_and_a_silent_server_fails_clearly(
+        uneven: tuple[Path, int], tmp_path: Path) -> None:
+    aiohttp = pytest.importorskip("aiohttp")
+    server = HTTPServer()
+    try:
+        urls = serve_directory(server, uneven[0], "quiet")
+        ds = ParquetDataset(urls, memory=64, cache_dir=tmp_path / "a")
+        # aiohttp's default capped each request's whole time at 300 s: a shard whose
+        # download took longer failed on every try
+        timeout = ds.source.store.fs.client_kwargs["timeout"]
+        assert (timeout.total, timeout.sock_connect, timeout.sock_read) == (None, 30, 60)
+        assert ds[0] == datagen.row(0)
+        # the user's own timeout is kept, with their other client options
+        options = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(sock_read=1),
+                                     "trust_env": False}}
+        quick = ParquetDataset(urls, memory=64, cache_dir=tmp_path / "b", retries=1,
+                               storage_options=options)
+        assert quick.source.store.fs.client_kwargs == options["client_kwargs"]
+        # a server that goes silent midway through its answer: each try waits out the
+        # silence allowed, then a StorageError names the object and the tries
+        server.state.ranges = False
+        server.state.stall.set()
+        with pytest.raises(StorageError, match=r"cannot (read|download) http://127\.0\.0\.1:"
+                           r"\d+/quiet/part-00000\.parquet: no answer within the client's "
+                           r"timeout .*tried 2 times"):
+            quick[0]
+    finally:
+        server.close()
+    assert options["client_kwargs"] == {"timeout": aiohttp.ClientTimeout(sock_read=1),
+                                        "trust_env": False}  # not changed
+
+
 def _flags(s3: S3Server) -> list[str]:
     return [
         "--storage-option", "key=testing", "--storage-option", "secret=testing",

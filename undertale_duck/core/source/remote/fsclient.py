@@ -338,6 +338,45 @@ def parse_storage_options(items: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+#: HTTP(S) clients' timeouts unless ``client_kwargs`` gives one: connecting, and the
+#: silence allowed between two reads of an answer. aiohttp's default caps each request's
+#: whole time at 300 s, which fails (on every try) any download of a shard that takes
+#: longer, and waits that long for a server that went silent.
+HTTP_CONNECT_S = 30
+HTTP_READ_S = 60
+
+
+def with_http_timeout(protocol: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options, with our HTTP timeouts for ``http``/``https`` unless the user gave one.
+
+    Args:
+        protocol: The URL protocol.
+        storage_options: The user's options (checked; not changed).
+
+    Returns:
+        A copy of the options; for HTTP(S) without ``client_kwargs["timeout"]``, one whose
+        ``client_kwargs`` add an ``aiohttp.ClientTimeout`` with no cap on a request's whole
+        time, :data:`HTTP_CONNECT_S` to connect and :data:`HTTP_READ_S` between reads.
+    """
+    options = dict(storage_options)
+    client = options.get("client_kwargs")
+    if protocol not in ("http", "https") or (
+        isinstance(client, Mapping) and "timeout" in client
+    ):
+        return options
+    try:
+        import aiohttp
+    except ImportError:
+        return options  # make_filesystem names the extra to install
+    options["client_kwargs"] = {
+        **(client if isinstance(client, Mapping) else {}),
+        "timeout": aiohttp.ClientTimeout(
+            total=None, sock_connect=HTTP_CONNECT_S, sock_read=HTTP_READ_S
+        ),
+    }
+    return options
+
+
 def make_filesystem(protocol: str, storage_options: Mapping[str, Any]) -> Any:
     """Create the fsspec filesystem of a protocol, naming the extra to install if it is missing.
 
@@ -350,7 +389,7 @@ def make_filesystem(protocol: str, storage_options: Mapping[str, Any]) -> Any:
     extra = EXTRAS.get(protocol)
     check_options(protocol, storage_options)
     try:
-        return fsspec.filesystem(protocol, **storage_options)
+        return fsspec.filesystem(protocol, **with_http_timeout(protocol, storage_options))
     except ImportError as exc:
         install = f"pip install 'undertale_duck[{extra}]'" if extra else "install its fsspec client"
         raise StorageError(

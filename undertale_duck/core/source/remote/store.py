@@ -236,6 +236,16 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, Exception)
 
 
+def _failure_text(exc: BaseException) -> str:
+    """A failure for an error message; a timeout says what timed out (its text is empty)."""
+    text = first_line(exc)
+    if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower():
+        return (f"no answer within the client's timeout ({text}; storage_options set it: "
+                "for HTTP(S) client_kwargs={'timeout': aiohttp.ClientTimeout(...)}, for S3 "
+                "config_kwargs={'read_timeout': ...})")
+    return text
+
+
 #: HTTP statuses that say an object does not exist.
 _NOT_FOUND = frozenset((404, 410))
 
@@ -540,7 +550,7 @@ class Store:
             if attempt == self.retries:
                 tries = "once" if attempt == 0 else f"{attempt + 1} times"
                 raise StorageError(
-                    f"cannot {what} {url}: {first_line(failure)} (tried {tries} over "
+                    f"cannot {what} {url}: {_failure_text(failure)} (tried {tries} over "
                     f"{time.monotonic() - start:.1f} s; the store may be down, "
                     "unreachable or throttling: check it and the storage_options, then "
                     "try again)",
