@@ -240,8 +240,20 @@ def test_leftover_parts_of_other_downloads_are_swept(memory_dataset: tuple[str, 
     ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=directory)
     stale = directory / ("0" * 40 + ".parquet.part-1-2-3")
     stale.write_bytes(b"half a shard")
+    # a record being written when its process was killed (atomic_file's temp file)
+    record = directory / (".1" + "a" * 39 + ".parquet.record.k_9x2Q.tmp")
+    record.write_text('{"format"')
+    # names like ours that are not: the user's, never touched
+    kept = [directory / name for name in (
+        ".1" + "a" * 39 + ".parquet.record.tmp", "." + "a" * 39 + ".parquet.record.x.tmp",
+        ".1" + "a" * 39 + ".parquet.record.x.tmp.bak", "1" + "a" * 39 + ".parquet.record.x.tmp",
+    )]
+    for path in kept:
+        path.write_text("mine")
     assert ds[0] == datagen.row(0)
     assert not stale.exists()
+    assert not record.exists()
+    assert all(path.read_text() == "mine" for path in kept)
 
 
 @pytest.mark.heavy

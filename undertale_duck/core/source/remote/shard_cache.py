@@ -69,6 +69,11 @@ OUR_FILES = re.compile(
     r"[0-9a-f]{40}(?:" + re.escape(FOOTER_SUFFIX) + "|" + re.escape(DATA_SUFFIX) + ")"
     + "(?:" + re.escape(PART_MARK) + r"[0-9a-f-]+)?"
 )
+#: A copy's record being written (:func:`.runtime.atomic_file`'s temp file): written under
+#: the key's exclusive lock, so one whose key is idle was left by a killed process.
+RECORD_TEMP = re.compile(
+    r"\.([0-9a-f]{40})" + re.escape(DATA_SUFFIX + RECORD_SUFFIX) + r"\.[A-Za-z0-9_]+\.tmp"
+)
 
 
 def default_directory() -> Path:
@@ -768,10 +773,20 @@ class ShardCache:
             _close(fd)
 
     def _sweep_parts(self, keep: str | None) -> int:
-        """Delete part files whose download is over (its lock free); return bytes in flight."""
+        """Delete parts and record temps no process writes (lock free); return bytes in flight."""
         flight = 0
+        parts: list[os.DirEntry[str]] = []
+        temps: list[tuple[str, str]] = []
         with contextlib.suppress(FileNotFoundError), os.scandir(self._io) as it:
-            parts = [e for e in it if OUR_FILES.fullmatch(e.name) and PART_MARK in e.name]
+            for e in it:
+                if OUR_FILES.fullmatch(e.name) and PART_MARK in e.name:
+                    parts.append(e)
+                elif (temp := RECORD_TEMP.fullmatch(e.name)) is not None:
+                    temps.append((temp[1], e.path))
+        for key, path in temps:
+            if key != keep and self._idle(key):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
         for entry in parts:
             key = entry.name.split(DATA_SUFFIX + PART_MARK, 1)[0]
             try:
