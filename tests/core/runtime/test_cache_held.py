@@ -148,3 +148,18 @@ def test_without_proc_the_path_is_used_and_still_checked(
     assert ds[0] == datagen.expected(1)[0]
     assert cachedir.held_path(directory) == directory
     assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
+
+
+def test_messages_name_held_directories_by_their_paths(tmp_path: Path) -> None:
+    directory = cachedir.private_directory(tmp_path / "held", what="a test cache")
+    held = cachedir.held_path(directory)
+    assert str(held).startswith("/proc/self/fd/")
+    fd = held.name
+    text = f'Failed to read file "{held}/abc.parquet": bad; also {held}'
+    assert cachedir.unheld(text) == (
+        f'Failed to read file "{directory}/abc.parquet": bad; also {directory}')
+    # descriptors not held (none reaches 2**31), and longer names, stay as they are
+    for other in (f"/proc/self/fd/{fd}9999999999/x", f"/proc/self/fd/{fd}x",
+                  "/proc/self/fd/99999999999/x",
+                  f"/proc/self/fdx/{fd}/x", "no path at all"):
+        assert cachedir.unheld(other) == other

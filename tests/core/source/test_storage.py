@@ -468,3 +468,29 @@ def test_disk_tier_files_of_a_remote_shard_ask_the_store_nothing(tmp_path: Path)
         assert stats is not None and stats.writes == 0
     finally:
         server.close()
+
+
+def test_a_corrupt_remote_shard_is_named_by_its_url_and_its_copy_by_its_path(
+        s3: S3Server, tmp_path: Path) -> None:
+    # DuckDB names the file it read, which for a cached copy was the held directory's
+    # /proc/self/fd/<n>/<key>.parquet: meaningless to a user
+    import pyarrow.parquet as pq
+
+    (path,) = datagen.write_shards(tmp_path / "src", [3000], row_group_size=500)
+    chunk = pq.read_metadata(path).row_group(0).column(0)
+    start, end = chunk.data_page_offset, chunk.data_page_offset + chunk.total_compressed_size
+    data = bytearray(path.read_bytes())
+    data[(start + end) // 2 : end] = bytes(end - (start + end) // 2)  # its pages cut short
+    path.write_bytes(bytes(data))
+    url = s3.upload(tmp_path / "src", "s3://data/corrupt")
+    ds = ParquetDataset(url, memory=64, storage_options=s3.options(),
+                        cache_dir=tmp_path / "cache")
+    with pytest.raises(CorruptShardError) as caught:
+        ds[0]
+    text = str(caught.value)
+    assert text.startswith(f"shard {url}part-00000.parquet is corrupt")
+    assert caught.value.path == f"{url}part-00000.parquet"
+    assert "/proc/" not in text
+    held = ds.source.store.cache.path(ds.source.shards[0])
+    copy = (tmp_path / "cache").resolve() / Path(held).name
+    assert f'"{copy}"' in text  # DuckDB's words name the cached copy it read, by its path

@@ -242,6 +242,33 @@ def held_path(directory: str | os.PathLike[str]) -> Path:
     return Path(_PROC_FD, str(fd))
 
 
+_HELD_IN_TEXT = re.compile(re.escape(_PROC_FD) + r"/(\d+)(?=/|\b)")
+
+
+def unheld(text: str) -> str:
+    """``text`` with each held directory's ``/proc/self/fd/<n>`` path put back as its own.
+
+    DuckDB's errors name the files it read by the path it was given, which for the files
+    of our cache directories is the held one (:func:`held_path`): meaningless to a user.
+
+    Args:
+        text: A message, e.g. DuckDB's.
+
+    Returns:
+        The message naming the directories by their real paths (other text unchanged).
+    """
+    if _PROC_FD not in text:
+        return text
+    with _resolved_lock:
+        real = {fd: path for path, fd in _held.items()}
+
+    def back(match: re.Match[str]) -> str:
+        path = real.get(int(match[1]))
+        return str(path) if path is not None else match[0]
+
+    return _HELD_IN_TEXT.sub(back, text)
+
+
 def _reachable(fd: int) -> bool:
     """Whether an open directory descriptor can be reached by path (``/proc`` is mounted)."""
     try:

@@ -18,6 +18,7 @@ from ...errors import (
     StorageError,
     UnsupportedShardError,
 )
+from .cachedir import unheld
 
 #: Nesting Arrow's C data interface accepts (DuckDB hands results to pyarrow through it).
 ARROW_MAX_NESTING = 64
@@ -44,7 +45,7 @@ COLUMN_WORKING_BYTES = 16 << 10
 
 def message(exc: BaseException) -> str:
     """DuckDB's or pyarrow's message on one line, without DuckDB's advice and SQL context."""
-    text = str(exc).strip().split("\n\n")[0].split("\nLINE ")[0]
+    text = unheld(str(exc).strip().split("\n\n")[0].split("\nLINE ")[0])
     return first_line(Exception(text)) if text else type(exc).__name__
 
 
