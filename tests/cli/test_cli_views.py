@@ -6,6 +6,7 @@ import contextlib
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -371,3 +372,20 @@ def test_output_never_replaces_a_side_table(data: Path, tmp_path: Path, command:
     # the side table's directory stays writable: only the file itself is an input
     status, _, err = _run(*head, *view, "--output", str(tmp_path / "out.txt"))
     assert status in (0, 1) and (tmp_path / "out.txt").exists(), err
+
+
+@pytest.mark.parametrize("command", ["head", "describe", "batch"])
+@pytest.mark.parametrize(("where", "said"), [
+    ("label >", "cannot be used: syntax error"),
+    ("nope = 1", 'cannot run over the dataset: .*"nope" not found'),
+    ("count(*) > 1", "uses the aggregate function"),
+])
+def test_a_failing_where_names_the_flag_and_the_condition(
+    data: Path, command: str, where: str, said: str
+) -> None:
+    extra = {"head": [], "describe": [], "batch": ["--step", "0", "--batch", "4"]}[command]
+    status, out, err = _run(command, str(data), *extra, "--where", where)
+    assert status == 1, err
+    assert err.startswith(f"undertale-duck: error: --where {where!r} "), err
+    assert re.search(said, err) and "view query" not in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err and out == ""

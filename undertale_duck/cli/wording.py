@@ -26,6 +26,8 @@ _FLAGS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(_AT + r"columns=(?=[\w\['\"])"), "--columns "),
     (re.compile(_AT + r"columns="), "--columns"),
     (re.compile(r"^storage_options(?=[ :])"), "--storage-option"),
+    # where='x >' cannot be used -> --where 'x >' cannot be used
+    (re.compile(r"^where=(?=['\"])"), "--where "),
 )
 
 

@@ -154,7 +154,7 @@ def test_index_executor_must_map(plain: Path) -> None:
 def test_a_failing_index_task_is_our_error(plain: Path, fresh_cache: Path) -> None:
     from undertale_duck.errors import QueryError
 
-    with pytest.raises(QueryError, match="view query failed on shard"):
+    with pytest.raises(QueryError, match=r"where=.CAST\(name AS INTEGER\) > 0. failed on shard"):
         ParquetDataset(plain, where="CAST(name AS INTEGER) > 0", index_executor=Pickling())
 
 

@@ -5,6 +5,7 @@ import hashlib
 import math
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -586,3 +587,26 @@ def test_computed_interval_hugeint_and_varint_columns_are_served_as_documented(
         assert row["iv"] == pa.MonthDayNano([0, 0, 97 * i * 10**9])
         assert row["h"] == decimal.Decimal(10 * i) and isinstance(row["h"], decimal.Decimal)
         assert isinstance(row["v"], bytes) and row["back"] == i
+
+
+@pytest.mark.parametrize(("where", "columns", "said"), [
+    ("label >", None, "cannot be used: syntax error"),
+    ("nope > 1", None, 'cannot run over the dataset: .*"nope" not found'),
+    ("nope > 1", ["id"], 'cannot run over the dataset: .*"nope" not found'),
+    ("count(*) > 1", None, "uses the aggregate function count_star"),
+    ("label > 1) UNION ALL (SELECT * FROM dataset", None, "UNION"),
+    ("it's", ["id", "label"], "cannot be used"),
+])
+def test_a_failing_where_names_the_condition_given(
+    data: Path, where: str, columns: list[str] | None, said: str
+) -> None:
+    # the errors named "view query", a query the user never wrote
+    with pytest.raises(QueryError) as caught:
+        ParquetDataset(data, where=where, columns=columns)
+    text = str(caught.value)
+    assert text.startswith(f"where={where!r} "), text
+    assert re.search(said, text), text
+    assert "view query" not in text
+    # a query= view still names its query as such
+    with pytest.raises(QueryError, match=r"^view query "):
+        ParquetDataset(data, query=f"SELECT * FROM dataset WHERE {where}", columns=columns)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import duckdb
@@ -15,7 +16,7 @@ import pyarrow as pa
 from torch.utils.data import Dataset, get_worker_info
 
 from ...common.sizes import DEFAULT_MEMORY, MIB, DefaultMemory
-from ...errors import ArgumentError, ShardChangedError
+from ...errors import ArgumentError, QueryError, ShardChangedError
 from ..query import SQL_FILES, QuerySession, SqlFiles
 from ..read import (
     AccessMonitor,
@@ -52,6 +53,8 @@ from .build import ReaderSettings, build_reader, process_budget
 from .sql import SqlAccess
 
 #: Logs under ``undertale_duck`` (silent unless the application configures logging).
+#: How the view's errors name its query; a ``where=`` view's name the condition instead.
+_VIEW_QUERY = "view query"
 _log = logging.getLogger(__name__)
 
 
@@ -249,8 +252,29 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
         self.query = self._query_given
         self.source = Source(source, self._columns, **self._remote)
         self._check_source()
-        if self._where is not None and self._columns is not None:
-            self._read_filter_columns(source, self._where, self._columns)
+        with self._named_filter():
+            if self._where is not None and self._columns is not None:
+                self._read_filter_columns(source, self._where, self._columns)
+            self._index_view()
+        self._length = self.windows[-1].end if self.windows else 0
+        self._starts = win.starts(self.windows)
+        self._starts_array = np.asarray(self._starts, dtype=np.int64)
+        self._reader: WindowReader | None = None
+        self._reader_pid = os.getpid()
+        self._sql_session: QuerySession | None = None
+        self._monitor: AccessMonitor | None = None
+        self._forget_runs()
+        self.disk_dir: str | None = None
+        if self.disk:
+            self.disk_dir = prepare_directory(self._disk_spec, self.source.paths)
+        _log.info(
+            "opened %s: %d shards, %d rows, %d windows%s",
+            self.source.spec, len(self.source.shards), self._length, len(self.windows),
+            "" if self.view is None else f", view {self.view.query.text!r}",
+        )
+
+    def _index_view(self) -> None:
+        """Plan the windows, and index the view's rows over them if there is a view."""
         shards = self.source.shards
         # windows are cut by each row group's decoded size where its footer understates it
         self.windows = win.plan(
@@ -271,22 +295,17 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
                 config=self.duckdb_config,
             )
             self.windows = self.view.windows
-        self._length = self.windows[-1].end if self.windows else 0
-        self._starts = win.starts(self.windows)
-        self._starts_array = np.asarray(self._starts, dtype=np.int64)
-        self._reader: WindowReader | None = None
-        self._reader_pid = os.getpid()
-        self._sql_session: QuerySession | None = None
-        self._monitor: AccessMonitor | None = None
-        self._forget_runs()
-        self.disk_dir: str | None = None
-        if self.disk:
-            self.disk_dir = prepare_directory(self._disk_spec, self.source.paths)
-        _log.info(
-            "opened %s: %d shards, %d rows, %d windows%s",
-            self.source.spec, len(shards), self._length, len(self.windows),
-            "" if self.view is None else f", view {self.view.query.text!r}",
-        )
+
+    @contextlib.contextmanager
+    def _named_filter(self) -> Iterator[None]:
+        """Errors of a ``where=`` view name the condition given, not the query made of it."""
+        try:
+            yield
+        except QueryError as exc:
+            text = str(exc)
+            if self._where is None or not text.startswith(_VIEW_QUERY):
+                raise
+            raise type(exc)(f"where={self._where!r}{text[len(_VIEW_QUERY):]}") from None
 
     def _read_filter_columns(self, source: SourceLike, where: str, columns: list[str]) -> None:
         """Let ``where=`` filter by columns ``columns=`` leaves out, serving only ``columns``.
