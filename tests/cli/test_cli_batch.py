@@ -27,18 +27,26 @@ def data(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("where", [None, "label <> 4"])
-def test_batch_matches_what_a_loader_yielded(data: Path, where: str | None) -> None:
+@pytest.mark.parametrize(("where", "keep_last"), [(None, False), ("label <> 4", False),
+                                                  (None, True), ("label <> 4", True)])
+def test_batch_matches_what_a_loader_yielded(data: Path, where: str | None,
+                                             keep_last: bool) -> None:
     view = [] if where is None else ["--where", where]
-    loader = load(data, None, None, 6, workers=2, shuffle=True, seed=9, ranks=2, rank=1,
-                  where=where)
+    keep = ["--keep-last"] if keep_last else []
+    loader = load(data, None, None, 6, workers=2, shuffle=True, seed=9, ranks=3, rank=1,
+                  where=where, drop_last=not keep_last)
     loader.sampler.set_epoch(3)
     batches = [[r["id"] for r in b] for b in loader]
+    # 128 rows (112 in the view) over 3 ranks x 2 workers: the tail rule drops rows
+    # without --keep-last, and --keep-last serves them (a rank's share is a row longer)
+    shares = {(None, False): 42, ("label <> 4", False): 36, (None, True): 43,
+              ("label <> 4", True): 37}
+    assert sum(map(len, batches)) == len(loader.sampler) == shares[where, keep_last]
     for step in (0, 5, len(batches) - 1):
         status, out, err = _run(
             "batch", str(data), "--step", str(step), "--batch", "6", "--workers", "2",
-            "--ranks", "2", "--rank", "1", "--shuffle", "--seed", "9", "--epoch", "3",
-            "--values", "-f", "jsonl", *view,
+            "--ranks", "3", "--rank", "1", "--shuffle", "--seed", "9", "--epoch", "3",
+            "--values", "-f", "jsonl", *view, *keep,
         )
         assert status == 0, err
         rows = [json.loads(line) for line in out.splitlines()]

@@ -188,3 +188,21 @@ def test_a_failed_querys_sql_keeps_its_words(capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().err == "undertale-duck: error: step failed: WHERE rank=1\n"
     assert app._report(ArgumentError("step 3 is late: rank=1"), flags) == app.EXIT_USAGE
     assert capsys.readouterr().err == "undertale-duck: error: --step 3 is late: --rank 1\n"
+
+
+def test_the_empty_epoch_warning_advises_the_flag_batch_has(data: Path) -> None:
+    # it advised drop_last=False, which the command line had no flag for
+    args = ("batch", str(data), "--step", "0", "--batch", "4", "--ranks", "2",
+            "--workers", "300")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        status, out, err = invoke(*args)
+    assert status == 2 and "beyond the epoch: rank 0 has 0 batches" in err
+    said = _said(err)
+    assert "without --keep-last every rank gets none" in said
+    assert "use fewer workers, or --keep-last" in said and "drop_last" not in said
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        status, out, err = invoke(*args, "--keep-last", "-f", "csv")
+    assert status == 0 and err == ""
+    assert out.splitlines()[1:] == [f"{p},{p},{data / 'part-0.parquet'},{p}" for p in range(4)]

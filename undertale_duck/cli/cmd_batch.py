@@ -51,6 +51,7 @@ def run_batch(args: argparse.Namespace) -> int:
             shuffle=args.shuffle,
             seed=args.seed,
             mix=args.mix,
+            drop_last=not args.keep_last,
         )
         rows = batch_rows(sampler, args.step, epoch=args.epoch, values=args.values)
     for r in rows:
@@ -76,6 +77,8 @@ def _batch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shuffle", action="store_true", help="the run shuffled (ChunkedSampler)")
     p.add_argument("--seed", type=count, default=0, help="the run's shuffle seed (default 0)")
     p.add_argument("--mix", type=count, default=1, help="the run's mix (default 1)")
+    p.add_argument("--keep-last", action="store_true",
+                   help="the run kept every row: its sampler had drop_last=False (evaluation)")
     p.add_argument("--values", action="store_true", help="add each row's values as JSON")
     p.add_argument(
         "--format",
@@ -94,8 +97,8 @@ BATCH = Command(
     "      --shuffle --seed 7 --values -f jsonl\n"
     "  undertale-duck batch data/train --where 'len(tokens) < 512' --step 0 --batch 16\n"
     "\n"
-    "Give the training run's settings (batch, workers, ranks, shuffle, seed, mix and any\n"
-    "view); the order is a pure function of them and the epoch, so nothing is replayed.",
+    "Give the training run's settings (batch, workers, ranks, shuffle, seed, mix, keep-last\n"
+    "and any view); the order is a pure function of them and the epoch, so nothing is replayed.",
     arguments=_batch_arguments,
     run=run_batch,
     # ChunkedSampler's and batch_rows' arguments

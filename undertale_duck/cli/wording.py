@@ -26,6 +26,9 @@ _FLAGS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(_AT + r"columns=(?=[\w\['\"])"), "--columns "),
     (re.compile(_AT + r"columns="), "--columns"),
     (re.compile(r"^storage_options(?=[ :])"), "--storage-option"),
+    # the sampler's drop_last is batch's --keep-last (drop_last=False)
+    (re.compile(r"\bwith drop_last=True\b"), "without --keep-last"),
+    (re.compile(r"\bdrop_last=False\b"), "--keep-last"),
     # where='x >' cannot be used -> --where 'x >' cannot be used
     (re.compile(r"^where=(?=['\"])"), "--where "),
 )
