@@ -273,3 +273,41 @@ def test_batches_carried_into_an_epoch_count_in_its_length_and_state() -> None:
     assert (u.carried, len(u)) == (0, 100)
     with pytest.raises(ArgumentError, match="carried"):
         u.carried = -1
+
+
+# a topology whose ranks x workers may outnumber the rows: every share empty
+any_topologies = st.tuples(st.integers(1, 6), st.integers(0, 40), st.integers(1, 9))
+
+
+@pytest.mark.filterwarnings("ignore::undertale_duck.EmptyEpochWarning")
+@settings(max_examples=120, deadline=None)
+@given(n=st.integers(1, 60), first=topologies, middle=any_topologies, last=topologies,
+       shuffle=st.booleans(), drop_last=st.booleans(), set_again=st.booleans(),
+       served=st.booleans())
+def test_an_epochs_end_passed_on_through_any_topology_stays_its_end(
+    n: int, first: Topology, middle: Topology, last: Topology, shuffle: bool,
+    drop_last: bool, set_again: bool, served: bool,
+) -> None:
+    # a state saved at the end of epoch 2, loaded where nothing is served before it is saved
+    # again (a restart right after a restore; a topology whose shares are all empty), then
+    # loaded again with the epoch set again (a trainer restored inside it): epoch 2 was
+    # served a second time, as the count 0 of the state in between read as "not started"
+    kw = {"shuffle": shuffle, "drop_last": drop_last}
+    (end,) = _samplers(n, (1, first[1], first[2]), 2, **kw)
+    assert len(list(end)) == len(end)
+    state = end.state_dict()
+    ranks, workers, batch = middle
+    between = ChunkedSampler(Sized(n), batch, workers, ranks, ranks - 1, chunk=7, seed=3, **kw)
+    between.load_state_dict(state)
+    if set_again:
+        between.set_epoch(2)
+        if served:
+            assert list(between) == []  # the epoch is over: nothing left of it
+    again = between.state_dict()
+    for resumed in _samplers(n, last, 0, **kw):
+        resumed.load_state_dict(again)
+        resumed.set_epoch(2)
+        assert list(resumed) == []
+        resumed.set_epoch(3)
+        fresh = _samplers(n, last, 3, **kw)[resumed.rank]
+        assert list(resumed) == list(fresh)

@@ -198,6 +198,9 @@ class ChunkedSampler(DistributedSampler[int]):
         # The epoch a restored state ended (load_state_dict moved on to the next): setting it
         # again keeps it at its end rather than serving it a second time.
         self._ended: int | None = None
+        #: A state loaded at the end of its epoch, given back while nothing is served since
+        #: (:meth:`_state`).
+        self._end_state: dict[str, Any] | None = None
         self._units: list[tuple[int, int]] | None = None
         self._data: tuple[Any] | None = None  # the dataset's fingerprint, once computed
         self._unit_hash: tuple[str | None] | None = None  # units_digest, once computed
@@ -490,6 +493,8 @@ class ChunkedSampler(DistributedSampler[int]):
             self._carried = 0
             self._ended = None
             self._live = None
+            if self._end_state is not None and epoch - self._end_state["epoch"] not in (0, 1):
+                self._end_state = None
 
     # ------------------------------------------------------------------ resume
     def _settings(self) -> dict[str, Any]:
@@ -579,6 +584,17 @@ class ChunkedSampler(DistributedSampler[int]):
         return self._state(self.epoch, done)
 
     def _state(self, epoch: int, done: int) -> dict[str, Any]:
+        end = self._end_state
+        if (
+            end is not None and done == 0 and epoch == self.epoch and not self._before
+            and not self._carried and epoch - end["epoch"] in (0, 1)
+        ):
+            # nothing served since a state saved at the end of epoch E was loaded: that
+            # state again. This topology's own count of E (its share, 0 where ranks x
+            # workers outnumber the rows) or of E + 1 (0) would read as "not started", and
+            # a trainer restored again inside E would be served E a second time
+            return {**copy.deepcopy(end), "units": self._units_fingerprint(),
+                    "data": self._data_fingerprint()}
         before = self._before if epoch == self.epoch else []
         return {
             "version": STATE_VERSION,
@@ -677,6 +693,7 @@ class ChunkedSampler(DistributedSampler[int]):
         self._before = before
         self._carried = carried
         self._ended = saved_epoch if epoch != saved_epoch else None
+        self._end_state = state if epoch != saved_epoch else None
         self._memo = None
         self._live = None
         if before and saved != _topology(mine, mine):
