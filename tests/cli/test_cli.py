@@ -505,6 +505,22 @@ def test_head_table_escapes_only_the_unprintable_characters(tmp_path: Path) -> N
     assert shown == [t.replace("\x00", "\\x00") for t in texts]
 
 
+def test_durations_and_intervals_in_a_table_are_iso_8601_without_quotes(tmp_path: Path) -> None:
+    # a terminal table showed them as JSON strings: "P0DT90S", quotes and all
+    import datetime as dt
+
+    spans = [dt.timedelta(seconds=90 * i, microseconds=i) for i in range(3)]
+    pq.write_table(pa.table({"d": pa.array(spans, pa.duration("us"))}), tmp_path / "a.parquet")
+    result = invoke("head", str(tmp_path), "-n", "3", "--format", "table")
+    assert result.returncode == 0, result.stderr
+    shown = [line.strip() for line in result.stdout.splitlines()[2:5]]
+    assert shown == ["P0DT0S", "P0DT90.000001S", "P0DT180.000002S"]
+    result = invoke("sql", str(tmp_path), "SELECT INTERVAL 14 MONTH + INTERVAL 3 DAY AS i, "
+                    "[INTERVAL 1 SECOND] AS l", "-f", "table")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[2].split() == ["P14M3DT0S", '["P0DT1S"]']
+
+
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_sql_keeps_the_nanoseconds_of_a_time_ns(tmp_path: Path, fmt: str) -> None:
     # pyarrow's datetime.time drops nanoseconds: 00:00:01.000000123 came out as 00:00:01

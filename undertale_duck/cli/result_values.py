@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..common.jsonvalue import jsonable
+from ..common.jsonvalue import iso_duration, jsonable
 from ..common.text import terminal_safe
 
 #: Longest text shown in one table cell before it is cut with an ellipsis.
@@ -58,6 +58,8 @@ def cell(value: Any, width: int = CELL_WIDTH) -> str:
         text = value.isoformat(sep=" ")
     elif isinstance(value, float | int | bool | dt.date | dt.time | decimal.Decimal | uuid.UUID):
         text = str(value)
+    elif isinstance(value, dt.timedelta | pa.MonthDayNano):  # MonthDayNano is a tuple
+        text = iso_duration(value)  # as in CSV and JSON, without JSON's quotes
     else:
         text = json.dumps(jsonable(value), ensure_ascii=False, separators=(", ", ": "))
     if len(text) > width:
