@@ -159,7 +159,42 @@ def test_messages_name_held_directories_by_their_paths(tmp_path: Path) -> None:
     assert cachedir.unheld(text) == (
         f'Failed to read file "{directory}/abc.parquet": bad; also {directory}')
     # descriptors not held (none reaches 2**31), and longer names, stay as they are
+    assert cachedir.unheld(f"in '{held}'; at {held}") == f"in '{directory}'; at {directory}"
     for other in (f"/proc/self/fd/{fd}9999999999/x", f"/proc/self/fd/{fd}x",
-                  "/proc/self/fd/99999999999/x",
+                  "/proc/self/fd/99999999999/x", f"/data{held}/x.parquet", f"~{held}",
+                  f"{held}.bak", f"{held}-old/x", f"./{held}", f"x{held}",
                   f"/proc/self/fdx/{fd}/x", "no path at all"):
         assert cachedir.unheld(other) == other
+
+
+def test_a_child_forked_while_a_thread_resolves_a_directory_can_use_the_cache(
+        tmp_path: Path) -> None:
+    # the lock guarding the held directories, taken by another thread (a background
+    # download) at fork(), stayed taken in the child: its first cache access hung
+    import multiprocessing
+    import threading
+
+    directory = cachedir.private_directory(tmp_path / "held", what="a test cache")
+    taken, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with cachedir._resolved_lock:
+            taken.set()
+            done.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(60)
+        child = multiprocessing.get_context("fork").Process(
+            target=cachedir.held_path, args=(directory,))
+        child.start()
+        child.join(60)
+        hung = child.is_alive()
+        if hung:
+            child.kill()
+            child.join()
+    finally:
+        done.set()
+        holder.join()
+    assert not hung and child.exitcode == 0

@@ -424,3 +424,30 @@ def test_a_download_in_flight_counts_at_the_size_it_will_reach(
     assert cache.stats.downloads == 1
     assert cache.usage() == held + shards[0].size <= limit
     assert cache.has_room(rest) and not cache.has_room(rest + 1)
+
+
+def test_a_killed_downloads_part_is_not_counted_at_its_size_while_readers_hold_the_shard(
+        memory_dataset: tuple[str, list[int]], tmp_path: Path) -> None:
+    # a whole download's part names the size it will reach; killed, its part was counted
+    # at that size (not its disk) for as long as any reader held the shard's lock shared:
+    # downloads refused, idle shards evicted for bytes that were not there
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=tmp_path / "c",
+                        read_ahead=False)
+    store, shards = ds.source.store, ds.source.shards
+    held = ShardCache(tmp_path / "c").usage()
+    limit = held + shards[0].size + shards[1].size + 4096
+    cache = ShardCache(tmp_path / "c", limit=limit)
+    with cache.pin(shards[0], store.download):
+        pass
+    key = cache.key(shards[2])
+    directory = Path(cache.path(shards[2])).parent
+    with cache.scratch(shards[2]):  # a reader of shard 2 (a window read by range)
+        killed = directory / f"{key}.parquet.part-1-2-3a4b-{shards[2].size:x}"
+        killed.write_bytes(b"PAR1")
+        assert cache.has_room(shards[1].size)
+        assert not killed.exists()  # no download of shard 2 runs: a leftover, swept
+        killed.write_bytes(b"PAR1")
+        with cache.pin(shards[1], store.download, evict=False):
+            pass
+        assert not killed.exists()
+    assert cache.stats.evictions == 0 and cache.cached(shards[0]) and cache.cached(shards[1])

@@ -8,6 +8,7 @@ import pickle
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -333,13 +334,27 @@ def test_http_requests_have_no_cap_on_their_whole_time_and_a_silent_server_fails
         quick = ParquetDataset(urls, memory=64, cache_dir=tmp_path / "b", retries=1,
                                storage_options=options)
         assert quick.source.store.fs.client_kwargs == options["client_kwargs"]
+        # timeouts given another way stand too: aiohttp refuses them beside a timeout=
+        # (read_timeout is the usual way round its 300 s cap)
+        async def own_session(**kwargs: Any) -> Any:
+            return aiohttp.ClientSession(**kwargs)
+
+        with pytest.warns(DeprecationWarning):
+            for other in ({"client_kwargs": {"read_timeout": 600}},
+                          {"client_kwargs": {"conn_timeout": 5}},
+                          {"get_client": own_session}):
+                served = ParquetDataset(urls, memory=64, cache_dir=tmp_path / "c",
+                                        storage_options=other)
+                assert "timeout" not in served.source.store.fs.client_kwargs
+                assert served[len(served) - 1] == datagen.row(len(served) - 1)
         # a server that goes silent midway through its answer: each try waits out the
         # silence allowed, then a StorageError names the object and the tries
         server.state.ranges = False
         server.state.stall.set()
         with pytest.raises(StorageError, match=r"cannot (read|download) http://127\.0\.0\.1:"
                            r"\d+/quiet/part-00000\.parquet: no answer within the client's "
-                           r"timeout .*tried 2 times"):
+                           r"timeout \(FSTimeoutError\); storage_options set it: client_kwargs="
+                           r"\{'timeout': aiohttp\.ClientTimeout\(\.\.\.\)\} \(tried 2 times"):
             quick[0]
     finally:
         server.close()

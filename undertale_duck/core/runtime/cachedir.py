@@ -55,6 +55,17 @@ _resolved: dict[tuple[object, ...], tuple[Path, int]] = {}
 #: The same, by real path: where their files are reached (:func:`held_path`).
 _held: dict[Path, int] = {}
 _resolved_lock = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    global _resolved_lock
+    # another thread (a background download resolving the shard cache) may have held it at
+    # fork(): the child's copy would stay locked, and its first cache access hang
+    _resolved_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 #: Where a process reaches an open descriptor by path (Linux; absent elsewhere).
 _PROC_FD = "/proc/self/fd"
 
@@ -242,7 +253,9 @@ def held_path(directory: str | os.PathLike[str]) -> Path:
     return Path(_PROC_FD, str(fd))
 
 
-_HELD_IN_TEXT = re.compile(re.escape(_PROC_FD) + r"/(\d+)(?=/|\b)")
+#: A held directory's path in a message: whole (not the end of a longer path, nor the
+#: start of a longer name such as ``3.bak``).
+_HELD_IN_TEXT = re.compile(r"(?<![\w.~/-])" + re.escape(_PROC_FD) + r"/(\d+)(?=/|[^\w.-]|$)")
 
 
 def unheld(text: str) -> str:

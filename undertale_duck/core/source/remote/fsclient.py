@@ -344,6 +344,9 @@ def parse_storage_options(items: Sequence[str]) -> dict[str, Any]:
 #: longer, and waits that long for a server that went silent.
 HTTP_CONNECT_S = 30
 HTTP_READ_S = 60
+#: ``client_kwargs`` that set an aiohttp session's timeouts (two of them deprecated, still
+#: taken, and refused beside ``timeout``): given any, the user's timeouts stand.
+USER_TIMEOUTS = frozenset(("timeout", "read_timeout", "conn_timeout"))
 
 
 def with_http_timeout(protocol: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
@@ -354,14 +357,17 @@ def with_http_timeout(protocol: str, storage_options: Mapping[str, Any]) -> dict
         storage_options: The user's options (checked; not changed).
 
     Returns:
-        A copy of the options; for HTTP(S) without ``client_kwargs["timeout"]``, one whose
+        A copy of the options; for HTTP(S) without a timeout of the user's (in
+        ``client_kwargs``, or a ``get_client`` of their own), one whose
         ``client_kwargs`` add an ``aiohttp.ClientTimeout`` with no cap on a request's whole
         time, :data:`HTTP_CONNECT_S` to connect and :data:`HTTP_READ_S` between reads.
     """
     options = dict(storage_options)
     client = options.get("client_kwargs")
-    if protocol not in ("http", "https") or (
-        isinstance(client, Mapping) and "timeout" in client
+    if (
+        protocol not in ("http", "https")
+        or "get_client" in options  # the user's own session maker: its own timeouts
+        or (isinstance(client, Mapping) and USER_TIMEOUTS & set(client))
     ):
         return options
     try:

@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import xxhash
 
@@ -783,8 +783,8 @@ class ShardCache:
                     parts.append(e)
                 elif (temp := RECORD_TEMP.fullmatch(e.name)) is not None:
                     temps.append((temp[1], e.path))
-        for key, path in temps:
-            if key != keep and self._idle(key):
+        for key, path in temps:  # written under the key's exclusive lock, by a download
+            if key != keep and self._idle(key, "shared"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
         for entry in parts:
@@ -796,22 +796,34 @@ class ShardCache:
             # a range read's part file is sparse: count the disk it takes, not its length; a
             # whole download counts at the size it will reach (else two downloads started
             # while both were short would each fit, and together overshoot the limit)
-            size = max(min(st.st_size, st.st_blocks * 512), _declared(entry.name))
-            if key == keep or not self._idle(key):
+            declared = _declared(entry.name)
+            size = max(min(st.st_size, st.st_blocks * 512), declared)
+            if key == keep:
+                flight += size
+                continue
+            if not self._idle(key) and not (declared and self._idle(key, "shared")):
+                # a reader's scratch part (readers hold the key shared), or a download in
+                # flight (it holds the key exclusive); a whole download's part whose key
+                # only readers hold was left by a killed download: never counted at the
+                # size its name promises, nor kept
                 flight += size
                 continue
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
         return flight
 
-    def _idle(self, key: str) -> bool:
-        """Whether no process holds the key's lock (so its part files are leftovers)."""
+    def _idle(self, key: str, mode: Literal["shared", "exclusive"] = "exclusive") -> bool:
+        """Whether ``mode`` of the key's lock can be taken now.
+
+        ``"exclusive"``: no process holds the lock (its part files are leftovers);
+        ``"shared"``: none holds it exclusive (no download of the key runs).
+        """
         lock = self._lock_path(key)
         if _stat(lock) is None:
             return True
         fd = self._open(lock)
         try:
-            return try_acquire(fd, "exclusive")
+            return try_acquire(fd, mode)
         finally:
             _close(fd)
 

@@ -236,13 +236,23 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, Exception)
 
 
-def _failure_text(exc: BaseException) -> str:
+#: Where each client's timeouts are set, for a timeout's error.
+_TIMEOUT_OPTIONS = {
+    "http": "client_kwargs={'timeout': aiohttp.ClientTimeout(...)}",
+    "https": "client_kwargs={'timeout': aiohttp.ClientTimeout(...)}",
+    "s3": "config_kwargs={'connect_timeout': ..., 'read_timeout': ...}",
+    "s3a": "config_kwargs={'connect_timeout': ..., 'read_timeout': ...}",
+}
+
+
+def _failure_text(exc: BaseException, url: str) -> str:
     """A failure for an error message; a timeout says what timed out (its text is empty)."""
     text = first_line(exc)
     if isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower():
-        return (f"no answer within the client's timeout ({text}; storage_options set it: "
-                "for HTTP(S) client_kwargs={'timeout': aiohttp.ClientTimeout(...)}, for S3 "
-                "config_kwargs={'read_timeout': ...})")
+        scheme = url.partition("://")[0].lower()
+        where = _TIMEOUT_OPTIONS.get(scheme, "the client's timeout options")
+        return (f"no answer within the client's timeout ({text}); storage_options set it: "
+                f"{where}")
     return text
 
 
@@ -550,7 +560,7 @@ class Store:
             if attempt == self.retries:
                 tries = "once" if attempt == 0 else f"{attempt + 1} times"
                 raise StorageError(
-                    f"cannot {what} {url}: {_failure_text(failure)} (tried {tries} over "
+                    f"cannot {what} {url}: {_failure_text(failure, url)} (tried {tries} over "
                     f"{time.monotonic() - start:.1f} s; the store may be down, "
                     "unreachable or throttling: check it and the storage_options, then "
                     "try again)",
