@@ -16,7 +16,13 @@ from pydantic import BaseModel
 from .common.keywords import guard
 from .common.progress import progress_bar
 from .common.sizes import DEFAULT_MEMORY
-from .core.dataset import RowList, ShardDataset, check_expected_rows, check_positions
+from .core.dataset import (
+    RowList,
+    ShardDataset,
+    check_expected_rows,
+    check_positions,
+    named_filter,
+)
 from .core.pack import Pack, PackedBlocks, check_pack
 from .core.query import QuerySession, SqlFiles
 from .core.read import CacheStats, DiskStats, WindowReader
@@ -109,13 +115,16 @@ class ParquetDataset(ShardDataset):
         if pack is not None:
             raise ArgumentError(f"pack= is served by ParquetDataset itself, not {type(self)}")
         checked = check_split(split)
+        #: The user's own where= (errors name it, not the split's condition added to it).
+        self._where_given = where
         if checked is not None:
             if query is not None:
                 raise ArgumentError(
                     "split= works on a plain dataset or with where=; with query= put the "
                     "split's condition (Split.condition()) in the query's WHERE"
                 )
-            where = checked.where(where)
+            with named_filter(where):
+                where = checked.where(where)
         #: The split part this dataset keeps, or None.
         self.split = checked
         super().__init__(

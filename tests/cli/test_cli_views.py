@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from support import datagen
 
 from undertale_duck.cli import app
+from undertale_duck.cli.wording import shell_word
 
 SIZES = [30, 0, 25, 17]
 TOTAL = sum(SIZES)
@@ -379,6 +381,9 @@ def test_output_never_replaces_a_side_table(data: Path, tmp_path: Path, command:
     ("label >", "cannot be used: syntax error"),
     ("nope = 1", 'cannot run over the dataset: .*"nope" not found'),
     ("count(*) > 1", "uses the aggregate function"),
+    ("label = 'a' AND nope = \"b\" ", 'cannot run over the dataset: .*"nope" not found'),
+    ("id LIKE 'a\\_b' AND nope", "cannot run over the dataset"),
+    ("nope\n> 1", 'cannot run over the dataset: .*"nope" not found'),
 ])
 def test_a_failing_where_names_the_flag_and_the_condition(
     data: Path, command: str, where: str, said: str
@@ -386,6 +391,12 @@ def test_a_failing_where_names_the_flag_and_the_condition(
     extra = {"head": [], "describe": [], "batch": ["--step", "0", "--batch", "4"]}[command]
     status, out, err = _run(command, str(data), *extra, "--where", where)
     assert status == 1, err
-    assert err.startswith(f"undertale-duck: error: --where {where!r} "), err
+    prefix = "undertale-duck: error: --where "
+    assert err.startswith(prefix), err
+    # the condition as one shell word that pastes back as the text typed
+    word = shell_word(where)
+    assert err[len(prefix):].startswith(word + " "), err
+    if where.isprintable():
+        assert shlex.split(word) == [where]
     assert re.search(said, err) and "view query" not in err, err
     assert err.count("\n") == 1 and "Traceback" not in err and out == ""

@@ -200,7 +200,7 @@ def test_the_empty_epoch_warning_advises_the_flag_batch_has(data: Path) -> None:
     assert status == 2 and "beyond the epoch: rank 0 has 0 batches" in err
     said = _said(err)
     assert "without --keep-last every rank gets none" in said
-    assert "use fewer workers, or --keep-last" in said and "drop_last" not in said
+    assert "if the run kept every row, give --keep-last" in said and "drop_last" not in said
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         status, out, err = invoke(*args, "--keep-last", "-f", "csv")

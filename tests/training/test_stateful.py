@@ -219,3 +219,32 @@ def test_final_sampler_states_of_smaller_ranks_and_older_states(data: Path) -> N
     for bad in (-1, True, "1", 1.0):
         with pytest.raises(ArgumentError, match=r"cannot resume: .*rank"):
             sampler(0).load_state_dict({**old.state_dict(), "rank": bad})
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("served", [0, 2])
+def test_a_run_restored_at_an_epochs_end_saves_the_next_epoch_as_its_own(
+    data: Path, workers: int, served: int
+) -> None:
+    # restored from the state after epoch 0's last batch, a run that sets epoch 0 again
+    # (nothing left), then epoch 1, saves at epoch 1's start or a few batches in; restored
+    # there, the rest of epoch 1 comes, once. A state naming epoch 0's end for an iteration
+    # of epoch 1 lost the whole epoch, or (with workers, whose loader steps past the
+    # batches served) ended the restored iteration with StopIteration
+    whole = _epochs(_loader(data, workers, True, 4), range(2))
+    first = _loader(data, workers, True, 1)  # its last state is its epoch's very end
+    first.sampler.set_epoch(0)
+    for _ in first:
+        end = first.state_dict()
+    again = _loader(data, workers, True, 4)
+    again.load_state_dict(end)
+    assert _epochs(again, range(1)) == [[]]
+    again.sampler.set_epoch(1)
+    batches = iter(again)
+    seen = [i for _ in range(served) for i in next(batches)]
+    saved = again.state_dict()
+    resumed = _loader(data, workers, True, 4)
+    resumed.load_state_dict(saved)
+    resumed.sampler.set_epoch(1)
+    assert seen + [i for batch in resumed for i in batch] == whole[1]
+    assert _epochs(resumed, range(2, 3)) == _epochs(_loader(data, workers, True, 4), range(2, 3))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from typing import Any
 
@@ -15,6 +14,7 @@ from .command import (
     add_memory,
     storage_options,
 )
+from .wording import shell_word
 
 
 def _fraction(text: str) -> float:
@@ -60,23 +60,10 @@ def run(args: argparse.Namespace) -> int:
         share = info["rows"] / rows if rows else 0.0
         print(f"  {part:<10} {info['rows']:>12,} rows ({share:.2%})  fingerprint "
               f"{info['fingerprint']}")
-        print(f"             --where {_shell_word(info['where'])}")
+        print(f"             --where {shell_word(info['where'])}")
     print("Counts are exact for these shards; adding shards adds rows to both parts but "
           "moves none.")
     return EXIT_OK
-
-
-def _shell_word(text: str) -> str:
-    r"""``text`` as one shell word to paste, and safe to print on a terminal.
-
-    A key whose name holds a control character (ESC, a line break, U+202E) goes in
-    bash's ``$'...'`` quoting with that character escaped (``\x1b``), so the condition
-    neither rewrites the screen nor breaks the line, and pastes as the same text.
-    """
-    if text.isprintable():
-        return shlex.quote(text)
-    # terminal_safe's escapes (\x1b, \n, \u202e) are ones bash's $'...' reads back
-    return "$'" + "".join("\\" + c if c in "\\'" else terminal_safe(c) for c in text) + "'"
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:

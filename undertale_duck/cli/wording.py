@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Mapping
+import shlex
+from collections.abc import Callable, Mapping
 from functools import lru_cache
+
+from ..common.text import terminal_safe
 
 #: Where an argument's name may start: the message's start, after a space or "(" (never
 #: inside a path or a quoted name, such as ``/data/memory=1``).
 _AT = r"(?<![^\s(])"
 
+
+def shell_word(text: str) -> str:
+    r"""``text`` as one shell word to paste, and safe to print on a terminal.
+
+    A key whose name holds a control character (ESC, a line break, U+202E) goes in
+    bash's ``$'...'`` quoting with that character escaped (``\x1b``), so the condition
+    neither rewrites the screen nor breaks the line, and pastes as the same text.
+    """
+    if text.isprintable():
+        return shlex.quote(text)
+    # terminal_safe's escapes (\x1b, \n, \u202e) are ones bash's $'...' reads back
+    return "$'" + "".join("\\" + c if c in "\\'" else terminal_safe(c) for c in text) + "'"
+
+
 #: Python argument forms in library messages, and the flag a command-line user typed.
-_FLAGS: tuple[tuple[re.Pattern[str], str], ...] = (
+_FLAGS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # tables['x']: ... -> --table x: ...
     (re.compile(_AT + r"tables\[(?P<q>['\"])(?P<name>.*?)(?P=q)\]"), r"--table \g<name>"),
     # memory=1 MB is below ... -> --memory 1 is below ...; Raise memory -> Raise --memory
@@ -26,11 +44,15 @@ _FLAGS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(_AT + r"columns=(?=[\w\['\"])"), "--columns "),
     (re.compile(_AT + r"columns="), "--columns"),
     (re.compile(r"^storage_options(?=[ :])"), "--storage-option"),
-    # the sampler's drop_last is batch's --keep-last (drop_last=False)
+    # the sampler's drop_last is batch's --keep-last (drop_last=False); batch looks at a
+    # past run, whose settings are not to be changed but told
+    (re.compile(r"; use fewer workers, or drop_last=False$"),
+     "; if the run kept every row, give --keep-last"),
     (re.compile(r"\bwith drop_last=True\b"), "without --keep-last"),
     (re.compile(r"\bdrop_last=False\b"), "--keep-last"),
-    # where='x >' cannot be used -> --where 'x >' cannot be used
-    (re.compile(r"^where=(?=['\"])"), "--where "),
+    # where='x >' cannot be used -> --where 'x >' cannot be used (as a shell word)
+    (re.compile(r"^where=(?P<text>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"),
+     lambda m: "--where " + shell_word(ast.literal_eval(m["text"]))),
 )
 
 

@@ -583,16 +583,19 @@ class ChunkedSampler(DistributedSampler[int]):
             done = max(self.consumed, self._resume)
         return self._state(self.epoch, done)
 
-    def _state(self, epoch: int, done: int) -> dict[str, Any]:
+    def _state(self, epoch: int, done: int, *, of_pass: bool = False) -> dict[str, Any]:
         end = self._end_state
         if (
             end is not None and done == 0 and epoch == self.epoch and not self._before
-            and not self._carried and epoch - end["epoch"] in (0, 1)
+            and not self._carried
+            and (epoch == end["epoch"] or (epoch == end["epoch"] + 1 and not of_pass))
         ):
             # nothing served since a state saved at the end of epoch E was loaded: that
             # state again. This topology's own count of E (its share, 0 where ranks x
             # workers outnumber the rows) or of E + 1 (0) would read as "not started", and
-            # a trainer restored again inside E would be served E a second time
+            # a trainer restored again inside E would be served E a second time. Not for
+            # an iteration of E + 1 (StatefulDataLoader's): its state is its own epoch's,
+            # which the loader then steps through (as E's end, it read as exhausted)
             return {**copy.deepcopy(end), "units": self._units_fingerprint(),
                     "data": self._data_fingerprint()}
         before = self._before if epoch == self.epoch else []
@@ -943,7 +946,7 @@ class _Pass(Iterator[int]):
 
     def state_dict(self) -> dict[str, Any]:
         """Return the sampler's state at this iteration's position (indices handed out)."""
-        return self._sampler._state(self.epoch, self.position)
+        return self._sampler._state(self.epoch, self.position, of_pass=True)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a state of :meth:`state_dict` (the sampler's checks apply).

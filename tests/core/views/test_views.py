@@ -25,6 +25,7 @@ from undertale_duck import (
     ParquetDataset,
     QueryError,
     SourceError,
+    Split,
 )
 from undertale_duck.core.source import windows as win
 from undertale_duck.core.views import check as viewmod
@@ -610,3 +611,9 @@ def test_a_failing_where_names_the_condition_given(
     # a query= view still names its query as such
     with pytest.raises(QueryError, match=r"^view query "):
         ParquetDataset(data, query=f"SELECT * FROM dataset WHERE {where}", columns=columns)
+    # with a split, the condition given: not the split's own SQL added to it
+    with pytest.raises(QueryError) as caught:
+        ParquetDataset(data, where=where, columns=columns, split=Split("id", 0.2))
+    text = str(caught.value)
+    assert text.startswith(f"where={where!r} ") and re.search(said, text), text
+    assert "md5" not in text and "view query" not in text

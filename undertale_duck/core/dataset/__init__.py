@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from .arguments import RowList, check_expected_rows, check_positions
-from .dataset import ShardDataset
+from .dataset import ShardDataset, named_filter
 
 __all__ = [
     "RowList",
     "ShardDataset",
     "check_expected_rows",
     "check_positions",
+    "named_filter",
 ]

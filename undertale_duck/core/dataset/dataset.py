@@ -66,6 +66,23 @@ PendingOrder = tuple[int, list[int] | None, np.ndarray[Any, np.dtype[np.int64]] 
 WorkerPlan = Callable[[int, int], "tuple[Sequence[int], RowList] | None"]
 
 
+@contextlib.contextmanager
+def named_filter(where: str | None) -> Iterator[None]:
+    """Errors of a ``where=`` view name the condition the user gave, not the query made of it.
+
+    Args:
+        where: The user's own condition (not a split's added to it); None: a ``query=``
+            view, or none, whose errors name the view query.
+    """
+    try:
+        yield
+    except QueryError as exc:
+        text = str(exc)
+        if where is None or not text.startswith(_VIEW_QUERY):
+            raise
+        raise type(exc)(f"where={where!r}{text[len(_VIEW_QUERY):]}") from None
+
+
 class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
     """A Parquet-backed dataset with random access through a byte-bounded window cache.
 
@@ -296,16 +313,9 @@ class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
             )
             self.windows = self.view.windows
 
-    @contextlib.contextmanager
-    def _named_filter(self) -> Iterator[None]:
-        """Errors of a ``where=`` view name the condition given, not the query made of it."""
-        try:
-            yield
-        except QueryError as exc:
-            text = str(exc)
-            if self._where is None or not text.startswith(_VIEW_QUERY):
-                raise
-            raise type(exc)(f"where={self._where!r}{text[len(_VIEW_QUERY):]}") from None
+    def _named_filter(self) -> contextlib.AbstractContextManager[None]:
+        """Errors of a ``where=`` view name the condition given (:func:`named_filter`)."""
+        return named_filter(getattr(self, "_where_given", self._where))
 
     def _read_filter_columns(self, source: SourceLike, where: str, columns: list[str]) -> None:
         """Let ``where=`` filter by columns ``columns=`` leaves out, serving only ``columns``.
