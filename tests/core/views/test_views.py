@@ -597,6 +597,8 @@ def test_computed_interval_hugeint_and_varint_columns_are_served_as_documented(
     ("count(*) > 1", None, "uses the aggregate function count_star"),
     ("label > 1) UNION ALL (SELECT * FROM dataset", None, "UNION"),
     ("it's", ["id", "label"], "cannot be used"),
+    ("1=1; SELECT 1", None, "must be one SQL condition on the rows, without ';'"),
+    ("label > 1; DROP TABLE dataset", None, "must be one SQL condition on the rows"),
 ])
 def test_a_failing_where_names_the_condition_given(
     data: Path, where: str, columns: list[str] | None, said: str

@@ -80,7 +80,11 @@ def named_filter(where: str | None) -> Iterator[None]:
         text = str(exc)
         if where is None or not text.startswith(_VIEW_QUERY):
             raise
-        raise type(exc)(f"where={where!r}{text[len(_VIEW_QUERY):]}") from None
+        rest = text[len(_VIEW_QUERY):]
+        if rest.startswith(" must be"):  # the view's words for a statement after ';'
+            rest = (" must be one SQL condition on the rows, without ';' (it is the filter of "
+                    "SELECT * FROM dataset WHERE <condition>)")
+        raise type(exc)(f"where={where!r}{rest}") from None
 
 
 class ShardDataset(RowAccess, SqlAccess, Dataset[Row]):
