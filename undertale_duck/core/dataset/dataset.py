@@ -53,9 +53,9 @@ from .build import ReaderSettings, build_reader, process_budget
 from .sql import SqlAccess
 
 #: Logs under ``undertale_duck`` (silent unless the application configures logging).
+_log = logging.getLogger(__name__)
 #: How the view's errors name its query; a ``where=`` view's name the condition instead.
 _VIEW_QUERY = "view query"
-_log = logging.getLogger(__name__)
 
 
 #: An order ``prefetch(lazy=True)`` declared: the declaring process, the windows, the rows.

@@ -506,10 +506,7 @@ class ShardCache:
 
     def has_room(self, size: int) -> bool:
         """Whether ``size`` more bytes fit under the limit without evicting anything."""
-        self._ensure_directory()
-        guard = self._open(str(self._io / EVICT_LOCK))
-        with contextlib.closing(_Closing(guard)):
-            acquire(guard, "exclusive")
+        with self._guard():
             return self._held(None) + size <= self.limit
 
     @contextlib.contextmanager
@@ -698,9 +695,7 @@ class ShardCache:
         Returns:
             False (and no part file) if ``evict`` is false and the download does not fit.
         """
-        guard = self._open(str(self._io / EVICT_LOCK))
-        with contextlib.closing(_Closing(guard)):
-            acquire(guard, "exclusive")
+        with self._guard():
             if evict:
                 self._fit(size, key)
             elif self._held(None) + size > self.limit:
@@ -723,11 +718,17 @@ class ShardCache:
         Returns:
             Bytes held after eviction (cached shards and downloads in flight).
         """
+        with self._guard():
+            return self._fit(incoming, keep)
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Hold the cache's eviction lock: one process at a time counts, evicts, reserves."""
         self._ensure_directory()
         guard = self._open(str(self._io / EVICT_LOCK))
         with contextlib.closing(_Closing(guard)):
             acquire(guard, "exclusive")
-            return self._fit(incoming, keep)
+            yield
 
     def _held(self, keep: str | None) -> int:
         """Bytes held (cached shards, footers, downloads in flight); under the guard."""
