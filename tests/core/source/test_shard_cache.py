@@ -451,3 +451,56 @@ def test_a_killed_downloads_part_is_not_counted_at_its_size_while_readers_hold_t
             pass
         assert not killed.exists()
     assert cache.stats.evictions == 0 and cache.cached(shards[0]) and cache.cached(shards[1])
+
+
+def _memory_copy(tmp_path: Path, name: str, sizes: list[int]) -> str:
+    """Shards of ``sizes`` rows in fsspec's in-memory store (its URL)."""
+    paths = datagen.write_shards(tmp_path / name, sizes, row_group_size=20)
+    fs = fsspec.filesystem("memory")
+    root = f"memory://{name}-{os.getpid()}-{time.monotonic_ns()}"
+    for p in paths:
+        fs.pipe(f"{root}/{p.name}", p.read_bytes())
+    return root + "/"
+
+
+def _footers(ds: ParquetDataset) -> list[Path]:
+    store = ds.source.store
+    return [store.cache.directory / (store.key(s.path, s.version, s.size) + ".footer")
+            for s in ds.source.shards]
+
+
+@pytest.mark.parametrize("spare", [0, 1, 2])
+def test_footers_kept_at_open_stay_within_the_limit_and_never_evict_a_shard(
+        tmp_path: Path, spare: int) -> None:
+    # footers were saved without making room: many shards under a small limit held more
+    # than the limit until a download trimmed the cache
+    one = _memory_copy(tmp_path, "one", [120, 80, 100, 60])
+    two = _memory_copy(tmp_path, "two", [70, 90, 50, 110, 30])
+    probe = tmp_path / "probe"
+    sizes = {u: [p.stat().st_size for p in _footers(ParquetDataset(u, cache_dir=probe))]
+             for u in (one, two)}
+    ds = ParquetDataset(one, memory=64, cache_dir=tmp_path / "c", read_ahead=False)
+    cache = ds.source.store.cache
+    with ds.source.shards[0].local():
+        pass
+    shard = cache.usage() - sum(sizes[one])  # the one cached copy
+    assert shard == ds.source.shards[0].size
+    # room for the shard, every footer of the second dataset and ``spare`` of the first's
+    limit = shard + sum(sizes[two]) + sum(sorted(sizes[one])[:spare]) + spare
+    time.sleep(0.01)  # the second dataset's footers are the more recent
+    again = ParquetDataset(two, memory=64, cache_dir=tmp_path / "c", cache_limit=limit)
+    kept = ShardCache(tmp_path / "c", limit=limit)
+    assert kept.usage() <= limit
+    assert kept.cached(ds.source.shards[0])  # footers never evict a shard
+    assert all(p.exists() for p in _footers(again))  # the newest footers kept
+    assert sum(p.exists() for p in _footers(ds)) <= spare
+    assert [again[i] for i in range(len(again))] == [datagen.row(i) for i in range(350)]
+
+
+def test_footers_over_a_limit_below_them_are_read_again_and_rows_stay_right(
+        tmp_path: Path) -> None:
+    url = _memory_copy(tmp_path, "small", [40, 30, 50])
+    ds = ParquetDataset(url, memory=64, cache_dir=tmp_path / "c", cache_limit=1,
+                        read_ahead=False)
+    assert ShardCache(tmp_path / "c", limit=1).usage() <= 1  # no footer fits: none kept
+    assert [ds[i] for i in range(len(ds))] == [datagen.row(i) for i in range(120)]

@@ -208,9 +208,12 @@ def footers(store: Store, listed: Sequence[tuple[str, dict[str, Any]]]) -> list[
         StorageError: If the store fails.
     """
     if len(listed) <= 1:
-        return [footer(store, u, i) for u, i in listed]
-    with ThreadPoolExecutor(min(FOOTER_THREADS, len(listed))) as pool:
-        return list(pool.map(lambda item: footer(store, *item), listed))
+        shards = [footer(store, u, i) for u, i in listed]
+    else:
+        with ThreadPoolExecutor(min(FOOTER_THREADS, len(listed))) as pool:
+            shards = list(pool.map(lambda item: footer(store, *item), listed))
+    store.cache.trim_footers()  # the footers just kept, within cache_limit
+    return shards
 
 
 def footer(store: Store, url: str, info: Mapping[str, Any]) -> RemoteShard:
@@ -235,7 +238,7 @@ def footer(store: Store, url: str, info: Mapping[str, Any]) -> RemoteShard:
     """
     size = int(info.get("size") or 0)
     version = identity(info)
-    meta = metadata(store, url, info)
+    meta = _metadata(store, url, size, version, trim=False)[0]  # footers() trims once
     return _shard(store, url, size, version, meta)
 
 
@@ -273,8 +276,14 @@ def remote_metadata(shard: RemoteShard) -> Any:
     return meta
 
 
-def _metadata(store: Store, url: str, size: int, version: str | None) -> tuple[Any, bytes]:
-    """An object's decoded footer and the bytes it was decoded from (its tail)."""
+def _metadata(
+    store: Store, url: str, size: int, version: str | None, *, trim: bool = True
+) -> tuple[Any, bytes]:
+    """An object's decoded footer and the bytes it was decoded from (its tail).
+
+    A footer read from the store is kept in the shard cache; with ``trim`` the cache's
+    least recently used footers are then deleted while it holds more than its limit.
+    """
     key = store.key(url, version, size)
     tail = store.cache.load_footer(key)
     if tail is not None:
@@ -291,6 +300,8 @@ def _metadata(store: Store, url: str, size: int, version: str | None) -> tuple[A
     footer_checks.check_encrypted_columns(url, meta, tail[:-8])
     footer_checks.arrow_schema(url, meta)
     store.cache.save_footer(key, tail)  # it decodes: the next open needs no range read
+    if trim:
+        store.cache.trim_footers()
     return meta, tail
 
 

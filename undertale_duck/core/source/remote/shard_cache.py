@@ -432,6 +432,34 @@ class ShardCache:
             with contextlib.suppress(OSError):
                 os.unlink(part)
 
+    def trim_footers(self) -> int:
+        """Delete least recently used footers while the cache holds more than its limit.
+
+        Footers are saved without making room (a dataset opening thousands of shards would
+        scan the directory once per footer); this one scan after they are saved keeps the
+        cache within its limit. Footers never evict a cached shard: a footer costs one range
+        read to fetch again, a shard a whole download.
+
+        Returns:
+            The footers deleted.
+        """
+        try:
+            with self._guard():
+                entries = self._entries()
+                total = self._sweep_parts(None) + sum(size for _, size, _ in entries)
+                deleted = 0
+                for name, size, _ in sorted(entries, key=lambda e: e[2]):
+                    if total <= self.limit:
+                        break
+                    if name.endswith(FOOTER_SUFFIX):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(self._io / name)
+                        total -= size
+                        deleted += 1
+                return deleted
+        except (SourceError, OSError):
+            return 0  # best effort, as saving them is: a footer costs a range read
+
     # ------------------------------------------------------------------ use
     @contextlib.contextmanager
     def pin(self, shard: Shard, fetch: Fetch, *, evict: bool = True) -> Iterator[Shard]:

@@ -783,6 +783,7 @@ class Store:
                 )
             (tail,) = self.read_ranges(shard, [(shard.size - need, shard.size)])
             self.cache.save_footer(key, tail)
+            self.cache.trim_footers()
         return tail
 
     @contextlib.contextmanager
