@@ -504,3 +504,23 @@ def test_footers_over_a_limit_below_them_are_read_again_and_rows_stay_right(
                         read_ahead=False)
     assert ShardCache(tmp_path / "c", limit=1).usage() <= 1  # no footer fits: none kept
     assert [ds[i] for i in range(len(ds))] == [datagen.row(i) for i in range(120)]
+
+
+def test_a_footer_being_written_is_not_swept_and_a_killed_ones_part_is(
+        memory_dataset: tuple[str, list[int]], tmp_path: Path) -> None:
+    # a footer's part file has no lock: another process's sweep deleted it mid-write
+    directory = tmp_path / "c"
+    ds = ParquetDataset(memory_dataset[0], memory=64, cache_dir=directory)
+    writing = directory / ("1" * 40 + ".footer.part-7-8-9abc")
+    writing.write_bytes(b"x" * 5000)
+    killed = directory / ("2" * 40 + ".footer.part-7-8-9abd")
+    killed.write_bytes(b"y" * 7000)
+    old = time.time() - 120
+    os.utime(killed, (old, old))
+    cache = ds.source.store.cache
+    held = cache.make_room(0)
+    assert writing.exists() and not killed.exists()
+    st = os.stat(writing)
+    assert held == cache.usage() + min(st.st_size, st.st_blocks * 512)  # counted while written
+    assert ds[0] == datagen.row(0)
+    assert writing.exists()

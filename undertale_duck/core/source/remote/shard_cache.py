@@ -12,6 +12,7 @@ import secrets
 import shutil
 import stat
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
@@ -55,6 +56,8 @@ LOCK_SUFFIX = ".lock"
 FOOTER_SUFFIX = ".footer"
 PART_MARK = ".part-"
 EVICT_LOCK = ".evict.lock"
+#: Seconds after which a footer's part file is a killed process's leftover (swept).
+FOOTER_PART_AGE = 60.0
 
 #: A kept footer starts with this, then the CRC-32 of its key and the footer bytes (4 bytes,
 #: big end; see :func:`_footer_crc`).
@@ -827,7 +830,13 @@ class ShardCache:
             # while both were short would each fit, and together overshoot the limit)
             declared = _declared(entry.name)
             size = max(min(st.st_size, st.st_blocks * 512), declared)
-            if key == keep:
+            if FOOTER_SUFFIX + PART_MARK in entry.name:
+                # a footer's part has no lock to tell a writer from a leftover: it is written
+                # in milliseconds, so one older than a minute was left by a killed process
+                if time.time() - st.st_mtime < FOOTER_PART_AGE:
+                    flight += size
+                    continue
+            elif key == keep:
                 flight += size
                 continue
             if not self._idle(key) and not (declared and self._idle(key, "shared")):
