@@ -248,3 +248,30 @@ def test_a_run_restored_at_an_epochs_end_saves_the_next_epoch_as_its_own(
     resumed.sampler.set_epoch(1)
     assert seen + [i for batch in resumed for i in batch] == whole[1]
     assert _epochs(resumed, range(2, 3)) == _epochs(_loader(data, workers, True, 4), range(2, 3))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("iterated", [False, True])
+def test_an_end_state_saved_again_right_after_its_restore_is_the_same_end(
+    data: Path, workers: int, iterated: bool
+) -> None:
+    # a state taken at epoch 0's last batch, restored, and saved again before anything is
+    # served (a restart right after a restore): without workers the second save named epoch
+    # 1's start, and a loop that then set epoch 0 again was served all of epoch 0 twice
+    whole = _epochs(_loader(data, workers, True, 1), range(2))
+    first = _loader(data, workers, True, 1)
+    first.sampler.set_epoch(0)
+    batches = iter(first)
+    seen = [i for _ in range(len(first)) for i in next(batches)]
+    assert seen == whole[0]
+    state = first.state_dict()
+    for _ in range(2):  # restored and saved again, twice
+        restarted = _loader(data, workers, True, 1)
+        restarted.load_state_dict(state)
+        restarted.sampler.set_epoch(0)
+        if iterated:
+            iter(restarted)
+        state = restarted.state_dict()
+    resumed = _loader(data, workers, True, 1)
+    resumed.load_state_dict(state)
+    assert _epochs(resumed, range(2)) == [[], whole[1]]

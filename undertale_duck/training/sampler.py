@@ -905,6 +905,7 @@ class _Pass(Iterator[int]):
 
     def __init__(self, sampler: ChunkedSampler, start: int) -> None:
         self._sampler = sampler
+        self._restored_end = False
         self._begin(start)
 
     def _begin(self, start: int) -> None:
@@ -946,7 +947,9 @@ class _Pass(Iterator[int]):
 
     def state_dict(self) -> dict[str, Any]:
         """Return the sampler's state at this iteration's position (indices handed out)."""
-        return self._sampler._state(self.epoch, self.position, of_pass=True)
+        # restored exhausted, this pass is the loaded end of the epoch before its own: saved
+        # before anything is served, it is that end state again (as the sampler's own is)
+        return self._sampler._state(self.epoch, self.position, of_pass=not self._restored_end)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a state of :meth:`state_dict` (the sampler's checks apply).
@@ -966,3 +969,4 @@ class _Pass(Iterator[int]):
             self._order = self._order[:0]
             self._buffer_end = 0
             self._indices = iter([])
+            self._restored_end = True
