@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from typing import Any
@@ -111,8 +112,9 @@ def test_elastic_resume_sees_every_unseen_row_once(n: int, old: Topology, new: T
     sizes = {len(o) for o in after}
     assert len(sizes) <= 1  # equal shares: DDP ranks run the same number of batches
     # a second stop, resumed on a third topology: still nothing twice, the same tail bound
-    # the count is a position in the epoch's order (the skipped part included)
-    skipped = len(second[0].order()) - len(after[0])
+    # the count is the epoch's as len() counts it: the part skipped on resuming, or after an
+    # elastic resume the batches run before it at this batch size, included
+    skipped = len(second[0]) - len(after[0])
     taken = int(cut2 * len(after[0]))
     state2 = second[0].state_dict(consumed=skipped + taken)
     last = _resumed(n, third, epoch, state2, shuffle=shuffle)
@@ -150,7 +152,9 @@ def test_elastic_resume_two_ranks_to_one_and_back(caplog: pytest.LogCaptureFixtu
     assert sorted(before + rest) == list(range(400))  # one rank, no workers: no tail at all
     # the trainer counts 5 batches done before the checkpoint: the epoch's length says so
     assert len(one) == 5 * 10 + 240
-    resumed = one.state_dict(consumed=30)
+    with pytest.raises(ArgumentError, match="less than the 50 samples epoch 0 counts before"):
+        one.state_dict(consumed=30)  # this run's count alone: 50 of the epoch came before
+    resumed = one.state_dict(consumed=50 + 30)
     assert resumed["before"] == [{"ranks": 2, "workers": 2, "batch": 16, "drop_last": True,
                                   "consumed": 80}]
     back = _resumed(400, (2, 2, 16), 0, resumed, shuffle=True)
@@ -311,3 +315,30 @@ def test_an_epochs_end_passed_on_through_any_topology_stays_its_end(
         resumed.set_epoch(3)
         fresh = _samplers(n, last, 3, **kw)[resumed.rank]
         assert list(resumed) == list(fresh)
+
+
+@settings(max_examples=60, deadline=None)
+@given(old=st.integers(1, 20), new=st.integers(1, 20), cut=st.integers(0, 24),
+       more=st.integers(0, 60))
+def test_consumed_counts_the_whole_epoch_as_len_does_and_other_counts_are_refused(
+        old: int, new: int, cut: int, more: int) -> None:
+    # consumed= meant the epoch's count on the same topology but this run's alone after an
+    # elastic resume: a loop counting the epoch lost rows without a word, one counting its
+    # run served them twice on the same topology
+    (first,) = _samplers(400, (1, 0, old), 0, shuffle=True)
+    used = min(cut * old, 400 - old)
+    before = list(first)[:used]
+    (second,) = _resumed(400, (1, 0, new), 0, first.state_dict(consumed=used), shuffle=True)
+    earlier = len(second) - len(list(second.order())) if new != old else used
+    taken = list(itertools.islice(iter(second), min(more, 400 - used)))
+    right = earlier + len(taken)
+    start = used if new == old else earlier  # what the resumed state had used, as len counts
+    for wrong in (len(taken), used + len(taken), right + 1):
+        # this run's count alone, or rows rather than len()'s count: refused wherever it is
+        # below what the resumed state had used or above what this iteration handed out
+        if wrong < start or wrong > right:
+            with pytest.raises(ArgumentError, match=f"consumed={wrong} is (less|more) than"):
+                second.state_dict(consumed=wrong)
+    (third,) = _resumed(400, (1, 0, new), 0, second.state_dict(consumed=right), shuffle=True)
+    seen = before + taken + (list(third) if third.epoch == 0 else [])
+    assert len(seen) == len(set(seen)) == 400

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +276,21 @@ def test_an_end_state_saved_again_right_after_its_restore_is_the_same_end(
     resumed = _loader(data, workers, True, 1)
     resumed.load_state_dict(state)
     assert _epochs(resumed, range(2)) == [[], whole[1]]
+
+
+@pytest.mark.parametrize(("workers", "batch", "warned"),
+                         [(2, 4, True), (2, BATCH, False), (0, 4, False)])
+def test_an_elastic_iterator_state_with_workers_warns_of_torchdatas_snapshots(
+    workers: int, batch: int, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # StatefulDataLoader with workers restores its last snapshot and steps through the
+    # batches since at the new batch size: exact only with snapshot_every_n_steps=1
+    saved = ChunkedSampler(list(range(100)), BATCH, workers, shuffle=True, seed=3)
+    passed = iter(saved)
+    for _ in range(3 * BATCH):
+        next(passed)
+    state = passed.state_dict()  # type: ignore[attr-defined]
+    restored = ChunkedSampler(list(range(100)), batch, workers, shuffle=True, seed=3)
+    with caplog.at_level(logging.WARNING, logger="undertale_duck"):
+        iter(restored).load_state_dict(state)  # type: ignore[attr-defined]
+    assert ("snapshot_every_n_steps=1" in caplog.text) == warned

@@ -566,7 +566,11 @@ class ChunkedSampler(DistributedSampler[int]):
         """
         if consumed is not None:
             done = check_int("consumed", consumed, 0)
-            rows = len(self)  # after an elastic resume, with the batches run before it
+            # the epoch's count: after an elastic resume the batches run before the
+            # checkpoint come first, at this batch size (as len() counts them); the order
+            # holds the rest
+            earlier = _steps(self._before) * self.batch
+            rows = earlier + self._rows_now()
             if done > rows:
                 # cut to the share, it would read as the epoch's end: the resumed run would
                 # skip the rest of the epoch without a word
@@ -574,6 +578,32 @@ class ChunkedSampler(DistributedSampler[int]):
                     f"consumed={done} is more than the {rows} samples this rank has in epoch "
                     f"{self.epoch}: give the samples of this epoch that training used (not a "
                     "count over all epochs), or set_epoch() to the epoch it counts in"
+                )
+            if done < earlier:
+                raise ArgumentError(
+                    f"consumed={done} is less than the {earlier} samples epoch {self.epoch} "
+                    "counts before this run resumed it (the batches run before the "
+                    f"checkpoint, at batch {self.batch}; len(sampler) counts them too): give "
+                    "the samples of the whole epoch, those before the resume included"
+                )
+            done -= earlier
+            live = self._live
+            if live is not None and live.epoch == self.epoch and done < live.start:
+                # the saved state this run resumed from had used them: serving them again
+                raise ArgumentError(
+                    f"consumed={consumed} is less than the {earlier + live.start} samples "
+                    f"epoch {self.epoch} had used when this run resumed it: give the samples "
+                    "of the whole epoch, those before the resume included"
+                )
+            if live is not None and live.epoch == self.epoch and done > live.position:
+                # training cannot have used what this rank's iteration never handed out: a
+                # count of other units (rows before an elastic resume, say) would skip rows
+                raise ArgumentError(
+                    f"consumed={consumed} is more than this rank's iteration of epoch "
+                    f"{self.epoch} handed out ({earlier + live.position}, counted as "
+                    "len(sampler) counts: after an elastic resume the batches run before "
+                    f"the checkpoint at batch {self.batch}): give the samples of this epoch "
+                    "that training used"
                 )
         elif self.counted_by_loader:
             done = self.consumed
@@ -912,6 +942,8 @@ class _Pass(Iterator[int]):
         self.epoch = self._sampler.epoch
         self._order = self._sampler.order()
         self._buffer_end = min(start, len(self._order))
+        #: Where this iteration began in its order (a resumed one: after what was used).
+        self.start = self._buffer_end
         self._sampler._declare_order(self._order, self._buffer_end)
         self._indices: Iterator[int] = iter([])
         # one iterator for every iter() and next(): torch's BatchSampler(drop_last=True) zips
@@ -959,6 +991,16 @@ class _Pass(Iterator[int]):
         """
         sampler = self._sampler
         sampler.load_state_dict(state)
+        mine = sampler._settings()
+        if sampler.workers and _topology(state, mine) != _topology(mine, mine):
+            # torchdata's StatefulDataLoader with workers restores its last snapshot, then
+            # steps through the batches since at this batch size and topology (docs/resume.md)
+            _log.warning(
+                "an elastic resume through torchdata's StatefulDataLoader with workers is "
+                "exact only with snapshot_every_n_steps=1: with a longer interval the batches "
+                "yielded after the last snapshot are stepped through again at batch %d, and "
+                "rows may be served twice", sampler.batch,
+            )
         start, sampler._resume = sampler._resume, 0
         sampler.consumed = start
         sampler._live = self
