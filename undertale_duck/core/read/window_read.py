@@ -18,7 +18,15 @@ from ...common.text import first_line
 from ...errors import CorruptShardError, MemoryBudgetError, ShardChangedError, SourceError
 from ..bounds import NestedBound, ValueBound, read_bounded
 from ..parquet import footers, pages
-from ..runtime import Connection, duckdb_path, failures, interruptible, read_pool, sqlfiles
+from ..runtime import (
+    Connection,
+    duckdb_path,
+    failures,
+    interruptible,
+    lifecycle,
+    read_pool,
+    sqlfiles,
+)
 from ..source import (
     Shard,
     Source,
@@ -126,6 +134,10 @@ class OpenQuery:
         """End the query and close its cursor."""
         self._held.clear()
         self._held_rows = 0
+        self.release()
+
+    def release(self) -> None:
+        """Close the query's reader and cursor; where it reached is kept (see ``reaches``)."""
         # the connection may have been closed or reopened meanwhile: nothing to release
         with contextlib.suppress(duckdb.Error, pa.ArrowException, OSError):
             self._reader.close()
@@ -298,6 +310,7 @@ class WindowDecoder:
         self._open_queries: OrderedDict[tuple[str, int], OpenQuery] = OrderedDict()
         self._stream_lock = threading.Lock()
         self._pid = os.getpid()
+        lifecycle.track_queries(self)  # closed before fork() (their cursors hold the database)
         #: The window the consumption order reads after each window (the reader's hint, set
         #: by a sampler's order; empty: none).
         self.order_next: dict[int, int] = {}
@@ -324,6 +337,21 @@ class WindowDecoder:
                 stream.close()
         if self.direct is not None:
             self.direct.close()
+
+    def close_queries(self) -> None:
+        """Close the DuckDB queries kept open on row groups, before ``fork()``.
+
+        Each holds a cursor that keeps the database alive past the connection's close, and
+        a child dropping the parent's waited in the database's destructor for threads only
+        the parent has (:func:`.lifecycle.track_queries`). They stay where they were, closed:
+        the next window of their group begins a new query from there (:meth:`_resume`).
+        """
+        with self._stream_lock:
+            streams = list(self._open_queries.values())
+            mine = self._pid == os.getpid()
+        if mine:
+            for stream in streams:
+                stream.release()
 
     def decode(self, position: int) -> pa.Table:
         """Read one window from disk: pyarrow when allowed, else DuckDB.

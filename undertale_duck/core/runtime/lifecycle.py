@@ -3,9 +3,10 @@
 Order matters and is stated here, not left to import order. Before ``fork()`` and at exit:
 
 1. every read-ahead thread is stopped and joined, so no thread is inside a DuckDB query;
-2. then every DuckDB connection holder is closed (a forked child that inherits a live DuckDB
-   database crashes when it opens its own; a query still running while the interpreter
-   finalizes aborts the process);
+2. then every query kept open between reads, and every DuckDB connection holder, is closed
+   (a forked child that inherits a live DuckDB database crashes when it opens its own, and
+   hangs when it drops a query that kept one alive; a query still running while the
+   interpreter finalizes aborts the process);
 3. at exit only, this process's private spill directory is removed.
 
 After ``fork()`` the read-ahead threads stopped by step 1 are started again in the parent and
@@ -76,8 +77,16 @@ class Closable(Protocol):
         """Close the database and its cursors."""
 
 
+class QueryHolder(Protocol):
+    """What the hook needs of a holder of queries kept open between reads."""
+
+    def close_queries(self) -> None:
+        """Close the queries it keeps open (a later read begins a new one)."""
+
+
 _READ_AHEADS: weakref.WeakSet[ReadAheadLike] = weakref.WeakSet()
 _CONNECTIONS: weakref.WeakSet[Closable] = weakref.WeakSet()
+_QUERY_HOLDERS: weakref.WeakSet[QueryHolder] = weakref.WeakSet()
 
 
 def track_read_ahead(obj: ReadAheadLike) -> None:
@@ -88,6 +97,11 @@ def track_read_ahead(obj: ReadAheadLike) -> None:
 def track_connection(obj: Closable) -> None:
     """Register a connection holder to close before ``fork()`` and at exit (held weakly)."""
     _CONNECTIONS.add(obj)
+
+
+def track_queries(obj: QueryHolder) -> None:
+    """Register a holder of open queries to close before ``fork()`` and at exit (weakly)."""
+    _QUERY_HOLDERS.add(obj)
 
 
 #: The read-ahead threads :func:`_before_fork` stopped, started again after the fork.
@@ -106,6 +120,10 @@ def quiesce(poke: Callable[[], None] | None = None) -> list[ReadAheadLike]:
     running = [reader for reader in list(_READ_AHEADS) if reader.running]
     for reader in running:
         reader.stop(poke)
+    # an open query's cursor keeps its database alive past the connection's close: dropped
+    # in a forked child, the database's destructor waits for threads only the parent has
+    for holder in list(_QUERY_HOLDERS):
+        holder.close_queries()
     for con in list(_CONNECTIONS):
         con.close()
     return running
