@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from support import hostile_files as hf
 
-from undertale_duck import ParquetDataset, QueryError, UnsupportedShardError
+from undertale_duck import ParquetDataset, QueryError, SourceError, UnsupportedShardError
 
 
 def test_a_split_encoded_fixed_length_column_duckdb_cannot_read_is_named(
@@ -351,6 +351,28 @@ def test_shards_of_other_writers_and_zero_rows_equal_pyarrows_read(tmp_path: Pat
     _check_dataset(paths, format="python", memory=1, window_bytes=200)
     _check_dataset(paths, format="numpy")
     assert len(ParquetDataset(tmp_path)) == 41  # the directory: its shards by name
+
+
+def test_a_shard_without_columns_is_read_as_one_without_rows(tmp_path: Path) -> None:
+    # pyarrow writes pa.table({}) as a file of no columns, which DuckDB refuses to read:
+    # sql blamed it as unsupported (advising columns=) and a view's SQL was "SELECT , ..."
+    pq.write_table(pa.table({"i": [1, 2]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({}), tmp_path / "b.parquet")
+    pq.write_table(pa.table({"i": [3]}), tmp_path / "c.parquet")
+    ds = ParquetDataset(tmp_path)
+    assert list(ds) == [{"i": 1}, {"i": 2}, {"i": 3}]
+    assert ds.sql("SELECT sum(i) AS s, count(*) AS n FROM dataset").to_pylist() == [
+        {"s": 6, "n": 3}]
+    for view in (ParquetDataset(tmp_path, where="i <> 2"),
+                 ParquetDataset(tmp_path, query="SELECT i FROM dataset WHERE i <> 2")):
+        assert list(view) == [{"i": 1}, {"i": 3}]
+    # first in the list, it does not make the dataset's schema one without columns
+    first = ParquetDataset([tmp_path / "b.parquet", tmp_path / "c.parquet"], where="1=1")
+    assert list(first) == [{"i": 3}]
+    # alone, nothing can be read: said, naming the file
+    with pytest.raises(SourceError, match=r"^shard .*b\.parquet has no columns \(pyarrow "
+                                          r"writes such a file .*write the data with its"):
+        ParquetDataset(tmp_path / "b.parquet", where="1=1")
 
 
 def test_polars_shards_equal_pyarrows_read(tmp_path: Path) -> None:

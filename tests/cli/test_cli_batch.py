@@ -107,3 +107,15 @@ def test_validate_a_view_from_the_command_line(data: Path, tmp_path: Path) -> No
                             "--query", "SELECT id, len(tokens) AS n FROM dataset "
                             "WHERE len(tokens) <= 3")
     assert status == 0, err
+
+
+def test_batch_with_several_ranks_needs_the_rank(data: Path) -> None:
+    # rank 0's rows, shown for --ranks 3 alone, would be a wrong answer for ranks 1 and 2
+    status, out, err = _run("batch", str(data), "--step", "0", "--batch", "2", "--ranks", "3")
+    assert (status, out) == (2, "")
+    assert "error: --ranks 3 needs --rank: give the rank whose batch to show (0 to 2)" in err
+    # one rank needs no --rank: it is rank 0
+    alone = _run("batch", str(data), "--step", "0", "--batch", "2", "-f", "csv")
+    assert alone == _run("batch", str(data), "--step", "0", "--batch", "2", "--ranks", "1",
+                         "--rank", "0", "-f", "csv")
+    assert alone[0] == 0 and len(alone[1].splitlines()) == 3

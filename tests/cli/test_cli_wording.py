@@ -192,7 +192,7 @@ def test_a_failed_querys_sql_keeps_its_words(capsys: pytest.CaptureFixture[str])
 
 def test_the_empty_epoch_warning_advises_the_flag_batch_has(data: Path) -> None:
     # it advised drop_last=False, which the command line had no flag for
-    args = ("batch", str(data), "--step", "0", "--batch", "4", "--ranks", "2",
+    args = ("batch", str(data), "--step", "0", "--batch", "4", "--ranks", "2", "--rank", "0",
             "--workers", "300")
     with warnings.catch_warnings():
         warnings.simplefilter("always")

@@ -521,4 +521,19 @@ def test_mixture_indexes_like_a_dataset(two: tuple[Path, Path]) -> None:
         mix.__getitems__(torch.arange(2, device="meta"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"mixture indices must be integers.*meta device"):
         mix[torch.tensor(1, device="meta")]  # type: ignore[index]
+    # torch gives these __index__ (True as 1, [7] as 7): refused as ds[True] is
+    for bad_tensor in (torch.tensor(True), torch.tensor([7]), torch.tensor([[7]])):
+        with pytest.raises(TypeError, match="mixture indices must be integers, not Tensor"):
+            mix[bad_tensor]  # type: ignore[index]
+    assert mix[torch.tensor(-1)] == db[-1]
     assert mix.__getitems__(torch.tensor([-1, 0])) == [db[-1], da[0]]
+
+
+def test_proportions_adding_up_to_more_than_one_are_rescaled(two: tuple[Path, Path]) -> None:
+    # docs/views.md: proportions are relative weights, 0.7 and 0.6 as 7 and 6
+    a, b = two
+    da, db = ParquetDataset(a), ParquetDataset(b)
+    for weights in ((0.7, 0.6), (7, 6)):
+        mix = Mixture([Stream(da, proportion=weights[0]), Stream(db, proportion=weights[1])],
+                      epoch_size=130)
+        assert mix.counts == [70, 60] and len(mix) == 130

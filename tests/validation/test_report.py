@@ -237,6 +237,21 @@ def test_schema_error_for_a_missing_column_names_every_column_the_schema_needs(
     )
 
 
+def test_schema_error_names_a_schema_from_a_file_by_its_class(tmp_path: Path) -> None:
+    from undertale_duck import ParquetDataset, SchemaError
+    from undertale_duck.validation.schemas import load_schema
+
+    # the name is "/path/sch.py:Missing": its last '.' cut "py:Missing" from it
+    (tmp_path / "sch.py").write_text(
+        "from pydantic import BaseModel\n\n\nclass Missing(BaseModel):\n    nope: int\n"
+    )
+    pq.write_table(pa.table({"i": [1, 2]}), tmp_path / "x.parquet")
+    model = load_schema(f"{tmp_path / 'sch.py'}:Missing")
+    with pytest.raises(SchemaError) as caught:
+        ParquetDataset(tmp_path / "x.parquet").validate(model)
+    assert str(caught.value).endswith(". Missing needs the columns nope")
+
+
 def test_report_for_takes_memory_as_parquetdataset_does(tmp_path: Path) -> None:
     _write(tmp_path / "part-0.parquet",
            [{"id": f"r{i}", "label": i, "kind": "<c>", "blob": None} for i in range(5)])

@@ -9,6 +9,7 @@ import sys
 import pyarrow as pa
 
 from ..common.jsonvalue import jsonable
+from ..errors import ArgumentError
 from . import writers
 from .command import (
     EXIT_OK,
@@ -40,6 +41,13 @@ def run_batch(args: argparse.Namespace) -> int:
     from ..training.lookup import batch_rows
     from ..training.sampler import ChunkedSampler
 
+    rank = args.rank if args.rank is not None else 0
+    if args.rank is None and args.ranks > 1:
+        # rank 0's batch would be a wrong answer for every other rank
+        raise ArgumentError(
+            f"--ranks {args.ranks} needs --rank: give the rank whose batch to show "
+            f"(0 to {args.ranks - 1})"
+        )
     fmt = writers.choose_format(args.format, None, sys.stdout.isatty())
     with open_dataset(args.source, None, storage_options(args), view_arguments(args)) as ds:
         sampler = ChunkedSampler(
@@ -47,7 +55,7 @@ def run_batch(args: argparse.Namespace) -> int:
             args.batch,
             args.workers,
             args.ranks,
-            args.rank,
+            rank,
             shuffle=args.shuffle,
             seed=args.seed,
             mix=args.mix,
@@ -72,8 +80,8 @@ def _batch_arguments(p: argparse.ArgumentParser) -> None:
                    help="DataLoader workers (default 0)")
     p.add_argument("--ranks", type=count_up_to(MAX_RANKS), default=1,
                    help="distributed ranks (default 1)")
-    p.add_argument("--rank", type=count_up_to(MAX_RANKS), default=0,
-                   help="the rank to look at (default 0)")
+    p.add_argument("--rank", type=count_up_to(MAX_RANKS), default=None,
+                   help="the rank to look at (needed with --ranks above 1)")
     p.add_argument("--shuffle", action="store_true", help="the run shuffled (ChunkedSampler)")
     p.add_argument("--seed", type=count, default=0, help="the run's shuffle seed (default 0)")
     p.add_argument("--mix", type=count, default=1, help="the run's mix (default 1)")

@@ -32,8 +32,8 @@ def shell_word(text: str) -> str:
 _FLAGS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # tables['x']: ... -> --table x: ...
     (re.compile(_AT + r"tables\[(?P<q>['\"])(?P<name>.*?)(?P=q)\]"), r"--table \g<name>"),
-    # memory=1 MB is below ... -> --memory 1 is below ...; Raise memory -> Raise --memory
-    (re.compile(_AT + r"memory=(?P<size>[0-9.]+(?:e[+-]?[0-9]+)?) MB\b"), r"--memory \g<size>"),
+    # memory=1 MiB is below ... -> --memory 1 is below ...; Raise memory -> Raise --memory
+    (re.compile(_AT + r"memory=(?P<size>[0-9.]+(?:e[+-]?[0-9]+)?) Mi?B\b"), r"--memory \g<size>"),
     (re.compile(_AT + r"memory=(?=[\w.'\"])"), "--memory "),
     (re.compile(r"\b(?P<verb>[Rr]aise) memory\b"), r"\g<verb> --memory"),
     # the command line has no window_bytes: only the advice it can follow stays

@@ -197,7 +197,8 @@ class ValidationReport(BaseModel):
         if any(c.check == "present" for c in self.failed):
             # a missing column is the first-hour mistake: say what the schema needs in full
             needed = [c.column for c in self.checks if c.check == "present" and c.column]
-            name = self.schema_name.rpartition(".")[2]
+            # the class: after a file's or module's ':' ("/d/sch.py:Cls"), then the last '.'
+            name = self.schema_name.rpartition(":")[2].rpartition(".")[2]
             text += f". {name} needs the columns {', '.join(needed)}"
         return text
 

@@ -433,7 +433,7 @@ def test_tiny_budget_warns_once_and_serves_every_row(
         ds.reader.stop_read_ahead()
         messages = _budget_warnings(caught)
         assert len(messages) == 1, messages
-        assert "memory=0.5 MB" in messages[0]
+        assert "memory=0.5 MiB is below" in messages[0]  # memory= is in MiB
         assert "memory=" in messages[0] and "window_bytes" in messages[0]
         # the budget holds only the floor: one (the largest) window
         stats = ds.cache_stats

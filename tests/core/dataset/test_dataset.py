@@ -91,6 +91,19 @@ def test_getitems_names_the_shape_of_indices_that_are_not_1d(
         ds[torch.tensor(1.0)]  # type: ignore[index]
     with pytest.raises(TypeError, match=r"not Tensor of shape \(\), dtype torch.int64 on the meta"):
         ds[torch.tensor(1, device="meta")]  # type: ignore[index]
+    # torch gives a bool tensor and a one-element tensor __index__; numpy gives neither
+    for bad, shown in ((torch.tensor(True), r"\(\), dtype torch.bool"),
+                       (torch.tensor([7]), r"\(1,\), dtype torch.int64"),
+                       (torch.tensor([[7]]), r"\(1, 1\), dtype torch.int64")):
+        with pytest.raises(TypeError, match=rf"dataset indices must be integers, not Tensor "
+                                            rf"of shape {shown}"):
+            ds[bad]  # type: ignore[index]
+    with pytest.raises(TypeError, match=r"dataset indices must be integers, not Tensor"):
+        ds.__getitems__([5, torch.tensor(True)])  # type: ignore[list-item]
+    # a 0-d integer tensor is an index, alone or among others
+    assert ds[torch.tensor(-1)]["id"] == ds[total - 1]["id"]
+    assert [r["id"] for r in ds.__getitems__([torch.tensor(2), 0])] == [
+        ds[2]["id"], ds[0]["id"]]
     # the 1-d forms still serve the rows they name
     expected = [datagen.expected(total)[i] for i in (2, 0, total - 1)]
     for good in ([2, 0, -1], np.array([2, 0, -1]), torch.tensor([2, 0, -1])):

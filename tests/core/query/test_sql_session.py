@@ -604,6 +604,23 @@ def test_a_param_value_duckdb_cannot_bind_is_an_argument_error(shared: ParquetDa
     assert shared.sql("SELECT ? AS v", [1]).to_pylist() == [{"v": 1}]  # the session goes on
 
 
+def test_sql_errors_no_shard_caused_get_no_advice_about_damaged_shards(
+    shared: ParquetDataset,
+) -> None:
+    # each ended with "if a shard may be damaged, undertale-duck describe SOURCE --scan"
+    for query, params, said in (
+        ("SELECT $x", None, r"parameters: x; pass params as a dict with a value for each "
+                            r"\$name placeholder$"),
+        ("SELECT ?", {"x": 1}, r"parameters: 1; \? placeholders take their values in order: "
+                               r"pass params as a list or tuple"),
+        ("SELECT error('boom')", None, r"^query failed: Invalid Input Error: boom$"),
+    ):
+        with pytest.raises(QueryError, match=said) as info:
+            shared.sql(query, params)
+        assert "--scan" not in str(info.value) and "shard" not in str(info.value)
+    assert shared.sql("SELECT ? AS v", [1]).to_pylist() == [{"v": 1}]
+
+
 def test_numpy_numbers_inside_list_and_struct_params_bind_too(shared: ParquetDataset) -> None:
     # `list(ids_array)` holds numpy scalars: ANY($ids) failed with DuckDB's "Unable to
     # transform python value of type numpy.int64", as a bare np.int64 did

@@ -336,6 +336,10 @@ class QuerySession:
                 "str, int, float, bool, bytes, None, dates and times, Decimal, UUID, numpy "
                 "numbers and arrays, torch tensors, or lists and dicts of them"
             )
+        missing = _MISSING_PARAMS.search(str(exc))
+        if isinstance(exc, duckdb.InvalidInputException) and missing:
+            # the SQL's placeholders and params= disagree: no shard is to blame
+            return QueryError(f"query failed: {failures.message(exc)}; {_params_advice(missing)}")
         if isinstance(exc, duckdb.PermissionException) and self.sql_files == "dataset":
             return QueryError(
                 "refused: ad hoc SQL is confined to the dataset's own files (sql_files="
@@ -393,6 +397,17 @@ _MAX_PARAM_DEPTH = 32
 
 #: DuckDB's error for a Python value it cannot bind as a parameter (names the value's type).
 _UNBINDABLE = re.compile(r"Unable to transform python value of type '<class '([^']+)'>'")
+_MISSING_PARAMS = re.compile(r"Values were not provided for the following parameters: (.*)")
+
+
+def _params_advice(missing: re.Match[str]) -> str:
+    """What to do about placeholders DuckDB got no value for (``?`` ones are numbered)."""
+    if all(name.strip().isdigit() for name in missing.group(1).split(",")):
+        return (
+            "? placeholders take their values in order: pass params as a list or tuple "
+            "with a value for each ? (a dict's values bind $name placeholders)"
+        )
+    return "pass params as a dict with a value for each $name placeholder"
 
 
 def _check_params(params: object) -> Params:

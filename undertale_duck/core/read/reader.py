@@ -187,7 +187,7 @@ class WindowReader:
         if cache.budget < reserve + window and not self._warned:
             self._warned = True
             warnings.warn(
-                f"memory={cache.budget / MIB:.3g} MB is below what reading this dataset "
+                f"memory={cache.budget / MIB:.3g} MiB is below what reading this dataset "
                 f"needs: its largest window holds about {window / MIB:.3g} MiB and a read "
                 f"needs about {reserve / MIB:.3g} MiB more (DuckDB decodes whole row groups, "
                 f"here up to {self._max_touched / MIB:.3g} MiB encoded); the process will use "

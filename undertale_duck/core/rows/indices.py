@@ -84,11 +84,12 @@ def index_array(indices: object, caller: str = "__getitems__") -> np.ndarray[Any
         raise TypeError(
             _shape_message(caller, f"a {type(indices).__name__} of shape {array.shape}")
         )
-    if array.dtype.kind in "iu" and isinstance(indices, list | tuple) and (
-        _BOOLS & set(map(type, indices))
+    if array.dtype.kind in "iu" and isinstance(indices, list | tuple) and any(
+        t in _BOOLS or issubclass(t, torch.Tensor) for t in set(map(type, indices))
     ):
-        # numpy reads [5, True] as [5, 1]: as objects, the caller checks each index and
-        # refuses the bool as it does alone (ds[True], __getitems__([True]))
+        # numpy reads [5, True] as [5, 1], and [5, torch.tensor(True)] too: as objects,
+        # the caller checks each index and refuses the bool as it does alone (ds[True],
+        # __getitems__([True]))
         array = np.asarray(indices, dtype=object)
     return array
 

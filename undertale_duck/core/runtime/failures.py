@@ -51,8 +51,14 @@ def message(exc: BaseException) -> str:
 
 def looks_corrupt(exc: BaseException) -> bool:
     """Whether a DuckDB or pyarrow message uses the words of a damaged file's failures."""
-    low = message(exc).lower()
+    # the message's words, not its kind's: "Invalid Input Error: boom" (the SQL's error()
+    # call, a missing parameter) holds "invalid" whatever went wrong
+    low = _KIND.sub("", message(exc), count=1).lower()
     return any(k in low for k in _CORRUPT)
+
+
+#: The name of DuckDB's error kind that starts its messages ("Invalid Input Error: ").
+_KIND = re.compile(r"^[A-Za-z ]+ Error: ")
 
 
 def is_interrupt(exc: BaseException) -> bool:

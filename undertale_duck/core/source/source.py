@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 
 from ...common.text import redact_url
+from ...errors import SourceError, UnsupportedShardError
 from ..runtime import Connection, duckdb_path, lifecycle
 from .convert import conversions
 from .local import SourceLike, local_paths
@@ -67,6 +68,7 @@ class Source:
                 check_options("file", storage_options or {})  # its filesystem's, not misspelt
             self.shards = tuple(read_footer(p) for p in local_paths(source))
             self._protect()
+        self.shards = _with_columns(self.shards, self.spec)
         self.schema = reference_schema(self.shards, columns)
         self.columns: tuple[str, ...] = tuple(self.schema.names)
         for shard in self.shards:
@@ -148,6 +150,44 @@ class Source:
             ``{shard index: select list}``; empty without drift.
         """
         return dict(conversions(cursor, self.shards, self.schema).lists)
+
+
+def _with_columns(shards: tuple[Shard, ...], spec: str) -> tuple[Shard, ...]:
+    """The shards but those without columns and rows (pyarrow writes one for ``pa.table({})``).
+
+    Such a file holds nothing, and DuckDB refuses to read it ("Need at least one non-root
+    column"), which broke every query over the dataset.
+
+    Args:
+        shards: The dataset's shards.
+        spec: The source, as errors name it.
+
+    Returns:
+        The shards that have columns, in order.
+
+    Raises:
+        UnsupportedShardError: If a shard without columns records rows (no reader here can
+            serve them).
+        SourceError: If no shard has columns.
+    """
+    for shard in shards:
+        if not shard.schema.names and shard.rows:
+            raise UnsupportedShardError(
+                f"shard {shard.path} has no columns, but its footer records {shard.rows} "
+                "rows, which DuckDB cannot read; remove the file or rewrite it with its "
+                "columns",
+                shard.path,
+            )
+    kept = tuple(s for s in shards if s.schema.names)
+    if shards and not kept:
+        which = (f"shard {shards[0].path} has" if len(shards) == 1
+                 else f"none of the {len(shards)} shards of {spec} has")
+        raise SourceError(
+            f"{which} no columns (pyarrow writes such a file for a table without columns): "
+            "there is nothing to read; write the data with its columns",
+            shards[0].path,
+        )
+    return kept
 
 
 def _remote_source(source: object) -> bool:

@@ -281,6 +281,10 @@ def locate(window_starts: Sequence[int], index: int) -> int:
     return bisect.bisect_right(window_starts, index) - 1
 
 
+#: How numpy and torch name a boolean dtype (a bool is never an index).
+_BOOLS = frozenset({"bool", "torch.bool"})
+
+
 def normalize_index(
     index: object, length: int, *, noun: str = "dataset", valid_range: bool = False
 ) -> int:
@@ -301,6 +305,10 @@ def normalize_index(
     """
     try:
         if isinstance(index, bool) or not hasattr(index, "__index__"):
+            raise TypeError
+        # torch gives __index__ to a bool tensor and to any one-element tensor ([7],
+        # [[7]]): only a 0-d integer is an index, as for numpy
+        if tuple(getattr(index, "shape", ())) or str(getattr(index, "dtype", "")) in _BOOLS:
             raise TypeError
         # an array or a float tensor has __index__ too, and raises numpy's or torch's error
         i = int(index.__index__())
