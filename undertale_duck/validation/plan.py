@@ -15,6 +15,7 @@ from pydantic import AwareDatetime
 
 from ..core.runtime import sqlfiles
 from .model import CheckKind
+from .regex import re2_pattern
 from .targets import (
     INTEGER_TYPES,
     LAX_TYPES,
@@ -509,73 +510,6 @@ def _digit_checks(target: Target, label: str) -> list[RowCheck]:
         out.append(RowCheck("digits", target, "whole_digits", whole,
                             f"{label} has at most {whole} digits before the point"))
     return out
-
-
-#: RE2 spellings of the Unicode classes pydantic's regular expressions (Rust's ``regex``, like
-#: Python's ``re``) give ``\d``, ``\s`` and ``\w``; RE2's own are ASCII only, so a digit such as
-#: U+0663 or a letter such as ``é`` would fail a pattern that pydantic accepts. Each is the
-#: inside of a character class.
-_UNICODE_CLASSES = {
-    "d": r"\p{Nd}",
-    "s": r"\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}",
-    "w": r"\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149}"
-    r"\x{1F150}-\x{1F169}\x{1F170}-\x{1F189}",
-}
-
-
-def re2_pattern(pattern: str) -> str:
-    r"""A pydantic ``pattern`` as DuckDB's RE2 reads it with the same meaning.
-
-    ``\d``, ``\s``, ``\w`` and their negations ``\D``, ``\S``, ``\W`` become their Unicode
-    classes (:data:`_UNICODE_CLASSES`); inside ``[...]`` a negation is kept as written (RE2
-    cannot subtract classes there). Everything else is passed through; ``\b`` stays RE2's
-    ASCII word boundary.
-
-    Args:
-        pattern: The field's pattern.
-
-    Returns:
-        The pattern for ``regexp_matches``.
-    """
-    out: list[str] = []
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            i += 2
-            if nxt.lower() in _UNICODE_CLASSES and not (in_class and nxt.isupper()):
-                inner = _UNICODE_CLASSES[nxt.lower()]
-                if in_class:
-                    out.append(inner)
-                else:
-                    out.append(f"[{'^' if nxt.isupper() else ''}{inner}]")
-            else:
-                out.append(ch + nxt)
-            continue
-        if ch == "[" and not in_class:
-            in_class = True
-            out.append(ch)
-            i += 1
-            if pattern[i : i + 1] == "^":  # a negated class
-                out.append("^")
-                i += 1
-            if pattern[i : i + 1] == "]":  # a leading ']' is a literal
-                out.append("]")
-                i += 1
-            continue
-        if ch == "]" and in_class:
-            in_class = False
-        elif ch == "[" and pattern[i : i + 2] == "[:":  # [[:alpha:]] inside a class
-            end = pattern.find(":]", i + 2)
-            if end != -1:
-                out.append(pattern[i : end + 2])
-                i = end + 2
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
 
 
 def _tuple_items(annotation: Any) -> int | None:
