@@ -1,5 +1,5 @@
-"""Numbers at the edges of their types: integer minima under digit checks. Each row fails
-exactly when pydantic refuses it."""
+"""Numbers at the edges of their types: integer minima under digit checks, ints beyond 2**53
+under a float field's bounds. Each row fails exactly when pydantic refuses it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Annotated, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field, create_model
 from support.pydantic_reference import refused_by_pydantic
 
@@ -61,3 +63,36 @@ def test_digits_inside_a_list_of_int64_minimum(tmp_path: Path) -> None:
     model = _field(list[Annotated[D, Field(max_digits=3)]])
     table = pa.table({"v": pa.array([[1, -(2**63)], [5], [-999, 999]], pa.list_(pa.int64()))})
     assert _same_as_pydantic(tmp_path, model, table) == {0}
+
+
+def test_float_field_compares_an_int64_as_the_float_pydantic_makes(tmp_path: Path) -> None:
+    """2**53 + 1 is the float 2**53 to pydantic, within ``le=2**53``; 2**53 + 2 is not."""
+    model = _field(Annotated[float, Field(le=2**53)])
+    table = pa.table({"v": pa.array([2**53 + 1, 2**53 + 2, 2**53], pa.int64())})
+    assert _same_as_pydantic(tmp_path, model, table) == {1}
+
+
+BIG = 2**53
+
+
+@settings(max_examples=15, deadline=None)
+@example(kind="ge", bound=BIG + 1, values=[BIG, BIG + 1, BIG + 2, BIG - 2],
+         arrow=pa.decimal128(20, 0))
+@example(kind="lt", bound=D(BIG) + D("0.5"), values=[BIG - 1, BIG, BIG + 1, BIG + 2],
+         arrow=pa.decimal128(24, 2))
+@given(
+    kind=st.sampled_from(["ge", "gt", "le", "lt", "multiple_of"]),
+    bound=st.integers(BIG - 8, BIG + 8) | st.sampled_from([BIG * 3, D(BIG) + D("0.5")]),
+    values=st.lists(st.integers(BIG - 8, BIG + 8), min_size=4, max_size=12),
+    arrow=st.sampled_from([pa.int64(), pa.decimal128(20, 0), pa.decimal128(24, 2)]),
+)
+def test_float_field_bounds_over_exact_numbers_match_pydantic(
+    tmp_path_factory: Any, kind: str, bound: int | D, values: list[int], arrow: pa.DataType
+) -> None:
+    """ge, gt, le, lt and multiple_of of a float field over int64 and DECIMAL columns near
+    2**53, where the float rounds: each row fails exactly when pydantic refuses it."""
+    if arrow == pa.int64():
+        values = [*values, -(2**63), 2**63 - 1]  # the float of 2**63 - 1 is 2**63
+    model = _field(Annotated[float, Field(**{kind: bound})])
+    column = pa.array([v if arrow == pa.int64() else D(v) for v in values], arrow)
+    _same_as_pydantic(tmp_path_factory.mktemp("f"), model, pa.table({"v": column}))

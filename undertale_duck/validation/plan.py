@@ -46,6 +46,9 @@ _FLOAT_KINDS = frozenset({"float", "double"})
 #: Types lax pydantic makes of an int taken as a Unix time (``NaiveDatetime`` refuses one).
 _FROM_UNIX_TIME = (dt.datetime, AwareDatetime, dt.date)
 
+#: DuckDB type ids of the numbers a float field takes and compares as a float (a DOUBLE).
+_AS_FLOAT_KINDS = frozenset({*INTEGER_TYPES, "decimal", "float", "boolean"})
+
 #: Templates of null checks (the footers' statistics can prove these without a scan).
 NULL_TEMPLATES = frozenset({"not_null", "not_null_elements"})
 
@@ -303,6 +306,8 @@ def _condition_on(check: RowCheck, value: str, dtype: Any, bound: str) -> str | 
     if check.template in ("ge", "gt", "le", "lt"):
         # pydantic refuses NaN against any bound; DuckDB sorts NaN above every number
         nan = f"isnan({value}) OR " if kind in _FLOAT_KINDS else ""
+        if check.target.annotation is float and kind in _AS_FLOAT_KINDS:
+            value = _fragment("as_double", value=value)  # pydantic compares the float
         return _fragment(check.template, value=value, bound=bound, nan=nan)
     # an int field takes only integral floats and compares them as ints: an exact remainder
     floating = check.target.annotation is float or (
@@ -546,7 +551,8 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
     rounded). A literal keeps only the allowed values of the column's kind: pydantic never
     takes the text ``'1'`` for the int ``1`` of ``Literal[1, "a"]``, and DuckDB cannot hold
     both kinds in one list. A pattern is given RE2's spelling of pydantic's meaning
-    (:func:`re2_pattern`), and a datetime the column's awareness (:func:`_same_awareness`).
+    (:func:`re2_pattern`), a float field's number bound the float pydantic makes of it, and
+    a datetime the column's awareness (:func:`_same_awareness`).
 
     Args:
         check: The check (its ``bound``).
@@ -569,6 +575,10 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
         return fitting or value  # none fits: the type check fails these shards anyway
     if check.template == "pattern":
         return re2_pattern(value)
+    if (check.template in ("ge", "gt", "le", "lt", "multiple_of")
+            and check.target.annotation is float
+            and isinstance(value, int | float | decimal.Decimal)):
+        return float(value)  # pydantic keeps a float field's bound as a float
     if isinstance(value, dt.datetime):
         kind = str(dtype.id)
         if kind in INTEGER_TYPES:  # lax pydantic makes a UTC datetime of an int
