@@ -562,8 +562,7 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
         The parameter's value.
     """
     value = check.bound
-    for step in check.steps:  # the item's type
-        dtype = _type_children(dtype).get("child" if not isinstance(step, str) else step, dtype)
+    dtype = _item_type(check, dtype)
     if check.template == "literal":
         kind = str(dtype.id)
         ints = _lax_literal_ints(check, kind)
@@ -585,6 +584,27 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
             kind = "timestamp with time zone"
         return _same_awareness(value, kind)
     return value
+
+
+def _item_type(check: RowCheck, dtype: Any) -> Any:
+    """The DuckDB type of the value a check judges: the column's, or its items' (``steps``)."""
+    for step in check.steps:
+        dtype = _type_children(dtype).get("child" if not isinstance(step, str) else step, dtype)
+    return dtype
+
+
+def naive_bound_on_zoned(check: RowCheck, dtype: Any) -> bool:
+    """Whether a range check compares a naive datetime bound with zoned timestamps.
+
+    DuckDB holds those as UTC instants, while pydantic compares the bound with each value's
+    wall-clock time in the zone the Arrow field names: the same only for UTC.
+    """
+    bound = check.bound
+    if check.template not in ("ge", "gt", "le", "lt") or not isinstance(bound, dt.datetime):
+        return False
+    if bound.tzinfo is not None and bound.utcoffset() is not None:
+        return False
+    return str(_item_type(check, dtype).id) in ZONED_TIMESTAMP_TYPES
 
 
 def _same_awareness(bound: dt.datetime, kind: str) -> dt.datetime:
@@ -609,6 +629,7 @@ __all__ = [
     "bound_value",
     "condition",
     "holds_nan",
+    "naive_bound_on_zoned",
     "re2_pattern",
     "row_checks",
     "value_sql",

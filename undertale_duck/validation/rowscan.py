@@ -19,6 +19,7 @@ from .plan import (
     RowCheck,
     bound_value,
     condition,
+    naive_bound_on_zoned,
     re2_pattern,
     row_checks,
     value_sql,
@@ -130,6 +131,15 @@ def plan_group(state: RunState, group: ShardGroup) -> GroupScan | None:
                 continue
             if check.kind == "pattern" and not _pattern_ok(state, check, tally):
                 continue  # before bound_value, which cannot spell a refused pattern
+            zones = group.zones.get(held.path[0])
+            if zones and naive_bound_on_zoned(check, dtype):
+                tally.error = tally.error or (
+                    f"{target.label} holds timestamps in the time zone "
+                    f"{', '.join(sorted(zones))}: pydantic compares a naive datetime bound with "
+                    "a value's wall-clock time there, which DuckDB does not keep (it holds the "
+                    "UTC instant); give the bound a time zone, or write the column in UTC"
+                )
+                continue
             # a condition that cannot be violated here ("never") takes no bound
             bound = {name: bound_value(check, dtype)} if name and f"${name}" in cond else {}
             statistics = state.relation.statistics
