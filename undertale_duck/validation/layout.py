@@ -86,15 +86,45 @@ def shard_groups(state: RunState) -> list[ShardGroup]:
             *sorted((name, str(t)) for name, t in columns.items()),
             *sorted(durations.items()),
         )
-        if key in by_duck:
-            by_duck[key].indices.extend(members)
-        else:
+        zones = {} if state.relation.view is not None else {
+            f.name: frozenset(z for z in _zones(f.type) if z.upper() not in _UTC_NAMES)
+            for f in first.schema
+        }
+        if key not in by_duck:
             by_duck[key] = ShardGroup(list(members), columns, durations)
+        else:
+            by_duck[key].indices.extend(members)
+        held = by_duck[key].zones  # members of another Arrow schema may name other zones
+        for name, found in zones.items():
+            if found:
+                held[name] = held.get(name, frozenset()) | found
     groups = list(by_duck.values())
     for group in groups:
         group.indices.sort()
     groups.sort(key=lambda g: g.indices[0])
     return groups
+
+
+#: Time zone names (upper case) whose wall-clock time is UTC's, as pydantic reads them.
+_UTC_NAMES = frozenset({"UTC", "ETC/UTC", "Z", "+00:00", "-00:00", "GMT", "ETC/GMT", "UCT",
+                        "ETC/UCT", "UNIVERSAL", "ETC/UNIVERSAL", "ZULU", "ETC/ZULU"})
+
+
+def _zones(dtype: pa.DataType) -> set[str]:
+    """The time zones of the timestamps in an Arrow type, at any depth."""
+    if pa.types.is_timestamp(dtype):
+        return {dtype.tz} if dtype.tz else set()
+    if pa.types.is_dictionary(dtype):
+        return _zones(dtype.value_type)
+    if pa.types.is_map(dtype):
+        return _zones(dtype.key_type) | _zones(dtype.item_type)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or (
+        pa.types.is_fixed_size_list(dtype)
+    ):
+        return _zones(dtype.value_type)
+    if pa.types.is_struct(dtype):
+        return set().union(*(_zones(dtype.field(k).type) for k in range(dtype.num_fields)))
+    return set()
 
 
 def _holds_duration(dtype: pa.DataType) -> bool:

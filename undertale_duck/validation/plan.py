@@ -15,6 +15,7 @@ from pydantic import AwareDatetime
 
 from ..core.runtime import sqlfiles
 from .model import CheckKind
+from .regex import re2_pattern
 from .targets import (
     INTEGER_TYPES,
     LAX_TYPES,
@@ -44,6 +45,9 @@ _NESTED_TYPES = frozenset({"list", "array", "struct", "map", "union"})
 _FLOAT_KINDS = frozenset({"float", "double"})
 #: Types lax pydantic makes of an int taken as a Unix time (``NaiveDatetime`` refuses one).
 _FROM_UNIX_TIME = (dt.datetime, AwareDatetime, dt.date)
+
+#: DuckDB type ids of the numbers a float field takes and compares as a float (a DOUBLE).
+_AS_FLOAT_KINDS = frozenset({*INTEGER_TYPES, "decimal", "float", "boolean"})
 
 #: Templates of null checks (the footers' statistics can prove these without a scan).
 NULL_TEMPLATES = frozenset({"not_null", "not_null_elements"})
@@ -302,6 +306,8 @@ def _condition_on(check: RowCheck, value: str, dtype: Any, bound: str) -> str | 
     if check.template in ("ge", "gt", "le", "lt"):
         # pydantic refuses NaN against any bound; DuckDB sorts NaN above every number
         nan = f"isnan({value}) OR " if kind in _FLOAT_KINDS else ""
+        if check.target.annotation is float and kind in _AS_FLOAT_KINDS:
+            value = _fragment("as_double", value=value)  # pydantic compares the float
         return _fragment(check.template, value=value, bound=bound, nan=nan)
     # an int field takes only integral floats and compares them as ints: an exact remainder
     floating = check.target.annotation is float or (
@@ -511,73 +517,6 @@ def _digit_checks(target: Target, label: str) -> list[RowCheck]:
     return out
 
 
-#: RE2 spellings of the Unicode classes pydantic's regular expressions (Rust's ``regex``, like
-#: Python's ``re``) give ``\d``, ``\s`` and ``\w``; RE2's own are ASCII only, so a digit such as
-#: U+0663 or a letter such as ``é`` would fail a pattern that pydantic accepts. Each is the
-#: inside of a character class.
-_UNICODE_CLASSES = {
-    "d": r"\p{Nd}",
-    "s": r"\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}",
-    "w": r"\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149}"
-    r"\x{1F150}-\x{1F169}\x{1F170}-\x{1F189}",
-}
-
-
-def re2_pattern(pattern: str) -> str:
-    r"""A pydantic ``pattern`` as DuckDB's RE2 reads it with the same meaning.
-
-    ``\d``, ``\s``, ``\w`` and their negations ``\D``, ``\S``, ``\W`` become their Unicode
-    classes (:data:`_UNICODE_CLASSES`); inside ``[...]`` a negation is kept as written (RE2
-    cannot subtract classes there). Everything else is passed through; ``\b`` stays RE2's
-    ASCII word boundary.
-
-    Args:
-        pattern: The field's pattern.
-
-    Returns:
-        The pattern for ``regexp_matches``.
-    """
-    out: list[str] = []
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            i += 2
-            if nxt.lower() in _UNICODE_CLASSES and not (in_class and nxt.isupper()):
-                inner = _UNICODE_CLASSES[nxt.lower()]
-                if in_class:
-                    out.append(inner)
-                else:
-                    out.append(f"[{'^' if nxt.isupper() else ''}{inner}]")
-            else:
-                out.append(ch + nxt)
-            continue
-        if ch == "[" and not in_class:
-            in_class = True
-            out.append(ch)
-            i += 1
-            if pattern[i : i + 1] == "^":  # a negated class
-                out.append("^")
-                i += 1
-            if pattern[i : i + 1] == "]":  # a leading ']' is a literal
-                out.append("]")
-                i += 1
-            continue
-        if ch == "]" and in_class:
-            in_class = False
-        elif ch == "[" and pattern[i : i + 2] == "[:":  # [[:alpha:]] inside a class
-            end = pattern.find(":]", i + 2)
-            if end != -1:
-                out.append(pattern[i : end + 2])
-                i = end + 2
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
 def _tuple_items(annotation: Any) -> int | None:
     """How many items a fixed-length ``tuple[X, Y, ...]`` holds, or None for other types."""
     args = typing.get_args(annotation)
@@ -612,7 +551,8 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
     rounded). A literal keeps only the allowed values of the column's kind: pydantic never
     takes the text ``'1'`` for the int ``1`` of ``Literal[1, "a"]``, and DuckDB cannot hold
     both kinds in one list. A pattern is given RE2's spelling of pydantic's meaning
-    (:func:`re2_pattern`), and a datetime the column's awareness (:func:`_same_awareness`).
+    (:func:`re2_pattern`), a float field's number bound the float pydantic makes of it, and
+    a datetime the column's awareness (:func:`_same_awareness`).
 
     Args:
         check: The check (its ``bound``).
@@ -622,8 +562,7 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
         The parameter's value.
     """
     value = check.bound
-    for step in check.steps:  # the item's type
-        dtype = _type_children(dtype).get("child" if not isinstance(step, str) else step, dtype)
+    dtype = _item_type(check, dtype)
     if check.template == "literal":
         kind = str(dtype.id)
         ints = _lax_literal_ints(check, kind)
@@ -635,12 +574,37 @@ def bound_value(check: RowCheck, dtype: Any) -> Any:
         return fitting or value  # none fits: the type check fails these shards anyway
     if check.template == "pattern":
         return re2_pattern(value)
+    if (check.template in ("ge", "gt", "le", "lt", "multiple_of")
+            and check.target.annotation is float
+            and isinstance(value, int | float | decimal.Decimal)):
+        return float(value)  # pydantic keeps a float field's bound as a float
     if isinstance(value, dt.datetime):
         kind = str(dtype.id)
         if kind in INTEGER_TYPES:  # lax pydantic makes a UTC datetime of an int
             kind = "timestamp with time zone"
         return _same_awareness(value, kind)
     return value
+
+
+def _item_type(check: RowCheck, dtype: Any) -> Any:
+    """The DuckDB type of the value a check judges: the column's, or its items' (``steps``)."""
+    for step in check.steps:
+        dtype = _type_children(dtype).get("child" if not isinstance(step, str) else step, dtype)
+    return dtype
+
+
+def naive_bound_on_zoned(check: RowCheck, dtype: Any) -> bool:
+    """Whether a range check compares a naive datetime bound with zoned timestamps.
+
+    DuckDB holds those as UTC instants, while pydantic compares the bound with each value's
+    wall-clock time in the zone the Arrow field names: the same only for UTC.
+    """
+    bound = check.bound
+    if check.template not in ("ge", "gt", "le", "lt") or not isinstance(bound, dt.datetime):
+        return False
+    if bound.tzinfo is not None and bound.utcoffset() is not None:
+        return False
+    return str(_item_type(check, dtype).id) in ZONED_TIMESTAMP_TYPES
 
 
 def _same_awareness(bound: dt.datetime, kind: str) -> dt.datetime:
@@ -665,6 +629,7 @@ __all__ = [
     "bound_value",
     "condition",
     "holds_nan",
+    "naive_bound_on_zoned",
     "re2_pattern",
     "row_checks",
     "value_sql",

@@ -19,10 +19,12 @@ from .plan import (
     RowCheck,
     bound_value,
     condition,
+    naive_bound_on_zoned,
     re2_pattern,
     row_checks,
     value_sql,
 )
+from .regex import PatternRefused
 from .state import CheckKey, RunState, ShardGroup, Tally
 
 #: Checks that a failing row scan does not touch (they are decided from footers or elsewhere).
@@ -127,10 +129,19 @@ def plan_group(state: RunState, group: ShardGroup) -> GroupScan | None:
                     f"{check.template} does not apply to {target.label} of type {dtype}"
                 )
                 continue
+            if check.kind == "pattern" and not _pattern_ok(state, check, tally):
+                continue  # before bound_value, which cannot spell a refused pattern
+            zones = group.zones.get(held.path[0])
+            if zones and naive_bound_on_zoned(check, dtype):
+                tally.error = tally.error or (
+                    f"{target.label} holds timestamps in the time zone "
+                    f"{', '.join(sorted(zones))}: pydantic compares a naive datetime bound with "
+                    "a value's wall-clock time there, which DuckDB does not keep (it holds the "
+                    "UTC instant); give the bound a time zone, or write the column in UTC"
+                )
+                continue
             # a condition that cannot be violated here ("never") takes no bound
             bound = {name: bound_value(check, dtype)} if name and f"${name}" in cond else {}
-            if check.kind == "pattern" and not _pattern_ok(state, check, tally):
-                continue
             statistics = state.relation.statistics
             if (statistics and check.template in NULL_TEMPLATES and len(target.path) == 1
                     and not check.steps):
@@ -244,14 +255,17 @@ def _pattern_ok(state: RunState, check: RowCheck, tally: Tally) -> bool:
     def compile_pattern() -> str | None:
         try:
             pattern = re2_pattern(check.bound)
+        except PatternRefused as exc:
+            return (f"pattern {check.bound!r} cannot be matched as pydantic matches it: {exc}")
+        try:
             state.query(sqlfiles.sql_text("checks/pattern_valid"), {"pattern": pattern})
         except duckdb.Error as exc:
-            return first_line(exc)
+            return f"pattern {check.bound!r} is not a valid regular expression: {first_line(exc)}"
         return None
 
     failure = state.once(("pattern", str(check.bound)), compile_pattern)
     if failure is not None:
-        tally.error = f"pattern {check.bound!r} is not a valid regular expression: {failure}"
+        tally.error = failure
         return False
     return True
 

@@ -50,11 +50,14 @@ class ShardGroup:
         durations: ``{column: Arrow type}`` of the columns holding Arrow durations (at any
             depth): DuckDB reads them as ``BIGINT`` counts while the dataset serves
             ``datetime.timedelta`` (the shards' own rows only; a view serves DuckDB's).
+        zones: ``{column: time zones}`` of the columns holding Arrow timestamps in a zone
+            other than UTC (at any depth, in any member): DuckDB keeps only the instant.
     """
 
     indices: list[int]
     types: dict[str, Any]
     durations: dict[str, str] = dataclasses.field(default_factory=dict)
+    zones: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
