@@ -569,10 +569,13 @@ class WindowDecoder:
         DuckDB does not check page checksums (pyarrow's path verifies them as it decodes,
         :mod:`direct`): without this a byte flipped on disk in a page that still
         decompresses is served as a wrong value. A file recording none costs one page
-        header per column of the first row group read, once per process.
+        header per column of the first row group read, once per process. Nor does DuckDB
+        check gzip's own CRC-32: a GZIP page recording no CRC-32 is decompressed once more
+        here, once per row group and process (:func:`pages.checksum_mismatch`).
 
         Raises:
-            CorruptShardError: If a page's bytes do not match its checksum.
+            CorruptShardError: If a page's bytes do not match its checksum, or a GZIP
+                page's do not decompress.
         """
         shard = self.source.shards[win.shard]
         groups, _ = window_row_groups(shard.row_groups, win)
@@ -599,11 +602,16 @@ class WindowDecoder:
             if bad is not None:
                 first = sum(rows for rows, _ in shard.row_groups[:group])
                 rows = shard.row_groups[group][0]
+                why = (
+                    "does not decompress (its gzip data fails gzip's CRC-32 or length check, "
+                    "or does not decode)"
+                    if bad.gzip
+                    else "does not match the CRC-32 checksum its header records"
+                )
                 raise CorruptShardError(
                     f"shard {shard.path} is corrupt: page {bad.page} of column {bad.column!r} "
-                    f"in row group {bad.group} (local rows {first}..{first + rows - 1}) does "
-                    "not match the CRC-32 checksum its header records: the file was damaged "
-                    "after it was written; restore or rewrite it",
+                    f"in row group {bad.group} (local rows {first}..{first + rows - 1}) "
+                    f"{why}: the file was damaged after it was written; restore or rewrite it",
                     shard.path,
                     (win.offset, win.end),
                 )
