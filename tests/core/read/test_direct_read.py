@@ -197,6 +197,10 @@ def test_corrupt_data_pages_give_duckdbs_answer(
         assert got[0] == want[0], (got, want)
         if got[0] == "ok":
             assert got[1].equals(want[1])
+        elif "cannot be decompressed" in got[1]:
+            # a page pyarrow's codec refuses is reported by pyarrow's read itself (DuckDB's
+            # decompressor fails on it too, in its own words)
+            assert "is corrupt: rows" in got[1] and "is corrupt" in want[1], (got, want)
         else:
             assert got[1] == want[1]
 

@@ -266,6 +266,12 @@ class ChecksumMismatch(NamedTuple):
     column: str
     group: int
     page: int
+    #: Whether it is a GZIP page whose gzip stream does not check (it records no CRC-32).
+    gzip: bool = False
+
+
+#: Parquet's page types (PageHeader.type).
+DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 2, 3
 
 
 def checksum_mismatch(
@@ -277,7 +283,9 @@ def checksum_mismatch(
     pyarrow with ``write_page_checksum=True``); DuckDB never checks it, so a byte flipped in
     a page that still decompresses would be served as a wrong value. A column chunk whose
     first page records none is taken to record none (writers decide per file), and a chunk
-    whose headers cannot be followed is left to the reader's own errors.
+    whose headers cannot be followed is left to the reader's own errors. A GZIP page that
+    records none is decompressed instead (:func:`_gzip_fails`): DuckDB does not check gzip's
+    own CRC-32 either.
 
     Args:
         path: A local Parquet file.
@@ -287,7 +295,7 @@ def checksum_mismatch(
 
     Returns:
         ``(mismatch, recorded)``: the first mismatch (None: all match, or nothing records
-        a checksum), and whether any page read records one.
+        a checksum), and whether any page read records one or is a GZIP page.
 
     Raises:
         OSError: If the file cannot be read.
@@ -299,19 +307,62 @@ def checksum_mismatch(
             start, end = chunk_range(chunk)
             if start < 4 or end > size - 8 or end <= start:
                 continue
+            gzip = chunk.compression == "GZIP"
             try:
                 for number, page in enumerate(page_headers(fh, start, end)):
                     crc = page.fields.get(4)
-                    if not isinstance(crc, int) or isinstance(crc, bool):
-                        if number == 0:
-                            break  # this chunk records no checksums
-                        continue
-                    recorded = True
-                    if _crc32(fh, page.body, page.packed) != crc & 0xFFFFFFFF:
-                        return ChecksumMismatch(chunk.path_in_schema, group, number), True
+                    if isinstance(crc, int) and not isinstance(crc, bool):
+                        recorded = True
+                        if _crc32(fh, page.body, page.packed) != crc & 0xFFFFFFFF:
+                            return ChecksumMismatch(chunk.path_in_schema, group, number), True
+                    elif gzip:  # bytes that match their CRC-32 need no second check
+                        recorded = True
+                        if _gzip_fails(fh, page):
+                            return ChecksumMismatch(chunk.path_in_schema, group, number,
+                                                    gzip=True), True
+                    elif number == 0:
+                        break  # this chunk records no checksums
             except ValueError:
                 continue  # headers not followed: the reader reports the damage
     return None, recorded
+
+
+def _gzip_fails(fh: BinaryIO, page: PageHeader) -> bool:
+    """Whether a GZIP page's compressed bytes fail to decompress to its uncompressed size.
+
+    zlib checks what DuckDB's inflate skips: gzip's CRC-32 and length of the data, besides
+    a deflate stream that does not decode. The output is counted, not kept (a page that
+    decompresses to more than its header records fails once past it). Pages whose header
+    cannot say where their compressed bytes lie are left to the reader's own errors.
+    """
+    start, length, expect = page.body, page.packed, page.raw
+    if page.kind == DATA_PAGE_V2:  # its levels lie uncompressed before its values
+        v2 = page.fields.get(8)
+        if not isinstance(v2, dict) or v2.get(7) is False:  # is_compressed false
+            return False
+        levels = header_int(v2, 5) + header_int(v2, 6)
+        start, length, expect = start + levels, length - levels, expect - levels
+    elif page.kind not in (DATA_PAGE, DICTIONARY_PAGE):
+        return False
+    if length <= 0 or expect < 0:
+        return False
+    stream = zlib.decompressobj(47)  # a gzip or zlib stream, as pyarrow's codec takes
+    out = 0
+    fh.seek(start)
+    try:
+        while length > 0 and not stream.eof:
+            data = fh.read(min(length, CHECKSUM_READ))
+            if not data:
+                return False  # the file ends first: the reader reports it
+            length -= len(data)
+            while data and not stream.eof:
+                out += len(stream.decompress(data, CHECKSUM_READ))
+                if out > expect:
+                    return True
+                data = stream.unconsumed_tail
+    except zlib.error:
+        return True
+    return not stream.eof or out != expect
 
 
 def _crc32(fh: BinaryIO, start: int, length: int) -> int | None:

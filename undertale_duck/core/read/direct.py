@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from ...errors import SourceError
 from ..parquet import LeafVerdicts, ShardPages, fixed_lists, footers
 from ..parquet import pages as parquet_pages
-from ..runtime import read_pool
+from ..runtime import failures, read_pool
 from ..source import Shard, Window, window_row_groups
 
 #: Most bytes a window read by pyarrow may decode when the dataset has no memory budget
@@ -278,6 +278,36 @@ class DirectReader:
         if self._pid == os.getpid():
             for stream in streams:
                 stream.close()
+
+    def undecompressible(self, shard: Shard, window: Window) -> tuple[str, int] | None:
+        """The column and row group of ``window``'s read holding a page its codec refuses.
+
+        Each column of each row group the read decodes is decoded alone, in order, after
+        the read failed (no cost otherwise).
+
+        Returns:
+            ``(column, group)``, or None where no page is found (the file changed, or the
+            failure needs columns together).
+        """
+        found = self._groups(shard, window)
+        if found is None:
+            return None
+        pages, groups, _, _ = found
+        leaves = [index for index, _ in pages.leaves or ()]
+        for group in groups:
+            for name, leaf in zip(self.columns, leaves, strict=False):
+                reader = _open_reader(pages)
+                try:
+                    for _ in reader.iter_batches(
+                        VECTOR_ROWS, row_groups=[group], column_indices=[leaf], use_threads=False
+                    ):
+                        pass
+                except (OSError, pa.ArrowException) as exc:
+                    if failures.is_codec_failure(exc):
+                        return name, group
+                finally:
+                    reader.close()
+        return None
 
     def resumes_at(self, shard: Shard, window: Window) -> int | None:
         """The shard-local row a read of ``window`` starts decoding at (None: not pyarrow's).

@@ -597,10 +597,13 @@ class WindowDecoder:
         DuckDB does not check page checksums (pyarrow's path verifies them as it decodes,
         :mod:`direct`): without this a byte flipped on disk in a page that still
         decompresses is served as a wrong value. A file recording none costs one page
-        header per column of the first row group read, once per process.
+        header per column of the first row group read, once per process. Nor does DuckDB
+        check gzip's own CRC-32: a GZIP page recording no CRC-32 is decompressed once more
+        here, once per row group and process (:func:`pages.checksum_mismatch`).
 
         Raises:
-            CorruptShardError: If a page's bytes do not match its checksum.
+            CorruptShardError: If a page's bytes do not match its checksum, or a GZIP
+                page's do not decompress.
         """
         shard = self.source.shards[win.shard]
         groups, _ = window_row_groups(shard.row_groups, win)
@@ -627,11 +630,16 @@ class WindowDecoder:
             if bad is not None:
                 first = sum(rows for rows, _ in shard.row_groups[:group])
                 rows = shard.row_groups[group][0]
+                why = (
+                    "does not decompress (its gzip data fails gzip's CRC-32 or length check, "
+                    "or does not decode)"
+                    if bad.gzip
+                    else "does not match the CRC-32 checksum its header records"
+                )
                 raise CorruptShardError(
                     f"shard {shard.path} is corrupt: page {bad.page} of column {bad.column!r} "
-                    f"in row group {bad.group} (local rows {first}..{first + rows - 1}) does "
-                    "not match the CRC-32 checksum its header records: the file was damaged "
-                    "after it was written; restore or rewrite it",
+                    f"in row group {bad.group} (local rows {first}..{first + rows - 1}) "
+                    f"{why}: the file was damaged after it was written; restore or rewrite it",
                     shard.path,
                     (win.offset, win.end),
                 )
@@ -649,7 +657,12 @@ class WindowDecoder:
 
         Only windows the footer and page headers put on the allow-list of :mod:`pages` are
         tried; any failure (a pyarrow error, the read limit, rows or columns not as the
-        footer says) falls back to DuckDB, so errors and their classes are DuckDB's.
+        footer says) falls back to DuckDB, so errors and their classes are DuckDB's, except
+        a page its codec refuses.
+
+        Raises:
+            CorruptShardError: If pyarrow's codec refuses a page the window's read decodes
+                (gzip's CRC-32 fails, a compressed stream does not decode).
         """
         if self.direct is None or type(local) is not Shard:
             return None
@@ -664,13 +677,39 @@ class WindowDecoder:
             ):
                 raise ValueError("pyarrow read other rows or columns than the footer records")
             table = table.select(list(self.source.columns))
-        except Exception:  # any doubt: DuckDB reads the window (and reports what it finds)
-            self.direct.stats["fallback"] += 1
+        except Exception as exc:  # any doubt: DuckDB reads the window (and reports it)
             if spare is not None:
                 spare.parts.clear()  # nothing of a failed read is kept
+            if failures.is_codec_failure(exc):
+                # not DuckDB's to read: it checks less (not gzip's CRC-32), and would serve
+                # the damaged bytes as values
+                local.check_unchanged()
+                raise self._undecompressible(exc, local, win, what) from None
+            self.direct.stats["fallback"] += 1
             return None
         self.direct.stats["direct"] += 1
         return table
+
+    def _undecompressible(
+        self, exc: Exception, local: Shard, win: Window, what: str
+    ) -> CorruptShardError:
+        """The error for a window whose read met a page pyarrow's codec refuses (``exc``)."""
+        shard = self.source.shards[win.shard]
+        assert self.direct is not None
+        found = self.direct.undecompressible(local, win)
+        where = "a page"
+        if found is not None:
+            column, group = found
+            first = sum(rows for rows, _ in shard.row_groups[:group])
+            last = first + shard.row_groups[group][0] - 1
+            where = f"a page of column {column!r} in row group {group} (local rows {first}..{last})"
+        return CorruptShardError(
+            f"shard {shard.path} is corrupt: {what} cannot be read: {where} cannot be "
+            f"decompressed ({failures.message(exc)}): the file was damaged after it was "
+            "written; restore or rewrite it",
+            shard.path,
+            (win.offset, win.end),
+        )
 
     def _claim(self, key: tuple[str, int]) -> OpenQuery | None:
         """Take the query left open on a row group, if any (this read alone then uses it)."""

@@ -37,6 +37,15 @@ _CORRUPT = (
 # of range"): not corruption. Index, offset or length "out of range" is, and says "corrupt".
 _OUT_OF_RANGE = re.compile(r"\b(timestamp|date|time|interval|decimal|value)\b[^.]*out of range")
 
+# pyarrow's codecs refusing a page's bytes: gzip's CRC-32 or length check, a deflate, zstd,
+# snappy, lz4 or brotli stream that does not decode, a page decompressing to another size
+# than its header's. Not an unknown codec ("Unsupported compression codec value").
+_CODEC = re.compile(
+    r"codec failed|corrupt \w+ compressed data|decompression failed"
+    r"|didn't decompress to expected size",
+    re.IGNORECASE,
+)
+
 #: DuckDB's working memory per column a scan reads, at least: one 2048-value vector of
 #: 8-byte values (it also keeps each column's page buffers; 5,000 int64 columns of a few
 #: rows took more than 128 MiB, about 26 KiB each).
@@ -59,6 +68,15 @@ def looks_corrupt(exc: BaseException) -> bool:
 
 #: The name of DuckDB's error kind that starts its messages ("Invalid Input Error: ").
 _KIND = re.compile(r"^[A-Za-z ]+ Error: ")
+
+
+def is_codec_failure(exc: BaseException) -> bool:
+    """Whether a pyarrow error is a compressed page its codec refuses (the bytes are damaged).
+
+    DuckDB checks less than pyarrow's codecs (not gzip's CRC-32): a window it read instead
+    would be served the damaged bytes as values.
+    """
+    return isinstance(exc, OSError | pa.ArrowException) and bool(_CODEC.search(str(exc)))
 
 
 def is_interrupt(exc: BaseException) -> bool:
