@@ -395,3 +395,41 @@ def test_process_exits_cleanly_while_reading_ahead(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(tmp_path), str(seed)],
                               capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("memory", [1, 64])
+def test_a_shard_rewritten_in_place_with_its_mtime_put_back_is_a_change_and_a_chmod_is_not(
+        tmp_path: Path, memory: int) -> None:
+    # rsync --inplace --times (or cp --preserve=timestamps onto the file): same inode, size
+    # and mtime; only the status-change time tells, and a chmod moves it too
+    import numpy as np
+    import pyarrow as pa
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shard = data / "part-0.parquet"
+
+    def write(path: Path, base: int) -> None:
+        pq.write_table(pa.table({"id": np.arange(1000, dtype=np.int64) + base}), path,
+                       row_group_size=100, compression="none", use_dictionary=False)
+
+    write(shard, 0)
+    write(tmp_path / "other.parquet", 1_000_000)
+    assert shard.stat().st_size == (tmp_path / "other.parquet").stat().st_size
+    ds = ParquetDataset(data, memory=memory, window_bytes=800, read_ahead=False)
+    assert ds[0]["id"] == 0
+    st = shard.stat()
+    shard.chmod(0o640)  # the status changes, the rows do not
+    assert shard.stat().st_ctime_ns != st.st_ctime_ns
+    assert [ds[i]["id"] for i in (0, 500, 999)] == [0, 500, 999]
+    with open(shard, "r+b") as fh:
+        fh.write((tmp_path / "other.parquet").read_bytes())
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (shard.stat().st_size, shard.stat().st_mtime_ns, shard.stat().st_ino) == (
+        st.st_size, st.st_mtime_ns, st.st_ino)
+    with pytest.raises(ShardChangedError, match="rewritten in place"):
+        [ds[i] for i in range(1000)]
+    with pytest.raises(ShardChangedError, match="rewritten in place"):
+        ds.sql("SELECT max(id) FROM dataset")
+    ds.refresh()
+    assert [ds[i]["id"] for i in (0, 999)] == [1_000_000, 1_000_999]

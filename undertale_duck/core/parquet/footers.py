@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import xxhash
 
 from ...common.text import first_line
 from ...errors import CorruptShardError, EncryptedShardError, UnsupportedShardError
@@ -724,6 +725,17 @@ def checked_row_groups(path: str, meta: pq.FileMetaData, size: int) -> tuple[tup
             path,
         )
     return tuple(groups)
+
+
+def footer_digest(path: str, size: int) -> int:
+    """The XXH3-64 of a file's footer bytes (0 if they cannot be read).
+
+    Compared when a shard's status-change time moved while its size, modification time and
+    inode stayed: a ``chmod`` keeps the footer, a rewrite in place with its time put back
+    (``rsync --inplace --times``) changes it.
+    """
+    footer = _footer_bytes(path, size)
+    return 0 if footer is None else xxhash.xxh3_64_intdigest(footer) or 1
 
 
 def _footer_bytes(path: str, size: int) -> bytes | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -42,8 +43,9 @@ class Shard:
         ctime_ns: The file's status-change time when the footer was read: part of the
             identity every cached artefact (view index, kept weight, window file) is keyed
             by, so a file rewritten in place with its size and mtime restored is weighed
-            and indexed anew (reads check only size, mtime and inode: a ``chmod`` is no
-            change of rows).
+            and indexed anew. Reads compare the footer when it moved (a ``chmod`` is no
+            change of rows; a rewrite in place with its mtime put back is).
+        footer_xxh3: The XXH3-64 of the footer bytes when they were read (0: unknown).
     """
 
     path: str
@@ -56,6 +58,7 @@ class Shard:
     inode: tuple[int, int] = (0, 0)
     decoded: tuple[int, ...] = field(default=(), compare=False, repr=False)
     ctime_ns: int = field(default=0, compare=False, repr=False)
+    footer_xxh3: int = field(default=0, compare=False, repr=False)
 
     @property
     def stable_path(self) -> str:
@@ -117,6 +120,34 @@ class Shard:
                 "call refresh() to reopen the dataset as it is now",
                 self.path,
             )
+        if self.footer_xxh3 and self.ctime_ns and st.st_ctime_ns != self.ctime_ns:
+            self._check_footer(st)
+
+    def _check_footer(self, st: os.stat_result) -> None:
+        """Compare the footer of a file whose status changed (once per status-change time)."""
+        seen = (self.path, st.st_ino, st.st_ctime_ns)
+        with _footers_seen_lock:
+            if _footers_seen.get(seen) == self.footer_xxh3:
+                return
+        now = footers.footer_digest(self.path, st.st_size)
+        if now != self.footer_xxh3:
+            raise ShardChangedError(
+                f"shard {self.path} changed on disk after the dataset was opened (rewritten "
+                "in place: same size and modification time, another footer); call "
+                "refresh() to reopen the dataset as it is now",
+                self.path,
+            )
+        with _footers_seen_lock:
+            _footers_seen[seen] = now
+            while len(_footers_seen) > _FOOTERS_SEEN:
+                _footers_seen.pop(next(iter(_footers_seen)))
+
+
+#: Footers found unchanged after a file's status changed (a chmod), by (path, inode,
+#: ctime): compared once, not at every read.
+_footers_seen: dict[tuple[str, int, int], int] = {}
+_footers_seen_lock = threading.Lock()
+_FOOTERS_SEEN = 4096
 
 
 def read_footer(path: str) -> Shard:
@@ -181,6 +212,7 @@ def read_footer(path: str) -> Shard:
         inode=(st.st_dev, st.st_ino),
         decoded=decoded,
         ctime_ns=st.st_ctime_ns,
+        footer_xxh3=footers.footer_digest(path, st.st_size),
     )
 
 
