@@ -83,7 +83,7 @@ class AccessMonitor:
         _warned = True
         warnings.warn(
             f"rows are read in a uniform random order over about {self.data_mb:,.0f} MB of "
-            f"data, more than memory={self.memory_mb:g} MB holds: each window read (DuckDB "
+            f"data, more than memory={self.memory_mb:g} MiB holds: each window read (DuckDB "
             f"decodes whole row groups) served about {per_read:.1f} of its "
             f"{self.window_rows:.0f} rows before it was evicted, so nearly every row costs "
             "a window decode. Use ChunkedSampler(dataset, batch, workers, shuffle=True, "

@@ -124,7 +124,7 @@ def shard_error(
     text = message(exc)
     low = text.lower()
     if isinstance(exc, duckdb.OutOfMemoryException):
-        budget = f"the memory budget (memory={memory / (1 << 20):.4g} MB)" if memory else (
+        budget = f"the memory budget (memory={memory / (1 << 20):.4g} MiB)" if memory else (
             "DuckDB's memory_limit"
         )
         if memory and 2 * columns * COLUMN_WORKING_BYTES >= memory:
