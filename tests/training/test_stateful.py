@@ -294,3 +294,24 @@ def test_an_elastic_iterator_state_with_workers_warns_of_torchdatas_snapshots(
     with caplog.at_level(logging.WARNING, logger="undertale_duck"):
         iter(restored).load_state_dict(state)  # type: ignore[attr-defined]
     assert ("snapshot_every_n_steps=1" in caplog.text) == warned
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("again", [True, False])
+def test_a_state_saved_after_the_epochs_loop_ended_resumes_after_that_epoch(
+    data: Path, workers: int, again: bool
+) -> None:
+    # saved once the loop over epoch 0 had finished (torchdata then builds a fresh iterator
+    # on restore): a loop setting epoch 0 again before iterating, as documented, was served
+    # the next epoch's rows under epoch 0, and then that epoch a second time
+    whole = _epochs(_loader(data, workers, True, 1), range(2))
+    first = _loader(data, workers, True, 1)
+    first.sampler.set_epoch(0)
+    assert [i for batch in first for i in batch] == whole[0]
+    state = first.state_dict()
+    resumed = _loader(data, workers, True, 1)
+    resumed.load_state_dict(state)
+    if again:
+        assert _epochs(resumed, range(2)) == [[], whole[1]]
+    else:
+        assert _epochs(resumed, range(1, 2)) == [whole[1]]

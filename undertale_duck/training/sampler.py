@@ -201,6 +201,12 @@ class ChunkedSampler(DistributedSampler[int]):
         #: A state loaded at the end of its epoch, given back while nothing is served since
         #: (:meth:`_state`).
         self._end_state: dict[str, Any] | None = None
+        # The epoch set_epoch() was last given (None: never): torchdata's StatefulDataLoader
+        # restores its state when iterated, after a loop has set the epoch (:class:`_Pass`).
+        self._asked: int | None = None
+        # Whether the epoch is held at its end for every iteration (that restore, until
+        # another epoch is set or a state loaded).
+        self._held_end = False
         self._units: list[tuple[int, int]] | None = None
         self._data: tuple[Any] | None = None  # the dataset's fingerprint, once computed
         self._unit_hash: tuple[str | None] | None = None  # units_digest, once computed
@@ -405,7 +411,9 @@ class ChunkedSampler(DistributedSampler[int]):
             epoch), which torchdata's ``StatefulDataLoader`` saves with every batch it hands
             out.
         """
-        start, self._resume = self._resume, 0
+        start = self._resume
+        if not self._held_end:  # else every iteration of the epoch starts at its end
+            self._resume = 0
         self.consumed = start
         self._live = _Pass(self, start)
         return self._live
@@ -483,7 +491,10 @@ class ChunkedSampler(DistributedSampler[int]):
             ArgumentError: If ``epoch`` is not an integer >= 0.
         """
         epoch = check_int("epoch", epoch, 0)
+        if not self.fixed_epoch:
+            self._asked = epoch
         if epoch != self.epoch and not self.fixed_epoch:
+            self._held_end = False
             # the epoch the restored state ended, set again as a resumed loop does (docs):
             # served from its end, not a second time
             ended = epoch == self._ended and self._live is None
@@ -723,6 +734,7 @@ class ChunkedSampler(DistributedSampler[int]):
         self.epoch = epoch
         self.consumed = consumed
         self._resume = consumed
+        self._held_end = False
         self._before = before
         self._carried = carried
         self._ended = saved_epoch if epoch != saved_epoch else None
@@ -991,6 +1003,13 @@ class _Pass(Iterator[int]):
         """
         sampler = self._sampler
         sampler.load_state_dict(state)
+        saved = state.get("epoch") if isinstance(state, dict) else None
+        ended = sampler.epoch != saved and sampler._asked == saved
+        if ended:
+            # a state at its epoch's end, restored when iterated after the loop set that
+            # epoch again: as set after the restore, the epoch stays at its end (docs); and
+            # a fresh iteration of it (torchdata's, once the saved one had finished) too
+            sampler.set_epoch(check_int("epoch", saved, 0))
         mine = sampler._settings()
         if sampler.workers and _topology(state, mine) != _topology(mine, mine):
             # torchdata's StatefulDataLoader with workers restores its last snapshot, then
@@ -1001,7 +1020,10 @@ class _Pass(Iterator[int]):
                 "yielded after the last snapshot are stepped through again at batch %d, and "
                 "rows may be served twice", sampler.batch,
             )
-        start, sampler._resume = sampler._resume, 0
+        start = sampler._resume
+        sampler._held_end = ended
+        if not ended:
+            sampler._resume = 0
         sampler.consumed = start
         sampler._live = self
         self._begin(start)
