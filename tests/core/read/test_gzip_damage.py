@@ -147,3 +147,40 @@ def test_undamaged_gzip_pages_of_every_shape_pass_the_check(tmp_path: Path, vers
             for group in range(meta.num_row_groups):
                 bad, checked = pages.checksum_mismatch(path, meta, group, table.column_names)
                 assert bad is None and checked, (level, dictionary, group)
+
+
+def test_a_remote_shard_read_by_range_has_each_group_checked_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # read by range, a remote shard is a new scratch file at each window: the check keyed by
+    # that file decompressed the group's GZIP pages again at every window
+    import os
+    import time
+
+    import fsspec
+
+    (tmp_path / "src").mkdir()
+    table = _write(tmp_path / "src" / "part-0.parquet", level=None, nested=True)
+    fs = fsspec.filesystem("memory")
+    root = f"memory://gzip-once-{os.getpid()}-{time.monotonic_ns()}"
+    fs.pipe(f"{root}/part-0.parquet", (tmp_path / "src" / "part-0.parquet").read_bytes())
+    checked: list[str] = []
+    real = pages._gzip_fails
+
+    def counted(fh: object, page: object) -> bool:
+        checked.append(str(getattr(fh, "name", "")))
+        return real(fh, page)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pages, "_gzip_fails", counted)
+    try:
+        ds = ParquetDataset(root + "/", memory=1, window_bytes=256, read_ahead=False,
+                            cache_dir=tmp_path / "cache", cache_limit=1)  # never cached whole
+        first = None
+        for i in (5, 40, 90, 10, 60):  # windows of row group 0, each read by range
+            assert ds[i]["f"] == table["f"][i].as_py()
+            if first is None:
+                first = len(checked)
+        assert first and len(checked) == first  # the group's pages checked at its first read
+        assert ds[150]["f"] == 150.5
+        assert len(checked) > first  # another group: checked in its turn
+    finally:
+        fs.rm(root, recursive=True)

@@ -607,11 +607,14 @@ class WindowDecoder:
         """
         shard = self.source.shards[win.shard]
         groups, _ = window_row_groups(shard.row_groups, win)
+        # keyed by the shard, not the file DuckDB reads: a remote shard read by range is a
+        # new scratch file each time, and its groups would be checked at every window
+        version = local.mtime_ns if local.path == shard.path else hash(
+            (getattr(shard, "version", None), shard.size, shard.mtime_ns))
         with self._checksum_lock:
-            if (local.path, local.mtime_ns, -1) in self._checksummed:
+            if (shard.path, version, -1) in self._checksummed:
                 return  # the file records no checksums
-            todo = [g for g in groups
-                    if (local.path, local.mtime_ns, g) not in self._checksummed]
+            todo = [g for g in groups if (shard.path, version, g) not in self._checksummed]
         if not todo:
             return
         try:
@@ -646,7 +649,7 @@ class WindowDecoder:
             with self._checksum_lock:
                 # a writer records checksums for a whole file or not at all: a file whose
                 # first group read records none is not looked at again (group -1)
-                self._checksummed[(local.path, local.mtime_ns, group if recorded else -1)] = None
+                self._checksummed[(shard.path, version, group if recorded else -1)] = None
                 while len(self._checksummed) > MAX_CHECKSUMMED:
                     self._checksummed.popitem(last=False)
 
