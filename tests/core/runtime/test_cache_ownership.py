@@ -391,3 +391,27 @@ def test_an_empty_cache_dir_is_the_default_never_the_working_directory(
     assert [ds[i] for i in range(len(ds))] == datagen.expected(sum(SIZES))
     assert os.listdir(work) == []
     assert ds.source.store.cache.directory == default_directory().resolve()
+
+
+def test_a_disk_dir_among_shards_without_a_suffix_is_refused(tmp_path: Path) -> None:
+    # sources take files by their magic bytes; the refusal looked at suffixes only, so a
+    # directory of suffix-less shards (part-00000) that this process never opened took a
+    # cache folder of ours
+    other = tmp_path / "other"
+    other.mkdir()
+    pq.write_table(pa.table({"id": list(range(10))}), other / "part-00000")
+    (other / "notes.txt").write_text("mine")
+    os.mkfifo(other / "a-fifo")  # looked at without waiting on it
+    (other / "part-00000.parquet.part-1-2-3").write_bytes(b"PAR1half")  # a download's part
+    src = tmp_path / "src"
+    datagen.write_shards(src, [12])
+    before = digest(other)
+    for where in (other, other / "w"):
+        with pytest.raises(ArgumentError, match=r"holding Parquet files \(.*part-00000\)"):
+            ParquetDataset(src, disk=8, disk_dir=where)
+    assert digest(other) == before and sorted(p.name for p in other.iterdir()) == sorted(
+        ["part-00000", "notes.txt", "a-fifo", "part-00000.parquet.part-1-2-3"])
+    # a directory of the user's other files, a fifo and a part file alone is no dataset
+    (other / "part-00000").unlink()
+    ds = ParquetDataset(src, disk=8, disk_dir=other / "w")
+    assert ds[3] == datagen.row(3)

@@ -48,6 +48,10 @@ RECORD_SUFFIX = ".record"
 RECORD_FORMAT = "undertale_duck-entry-1"
 #: File names that a dataset source lists as shards (as core/source/local.py).
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+#: Files without a Parquet suffix whose first bytes :func:`foreign_parquet` reads, at most.
+MAGIC_LOOKS = 64
+#: A download's part file (``<name>.parquet.part-...``): its bytes start as the shard's.
+_PART = re.compile(r"\.(?:parquet|parq|pq)\.part-", re.IGNORECASE)
 #: A shard copy of the cache layout before records (``<40 hex>.parquet`` beside its ``.lock``).
 _OLD_ENTRY = re.compile(r"([0-9a-f]{40})\.parquet")
 #: Directories already resolved and checked by this process, held open by descriptor.
@@ -418,8 +422,15 @@ def foreign_parquet(directory: Path) -> str | None:
         names = set(os.listdir(directory))
     except OSError:
         return None
+    looked = 0
     for name in sorted(names):
         if not name.lower().endswith(PARQUET_SUFFIXES):
+            # a dataset's shards may have no suffix (sources take files by their magic
+            # bytes): the first few such files are looked at; a part file is a download's
+            if _PART.search(name) is None and looked < MAGIC_LOOKS:
+                looked += 1
+                if _starts_parquet(directory / name):
+                    return name
             continue
         old = _OLD_ENTRY.fullmatch(name)
         if old is not None and f"{old.group(1)}.lock" in names:
@@ -428,6 +439,20 @@ def foreign_parquet(directory: Path) -> str | None:
             continue
         return name
     return None
+
+
+def _starts_parquet(path: Path) -> bool:
+    """Whether ``path`` is a regular file starting with the Parquet magic bytes."""
+    try:  # never a link followed, never a FIFO waited on
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 4, 0) == b"PAR1"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def tagged(directory: str | os.PathLike[str]) -> bool:
