@@ -7,7 +7,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -58,7 +57,6 @@ _log = logging.getLogger(__name__)
 #: How the view's errors name its query; a ``where=`` view's name the condition instead.
 _VIEW_QUERY = "view query"
 #: DuckDB's quote of the failed query, to the end of its message.
-_SQL_CONTEXT = re.compile(r"\s*\bLINE \d+:.*\Z", re.DOTALL)
 
 
 #: An order ``prefetch(lazy=True)`` declared: the declaring process, the windows, the rows.
@@ -83,9 +81,7 @@ def named_filter(where: str | None) -> Iterator[None]:
         text = str(exc)
         if where is None or not text.startswith(_VIEW_QUERY):
             raise
-        # DuckDB's context ("LINE 10: ... WHERE 'abc') ORDER BY __ud_order ^^^") quotes the
-        # query made of the condition, which the user never wrote
-        rest = _SQL_CONTEXT.sub("", text[len(_VIEW_QUERY):])
+        rest = text[len(_VIEW_QUERY):]  # DuckDB's quote of the query is left out there
         if rest.startswith(" must be"):  # the view's words for a statement after ';'
             rest = (" must be one SQL condition on the rows, without ';' (it is the filter of "
                     "SELECT * FROM dataset WHERE <condition>)")

@@ -289,7 +289,9 @@ def _count_shard(
                                 what="the view's filter")
         if blamed is not None:
             raise blamed from None
-        text = first_line(exc, limit=4000)
+        # without DuckDB's quote of the query ("LINE 10: ... ^"): the user wrote only part
+        # of it (a where= condition, a query over a table named dataset)
+        text = first_line(Exception(str(exc).split("\nLINE ")[0]), limit=4000)
         raise QueryError(f"view query failed on shard {shard.path}: {text}") from None
     local.check_unchanged()
     return per_window, seen
