@@ -269,7 +269,9 @@ def test_batches_carried_into_an_epoch_count_in_its_length_and_state() -> None:
     t.load_state_dict(end)  # loaded again where it left the sampler (as Lightning does)
     assert (t.epoch, t.carried, len(t)) == (1, 10, 10 * 8 + 100)
     assert list(t) == s.order(1).tolist()
-    mid = t.state_dict(consumed=24)
+    with pytest.raises(ArgumentError, match="less than the 80 samples"):
+        t.state_dict(consumed=24)  # the 10 batches carried in count first, as len() counts
+    mid = t.state_dict(consumed=10 * 8 + 24)
     assert mid["carried"] == 10
     (u,) = _resumed(100, (1, 0, 8), 1, mid, shuffle=True)
     assert (u.carried, len(u), list(u)) == (10, 180, s.order(1).tolist()[24:])

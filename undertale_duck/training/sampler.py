@@ -580,7 +580,7 @@ class ChunkedSampler(DistributedSampler[int]):
             # the epoch's count: after an elastic resume the batches run before the
             # checkpoint come first, at this batch size (as len() counts them); the order
             # holds the rest
-            earlier = _steps(self._before) * self.batch
+            earlier = (self._carried + _steps(self._before)) * self.batch
             rows = earlier + self._rows_now()
             if done > rows:
                 # cut to the share, it would read as the epoch's end: the resumed run would
@@ -594,8 +594,9 @@ class ChunkedSampler(DistributedSampler[int]):
                 raise ArgumentError(
                     f"consumed={done} is less than the {earlier} samples epoch {self.epoch} "
                     "counts before this run resumed it (the batches run before the "
-                    f"checkpoint, at batch {self.batch}; len(sampler) counts them too): give "
-                    "the samples of the whole epoch, those before the resume included"
+                    f"checkpoint, or carried into it, at batch {self.batch}; len(sampler) "
+                    "counts them too): give the samples of the whole epoch, those before "
+                    "the resume included"
                 )
             done -= earlier
             live = self._live
@@ -1016,9 +1017,10 @@ class _Pass(Iterator[int]):
             # steps through the batches since at this batch size and topology (docs/resume.md)
             _log.warning(
                 "an elastic resume through torchdata's StatefulDataLoader with workers is "
-                "exact only with snapshot_every_n_steps=1: with a longer interval the batches "
-                "yielded after the last snapshot are stepped through again at batch %d, and "
-                "rows may be served twice", sampler.batch,
+                "exact only with snapshot_every_n_steps=1 (its default; then nothing is "
+                "wrong): with a longer interval the batches yielded after the last snapshot "
+                "are stepped through again at batch %d and this topology, so rows may be "
+                "served twice or skipped", sampler.batch,
             )
         start = sampler._resume
         sampler._held_end = ended
