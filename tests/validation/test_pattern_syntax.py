@@ -19,7 +19,8 @@ from undertale_duck.validation.runner import report_for
 #: Characters each class below could take or leave: the punctuation Rust and RE2 read apart,
 #: letters, digits and spaces beyond ASCII, and two that case-fold into ASCII (K, ſ).
 VALUES = ["a", "b", "c", "e", "A", "K", "_", "-", "]", "[", "^", "&", "~", ":", "\\", " ",
-          "\u00e9", "\u0661", "\u00a0", "\u212a", "\u017f", "\u2003", "ab", "a]", "<a", ""]
+          "\u00e9", "\u0661", "\u00a0", "\u212a", "\u017f", "\u2003", "ab", "a]", "<a", "",
+          "caf\u00e9", "\u00fcber", "\u65e5\u672c", "a\u0661", "a b", "a\nb", "\U0001f600"]
 
 #: Classes that Rust and RE2 spell apart but RE2 can be given exactly: a leading ``]`` or
 #: ``-`` is a literal in Rust, never a range's start, and POSIX classes are ASCII in both.
@@ -37,6 +38,9 @@ REFUSED = {
     r"\b{start}a": "word-boundary",
     r"\<a": "word-boundary",
     r"a\>": "word-boundary",
+    r"\w+\b$": "Unicode word boundary",
+    r"^\B": "Unicode word boundary",
+    r"\bab\b": "Unicode word boundary",
     r"^[\W]$": "\\W inside [...]",
     r"^[^\D]$": "\\D inside [...]",
     r"^[^\S]$": "\\S inside [...]",

@@ -41,8 +41,8 @@ def re2_pattern(pattern: str) -> str:
 
     ``\d``, ``\s``, ``\w`` and (outside ``[...]``) ``\D``, ``\S``, ``\W`` become their Unicode
     classes (:data:`_UNICODE_CLASSES`); each ``[...]`` is rewritten as Rust reads it
-    (:func:`_class`). ``\b`` stays RE2's ASCII word boundary. Everything else is passed
-    through: what RE2 cannot parse fails when DuckDB compiles it.
+    (:func:`_class`). Everything else is passed through: what RE2 cannot parse fails when
+    DuckDB compiles it.
 
     Args:
         pattern: The field's pattern.
@@ -53,7 +53,8 @@ def re2_pattern(pattern: str) -> str:
     Raises:
         PatternRefused: The pattern uses a construct that RE2 would read differently: a
             nested class, a class set operation, ``\D``/``\S``/``\W`` inside ``[...]``,
-            ``\b{...}``, ``\<``, ``\>`` or ``\p{C}``.
+            ``\b`` and ``\B`` (Unicode in Rust, ASCII in RE2), ``\b{...}``, ``\<``, ``\>``
+            or ``\p{C}``.
     """
     out: list[str] = []
     i = 0
@@ -69,6 +70,12 @@ def re2_pattern(pattern: str) -> str:
                 raise PatternRefused(
                     f"{pattern[i : i + 3]!r} is a word-boundary assertion in pydantic's regex "
                     "that RE2 lacks; write the pattern without it"
+                )
+            if nxt in "bB":
+                raise PatternRefused(
+                    f"\\{nxt} is a Unicode word boundary in pydantic's regex but an ASCII one "
+                    "in RE2 (a letter such as 'é' is no word character there); write the "
+                    "pattern without it"
                 )
             if nxt.lower() in _UNICODE_CLASSES:
                 out.append(f"[{'^' if nxt.isupper() else ''}{_UNICODE_CLASSES[nxt.lower()]}]")
