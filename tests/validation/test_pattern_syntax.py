@@ -23,10 +23,13 @@ VALUES = ["a", "b", "c", "e", "A", "K", "_", "-", "]", "[", "^", "&", "~", ":", 
           "caf\u00e9", "\u00fcber", "\u65e5\u672c", "a\u0661", "a b", "a\nb", "\U0001f600"]
 
 #: Classes that Rust and RE2 spell apart but RE2 can be given exactly: a leading ``]`` or
-#: ``-`` is a literal in Rust, never a range's start, and POSIX classes are ASCII in both.
+#: ``-`` is a literal in Rust, never a range's start, POSIX classes are ASCII in both, and a
+#: class holding a shorthand and its negation (``[\s\S]``) is every character.
 TRANSLATED = [r"^[]-a]$", r"^[^]-a]$", r"^[--a]$", r"^[^--a]$", r"^[-a]$", r"^[a-c-e]$",
               r"^[]a]$", r"^[\--a]$", r"^[[:alpha:]]$", r"(?i)^[[:upper:]]$", r"^[[:^alpha:]]$",
-              r"^[\P{L}]$", r"^[\d\s]+$", r"^[^\w]$", r"(?i)^[^k]$", r"^[\\\]]$", r"^[:a]$"]
+              r"^[\P{L}]$", r"^[\d\s]+$", r"^[^\w]$", r"(?i)^[^k]$", r"^[\\\]]$", r"^[:a]$",
+              r"^[\s\S]+$", r"^[\d\D]$", r"^[\w\W]$", r"^[\S\s]{1,3}$", r"(?i)^[a\D\d]$",
+              r"^[^\s\S]", r"^a$|[^\W\w]", r"^[^\D\s\d]*$", r"^[\W\S\w]{2}$"]
 
 #: Constructs RE2 would read differently, each with what its error names.
 REFUSED = {
@@ -44,6 +47,9 @@ REFUSED = {
     r"^[\W]$": "\\W inside [...]",
     r"^[^\D]$": "\\D inside [...]",
     r"^[^\S]$": "\\S inside [...]",
+    r"^[\S\d]$": "\\S inside [...]",
+    r"^[\W\D]$": "\\W inside [...]",
+    r"^[\s\S&&a]$": "'&&'",
     r"^\p{C}$": "unassigned",
     r"^[\PC]$": "unassigned",
 }

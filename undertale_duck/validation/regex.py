@@ -28,6 +28,10 @@ _POSIX_CLASS = re.compile(
     r"\[:\^?(alnum|alpha|ascii|blank|cntrl|digit|graph|lower|print|punct|space|upper|word|xdigit):\]"
 )
 
+#: Every character, the inside of a class: what a class holding a shorthand and its negation
+#: (``[\s\S]``, ``[\w\Wa]``) matches in pydantic, whatever else it holds.
+_ANY = r"\x{0}-\x{10FFFF}"
+
 #: Escapes RE2 reads as the same single character (``\x`` is handled on its own).
 _CHAR_ESCAPES = frozenset("aftnrv")
 
@@ -52,7 +56,8 @@ def re2_pattern(pattern: str) -> str:
 
     Raises:
         PatternRefused: The pattern uses a construct that RE2 would read differently: a
-            nested class, a class set operation, ``\D``/``\S``/``\W`` inside ``[...]``,
+            nested class, a class set operation, ``\D``/``\S``/``\W`` inside ``[...]``
+            without its ``\d``/``\s``/``\w`` (with it the class is every character),
             ``\b`` and ``\B`` (Unicode in Rust, ASCII in RE2), ``\b{...}``, ``\<``, ``\>``
             or ``\p{C}``.
     """
@@ -91,13 +96,15 @@ def re2_pattern(pattern: str) -> str:
 
 
 def _class(pattern: str, i: int) -> tuple[str, int]:
-    """The class whose ``[`` is at ``i - 1``, in RE2's spelling, and the index after it.
+    r"""The class whose ``[`` is at ``i - 1``, in RE2's spelling, and the index after it.
 
     This follows regex-syntax's class parser: after ``[`` and ``^``, any ``-`` and then a
     first ``]`` are literals; an item is a primitive, or a range of two when a ``-`` follows
-    that is not before ``]`` or ``-``.
+    that is not before ``]`` or ``-``. A class holding a shorthand and its negation
+    (``[\s\S]``) is every character; another ``\D``/``\S``/``\W`` is refused.
     """
     items: list[str] = []
+    shorthands: dict[str, None] = {}  # the letters of the class's \d \D \s \S \w \W, in order
     negated = pattern[i : i + 1] == "^"
     i += negated
     while pattern[i : i + 1] == "-":
@@ -126,6 +133,13 @@ def _class(pattern: str, i: int) -> tuple[str, int]:
                 f"{pattern[i : i + 2]!r} inside [...] is a class set operation in pydantic's "
                 "regex but literals in RE2; escape them or write the set as one class"
             )
+        if pattern[i : i + 1] == "\\" and pattern[i + 1 : i + 2].lower() in _UNICODE_CLASSES:
+            shorthands[pattern[i + 1]] = None
+            if pattern[i + 1].isupper():  # kept out of _class_item: RE2's is ASCII
+                if pattern[i + 2 : i + 3] == "-" and pattern[i + 3 : i + 4] not in ("", "]", "-"):
+                    raise PatternRefused("a range inside [...] has a class as an end")
+                i += 2
+                continue
         low, low_char, i = _class_item(pattern, i)
         if pattern[i : i + 1] == "-" and pattern[i + 1 : i + 2] not in ("", "]", "-"):
             high, high_char, i = _class_item(pattern, i + 1)
@@ -134,7 +148,17 @@ def _class(pattern: str, i: int) -> tuple[str, int]:
             items.append(f"{low}-{high}")
         else:
             items.append(low)
-    return f"[{'^' if negated else ''}{''.join(items)}]", i + 1
+    caret = "^" if negated else ""
+    negations = [c for c in shorthands if c.isupper()]
+    if any(c.lower() in shorthands for c in negations):  # a shorthand and its negation
+        return f"[{caret}{_ANY}]", i + 1
+    if negations:
+        upper = negations[0]
+        raise PatternRefused(
+            f"\\{upper} inside [...] is Unicode in pydantic's regex but ASCII in RE2; use it "
+            f"outside [...], or [^\\{upper.lower()}] for a class of it alone"
+        )
+    return f"[{caret}{''.join(items)}]", i + 1
 
 
 def _class_item(pattern: str, i: int) -> tuple[str, bool, int]:
@@ -144,11 +168,8 @@ def _class_item(pattern: str, i: int) -> tuple[str, bool, int]:
     nxt = pattern[i + 1]
     if nxt in _UNICODE_CLASSES:
         return _UNICODE_CLASSES[nxt], False, i + 2
-    if nxt.lower() in _UNICODE_CLASSES:
-        raise PatternRefused(
-            f"\\{nxt} inside [...] is Unicode in pydantic's regex but ASCII in RE2; use it "
-            f"outside [...], or [^\\{nxt.lower()}] for a class of it alone"
-        )
+    if nxt.lower() in _UNICODE_CLASSES:  # \D, \S, \W as a range's end: pydantic refuses it
+        raise PatternRefused("a range inside [...] has a class as an end")
     end = _escape_end(pattern, i)
     if nxt in "pP":
         return _checked_escape(pattern[i:end]), False, end
