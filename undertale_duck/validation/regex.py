@@ -35,6 +35,9 @@ _ANY = r"\x{0}-\x{10FFFF}"
 #: Escapes RE2 reads as the same single character (``\x`` is handled on its own).
 _CHAR_ESCAPES = frozenset("aftnrv")
 
+#: Hexadecimal digits, as Rust takes them in a code point's escape.
+_HEX = frozenset("0123456789abcdefABCDEF")
+
 
 class PatternRefused(ValueError):
     """A pattern whose meaning in pydantic RE2 cannot give; the message says why."""
@@ -45,8 +48,9 @@ def re2_pattern(pattern: str) -> str:
 
     ``\d``, ``\s``, ``\w`` and (outside ``[...]``) ``\D``, ``\S``, ``\W`` become their Unicode
     classes (:data:`_UNICODE_CLASSES`); each ``[...]`` is rewritten as Rust reads it
-    (:func:`_class`). Everything else is passed through: what RE2 cannot parse fails when
-    DuckDB compiles it.
+    (:func:`_class`); ``\uHHHH``, ``\u{...}``, ``\UHHHHHHHH`` and ``\U{...}`` become
+    ``\x{...}`` and ``(?<name>`` becomes ``(?P<name>``, RE2's spellings. Everything else is
+    passed through: what RE2 cannot parse fails when DuckDB compiles it.
 
     Args:
         pattern: The field's pattern.
@@ -69,6 +73,11 @@ def re2_pattern(pattern: str) -> str:
             text, i = _class(pattern, i + 1)
             out.append(text)
             continue
+        group = _named_group(pattern, i) if ch == "(" else None
+        if group is not None:
+            text, i = group
+            out.append(text)
+            continue
         if ch == "\\" and i + 1 < len(pattern):
             nxt = pattern[i + 1]
             if nxt in "<>" or pattern[i + 1 : i + 3] == "b{":
@@ -87,7 +96,7 @@ def re2_pattern(pattern: str) -> str:
                 i += 2
                 continue
             end = _escape_end(pattern, i)
-            out.append(_checked_escape(pattern[i:end]))
+            out.append(_hex_escape(pattern[i:end]) or _checked_escape(pattern[i:end]))
             i = end
             continue
         out.append(ch)
@@ -173,9 +182,40 @@ def _class_item(pattern: str, i: int) -> tuple[str, bool, int]:
     end = _escape_end(pattern, i)
     if nxt in "pP":
         return _checked_escape(pattern[i:end]), False, end
-    if nxt == "x" or nxt in _CHAR_ESCAPES or nxt.isalnum() or not nxt.isascii():
-        return pattern[i:end], True, end  # RE2 reads it alike or refuses it
+    if nxt in "xuU" or nxt in _CHAR_ESCAPES or nxt.isalnum() or not nxt.isascii():
+        return _hex_escape(pattern[i:end]) or pattern[i:end], True, end  # or RE2 refuses it
     return _literal(nxt), True, end  # an escaped punctuation character is itself
+
+
+def _named_group(pattern: str, i: int) -> tuple[str, int] | None:
+    """A named group's ``(?P<name>`` or ``(?<name>`` at ``i`` in RE2's spelling, and the end.
+
+    RE2 takes only ``(?P<name>``. The name is copied as it is (no class is read in it): one
+    that RE2 does not take fails when DuckDB compiles the pattern. None for anything else.
+    """
+    for opener in ("(?P<", "(?<"):
+        start = i + len(opener)
+        if pattern.startswith(opener, i) and pattern[start : start + 1] not in ("=", "!"):
+            close = pattern.find(">", start)
+            end = len(pattern) if close == -1 else close + 1
+            return "(?P<" + pattern[start:end], end
+    return None
+
+
+def _hex_escape(escape: str) -> str | None:
+    r"""A code point's escape in Rust's spellings as ``\x{...}``, which RE2 reads alike.
+
+    Rust takes ``\xHH``, ``\uHHHH``, ``\UHHHHHHHH`` and ``\x{...}``, ``\u{...}``,
+    ``\U{...}``; RE2 only the ``\x`` ones. None for any other escape.
+    """
+    width = {"x": 2, "u": 4, "U": 8}.get(escape[1:2])
+    braced = escape[2:3] == "{" and escape.endswith("}")
+    digits = escape[3:-1] if braced else escape[2:]
+    if width is None or not digits or any(c not in _HEX for c in digits):
+        return None
+    if not braced and len(digits) != width:
+        return None
+    return f"\\x{{{digits}}}"
 
 
 def _checked_escape(escape: str) -> str:
@@ -189,15 +229,16 @@ def _checked_escape(escape: str) -> str:
 
 
 def _escape_end(pattern: str, i: int) -> int:
-    r"""The index after the escape at ``i``: ``\x{...}``/``\p{...}`` to the ``}``, else 2 chars."""
-    if pattern[i + 1 : i + 2] in ("x", "p", "P") and pattern[i + 2 : i + 3] == "{":
+    r"""The index after the escape at ``i``.
+
+    ``\x{...}``, ``\u{...}``, ``\U{...}`` and ``\p{...}`` end at the ``}``; ``\pL`` is 3
+    characters, ``\xHH`` 4, ``\uHHHH`` 6, ``\UHHHHHHHH`` 10, any other escape 2.
+    """
+    kind = pattern[i + 1 : i + 2]
+    if kind in ("x", "u", "U", "p", "P") and pattern[i + 2 : i + 3] == "{":
         close = pattern.find("}", i + 3)
         return len(pattern) if close == -1 else close + 1
-    if pattern[i + 1 : i + 2] in ("p", "P"):
-        return i + 3
-    if pattern[i + 1 : i + 2] == "x":
-        return i + 4
-    return i + 2
+    return i + {"p": 3, "P": 3, "x": 4, "u": 6, "U": 10}.get(kind, 2)
 
 
 def _literal(ch: str) -> str:
