@@ -19,13 +19,22 @@ from undertale_duck.validation.runner import report_for
 #: Characters each class below could take or leave: the punctuation Rust and RE2 read apart,
 #: letters, digits and spaces beyond ASCII, and two that case-fold into ASCII (K, ſ).
 VALUES = ["a", "b", "c", "e", "A", "K", "_", "-", "]", "[", "^", "&", "~", ":", "\\", " ",
-          "\u00e9", "\u0661", "\u00a0", "\u212a", "\u017f", "\u2003", "ab", "a]", "<a", ""]
+          "\u00e9", "\u0661", "\u00a0", "\u212a", "\u017f", "\u2003", "ab", "a]", "<a", "",
+          "caf\u00e9", "\u00fcber", "\u65e5\u672c", "a\u0661", "a b", "a\nb", "\U0001f600"]
 
 #: Classes that Rust and RE2 spell apart but RE2 can be given exactly: a leading ``]`` or
-#: ``-`` is a literal in Rust, never a range's start, and POSIX classes are ASCII in both.
+#: ``-`` is a literal in Rust, never a range's start, POSIX classes are ASCII in both, and a
+#: class holding a shorthand and its negation (``[\s\S]``) is every character; Rust's
+#: ``\u00e9``, ``\u{e9}``, ``\U0001F600`` are RE2's ``\x{...}``, and its ``(?<name>``
+#: RE2's ``(?P<name>``.
 TRANSLATED = [r"^[]-a]$", r"^[^]-a]$", r"^[--a]$", r"^[^--a]$", r"^[-a]$", r"^[a-c-e]$",
               r"^[]a]$", r"^[\--a]$", r"^[[:alpha:]]$", r"(?i)^[[:upper:]]$", r"^[[:^alpha:]]$",
-              r"^[\P{L}]$", r"^[\d\s]+$", r"^[^\w]$", r"(?i)^[^k]$", r"^[\\\]]$", r"^[:a]$"]
+              r"^[\P{L}]$", r"^[\d\s]+$", r"^[^\w]$", r"(?i)^[^k]$", r"^[\\\]]$", r"^[:a]$",
+              r"^[\s\S]+$", r"^[\d\D]$", r"^[\w\W]$", r"^[\S\s]{1,3}$", r"(?i)^[a\D\d]$",
+              r"^[^\s\S]", r"^a$|[^\W\w]", r"^[^\D\s\d]*$", r"^[\W\S\w]{2}$",
+              r"^\u00e9$", r"^caf\u{e9}$", r"^[\u0041-\u005a\u0661]$", r"^\U0001F600$",
+              r"^[\U{1f600}\x{e9}]$", r"(?i)^\u0041$", r"^\x61\U00000062$", r"^[\u002D]$",
+              r"^(?<g>a)(?P<h>b)?$", r"^(?<g>[a-c]+)$", r"^(?<n>\u0061)|\(?<x>"]
 
 #: Constructs RE2 would read differently, each with what its error names.
 REFUSED = {
@@ -37,9 +46,15 @@ REFUSED = {
     r"\b{start}a": "word-boundary",
     r"\<a": "word-boundary",
     r"a\>": "word-boundary",
+    r"\w+\b$": "Unicode word boundary",
+    r"^\B": "Unicode word boundary",
+    r"\bab\b": "Unicode word boundary",
     r"^[\W]$": "\\W inside [...]",
     r"^[^\D]$": "\\D inside [...]",
     r"^[^\S]$": "\\S inside [...]",
+    r"^[\S\d]$": "\\S inside [...]",
+    r"^[\W\D]$": "\\W inside [...]",
+    r"^[\s\S&&a]$": "'&&'",
     r"^\p{C}$": "unassigned",
     r"^[\PC]$": "unassigned",
 }
@@ -102,7 +117,11 @@ def test_constructs_re2_reads_apart_are_refused_per_check(tmp_path: Path) -> Non
 #: Class pieces: literals Rust and RE2 read apart, escapes, shorthands and ASCII classes.
 _PIECES = ["a", "c", "-", "]", "[", "^", "&", "~", ":", "\u00e9", "\\]", "\\-", "\\[", "\\\\",
            "\\d", "\\D", "\\w", "\\W", "\\s", "\\S", "[:alpha:]", "[:^digit:]", "\\x{61}",
-           "\\pL", "\\PL", "-a", "a-c", "&&", "--", "~~", " "]
+           "\\pL", "\\PL", "-a", "a-c", "&&", "--", "~~", " ", "\\s\\S", "\\D\\d", "\\W\\w",
+           "\\u00e9", "\\u{661}", "\\U0001F600", "\\x41-\\u005A", "\\u00a0", "\u65e5"]
+
+#: Where the class goes: alone, beside word boundaries (refused), in a named group.
+_FRAMES = ["^[{}]+$", "^[{}]+", "\\b[{}]+\\b", "^\\B[{}]", "^(?<g>[{}])+$", "^\\u0061?[{}]+$"]
 
 
 def _pydantic_compiles(pattern: str) -> bool:
@@ -115,16 +134,16 @@ def _pydantic_compiles(pattern: str) -> bool:
 
 @settings(max_examples=12, deadline=None)
 @given(st.lists(
-    st.tuples(st.sampled_from(["", "(?i)"]), st.booleans(),
+    st.tuples(st.sampled_from(["", "(?i)"]), st.sampled_from(_FRAMES), st.booleans(),
               st.lists(st.sampled_from(_PIECES), min_size=1, max_size=5)),
     min_size=6, max_size=6,
 ))
 def test_random_classes_never_differ_from_pydantic(
-    tmp_path_factory: Any, specs: list[tuple[str, bool, list[str]]]
+    tmp_path_factory: Any, specs: list[tuple[str, str, bool, list[str]]]
 ) -> None:
     """Any class of the risky pieces: the check errs, or its rows are pydantic's."""
-    patterns = [f"{flags}^[{'^' if negated else ''}{''.join(pieces)}]+$"
-                for flags, negated, pieces in specs]
+    patterns = [flags + frame.format(("^" if negated else "") + "".join(pieces))
+                for flags, frame, negated, pieces in specs]
     patterns = [p for p in patterns if _pydantic_compiles(p)]
     if not patterns:
         return
