@@ -123,10 +123,10 @@ def test_http_source_and_local_source_outputs_stay_out_of_the_caches(
         assert status == 2 and "cache directory" in err, err
         after = hf.sha256s(cache) | hf.sha256s(local)
         assert {k: after.get(k) for k in before} == before  # nothing replaced
-        # only the library's own footer cache entries (and its cache tag) were added, never
-        # an output
+        # only the library's own footer cache entries (its cache tag and eviction lock) were
+        # added, never an output
         added = set(after) - set(before)
-        assert all(k.endswith((".footer", "/CACHEDIR.TAG")) for k in added), after
+        assert all(k.endswith((".footer", "/CACHEDIR.TAG", "/.evict.lock")) for k in added), after
         assert sorted(os.listdir(cache / "views")) == []
         report = tmp_path / "report.json"
         status, _, err = invoke("validate", urls[0], "-s", "Dataset", "-o", str(report))
