@@ -320,3 +320,21 @@ def test_scan_reads_values_not_footer_statistics_that_lie(tmp_path: Path) -> Non
     damaged.write_bytes(bytes(data))
     scanned = describe.describe(damaged.parent, scan=True)
     assert [s.path for s in scanned.errors] == [str(damaged)]
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_a_shard_without_columns_is_listed_as_holding_nothing(tmp_path: Path, scan: bool) -> None:
+    # pyarrow's file for pa.table({}): the dataset leaves it out; describe called it
+    # unreadable ("Need at least one non-root column") and the command exited 2
+    pq.write_table(pa.table({"i": pa.array([1, 2, 3], pa.int64())}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({}), tmp_path / "b.parquet")
+    d = describe.describe(tmp_path, scan=scan)
+    assert not d.errors and not d.drift
+    assert [(os.path.basename(s.path), s.rows, s.error) for s in d.shards] == [
+        ("a.parquet", 3, None), ("b.parquet", 0, None)]
+    assert [(c.name, c.shards) for c in d.columns] == [("i", 1)]
+    if scan:
+        assert (d.columns[0].min, d.columns[0].max) == (1, 3)
+    assert "UNREADABLE" not in to_text(d)
+    done = run_cli("describe", str(tmp_path))
+    assert done.returncode == 0 and "b.parquet" in done.stdout, done.stderr

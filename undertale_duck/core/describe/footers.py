@@ -239,6 +239,10 @@ def _read_shard(
         bytes=shard.size,
         created_by=shard.created_by,
     )
+    if not shard.schema.names and not shard.rows:
+        # pyarrow's file for a table without columns: it holds nothing, and a dataset
+        # leaves it out (DuckDB cannot read it), so it is listed, not called unreadable
+        return info, None
     try:
         params = {"path": duckdb_path(path)}
         text = sqlfiles.sql_text("describe_columns")
@@ -526,7 +530,8 @@ def describe(
         for path in paths:
             info, _ = _read_shard(con, path, files)
             infos.append(info)
-        readable = [s for s in infos if s.error is None]
+        # a shard without columns (and rows) is in no layout: it holds nothing
+        readable = [s for s in infos if s.error is None and s.columns]
         layouts = [dict(s.columns) for s in readable]
         columns: dict[str, ColumnInfo] = {
             name: ColumnInfo(name, duck_type)
@@ -540,14 +545,14 @@ def describe(
         if scan and executor is not None:  # one task per readable shard, where it says
             tasks = [
                 ScanTask(s.path, tuple(s.columns), options, config, budget, threads)
-                for s in infos if s.error is None
+                for s in readable
             ]
             done = executor.map(scan_task, tasks, progress, memory_bytes=budget)
             found = {t.path: r for t, r in zip(tasks, done, strict=True)}
         for s in infos:
             if scan and progress is not None and executor is None:
                 progress(os.path.basename(s.path))
-            if s.error is not None:
+            if s.error is not None or not s.columns:
                 continue
             got_stats, error = found.get(s.path) or _shard_stats(
                 con, files, s.path, s.columns, scan, budget, threads
