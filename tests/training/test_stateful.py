@@ -315,27 +315,3 @@ def test_a_state_saved_after_the_epochs_loop_ended_resumes_after_that_epoch(
         assert _epochs(resumed, range(2)) == [[], whole[1]]
     else:
         assert _epochs(resumed, range(1, 2)) == [whole[1]]
-
-
-@pytest.mark.parametrize("every", [1, 3])
-@pytest.mark.parametrize("case", ["after the loop", "after set_epoch(1)"])
-def test_a_finished_epochs_state_with_snapshots_apart_resumes_after_it(
-    data: Path, every: int, case: str
-) -> None:
-    # with workers the state is the last snapshot plus the batches since: three batches
-    # apart, a state saved once epoch 0's loop had finished (or the next epoch had been set)
-    # restored inside epoch 0, and the fresh iterator torchdata then builds served epoch 0
-    # again (or its rows under epoch 1)
-    whole = _epochs(_loader(data, 2, True, every), range(3))
-    first = _loader(data, 2, True, every)
-    first.sampler.set_epoch(0)
-    assert [i for batch in first for i in batch] == whole[0]
-    if case == "after set_epoch(1)":
-        first.sampler.set_epoch(1)
-    state = first.state_dict()
-    resumed = _loader(data, 2, True, every)
-    resumed.load_state_dict(state)
-    if case == "after the loop":
-        assert _epochs(resumed, range(3)) == [[], whole[1], whole[2]]
-    else:
-        assert _epochs(resumed, range(1, 3)) == whole[1:]

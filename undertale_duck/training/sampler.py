@@ -207,8 +207,6 @@ class ChunkedSampler(DistributedSampler[int]):
         # Whether the epoch is held at its end for every iteration (that restore, until
         # another epoch is set or a state loaded).
         self._held_end = False
-        # The iteration a StatefulDataLoader's state was last restored into (see __iter__).
-        self._restored: _Pass | None = None
         self._units: list[tuple[int, int]] | None = None
         self._data: tuple[Any] | None = None  # the dataset's fingerprint, once computed
         self._unit_hash: tuple[str | None] | None = None  # units_digest, once computed
@@ -413,34 +411,12 @@ class ChunkedSampler(DistributedSampler[int]):
             epoch), which torchdata's ``StatefulDataLoader`` saves with every batch it hands
             out.
         """
-        restored, self._restored = self._restored, None
-        if (
-            restored is not None and restored is self._live and restored.epoch == self.epoch
-            and restored.position >= len(restored._order)
-        ):
-            self._after_restored_epoch(len(restored._order))
         start = self._resume
         if not self._held_end:  # else every iteration of the epoch starts at its end
             self._resume = 0
         self.consumed = start
         self._live = _Pass(self, start)
         return self._live
-
-    def _after_restored_epoch(self, end: int) -> None:
-        """A new iteration after a restored one had served its epoch to its end.
-
-        torchdata's ``StatefulDataLoader`` with workers restores its last snapshot and steps
-        through the batches since; a state saved once the epoch's loop had finished is then
-        at the epoch's end, and the loader builds a fresh iterator. As with a state saved at
-        the end (:meth:`load_state_dict`): the epoch the loop set again stays at its end,
-        another epoch set before the restore is served, and none set gives the next.
-        """
-        asked = self._asked
-        if asked == self.epoch:
-            self._resume = end
-            self._held_end = True
-        else:
-            self.set_epoch(self.epoch + 1 if asked is None else asked)
 
     def _declare_order(self, order: Order, start: int) -> None:
         """Declare a pass's window order to the dataset, for its read-ahead.
@@ -519,7 +495,6 @@ class ChunkedSampler(DistributedSampler[int]):
             self._asked = epoch
         if epoch != self.epoch and not self.fixed_epoch:
             self._held_end = False
-            self._restored = None
             # the epoch the restored state ended, set again as a resumed loop does (docs):
             # served from its end, not a second time
             ended = epoch == self._ended and self._live is None
@@ -761,7 +736,6 @@ class ChunkedSampler(DistributedSampler[int]):
         self.consumed = consumed
         self._resume = consumed
         self._held_end = False
-        self._restored = None
         self._before = before
         self._carried = carried
         self._ended = saved_epoch if epoch != saved_epoch else None
@@ -1062,5 +1036,3 @@ class _Pass(Iterator[int]):
             self._buffer_end = 0
             self._indices = iter([])
             self._restored_end = True
-        elif not ended:
-            sampler._restored = self
