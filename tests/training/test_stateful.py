@@ -315,3 +315,24 @@ def test_a_state_saved_after_the_epochs_loop_ended_resumes_after_that_epoch(
         assert _epochs(resumed, range(2)) == [[], whole[1]]
     else:
         assert _epochs(resumed, range(1, 2)) == [whole[1]]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_passes_after_a_mid_epoch_restore_serve_the_epoch_again_as_they_would_have(
+    data: Path, workers: int
+) -> None:
+    # a loop that sets its epoch once and iterates it again and again: after a restore in the
+    # middle of it, the first pass serves the rest and every later one the whole epoch (a
+    # reviewer caught a rule meant for torchdata's fresh iterators serving them nothing)
+    whole = _epochs(_loader(data, workers, True, 1), range(1))[0]
+    first = _loader(data, workers, True, 1)
+    first.sampler.set_epoch(0)
+    batches = iter(first)
+    seen = [i for _ in range(3) for i in next(batches)]
+    state = first.state_dict()
+    resumed = _loader(data, workers, True, 1)
+    resumed.load_state_dict(state)
+    resumed.sampler.set_epoch(0)
+    passes = [[i for batch in resumed for i in batch] for _ in range(3)]
+    assert seen + passes[0] == whole
+    assert passes[1:] == [whole, whole]

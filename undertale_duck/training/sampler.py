@@ -204,9 +204,6 @@ class ChunkedSampler(DistributedSampler[int]):
         # The epoch set_epoch() was last given (None: never): torchdata's StatefulDataLoader
         # restores its state when iterated, after a loop has set the epoch (:class:`_Pass`).
         self._asked: int | None = None
-        # Whether the epoch is held at its end for every iteration (that restore, until
-        # another epoch is set or a state loaded).
-        self._held_end = False
         self._units: list[tuple[int, int]] | None = None
         self._data: tuple[Any] | None = None  # the dataset's fingerprint, once computed
         self._unit_hash: tuple[str | None] | None = None  # units_digest, once computed
@@ -411,9 +408,10 @@ class ChunkedSampler(DistributedSampler[int]):
             epoch), which torchdata's ``StatefulDataLoader`` saves with every batch it hands
             out.
         """
+        # the skip is taken by the first pass that yields (or finds nothing to yield): torch
+        # builds an iterator's sampler pass twice and uses the second (torchdata's fresh
+        # iterator after a restored one had finished, too), and both must start there
         start = self._resume
-        if not self._held_end:  # else every iteration of the epoch starts at its end
-            self._resume = 0
         self.consumed = start
         self._live = _Pass(self, start)
         return self._live
@@ -494,7 +492,6 @@ class ChunkedSampler(DistributedSampler[int]):
         if not self.fixed_epoch:
             self._asked = epoch
         if epoch != self.epoch and not self.fixed_epoch:
-            self._held_end = False
             # the epoch the restored state ended, set again as a resumed loop does (docs):
             # served from its end, not a second time
             ended = epoch == self._ended and self._live is None
@@ -735,7 +732,6 @@ class ChunkedSampler(DistributedSampler[int]):
         self.epoch = epoch
         self.consumed = consumed
         self._resume = consumed
-        self._held_end = False
         self._before = before
         self._carried = carried
         self._ended = saved_epoch if epoch != saved_epoch else None
@@ -949,6 +945,9 @@ class _Pass(Iterator[int]):
     def __init__(self, sampler: ChunkedSampler, start: int) -> None:
         self._sampler = sampler
         self._restored_end = False
+        # restored at the end of the epoch the loop set: torchdata may pull it and then, its
+        # saved loop having finished, begin a fresh iteration, which must start at that end
+        self._keeps_skip = False
         self._begin(start)
 
     def _begin(self, start: int) -> None:
@@ -981,6 +980,8 @@ class _Pass(Iterator[int]):
 
     def _buffers(self) -> Iterator[Iterator[int]]:
         """The list iterator of each buffer in turn (the stream takes their indices in C)."""
+        if self._sampler._live is self and not self._keeps_skip:
+            self._sampler._resume = 0  # this pass takes the skip: the next starts over
         while self._refill():
             yield self._indices
 
@@ -1023,9 +1024,7 @@ class _Pass(Iterator[int]):
                 "served twice or skipped", sampler.batch,
             )
         start = sampler._resume
-        sampler._held_end = ended
-        if not ended:
-            sampler._resume = 0
+        self._keeps_skip = ended
         sampler.consumed = start
         sampler._live = self
         self._begin(start)
