@@ -596,15 +596,15 @@ class ChunkedSampler(DistributedSampler[int]):
                     "the resume included"
                 )
             done -= earlier
-            live = self._live
-            if live is not None and live.epoch == self.epoch and done < live.start:
+            live = self._live if self._live is not None and self._live.epoch == self.epoch else None
+            if live is not None and done < live.start:
                 # the saved state this run resumed from had used them: serving them again
                 raise ArgumentError(
                     f"consumed={consumed} is less than the {earlier + live.start} samples "
                     f"epoch {self.epoch} had used when this run resumed it: give the samples "
                     "of the whole epoch, those before the resume included"
                 )
-            if live is not None and live.epoch == self.epoch and done > live.position:
+            if live is not None and done > live.position:
                 # training cannot have used what this rank's iteration never handed out: a
                 # count of other units (rows before an elastic resume, say) would skip rows
                 raise ArgumentError(

@@ -249,7 +249,7 @@ def check_encryption(
     if meta is None:
         return
     if footer is None:
-        footer = _footer_bytes(path, size)
+        footer = footer_bytes(path, size)
     check_encrypted_columns(path, meta, footer, scan=scan, key=key)
 
 
@@ -301,7 +301,7 @@ def checked_metadata(path: str, size: int, mtime_ns: int) -> pq.FileMetaData:
             walked, scan = key in _scans, _scans.get(key)
         footer = None
         if not walked:
-            footer = _footer_bytes(path, size)
+            footer = footer_bytes(path, size)
             # one walk, and one read of the footer, for both checks
             scan = _walk(path, footer, key) if footer is not None else None
         check_encryption(path, meta, size, scan=scan, key=key, footer=footer)
@@ -373,7 +373,7 @@ def chunks_known(path: str, size: int) -> bool:
     Returns:
         False if the footer cannot be parsed here or holds an unknown value.
     """
-    return footer_chunks_known(_footer_bytes(path, size))
+    return footer_chunks_known(footer_bytes(path, size))
 
 
 def footer_chunks_known(footer: bytes | None) -> bool:
@@ -727,18 +727,18 @@ def checked_row_groups(path: str, meta: pq.FileMetaData, size: int) -> tuple[tup
     return tuple(groups)
 
 
-def footer_digest(path: str, size: int) -> int:
-    """The XXH3-64 of a file's footer bytes (0 if they cannot be read).
+def footer_digest(footer: bytes | None) -> int:
+    """The XXH3-64 of a file's footer bytes (:func:`footer_bytes`; 0: they could not be read).
 
     Compared when a shard's status-change time moved while its size, modification time and
     inode stayed: a ``chmod`` keeps the footer, a rewrite in place with its time put back
     (``rsync --inplace --times``) changes it.
     """
-    footer = _footer_bytes(path, size)
     return 0 if footer is None else xxhash.xxh3_64_intdigest(footer) or 1
 
 
-def _footer_bytes(path: str, size: int) -> bytes | None:
+def footer_bytes(path: str, size: int) -> bytes | None:
+    """A Parquet file's footer bytes (its metadata, without the trailer), or None."""
     try:
         with open(path, "rb") as fh:
             fh.seek(-8, os.SEEK_END)

@@ -62,6 +62,12 @@ MAX_KEPT_CHUNKS = 16
 MAX_CHECKSUMMED = 65_536
 
 
+def _local_rows(shard: Shard, group: int) -> str:
+    """``"local rows A..B"``: the shard-local rows of one of its row groups, for errors."""
+    first = sum(rows for rows, _ in shard.row_groups[:group])
+    return f"local rows {first}..{first + shard.row_groups[group][0] - 1}"
+
+
 class OpenQuery:
     """A DuckDB query over the rest of one row group, kept open between window reads.
 
@@ -631,8 +637,6 @@ class WindowDecoder:
             except OSError:
                 return
             if bad is not None:
-                first = sum(rows for rows, _ in shard.row_groups[:group])
-                rows = shard.row_groups[group][0]
                 why = (
                     "does not decompress (its gzip data fails gzip's CRC-32 or length check, "
                     "or does not decode)"
@@ -641,7 +645,7 @@ class WindowDecoder:
                 )
                 raise CorruptShardError(
                     f"shard {shard.path} is corrupt: page {bad.page} of column {bad.column!r} "
-                    f"in row group {bad.group} (local rows {first}..{first + rows - 1}) "
+                    f"in row group {bad.group} ({_local_rows(shard, bad.group)}) "
                     f"{why}: the file was damaged after it was written; restore or rewrite it",
                     shard.path,
                     (win.offset, win.end),
@@ -703,9 +707,8 @@ class WindowDecoder:
         where = "a page"
         if found is not None:
             column, group = found
-            first = sum(rows for rows, _ in shard.row_groups[:group])
-            last = first + shard.row_groups[group][0] - 1
-            where = f"a page of column {column!r} in row group {group} (local rows {first}..{last})"
+            where = (f"a page of column {column!r} in row group {group} "
+                     f"({_local_rows(shard, group)})")
         return CorruptShardError(
             f"shard {shard.path} is corrupt: {what} cannot be read: {where} cannot be "
             f"decompressed ({failures.message(exc)}): the file was damaged after it was "

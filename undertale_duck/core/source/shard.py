@@ -129,7 +129,7 @@ class Shard:
         with _footers_seen_lock:
             if _footers_seen.get(seen) == self.footer_xxh3:
                 return
-        now = footers.footer_digest(self.path, st.st_size)
+        now = footers.footer_digest(footers.footer_bytes(self.path, st.st_size))
         if now != self.footer_xxh3:
             raise ShardChangedError(
                 f"shard {self.path} changed on disk after the dataset was opened (rewritten "
@@ -194,7 +194,9 @@ def read_footer(path: str) -> Shard:
         except (OSError, pa.ArrowException, ValueError) as exc:
             footers.check_encryption(path, None, st.st_size)
             raise footers.unreadable_footer(path, exc) from None
-    footers.check_encryption(path, meta, st.st_size, key=key)
+    # read once: the encryption check walks them, and their digest is kept (_check_footer)
+    tail = footers.footer_bytes(path, st.st_size)
+    footers.check_encryption(path, meta, st.st_size, key=key, footer=tail)
     schema = footers.arrow_schema(path, meta)
     groups = footers.checked_row_groups(path, meta, st.st_size)
     decoded = decoded_sizes(meta)
@@ -212,7 +214,7 @@ def read_footer(path: str) -> Shard:
         inode=(st.st_dev, st.st_ino),
         decoded=decoded,
         ctime_ns=st.st_ctime_ns,
-        footer_xxh3=footers.footer_digest(path, st.st_size),
+        footer_xxh3=footers.footer_digest(tail),
     )
 
 

@@ -435,7 +435,7 @@ class ShardCache:
             with contextlib.suppress(OSError):
                 os.unlink(part)
 
-    def trim_footers(self) -> int:
+    def trim_footers(self) -> int | None:
         """Delete least recently used footers while the cache holds more than its limit.
 
         Footers are saved without making room (a dataset opening thousands of shards would
@@ -444,24 +444,13 @@ class ShardCache:
         read to fetch again, a shard a whole download.
 
         Returns:
-            The footers deleted.
+            Bytes held after (None: the cache directory could not be used).
         """
         try:
             with self._guard():
-                entries = self._entries()
-                total = self._sweep_parts(None) + sum(size for _, size, _ in entries)
-                deleted = 0
-                for name, size, _ in sorted(entries, key=lambda e: e[2]):
-                    if total <= self.limit:
-                        break
-                    if name.endswith(FOOTER_SUFFIX):
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(self._io / name)
-                        total -= size
-                        deleted += 1
-                return deleted
+                return self._fit(0, None, shards=False)
         except (SourceError, OSError):
-            return 0  # best effort, as saving them is: a footer costs a range read
+            return None  # best effort, as saving them is: a footer costs a range read
 
     # ------------------------------------------------------------------ use
     @contextlib.contextmanager
@@ -765,8 +754,11 @@ class ShardCache:
         """Bytes held (cached shards, footers, downloads in flight); under the guard."""
         return self._sweep_parts(keep) + sum(size for _, size, _ in self._entries())
 
-    def _fit(self, incoming: int, keep: str | None) -> int:
-        """Evict until ``incoming`` more bytes fit; return bytes held. Under the guard."""
+    def _fit(self, incoming: int, keep: str | None, *, shards: bool = True) -> int:
+        """Evict until ``incoming`` more bytes fit; return bytes held. Under the guard.
+
+        Least recently used first; with ``shards`` false only footers are deleted.
+        """
         total = self._sweep_parts(keep)
         entries = self._entries()
         total += sum(size for _, size, _ in entries)
@@ -777,7 +769,7 @@ class ShardCache:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._io / key)
                 total -= size
-            elif key != keep and self._evict(key):
+            elif shards and key != keep and self._evict(key):
                 total -= size
         return total
 
